@@ -1,0 +1,10 @@
+# MCDC_SANITIZE: "" (off), "address,undefined" or "thread".
+set(MCDC_SANITIZE "" CACHE STRING "Sanitizers to build with: address,undefined | thread")
+if(MCDC_SANITIZE)
+  if(NOT MCDC_SANITIZE MATCHES "^(address,undefined|undefined,address|address|undefined|thread)$")
+    message(FATAL_ERROR "MCDC_SANITIZE must be address,undefined or thread (got ${MCDC_SANITIZE})")
+  endif()
+  set(_san -fsanitize=${MCDC_SANITIZE} -fno-sanitize-recover=all -fno-omit-frame-pointer)
+  add_compile_options(${_san})
+  add_link_options(${_san})
+endif()

@@ -1,0 +1,218 @@
+/*
+ * config: mongocdc's configuration, loaded once from one YAML file and then
+ * immutable (style.md §4.8). Top-level keys are Debezium's property names
+ * (debezium-format.md §7.1) plus mongocdc's own sections `sink`, `offsets`,
+ * `kafka`, `log` and `debezium.compatibility`.
+ *
+ * One option table (schema.c) drives parsing, defaults, type and range
+ * checks, --config-help and docs/CONFIGURATION.md. Problems are reported
+ * compiler-style, `FILE:LINE:COL: KEY: problem (expected ...)`, all of them,
+ * and the caller exits 2.
+ *
+ * Thread: config_load/config_free on the main thread; the loaded struct is
+ * read-only and shared by every thread.
+ */
+#ifndef MCDC_CONFIG_CONFIG_H
+#define MCDC_CONFIG_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/error.h"
+
+/* A list of strings (YAML list or Debezium comma-separated string, trimmed). */
+struct mcdc_strlist {
+    char **items;
+    size_t count;
+};
+
+/* A key/value pair from a pass-through map (e.g. `kafka:`). */
+struct mcdc_kv {
+    char *key;
+    char *value;
+    int line, col; /* location of the key, 1-based, for librdkafka errors */
+};
+
+struct mcdc_kvlist {
+    struct mcdc_kv *items;
+    size_t count;
+};
+
+enum mcdc_dialect {
+    MCDC_DIALECT_1_9 = 0, /* debezium.compatibility: "1.9" (default) */
+    MCDC_DIALECT_3_X,     /* debezium.compatibility: "3.x" */
+    MCDC_DIALECT_COUNT
+};
+
+enum mcdc_capture_mode {
+    MCDC_CAPTURE_CHANGE_STREAMS = 0,
+    MCDC_CAPTURE_CHANGE_STREAMS_UPDATE_FULL, /* default */
+    MCDC_CAPTURE_CHANGE_STREAMS_WITH_PRE_IMAGE,
+    MCDC_CAPTURE_CHANGE_STREAMS_UPDATE_FULL_WITH_PRE_IMAGE,
+    MCDC_CAPTURE_OPLOG,
+    MCDC_CAPTURE_MODE_COUNT
+};
+
+enum mcdc_snapshot_mode {
+    MCDC_SNAPSHOT_INITIAL = 0, /* default */
+    MCDC_SNAPSHOT_WHEN_NEEDED,
+    MCDC_SNAPSHOT_INITIAL_ONLY,
+    MCDC_SNAPSHOT_NEVER,
+    MCDC_SNAPSHOT_NO_DATA,
+    MCDC_SNAPSHOT_ALWAYS,
+    MCDC_SNAPSHOT_MODE_COUNT
+};
+
+enum mcdc_sink_type {
+    MCDC_SINK_KAFKA = 0, /* default */
+    MCDC_SINK_FILE,
+    MCDC_SINK_STDOUT,
+    MCDC_SINK_TYPE_COUNT
+};
+
+enum mcdc_offset_storage {
+    MCDC_OFFSETS_FILE = 0, /* default */
+    MCDC_OFFSETS_KAFKA,
+    MCDC_OFFSET_STORAGE_COUNT
+};
+
+enum mcdc_schema_adjust {
+    MCDC_SCHEMA_ADJUST_NONE = 0,
+    MCDC_SCHEMA_ADJUST_AVRO,
+    MCDC_SCHEMA_ADJUST_AVRO_UNICODE,
+    MCDC_SCHEMA_ADJUST_COUNT
+};
+
+enum mcdc_filter_match {
+    MCDC_FILTER_MATCH_REGEX = 0,
+    MCDC_FILTER_MATCH_LITERAL,
+    MCDC_FILTER_MATCH_COUNT
+};
+
+enum mcdc_full_update_type {
+    MCDC_FULL_UPDATE_LOOKUP = 0,
+    MCDC_FULL_UPDATE_POST_IMAGE,
+    MCDC_FULL_UPDATE_TYPE_COUNT
+};
+
+enum mcdc_connection_mode {
+    MCDC_CONNECTION_REPLICA_SET = 0, /* one task per replica set / shard (default) */
+    MCDC_CONNECTION_SHARDED,         /* one merged stream through mongos */
+    MCDC_CONNECTION_MODE_COUNT
+};
+
+/* A collection's snapshot filter override (`snapshot.collection.filter.overrides`). */
+struct mcdc_filter_override {
+    char *ns;    /* "db.coll" */
+    char *query; /* extended JSON query text */
+};
+
+struct mcdc_config {
+    char *path; /* the file it came from */
+
+    /* Connection / identity */
+    char *topic_prefix;        /* topic.prefix (required) */
+    char *connection_string;   /* mongodb.connection.string (required); secret */
+    enum mcdc_connection_mode connection_mode; /* mongodb.connection.mode */
+    int64_t connect_timeout_ms;          /* mongodb.connect.timeout.ms, 10000 */
+    int64_t server_selection_timeout_ms; /* mongodb.server.selection.timeout.ms, 30000 */
+    int64_t socket_timeout_ms;           /* mongodb.socket.timeout.ms, 0 */
+    int64_t heartbeat_frequency_ms;      /* mongodb.heartbeat.frequency.ms, 10000 */
+    int64_t poll_interval_ms_topology;   /* mongodb.poll.interval.ms, 30000 */
+    int64_t backoff_initial_ms;          /* connect.backoff.initial.delay.ms, 1000 */
+    int64_t backoff_max_ms;              /* connect.backoff.max.delay.ms, 120000 */
+    int64_t connect_max_attempts;        /* connect.max.attempts, 16 */
+
+    /* Capture */
+    enum mcdc_capture_mode capture_mode;         /* capture.mode */
+    enum mcdc_full_update_type full_update_type; /* capture.mode.full.update.type */
+    int64_t capture_start_op_time;               /* capture.start.op.time, -1 = unset */
+    int64_t cursor_max_await_time_ms;            /* cursor.max.await.time.ms, 0 = server default */
+    int64_t cursor_batch_size;                   /* cursor.batch.size (mongocdc), 0 = server default */
+    char *cursor_pipeline;                       /* cursor.pipeline JSON array text, or NULL */
+    struct mcdc_strlist skipped_operations;      /* skipped.operations: subset of c,u,d,t */
+    bool tombstones_on_delete;                   /* tombstones.on.delete, true */
+    bool provide_transaction_metadata;           /* provide.transaction.metadata, false */
+    bool transaction_eager_end;                  /* transaction.eager.end (mongocdc), false */
+
+    /* Filters */
+    struct mcdc_strlist database_include, database_exclude;     /* database.*.list */
+    struct mcdc_strlist collection_include, collection_exclude; /* collection.*.list */
+    enum mcdc_filter_match filters_match_mode;                  /* filters.match.mode */
+    struct mcdc_strlist field_exclude;                          /* field.exclude.list */
+    struct mcdc_strlist field_renames;                          /* field.renames */
+    char *signal_data_collection;                               /* signal.data.collection */
+
+    /* Snapshot */
+    enum mcdc_snapshot_mode snapshot_mode;              /* snapshot.mode */
+    int64_t snapshot_max_threads;                       /* snapshot.max.threads, 1 */
+    int64_t snapshot_fetch_size;                        /* snapshot.fetch.size, 0 */
+    int64_t snapshot_delay_ms;                          /* snapshot.delay.ms, 0 */
+    int64_t streaming_delay_ms;                         /* streaming.delay.ms, 0 */
+    struct mcdc_strlist snapshot_include_collections;   /* snapshot.include.collection.list */
+    struct mcdc_filter_override *snapshot_filter_overrides;
+    size_t snapshot_filter_override_count;
+    int64_t incremental_snapshot_chunk_size;            /* incremental.snapshot.chunk.size, 1024 */
+
+    /* Topics, schemas, runtime */
+    enum mcdc_dialect dialect;                 /* debezium.compatibility */
+    char *topic_delimiter;                     /* topic.delimiter, "." */
+    char *topic_transaction;                   /* topic.transaction, "transaction" */
+    char *topic_heartbeat_prefix;              /* topic.heartbeat.prefix, "__debezium-heartbeat" */
+    enum mcdc_schema_adjust schema_name_adjust; /* schema.name.adjustment.mode; dialect default */
+    bool key_schemas_enable;                   /* key.converter.schemas.enable, false */
+    bool value_schemas_enable;                 /* value.converter.schemas.enable, false */
+    int64_t heartbeat_interval_ms;             /* heartbeat.interval.ms, 0 = off */
+    int64_t max_batch_size;                    /* max.batch.size, 2048 */
+    int64_t poll_interval_ms;                  /* poll.interval.ms, 500 */
+    char *debezium_version;                    /* source.version text, dialect default */
+
+    /* mongocdc sections */
+    enum mcdc_sink_type sink_type;             /* sink.type */
+    char *sink_path;                           /* sink.path (file sink) */
+    int64_t sink_queue_bytes;                  /* sink.queue.max.bytes, 16 MiB */
+    enum mcdc_offset_storage offset_storage;   /* offsets.storage */
+    char *offsets_file;                        /* offsets.file.path */
+    char *offsets_topic;                       /* offsets.topic */
+    int64_t offsets_flush_interval_ms;         /* offsets.flush.interval.ms, 60000 */
+    int64_t offsets_flush_timeout_ms;          /* offsets.flush.timeout.ms, 5000 */
+    struct mcdc_kvlist kafka;                  /* kafka: passed to librdkafka as-is */
+    int log_level;                             /* log.level (enum mcdc_log_level) */
+    int log_format;                            /* log.format (enum mcdc_log_format) */
+    char *log_file;                            /* log.file, NULL = stderr */
+};
+
+/*
+ * Loads and validates the YAML file at path. On success returns a new config
+ * the caller frees with config_free(). On failure returns NULL, prints every
+ * problem to `diag` (usually stderr) as `FILE:LINE:COL: KEY: problem
+ * (expected ...)`, and fills err (domain CONFIG) with a summary. Secrets are
+ * never printed.
+ */
+struct mcdc_config *config_load(const char *path, FILE *diag, struct mcdc_error *err);
+
+/* Frees a config; NULL is a no-op. */
+void config_free(struct mcdc_config *cfg);
+
+/* Prints every option with type, default and meaning (--config-help). */
+void config_print_help(FILE *out);
+
+/* Writes docs/CONFIGURATION.md (Markdown) from the option table. */
+void config_print_markdown(FILE *out);
+
+/*
+ * Writes a copy of uri with any password replaced by "****" into out (at most
+ * cap bytes, NUL-terminated). For logs and errors.
+ */
+void config_redact_uri(const char *uri, char *out, size_t cap);
+
+/*
+ * Returns the options whose behaviour a later release delivers and that are
+ * set in cfg (to warn "not supported yet" at startup): fills names (borrowed,
+ * static strings) up to cap and returns how many are set.
+ */
+size_t config_unsupported_set(const struct mcdc_config *cfg, const char **names, size_t cap);
+
+#endif

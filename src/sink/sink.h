@@ -1,0 +1,72 @@
+/*
+ * sink: delivers records to Kafka (librdkafka) or as JSON lines (file/stdout),
+ * design.md §6.
+ *
+ * One sink per capture task, used only on that task's thread. Kafka: an
+ * idempotent producer (acks=all), the `kafka:` map passed through; a bounded
+ * queue gives backpressure: sink_produce() waits (polling delivery reports)
+ * while the queue is full; nothing is dropped. Delivery reports are served
+ * inside sink_poll()/sink_produce()/sink_flush() on the calling thread and
+ * call the delivery callback with the opaque given to sink_produce(). The
+ * JSON-lines sink writes `{"topic": ..., "key": <key>, "value": <value|null>}`
+ * per record and reports delivery once the line is written (flushed).
+ *
+ * Thread: worker (the owning capture task).
+ */
+#ifndef MCDC_SINK_SINK_H
+#define MCDC_SINK_SINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/error.h"
+#include "config/config.h"
+#include "encode/encode.h"
+
+/*
+ * Called once per produced record, on the sink's thread, when the record is
+ * acknowledged (err NULL) or has failed permanently (err set). opaque is the
+ * value passed to sink_produce().
+ */
+typedef void (*sink_delivery_cb)(void *opaque, const struct mcdc_error *err, void *cb_ctx);
+
+struct sink;
+
+/*
+ * Creates the sink configured by cfg (borrowed; outlives the sink). client_tag
+ * names the task (replica-set name) for client.id and logs. Returns NULL and
+ * fills err on a bad Kafka property (domain CONFIG) or an unopenable file.
+ */
+struct sink *sink_new(const struct mcdc_config *cfg, const char *client_tag, sink_delivery_cb cb,
+                      void *cb_ctx, struct mcdc_error *err);
+
+/* Flushes nothing, frees everything; pending records are not waited for. NULL ok. */
+void sink_destroy(struct sink *sink);
+
+/*
+ * Produces rec. On success takes ownership of rec->key and rec->value (sets
+ * them to NULL). Blocks while the queue is full (backpressure), serving
+ * delivery reports; returns false with err if the record can never be
+ * delivered (too large: names the size) or on a fatal producer error; then
+ * rec still owns its buffers. A *stop flag set to true while waiting makes it
+ * return false with a retriable error.
+ */
+bool sink_produce(struct sink *sink, struct mcdc_record *rec, void *opaque,
+                  const volatile bool *stop, struct mcdc_error *err);
+
+/* Serves delivery reports for up to timeout_ms. Returns how many were served. */
+int sink_poll(struct sink *sink, int timeout_ms);
+
+/*
+ * Waits up to timeout_ms for every produced record to be acknowledged.
+ * Returns false with err (retriable) on timeout.
+ */
+bool sink_flush(struct sink *sink, int timeout_ms, struct mcdc_error *err);
+
+/* Records produced but not yet reported. */
+size_t sink_in_flight(const struct sink *sink);
+
+/* A fatal producer error (librdkafka ERR__FATAL) has occurred: fills err and returns true. */
+bool sink_fatal(struct sink *sink, struct mcdc_error *err);
+
+#endif
