@@ -38,6 +38,9 @@ struct ejson_buf {
 void ejson_buf_reset(struct ejson_buf *buf);          /* len = 0, keeps memory */
 void ejson_buf_free(struct ejson_buf *buf);           /* frees memory */
 void ejson_buf_append(struct ejson_buf *buf, const char *s, size_t n);
+/* Ensures room for extra more bytes plus a NUL (capacity doubles, starting at
+ * 256). Aborts on out-of-memory (xalloc). */
+void ejson_buf_grow(struct ejson_buf *buf, size_t extra);
 /* Returns the buffer's bytes as a new malloc'd NUL-terminated string (len in *len). */
 char *ejson_buf_steal(struct ejson_buf *buf, size_t *len);
 
