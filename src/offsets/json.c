@@ -1,0 +1,258 @@
+/*
+ * offsets/json: the small JSON writer and Base64 codec behind the offset
+ * values (debezium-format.md §4.2) and the Kafka Connect partition keys
+ * (§4.1). Parsing goes through libbson (bson_new_from_json); writing is ours
+ * so the bytes are compact and predictable (libbson pads with spaces).
+ *
+ * Thread: any.
+ */
+#include "offsets/offsets_internal.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+
+void jbuf_init(struct jbuf *b)
+{
+    b->cap = 64;
+    b->len = 0;
+    b->data = xmalloc(b->cap);
+    b->data[0] = '\0';
+}
+
+void jbuf_free(struct jbuf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+static void reserve(struct jbuf *b, size_t n)
+{
+    if (b->len + n + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 64;
+    while (b->len + n + 1 > cap)
+        cap *= 2;
+    b->data = xrealloc(b->data, cap);
+    b->cap = cap;
+}
+
+void jbuf_putn(struct jbuf *b, const char *s, size_t n)
+{
+    reserve(b, n);
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void jbuf_puts(struct jbuf *b, const char *s)
+{
+    jbuf_putn(b, s, strlen(s));
+}
+
+void jbuf_putc(struct jbuf *b, char c)
+{
+    jbuf_putn(b, &c, 1);
+}
+
+void jbuf_i64(struct jbuf *b, int64_t v)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%" PRId64, v);
+    jbuf_putn(b, tmp, (size_t)n);
+}
+
+void jbuf_str(struct jbuf *b, const char *s, size_t n)
+{
+    jbuf_putc(b, '"');
+    size_t run = 0; /* start of the pending verbatim run */
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        jbuf_putn(b, s + run, i - run);
+        run = i + 1;
+        switch (c) {
+        case '"': jbuf_puts(b, "\\\""); break;
+        case '\\': jbuf_puts(b, "\\\\"); break;
+        case '\n': jbuf_puts(b, "\\n"); break;
+        case '\r': jbuf_puts(b, "\\r"); break;
+        case '\t': jbuf_puts(b, "\\t"); break;
+        case '\b': jbuf_puts(b, "\\b"); break;
+        case '\f': jbuf_puts(b, "\\f"); break;
+        default: {
+            char tmp[8];
+            snprintf(tmp, sizeof tmp, "\\u%04x", c);
+            jbuf_puts(b, tmp);
+        }
+        }
+    }
+    jbuf_putn(b, s + run, n - run);
+    jbuf_putc(b, '"');
+}
+
+static void put_container(struct jbuf *b, const bson_iter_t *iter, bool array)
+{
+    bson_iter_t child;
+    jbuf_putc(b, array ? '[' : '{');
+    if (bson_iter_recurse(iter, &child)) {
+        bool first = true;
+        while (bson_iter_next(&child)) {
+            if (!first)
+                jbuf_putc(b, ',');
+            first = false;
+            if (!array) {
+                jbuf_str(b, bson_iter_key(&child), bson_iter_key_len(&child));
+                jbuf_putc(b, ':');
+            }
+            jbuf_bson_value(b, &child);
+        }
+    }
+    jbuf_putc(b, array ? ']' : '}');
+}
+
+void jbuf_bson_value(struct jbuf *b, const bson_iter_t *iter)
+{
+    switch (bson_iter_type(iter)) {
+    case BSON_TYPE_UTF8: {
+        uint32_t n = 0;
+        const char *s = bson_iter_utf8(iter, &n);
+        jbuf_str(b, s, n);
+        break;
+    }
+    case BSON_TYPE_INT32: jbuf_i64(b, bson_iter_int32(iter)); break;
+    case BSON_TYPE_INT64: jbuf_i64(b, bson_iter_int64(iter)); break;
+    case BSON_TYPE_BOOL: jbuf_puts(b, bson_iter_bool(iter) ? "true" : "false"); break;
+    case BSON_TYPE_NULL: jbuf_puts(b, "null"); break;
+    case BSON_TYPE_DOUBLE: {
+        char tmp[40];
+        snprintf(tmp, sizeof tmp, "%.17g", bson_iter_double(iter));
+        jbuf_puts(b, tmp);
+        break;
+    }
+    case BSON_TYPE_DOCUMENT: put_container(b, iter, false); break;
+    case BSON_TYPE_ARRAY: put_container(b, iter, true); break;
+    default: {
+        /* Not produced by a JSON parse; kept readable rather than dropped. */
+        bson_t tmp = BSON_INITIALIZER;
+        bson_append_iter(&tmp, "v", 1, iter);
+        char *json = bson_as_relaxed_extended_json(&tmp, NULL);
+        jbuf_puts(b, json ? json : "null");
+        bson_free(json);
+        bson_destroy(&tmp);
+    }
+    }
+}
+
+void jbuf_bson_members(struct jbuf *b, const bson_t *doc, bool *first)
+{
+    bson_iter_t iter;
+    if (!bson_iter_init(&iter, doc))
+        return;
+    while (bson_iter_next(&iter)) {
+        if (!*first)
+            jbuf_putc(b, ',');
+        *first = false;
+        jbuf_str(b, bson_iter_key(&iter), bson_iter_key_len(&iter));
+        jbuf_putc(b, ':');
+        jbuf_bson_value(b, &iter);
+    }
+}
+
+char *jbuf_steal(struct jbuf *b)
+{
+    char *s = b->data;
+    b->data = NULL;
+    b->len = b->cap = 0;
+    return s;
+}
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *base64_encode(const uint8_t *data, size_t len)
+{
+    char *out = xmalloc(((len + 2) / 3) * 4 + 1);
+    size_t o = 0, i = 0;
+    for (; i + 3 <= len; i += 3) {
+        uint32_t v = (uint32_t)data[i] << 16 | (uint32_t)data[i + 1] << 8 | data[i + 2];
+        out[o++] = B64[v >> 18];
+        out[o++] = B64[(v >> 12) & 63];
+        out[o++] = B64[(v >> 6) & 63];
+        out[o++] = B64[v & 63];
+    }
+    if (len - i == 1) {
+        uint32_t v = (uint32_t)data[i] << 16;
+        out[o++] = B64[v >> 18];
+        out[o++] = B64[(v >> 12) & 63];
+        out[o++] = '=';
+        out[o++] = '=';
+    } else if (len - i == 2) {
+        uint32_t v = (uint32_t)data[i] << 16 | (uint32_t)data[i + 1] << 8;
+        out[o++] = B64[v >> 18];
+        out[o++] = B64[(v >> 12) & 63];
+        out[o++] = B64[(v >> 6) & 63];
+        out[o++] = '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static int b64_value(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+bool base64_decode(const char *s, size_t n, uint8_t **out, size_t *out_len)
+{
+    while (n > 0 && s[n - 1] == '=')
+        n--;
+    if (n % 4 == 1)
+        return false;
+    uint8_t *buf = xmalloc(n * 3 / 4 + 1);
+    size_t o = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        int v = b64_value(s[i]);
+        if (v < 0) {
+            free(buf);
+            return false;
+        }
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            buf[o++] = (uint8_t)(acc >> bits);
+        }
+    }
+    *out = buf;
+    *out_len = o;
+    return true;
+}
+
+char *offsets_partition_key(const char *name, const char *server_id, const char *rs)
+{
+    struct jbuf b;
+    jbuf_init(&b);
+    jbuf_putc(&b, '[');
+    jbuf_str(&b, name, strlen(name));
+    jbuf_puts(&b, ",{\"rs\":");
+    jbuf_str(&b, rs, strlen(rs));
+    jbuf_puts(&b, ",\"server_id\":");
+    jbuf_str(&b, server_id, strlen(server_id));
+    jbuf_puts(&b, "}]");
+    return jbuf_steal(&b);
+}

@@ -1,0 +1,276 @@
+/*
+ * offsets/position: a stream position and its Kafka Connect offset value
+ * (debezium-format.md §4.2).
+ *
+ * Written value, compact JSON, keys in this order:
+ *   sec, ord                 clusterTime seconds/increment (-1 when only a token is known)
+ *   h, tord                  oplog positions only (1.9 `h`, transaction order when > 0)
+ *   initsync: true           only while the initial snapshot runs
+ *   resume_token             Base64 of the BSON bytes of the whole token document (2.7+)
+ *   lsid, txnNumber          when the last event was in a transaction
+ *   <extra keys>             transaction / incremental-snapshot keys, kept verbatim
+ *   mongocdc_capture_mode    "oplog" or "change_streams": which capture mode wrote it
+ *                            (design.md §9: an oplog position migrates to a change
+ *                            stream, a change-stream position is never downgraded)
+ *
+ * Reading follows Debezium's loader (MongoDbOffsetContext.Loader,
+ * lastResumeTokenDoc): resume_token is first decoded as Base64 → BSON; on any
+ * failure it is the old (≤2.6) hex `_data` string and becomes {"_data": s}.
+ * Without mongocdc_capture_mode (a value written by Debezium), the 1.9 rule
+ * classifies it: a non-null `h` and no resume token means oplog (§4.4).
+ *
+ * Thread: any (no shared state).
+ */
+#include "offsets/offsets.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+#include "offsets/offsets_internal.h"
+
+#define CAPTURE_MODE_KEY "mongocdc_capture_mode"
+
+void position_init(struct mcdc_position *pos)
+{
+    memset(pos, 0, sizeof *pos);
+    pos->sec = -1;
+    pos->ord = -1;
+    bson_init(&pos->resume_token);
+}
+
+void position_clear(struct mcdc_position *pos)
+{
+    bson_destroy(&pos->resume_token);
+    free(pos->lsid);
+    free(pos->extra_json);
+    position_init(pos);
+}
+
+void position_copy(struct mcdc_position *dst, const struct mcdc_position *src)
+{
+    if (dst == src)
+        return;
+    bson_destroy(&dst->resume_token);
+    free(dst->lsid);
+    free(dst->extra_json);
+    *dst = *src;
+    bson_init(&dst->resume_token);
+    if (src->has_resume_token)
+        bson_concat(&dst->resume_token, &src->resume_token);
+    dst->lsid = src->lsid ? xstrdup(src->lsid) : NULL;
+    dst->extra_json = src->extra_json ? xstrdup(src->extra_json) : NULL;
+}
+
+/* Moves src into dst (dst cleared first); src is left empty. A bson_t that
+ * grew onto the heap points into itself, so its bytes are re-appended rather
+ * than the struct copied. */
+static void position_move(struct mcdc_position *dst, struct mcdc_position *src)
+{
+    bson_destroy(&dst->resume_token);
+    free(dst->lsid);
+    free(dst->extra_json);
+    memcpy(dst, src, sizeof *dst); /* scalars and the two owned strings */
+    bson_init(&dst->resume_token);
+    bson_concat(&dst->resume_token, &src->resume_token);
+    bson_destroy(&src->resume_token);
+    position_init(src);
+}
+
+static void key(struct jbuf *b, const char *k)
+{
+    jbuf_putc(b, ',');
+    jbuf_str(b, k, strlen(k));
+    jbuf_putc(b, ':');
+}
+
+char *position_to_json(const struct mcdc_position *pos)
+{
+    struct jbuf b;
+    jbuf_init(&b);
+    jbuf_puts(&b, "{\"sec\":");
+    jbuf_i64(&b, pos->sec);
+    key(&b, "ord");
+    jbuf_i64(&b, pos->ord);
+    if (pos->oplog) {
+        key(&b, "h");
+        jbuf_i64(&b, pos->h);
+        if (pos->tord > 0) {
+            key(&b, "tord");
+            jbuf_i64(&b, pos->tord);
+        }
+    }
+    if (pos->initsync) {
+        key(&b, "initsync");
+        jbuf_puts(&b, "true");
+    }
+    if (pos->has_resume_token) {
+        char *b64 = base64_encode(bson_get_data(&pos->resume_token), pos->resume_token.len);
+        key(&b, "resume_token");
+        jbuf_str(&b, b64, strlen(b64));
+        free(b64);
+    }
+    if (pos->lsid) {
+        key(&b, "lsid");
+        jbuf_str(&b, pos->lsid, strlen(pos->lsid));
+        key(&b, "txnNumber");
+        jbuf_i64(&b, pos->txn_number);
+    }
+    if (pos->extra_json) {
+        /* Re-rendered through libbson so a hand-made extra text cannot break the object. */
+        bson_t *extra = bson_new_from_json((const uint8_t *)pos->extra_json, -1, NULL);
+        if (extra) {
+            bool first = false;
+            jbuf_bson_members(&b, extra, &first);
+            bson_destroy(extra);
+        }
+    }
+    key(&b, CAPTURE_MODE_KEY);
+    jbuf_puts(&b, pos->oplog ? "\"oplog\"" : "\"change_streams\"");
+    jbuf_putc(&b, '}');
+    return jbuf_steal(&b);
+}
+
+static bool get_int(const bson_iter_t *it, int64_t *out)
+{
+    switch (bson_iter_type(it)) {
+    case BSON_TYPE_INT32: *out = bson_iter_int32(it); return true;
+    case BSON_TYPE_INT64: *out = bson_iter_int64(it); return true;
+    case BSON_TYPE_DOUBLE: *out = (int64_t)bson_iter_double(it); return true;
+    default: return false;
+    }
+}
+
+/* Debezium's lastResumeTokenDoc(): Base64 of BSON, else the old hex `_data` string. */
+static void parse_token(const char *s, uint32_t n, bson_t *out)
+{
+    uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    bson_t tmp;
+    if (base64_decode(s, n, &raw, &raw_len) && bson_init_static(&tmp, raw, raw_len) &&
+        bson_validate(&tmp, BSON_VALIDATE_NONE, NULL)) {
+        bson_concat(out, &tmp);
+    } else {
+        BSON_APPEND_UTF8(out, "_data", s);
+    }
+    free(raw);
+}
+
+static bool bad(struct mcdc_error *err, const char *k)
+{
+    return mcdc_error_set(err, MCDC_ERR_IO, EINVAL, "offset value: \"%s\" has the wrong type", k);
+}
+
+bool position_from_bson(const bson_t *doc, struct mcdc_position *pos, struct mcdc_error *err)
+{
+    struct mcdc_position p;
+    position_init(&p);
+    bson_t extra = BSON_INITIALIZER;
+    bool h_set = false, mode_set = false, ok = false;
+    bson_iter_t it;
+    if (!bson_iter_init(&it, doc)) {
+        mcdc_error_set(err, MCDC_ERR_IO, EINVAL, "offset value: not a document");
+        goto cleanup;
+    }
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        bson_type_t t = bson_iter_type(&it);
+        if (!strcmp(k, "sec") || !strcmp(k, "ord") || !strcmp(k, "tord") ||
+            !strcmp(k, "txnNumber")) {
+            int64_t v;
+            if (!get_int(&it, &v)) {
+                bad(err, k);
+                goto cleanup;
+            }
+            if (k[0] == 's')
+                p.sec = v;
+            else if (k[0] == 'o')
+                p.ord = v;
+            else if (k[0] == 't' && k[1] == 'o')
+                p.tord = v;
+            else
+                p.txn_number = v;
+        } else if (!strcmp(k, "h")) {
+            if (t != BSON_TYPE_NULL) {
+                if (!get_int(&it, &p.h)) {
+                    bad(err, k);
+                    goto cleanup;
+                }
+                h_set = true;
+            }
+        } else if (!strcmp(k, "initsync")) {
+            if (t == BSON_TYPE_BOOL)
+                p.initsync = bson_iter_bool(&it);
+            else if (t == BSON_TYPE_UTF8)
+                p.initsync = !strcmp(bson_iter_utf8(&it, NULL), "true");
+            else if (t != BSON_TYPE_NULL) {
+                bad(err, k);
+                goto cleanup;
+            }
+        } else if (!strcmp(k, "resume_token")) {
+            if (t == BSON_TYPE_UTF8) {
+                uint32_t n = 0;
+                const char *s = bson_iter_utf8(&it, &n);
+                parse_token(s, n, &p.resume_token);
+                p.has_resume_token = true;
+            } else if (t == BSON_TYPE_DOCUMENT) {
+                bson_t sub;
+                const uint8_t *data;
+                uint32_t len;
+                bson_iter_document(&it, &len, &data);
+                if (bson_init_static(&sub, data, len))
+                    bson_concat(&p.resume_token, &sub);
+                p.has_resume_token = true;
+            } else if (t != BSON_TYPE_NULL) {
+                bad(err, k);
+                goto cleanup;
+            }
+        } else if (!strcmp(k, "lsid")) {
+            if (t == BSON_TYPE_UTF8) {
+                p.lsid = xstrdup(bson_iter_utf8(&it, NULL));
+            } else if (t != BSON_TYPE_NULL) {
+                bad(err, k);
+                goto cleanup;
+            }
+        } else if (!strcmp(k, CAPTURE_MODE_KEY)) {
+            if (t != BSON_TYPE_UTF8) {
+                bad(err, k);
+                goto cleanup;
+            }
+            p.oplog = !strcmp(bson_iter_utf8(&it, NULL), "oplog");
+            mode_set = true;
+        } else {
+            bson_append_iter(&extra, k, -1, &it);
+        }
+    }
+    if (!mode_set)
+        p.oplog = h_set && !p.has_resume_token;
+    if (!bson_empty(&extra)) {
+        struct jbuf b;
+        bool first = true;
+        jbuf_init(&b);
+        jbuf_putc(&b, '{');
+        jbuf_bson_members(&b, &extra, &first);
+        jbuf_putc(&b, '}');
+        p.extra_json = jbuf_steal(&b);
+    }
+    position_move(pos, &p);
+    ok = true;
+cleanup:
+    bson_destroy(&extra);
+    if (!ok)
+        position_clear(&p);
+    return ok;
+}
+
+bool position_from_json(const char *json, struct mcdc_position *pos, struct mcdc_error *err)
+{
+    bson_error_t berr;
+    bson_t *doc = bson_new_from_json((const uint8_t *)json, -1, &berr);
+    if (!doc)
+        return mcdc_error_set(err, MCDC_ERR_IO, EINVAL, "offset value is not JSON: %s",
+                              berr.message);
+    bool ok = position_from_bson(doc, pos, err);
+    bson_destroy(doc);
+    return ok;
+}

@@ -1,0 +1,320 @@
+/*
+ * offsets/store_file: the default offset store, one JSON file for every
+ * replica set (offsets.file.path). Layout: a JSON object whose member names are
+ * the Kafka Connect partition keys and whose values are the offset values,
+ * one member per line:
+ *
+ *   {
+ *   "[\"shop\",{\"rs\":\"rs0\",\"server_id\":\"shop\"}]":{"sec":1694627139,"ord":3,...},
+ *   "[\"shop\",{\"rs\":\"rs1\",\"server_id\":\"shop\"}]":{"sec":1694627140,"ord":1,...}
+ *   }
+ *
+ * which is Kafka Connect's own file store (FileOffsetBackingStore: a map of
+ * serialized key → serialized value) in readable form, so moving offsets
+ * between the file and the Kafka topic is a copy of key and value bytes.
+ *
+ * Every save rewrites the whole file atomically (style.md §4.9, redis
+ * rdbSave): write "<path>.tmp", fsync, rename over <path>, fsync the folder.
+ * A crash leaves either the old or the new file, never a torn one. Several
+ * tasks (threads) and a second daemon share the file safely: each save takes a
+ * process mutex and an flock on "<path>.lock", re-reads the file and replaces
+ * only its own member. Saves happen on the offsets flush interval, not per
+ * event, so the re-read is cheap.
+ *
+ * Thread: worker (any task; serialised by the lock).
+ */
+#include "offsets/offsets.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/xalloc.h"
+#include "offsets/offsets_internal.h"
+
+struct file_store {
+    char *path, *tmp_path, *lock_path, *dir;
+};
+
+static pthread_mutex_t file_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static bool read_all(const char *path, char **out, size_t *out_len, bool *exists,
+                     struct mcdc_error *err)
+{
+    *exists = false;
+    *out = NULL;
+    *out_len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return true;
+        return mcdc_error_set(err, MCDC_ERR_IO, errno, "offsets file %s: %s", path,
+                              strerror(errno));
+    }
+    *exists = true;
+    size_t cap = 4096, len = 0;
+    char *buf = xmalloc(cap);
+    for (;;) {
+        if (len + 1 >= cap) {
+            cap *= 2;
+            buf = xrealloc(buf, cap);
+        }
+        ssize_t n = read(fd, buf + len, cap - len - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            return mcdc_error_set(err, MCDC_ERR_IO, e, "offsets file %s: read: %s", path,
+                                  strerror(e));
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    buf[len] = '\0';
+    *out = buf;
+    *out_len = len;
+    return true;
+}
+
+/* Reads and parses the file into *doc (an empty document when absent or empty). */
+static bool load_doc(const struct file_store *fs, bson_t **doc, struct mcdc_error *err)
+{
+    char *text;
+    size_t len;
+    bool exists;
+    if (!read_all(fs->path, &text, &len, &exists, err))
+        return false;
+    size_t i = 0;
+    while (i < len && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r'))
+        i++;
+    if (!exists || i == len) {
+        free(text);
+        *doc = bson_new();
+        return true;
+    }
+    bson_error_t berr;
+    *doc = bson_new_from_json((const uint8_t *)text, (ssize_t)len, &berr);
+    free(text);
+    if (!*doc)
+        return mcdc_error_set(err, MCDC_ERR_IO, EINVAL,
+                              "offsets file %s is corrupt (%s); fix or move it away to "
+                              "start without stored offsets",
+                              fs->path, berr.message);
+    bson_iter_t it;
+    bson_iter_init(&it, *doc);
+    while (bson_iter_next(&it)) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            mcdc_error_set(err, MCDC_ERR_IO, EINVAL,
+                           "offsets file %s is corrupt: member %.80s is not an object", fs->path,
+                           bson_iter_key(&it));
+            bson_destroy(*doc);
+            *doc = NULL;
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool lock(const struct file_store *fs, int *lock_fd, struct mcdc_error *err)
+{
+    pthread_mutex_lock(&file_mutex);
+    *lock_fd = open(fs->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX) != 0) {
+        int e = errno;
+        if (*lock_fd >= 0)
+            close(*lock_fd);
+        pthread_mutex_unlock(&file_mutex);
+        return mcdc_error_set(err, MCDC_ERR_IO, e, "offsets lock %s: %s", fs->lock_path,
+                              strerror(e));
+    }
+    return true;
+}
+
+static void unlock(int lock_fd)
+{
+    close(lock_fd); /* releases the flock */
+    pthread_mutex_unlock(&file_mutex);
+}
+
+static bool file_load(struct offset_store *store, const char *key, char **value_json,
+                      struct mcdc_error *err)
+{
+    struct file_store *fs = store->impl;
+    int lock_fd;
+    bson_t *doc = NULL;
+    *value_json = NULL;
+    if (!lock(fs, &lock_fd, err))
+        return false;
+    bool ok = load_doc(fs, &doc, err);
+    unlock(lock_fd);
+    if (!ok)
+        return false;
+    bson_iter_t it;
+    if (bson_iter_init_find(&it, doc, key)) {
+        struct jbuf b;
+        jbuf_init(&b);
+        jbuf_bson_value(&b, &it);
+        *value_json = jbuf_steal(&b);
+    }
+    bson_destroy(doc);
+    return true;
+}
+
+static bool write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* temp file, fsync, rename, fsync of the folder (style.md §4.9). */
+static bool replace_file(const struct file_store *fs, const char *text, size_t len,
+                         struct mcdc_error *err)
+{
+    int fd = open(fs->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return mcdc_error_set(err, MCDC_ERR_IO, errno, "offsets file %s: %s", fs->tmp_path,
+                              strerror(errno));
+    if (!write_all(fd, text, len) || fsync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(fs->tmp_path);
+        return mcdc_error_set(err, MCDC_ERR_IO, e, "offsets file %s: write: %s", fs->tmp_path,
+                              strerror(e));
+    }
+    if (close(fd) != 0 || rename(fs->tmp_path, fs->path) != 0) {
+        int e = errno;
+        unlink(fs->tmp_path);
+        return mcdc_error_set(err, MCDC_ERR_IO, e, "offsets file %s: rename: %s", fs->path,
+                              strerror(e));
+    }
+    int dfd = open(fs->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) != 0) {
+        int e = errno;
+        if (dfd >= 0)
+            close(dfd);
+        return mcdc_error_set(err, MCDC_ERR_IO, e, "offsets folder %s: fsync: %s", fs->dir,
+                              strerror(e));
+    }
+    close(dfd);
+    return true;
+}
+
+static bool file_save(struct offset_store *store, const char *key, const char *value_json,
+                      struct mcdc_error *err)
+{
+    struct file_store *fs = store->impl;
+    bson_error_t berr;
+    bson_t *value = bson_new_from_json((const uint8_t *)value_json, -1, &berr);
+    if (!value)
+        return mcdc_error_set(err, MCDC_ERR_INTERNAL, 0, "offset value is not JSON: %s",
+                              berr.message);
+    int lock_fd;
+    bson_t *doc = NULL;
+    bool ok = false;
+    if (!lock(fs, &lock_fd, err))
+        goto cleanup;
+    if (!load_doc(fs, &doc, err))
+        goto unlock;
+    /* Rewrite: every other member as it was, ours replaced (or appended). */
+    struct jbuf b;
+    jbuf_init(&b);
+    jbuf_puts(&b, "{\n");
+    bool first = true, written = false;
+    bson_iter_t it;
+    bson_iter_init(&it, doc);
+    while (bson_iter_next(&it)) {
+        if (!first)
+            jbuf_puts(&b, ",\n");
+        first = false;
+        jbuf_str(&b, bson_iter_key(&it), bson_iter_key_len(&it));
+        jbuf_putc(&b, ':');
+        if (!strcmp(bson_iter_key(&it), key)) {
+            jbuf_puts(&b, value_json);
+            written = true;
+        } else {
+            jbuf_bson_value(&b, &it);
+        }
+    }
+    if (!written) {
+        if (!first)
+            jbuf_puts(&b, ",\n");
+        jbuf_str(&b, key, strlen(key));
+        jbuf_putc(&b, ':');
+        jbuf_puts(&b, value_json);
+    }
+    jbuf_puts(&b, "\n}\n");
+    ok = replace_file(fs, b.data, b.len, err);
+    jbuf_free(&b);
+unlock:
+    unlock(lock_fd);
+cleanup:
+    if (doc)
+        bson_destroy(doc);
+    bson_destroy(value);
+    return ok;
+}
+
+static void file_close(struct offset_store *store)
+{
+    struct file_store *fs = store->impl;
+    free(fs->path);
+    free(fs->tmp_path);
+    free(fs->lock_path);
+    free(fs->dir);
+    free(fs);
+}
+
+static const struct offset_store_ops file_ops = {file_load, file_save, file_close};
+
+bool store_file_open(struct offset_store *store, struct mcdc_error *err)
+{
+    const char *path = store->cfg->offsets_file;
+    if (!path || !path[0])
+        return mcdc_error_set(err, MCDC_ERR_CONFIG, 0, "offsets.file.path is not set");
+    struct file_store *fs = xcalloc(1, sizeof *fs);
+    fs->path = xstrdup(path);
+    fs->tmp_path = xasprintf("%s.tmp", path);
+    fs->lock_path = xasprintf("%s.lock", path);
+    char *copy = xstrdup(path);
+    fs->dir = xstrdup(dirname(copy));
+    free(copy);
+    store->impl = fs;
+    store->ops = &file_ops;
+    struct stat st;
+    if (stat(fs->dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        mcdc_error_set(err, MCDC_ERR_IO, ENOENT, "offsets folder %s does not exist", fs->dir);
+        file_close(store);
+        return false;
+    }
+    /* Fail at start, not at the first flush, when the file is unreadable or corrupt. */
+    int lock_fd;
+    bson_t *doc = NULL;
+    bool ok = lock(fs, &lock_fd, err);
+    if (ok) {
+        ok = load_doc(fs, &doc, err);
+        unlock(lock_fd);
+    }
+    if (doc)
+        bson_destroy(doc);
+    if (!ok)
+        file_close(store);
+    return ok;
+}

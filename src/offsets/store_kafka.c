@@ -1,0 +1,348 @@
+/*
+ * offsets/store_kafka: offsets in a compacted Kafka topic (offsets.topic,
+ * default "mongocdc-offsets"), in the Kafka Connect offsets format
+ * (debezium-format.md §4.1): record key
+ *
+ *   ["<topic.prefix>",{"rs":"<rs>","server_id":"<topic.prefix>"}]
+ *
+ * and record value the offset JSON (§4.2). Why the exact key bytes matter:
+ * Kafka Connect (and this store) look offsets up by the serialized key, log
+ * compaction keeps the last record per identical key bytes, and the default
+ * partitioner hashes those bytes. Reproducing JsonConverter's compact output
+ * with its HashMap member order ("rs" before "server_id") lets a Debezium
+ * 1.x-2.5 deployment's offsets topic be adopted (and back), and keeps
+ * compaction from holding two keys for one replica set. The producer uses
+ * partitioner=murmur2_random, the Java client's partitioner, so a key lands
+ * in the partition Kafka Connect would read it from.
+ *
+ * save = produce + flush, synchronous within offsets.flush.timeout.ms (an
+ * idempotent producer, so a save that timed out and is retried cannot reorder
+ * behind a newer one). load = read every partition from the beginning to its
+ * high watermark with a plain assign-style consumer and keep the last value of
+ * the key (a null value is a deletion). On open, a missing topic is created
+ * with cleanup.policy=compact (1 partition) when the broker allows it;
+ * otherwise a warning says how to create it.
+ *
+ * Thread: worker (each task has its own producer; load builds a short-lived
+ * consumer).
+ */
+#include "offsets/offsets.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "offsets/offsets_internal.h"
+
+struct kafka_store {
+    rd_kafka_t *rk;
+    rd_kafka_topic_t *rkt;
+    const char *topic;
+    char *bootstrap; /* mock cluster bootstraps when test.mock.num.brokers is used */
+    int timeout_ms;
+    /* delivery of the save in progress, written by the delivery callback */
+    bool dr_done;
+    rd_kafka_resp_err_t dr_err;
+};
+
+static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    enum mcdc_log_level lvl = level <= 3   ? MCDC_LOG_ERROR
+                              : level == 4 ? MCDC_LOG_WARN
+                              : level <= 6 ? MCDC_LOG_INFO
+                                           : MCDC_LOG_DEBUG;
+    if (!MCDC_LOG_ENABLED(lvl))
+        return;
+    char line[1024];
+    snprintf(line, sizeof line, "%s: %s: %s", rd_kafka_name(rk), fac, buf);
+    mcdc_log_write(lvl, "rdkafka", line);
+}
+
+static void error_cb(rd_kafka_t *rk, int code, const char *reason, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    LOG_WARN("offsets store: kafka: %s: %s", rd_kafka_err2name(code), reason);
+}
+
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
+{
+    (void)rk;
+    struct kafka_store *ks = opaque;
+    ks->dr_done = true;
+    ks->dr_err = msg->err;
+}
+
+static bool conf_set(rd_kafka_conf_t *conf, const struct mcdc_config *cfg, const char *k,
+                     const char *v, int line, int col, struct mcdc_error *err)
+{
+    char errstr[512];
+    if (rd_kafka_conf_set(conf, k, v, errstr, sizeof errstr) == RD_KAFKA_CONF_OK)
+        return true;
+    if (line > 0)
+        return mcdc_error_set(err, MCDC_ERR_CONFIG, 0, "%s:%d:%d: kafka.%s: %s",
+                              cfg->path ? cfg->path : "config", line, col, k, errstr);
+    return mcdc_error_set(err, MCDC_ERR_CONFIG, 0, "kafka %s=%s: %s", k, v, errstr);
+}
+
+/* The user's kafka: map, with bootstrap (when given) replacing a mock cluster setting. */
+static bool apply_user(rd_kafka_conf_t *conf, const struct mcdc_config *cfg,
+                       const char *bootstrap, struct mcdc_error *err)
+{
+    for (size_t i = 0; i < cfg->kafka.count; i++) {
+        const struct mcdc_kv *kv = &cfg->kafka.items[i];
+        if (bootstrap && !strcmp(kv->key, "test.mock.num.brokers"))
+            continue;
+        if (!strcmp(kv->key, "enable.idempotence"))
+            continue; /* forced below */
+        if (!conf_set(conf, cfg, kv->key, kv->value, kv->line, kv->col, err))
+            return false;
+    }
+    if (bootstrap && !conf_set(conf, cfg, "bootstrap.servers", bootstrap, 0, 0, err))
+        return false;
+    return true;
+}
+
+static bool ensure_topic(struct kafka_store *ks)
+{
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(ks->rk, 0, ks->rkt, &md, ks->timeout_ms);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        LOG_WARN("offsets store: metadata for topic %s: %s (continuing)", ks->topic,
+                 rd_kafka_err2str(e));
+        return false;
+    }
+    bool exists = md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+                  md->topics[0].partition_cnt > 0;
+    int brokers = md->broker_cnt;
+    rd_kafka_metadata_destroy(md);
+    if (exists)
+        return true;
+
+    char errstr[256];
+    int rf = brokers >= 3 ? 3 : (brokers > 0 ? brokers : 1);
+    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(ks->topic, 1, rf, errstr, sizeof errstr);
+    if (!nt)
+        return false;
+    rd_kafka_NewTopic_set_config(nt, "cleanup.policy", "compact");
+    rd_kafka_queue_t *q = rd_kafka_queue_new(ks->rk);
+    rd_kafka_CreateTopics(ks->rk, &nt, 1, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, ks->timeout_ms + 1000);
+    bool ok = false;
+    const char *why = "timed out";
+    if (ev) {
+        const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
+        size_t n = 0;
+        const rd_kafka_topic_result_t **tr = res ? rd_kafka_CreateTopics_result_topics(res, &n)
+                                                 : NULL;
+        if (rd_kafka_event_error(ev)) {
+            why = rd_kafka_event_error_string(ev);
+        } else if (n == 1) {
+            rd_kafka_resp_err_t te = rd_kafka_topic_result_error(tr[0]);
+            ok = te == RD_KAFKA_RESP_ERR_NO_ERROR ||
+                 te == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS;
+            why = rd_kafka_err2str(te);
+        }
+        if (ok)
+            LOG_INFO("offsets store: created compacted topic %s", ks->topic);
+        else
+            LOG_WARN("offsets store: could not create topic %s (%s); create it with "
+                     "cleanup.policy=compact, or offsets may be deleted by retention",
+                     ks->topic, why);
+        rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_queue_destroy(q);
+    rd_kafka_NewTopic_destroy(nt);
+    return ok;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Reads one partition from the beginning to hi; keeps the last value of key. */
+static bool read_partition(rd_kafka_topic_t *rkt, int32_t p, int64_t hi, const char *key,
+                           char **value, int64_t deadline, struct mcdc_error *err)
+{
+    if (rd_kafka_consume_start(rkt, p, RD_KAFKA_OFFSET_BEGINNING) == -1)
+        return mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, rd_kafka_last_error(),
+                                        "offsets topic %s [%d]: consume: %s",
+                                        rd_kafka_topic_name(rkt), (int)p,
+                                        rd_kafka_err2str(rd_kafka_last_error()));
+    size_t klen = strlen(key);
+    bool ok = false, failed = false;
+    while (now_ms() < deadline) {
+        rd_kafka_message_t *m = rd_kafka_consume(rkt, p, 200);
+        if (!m)
+            continue;
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            rd_kafka_message_destroy(m);
+            ok = true;
+            break;
+        }
+        if (m->err) {
+            mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, m->err, "offsets topic %s [%d]: %s",
+                                     rd_kafka_topic_name(rkt), (int)p,
+                                     rd_kafka_message_errstr(m));
+            rd_kafka_message_destroy(m);
+            failed = true;
+            break;
+        }
+        if (m->key_len == klen && !memcmp(m->key, key, klen)) {
+            free(*value);
+            *value = m->payload ? xstrndup(m->payload, m->len) : NULL;
+        }
+        int64_t off = m->offset;
+        rd_kafka_message_destroy(m);
+        if (off >= hi - 1) {
+            ok = true;
+            break;
+        }
+    }
+    if (!ok && !failed)
+        mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, RD_KAFKA_RESP_ERR__TIMED_OUT,
+                                 "offsets topic %s [%d]: timed out reading to offset %lld",
+                                 rd_kafka_topic_name(rkt), (int)p, (long long)hi);
+    rd_kafka_consume_stop(rkt, p);
+    return ok;
+}
+
+static bool kafka_load(struct offset_store *store, const char *key, char **value_json,
+                       struct mcdc_error *err)
+{
+    struct kafka_store *ks = store->impl;
+    const struct mcdc_config *cfg = store->cfg;
+    *value_json = NULL;
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char errstr[512];
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    if (!apply_user(conf, cfg, ks->bootstrap, err) ||
+        !conf_set(conf, cfg, "enable.partition.eof", "true", 0, 0, err) ||
+        !conf_set(conf, cfg, "client.id", "mongocdc-offsets-load", 0, 0, err)) {
+        rd_kafka_conf_destroy(conf);
+        return false;
+    }
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        return mcdc_error_set(err, MCDC_ERR_CONFIG, 0, "offsets store consumer: %s", errstr);
+    }
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, ks->topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    int64_t deadline = now_ms() + (ks->timeout_ms < 30000 ? 30000 : 4LL * ks->timeout_ms);
+    bool ok = true;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, rkt, &md, ks->timeout_ms);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        ok = mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, e, "offsets topic %s: metadata: %s",
+                                      ks->topic, rd_kafka_err2str(e));
+    } else if (md->topic_cnt == 1 && md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        for (int i = 0; ok && i < md->topics[0].partition_cnt; i++) {
+            int32_t p = md->topics[0].partitions[i].id;
+            int64_t lo = 0, hi = 0;
+            e = rd_kafka_query_watermark_offsets(rk, ks->topic, p, &lo, &hi, ks->timeout_ms);
+            if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+                ok = mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, e,
+                                              "offsets topic %s [%d]: watermarks: %s",
+                                              ks->topic, (int)p, rd_kafka_err2str(e));
+            else if (hi > lo)
+                ok = read_partition(rkt, p, hi, key, value_json, deadline, err);
+        }
+    } /* else: the topic does not exist yet: no offsets */
+    if (md)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    rd_kafka_destroy(rk);
+    if (!ok) {
+        free(*value_json);
+        *value_json = NULL;
+    }
+    return ok;
+}
+
+static bool kafka_save(struct offset_store *store, const char *key, const char *value_json,
+                       struct mcdc_error *err)
+{
+    struct kafka_store *ks = store->impl;
+    ks->dr_done = false;
+    ks->dr_err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (rd_kafka_produce(ks->rkt, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, (void *)value_json,
+                         strlen(value_json), key, strlen(key), NULL) == -1) {
+        rd_kafka_resp_err_t e = rd_kafka_last_error();
+        return mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, e, "offsets topic %s: produce: %s",
+                                        ks->topic, rd_kafka_err2str(e));
+    }
+    rd_kafka_resp_err_t e = rd_kafka_flush(ks->rk, ks->timeout_ms);
+    if (e == RD_KAFKA_RESP_ERR__TIMED_OUT || !ks->dr_done)
+        return mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, RD_KAFKA_RESP_ERR__TIMED_OUT,
+                                        "offsets topic %s: not acknowledged within %d ms",
+                                        ks->topic, ks->timeout_ms);
+    if (ks->dr_err != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, ks->dr_err,
+                                        "offsets topic %s: %s", ks->topic,
+                                        rd_kafka_err2str(ks->dr_err));
+    return true;
+}
+
+static void kafka_close(struct offset_store *store)
+{
+    struct kafka_store *ks = store->impl;
+    if (ks->rkt)
+        rd_kafka_topic_destroy(ks->rkt);
+    if (ks->rk)
+        rd_kafka_destroy(ks->rk);
+    free(ks->bootstrap);
+    free(ks);
+}
+
+static const struct offset_store_ops kafka_ops = {kafka_load, kafka_save, kafka_close};
+
+bool store_kafka_open(struct offset_store *store, struct mcdc_error *err)
+{
+    const struct mcdc_config *cfg = store->cfg;
+    struct kafka_store *ks = xcalloc(1, sizeof *ks);
+    store->impl = ks;
+    store->ops = &kafka_ops;
+    ks->topic = cfg->offsets_topic && cfg->offsets_topic[0] ? cfg->offsets_topic
+                                                            : "mongocdc-offsets";
+    ks->timeout_ms = cfg->offsets_flush_timeout_ms > 0 ? (int)cfg->offsets_flush_timeout_ms : 5000;
+
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char errstr[512];
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+    rd_kafka_conf_set_opaque(conf, ks);
+    char client_id[256];
+    snprintf(client_id, sizeof client_id, "mongocdc-offsets-%s", cfg->topic_prefix);
+    if (!conf_set(conf, cfg, "client.id", client_id, 0, 0, err) ||
+        !conf_set(conf, cfg, "acks", "all", 0, 0, err) ||
+        !conf_set(conf, cfg, "partitioner", "murmur2_random", 0, 0, err) ||
+        !apply_user(conf, cfg, NULL, err) ||
+        !conf_set(conf, cfg, "enable.idempotence", "true", 0, 0, err)) {
+        rd_kafka_conf_destroy(conf);
+        kafka_close(store);
+        return false;
+    }
+    ks->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    if (!ks->rk) {
+        rd_kafka_conf_destroy(conf);
+        kafka_close(store);
+        return mcdc_error_set(err, MCDC_ERR_CONFIG, 0, "offsets store producer: %s", errstr);
+    }
+    /* With test.mock.num.brokers the producer owns an in-process cluster; the
+     * load consumer must talk to that same cluster. */
+    rd_kafka_mock_cluster_t *mc = rd_kafka_handle_mock_cluster(ks->rk);
+    if (mc)
+        ks->bootstrap = xstrdup(rd_kafka_mock_cluster_bootstraps(mc));
+    ks->rkt = rd_kafka_topic_new(ks->rk, ks->topic, NULL);
+    ensure_topic(ks);
+    return true;
+}
