@@ -1,0 +1,123 @@
+/*
+ * snapshot: the initial snapshot of one replica set (debezium-format.md §5.2,
+ * design.md §8, style.md §4.9).
+ *
+ * 1. snapshot_record_start(): the stream's start position, taken before any
+ *    collection is read (a change stream's first event or post-batch resume
+ *    token; else the server's operationTime), so streaming afterwards misses
+ *    nothing.
+ * 2. snapshot_plan(): every captured collection (listDatabases x
+ *    listCollections, admin/config/local and system.* excluded, filtered by
+ *    encoder_captures() and snapshot.include.collection.list), sorted by
+ *    collection name as Debezium does, with its estimated count and its
+ *    snapshot.collection.filter.overrides query.
+ * 3. snapshot_start(): snapshot.max.threads reader threads, each with its own
+ *    client from the pool, run find(filter) with batchSize snapshot.fetch.size
+ *    and hand copies of the documents to the task thread through a bounded
+ *    queue (ownership moves with the item, style.md §4.6.7). The task thread
+ *    takes them with snapshot_next(), which also logs progress every 10 s.
+ *    The task thread encodes, produces and tracks offsets (single owner).
+ *
+ * A failure in any reader fails the whole snapshot (snapshot_next returns
+ * SNAPSHOT_FAILED); the caller then stores nothing that says "complete".
+ *
+ * Thread: every function on the task thread; readers are internal.
+ */
+#ifndef MCDC_SNAPSHOT_SNAPSHOT_H
+#define MCDC_SNAPSHOT_SNAPSHOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mongoc/mongoc.h>
+
+#include "capture/resume.h"
+#include "common/error.h"
+#include "config/config.h"
+#include "encode/encode.h"
+#include "offsets/offsets.h"
+
+/* One collection to copy. */
+struct snapshot_coll {
+    char *db;
+    char *coll;
+    bson_t filter;       /* find filter: the override or {} */
+    int64_t estimated;   /* estimatedDocumentCount, -1 if unknown */
+    int64_t done;        /* documents handed over (guarded by the snapshot's lock) */
+    int64_t started_ms;  /* monotonic ms when a reader started it, 0 = not yet */
+    int64_t finished_ms; /* 0 = not finished */
+};
+
+struct snapshot_plan {
+    struct snapshot_coll *colls;
+    size_t count;
+};
+
+/* A document handed from a reader to the task thread. */
+struct snapshot_doc {
+    bson_t *doc;      /* owned */
+    const char *db;   /* borrowed from the plan, valid until snapshot_destroy */
+    const char *coll;
+    struct snapshot_doc *next;
+};
+
+enum snapshot_status {
+    SNAPSHOT_DOC = 0, /* *out is a document; free it with snapshot_doc_free */
+    SNAPSHOT_WAIT,    /* nothing within the timeout; call again */
+    SNAPSHOT_DONE,    /* every collection copied */
+    SNAPSHOT_FAILED,  /* a reader failed: fail/err say why */
+};
+
+/*
+ * Records where streaming starts after the snapshot (§5.2 step 1): opens a
+ * change stream with the streaming pipeline (borrowed, may be NULL), takes
+ * the first event's position if one arrives within cursor.max.await.time.ms,
+ * else the post-batch resume token (sec/ord -1), else `hello`'s
+ * operationTime. pos must be initialised; it is replaced. Returns false with
+ * fail/err on a failed command.
+ */
+bool snapshot_record_start(mongoc_client_t *client, const struct mcdc_config *cfg,
+                           const bson_t *pipeline, struct mcdc_position *pos,
+                           struct resume_failure *fail, struct mcdc_error *err);
+
+/*
+ * Lists the collections to copy (§5.2 step 3). enc is borrowed. On success
+ * *out is a new plan the caller frees with snapshot_plan_free (or hands to
+ * snapshot_start). Returns false with fail/err on a failed command, or err
+ * (domain CONFIG) on an invalid filter override or include regex.
+ */
+bool snapshot_plan(mongoc_client_t *client, const struct mcdc_config *cfg,
+                   const struct encoder *enc, struct snapshot_plan **out,
+                   struct resume_failure *fail, struct mcdc_error *err);
+
+void snapshot_plan_free(struct snapshot_plan *plan);
+
+struct snapshot;
+
+/*
+ * Starts min(plan->count, snapshot.max.threads) readers on pool (borrowed).
+ * Takes ownership of plan. rs names the readers' threads and log lines.
+ * stop (borrowed) makes readers leave early.
+ */
+struct snapshot *snapshot_start(mongoc_client_pool_t *pool, const struct mcdc_config *cfg,
+                                struct snapshot_plan *plan, const char *rs,
+                                const volatile bool *stop);
+
+/*
+ * Takes the next document, waiting up to timeout_ms. Logs progress every 10 s
+ * (documents done / estimated, %, rate, ETA per collection) and a summary
+ * when done.
+ */
+enum snapshot_status snapshot_next(struct snapshot *snap, int timeout_ms, struct snapshot_doc **out,
+                                   struct resume_failure *fail, struct mcdc_error *err);
+
+void snapshot_doc_free(struct snapshot_doc *d);
+
+/* Documents handed over so far. */
+int64_t snapshot_docs_done(struct snapshot *snap);
+
+/* Stops the readers, joins them, frees the queue and the plan. NULL is a no-op. */
+void snapshot_destroy(struct snapshot *snap);
+
+#endif

@@ -1,0 +1,555 @@
+/*
+ * worker: the capture task thread of one replica set: discovery, reconnects
+ * with backoff, the streaming loop, delivery reports and offset commits
+ * (design.md §3, §6, §7; style.md §4.7, §4.9; debezium-format.md §4.3, §6.1).
+ */
+#define _GNU_SOURCE /* pthread_setname_np */
+#include "worker/worker_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "capture/capture.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#define SLEEP_STEP_MS 100
+
+int64_t worker_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- delivery and commits ---- */
+
+/* Sink delivery report, on this task's thread (inside sink_poll/produce/flush). */
+static void on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
+{
+    struct worker *w = ctx;
+    if (err == NULL) {
+        inflight_ack(w->inf, opaque);
+        return;
+    }
+    /* Never acknowledged: the committed position stays before this record. */
+    if (!w->delivery_failed) {
+        w->delivery_failed = true;
+        w->delivery_err = *err;
+    }
+}
+
+enum phase worker_service(struct worker *w, bool force_commit)
+{
+    const struct mcdc_position *pos;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+
+    sink_poll(w->sink, 0);
+    if (w->delivery_failed) {
+        w->err = w->delivery_err;
+        mcdc_error_prefix(&w->err, "a record could not be delivered; stopping so that no change "
+                                   "is skipped");
+        return PHASE_FATAL;
+    }
+    if (sink_fatal(w->sink, &err)) {
+        w->err = err;
+        return PHASE_FATAL;
+    }
+    if (!force_commit && worker_now_ms() - w->last_commit_ms < w->cfg->offsets_flush_interval_ms)
+        return PHASE_OK;
+    w->last_commit_ms = worker_now_ms();
+    /*
+     * At-least-once: the tracker hands out only a position whose records and
+     * every earlier record Kafka has acknowledged, in order. A crash at any
+     * instant therefore resumes at or before the first unacknowledged change:
+     * some records may be produced twice, none is ever lost.
+     */
+    pos = inflight_committable(w->inf);
+    if (pos == NULL)
+        return PHASE_OK;
+    if (!offset_store_save(w->store, w->rs, pos, &err)) {
+        w->err = err;
+        mcdc_error_prefix(&w->err, "cannot store the offsets of %s", w->rs);
+        return PHASE_FATAL;
+    }
+    if (MCDC_LOG_ENABLED(MCDC_LOG_DEBUG)) {
+        char d[128];
+        resume_describe_position(pos, d, sizeof d);
+        LOG_DEBUG("offsets committed at %s%s", d, pos->initsync ? " (snapshot running)" : "");
+    }
+    return PHASE_OK;
+}
+
+enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
+                       const struct mcdc_position *pos)
+{
+    struct mcdc_records recs = {.count = 0};
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    enum phase ph = PHASE_OK;
+
+    if (!encoder_encode(w->enc, ev, wall_ms(), &recs, &err)) {
+        w->err = err;
+        mcdc_error_prefix(&w->err, "cannot encode a change of %.*s.%.*s", (int)ev->db_len, ev->db,
+                          (int)ev->coll_len, ev->coll);
+        return PHASE_FATAL;
+    }
+    if (recs.count == 0)
+        inflight_advance(w->inf, pos);
+    for (size_t i = 0; i < recs.count; i++) {
+        struct mcdc_record *r = &recs.items[i];
+        size_t key_len = r->key_len, value_len = r->value_len;
+        char key[120];
+        void *cookie;
+
+        snprintf(key, sizeof key, "%.*s", (int)(r->key_len < 100 ? r->key_len : 100),
+                 r->key ? r->key : "");
+        cookie = inflight_add(w->inf, pos);
+        if (!sink_produce(w->sink, r, cookie, &w->stop, &err)) {
+            if (w->stop) {
+                ph = PHASE_STOPPED;
+                break;
+            }
+            w->err = err;
+            mcdc_error_prefix(&w->err, "record for %.*s.%.*s key %s (%zu bytes key, %zu bytes value) "
+                                       "cannot be delivered",
+                              (int)ev->db_len, ev->db, (int)ev->coll_len, ev->coll, key, key_len,
+                              value_len);
+            ph = PHASE_FATAL;
+            break;
+        }
+        w->records++;
+    }
+    records_release(&recs);
+    return ph;
+}
+
+enum phase worker_phase_from_failure(struct worker *w, const struct resume_failure *fail,
+                                     const struct mcdc_error *err)
+{
+    w->err = *err;
+    switch (resume_classify(fail)) {
+    case RESUME_ACTION_RETRY:
+        return PHASE_RETRY;
+    case RESUME_ACTION_HISTORY_LOST:
+        return PHASE_HISTORY_LOST;
+    case RESUME_ACTION_FATAL:
+    default:
+        return PHASE_FATAL;
+    }
+}
+
+/* ---- discovery ---- */
+
+static enum phase discover(struct worker *w)
+{
+    bson_t cmd = BSON_INITIALIZER, reply;
+    bson_error_t error;
+    bson_iter_t it;
+    struct resume_failure fail;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    enum phase ph = PHASE_OK;
+
+    BSON_APPEND_INT32(&cmd, "hello", 1);
+    if (!mongoc_client_command_simple(w->client, "admin", &cmd, NULL, &reply, &error)) {
+        capture_failure_from(&error, &reply, &fail, &err);
+        ph = worker_phase_from_failure(w, &fail, &err);
+    } else if (bson_iter_init_find(&it, &reply, "setName") && BSON_ITER_HOLDS_UTF8(&it)) {
+        snprintf(w->rs, sizeof w->rs, "%s", bson_iter_utf8(&it, NULL));
+        w->rs_known = true;
+    } else if (bson_iter_init_find(&it, &reply, "msg") && BSON_ITER_HOLDS_UTF8(&it) &&
+               strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0) {
+        mcdc_error_set(&w->err, MCDC_ERR_CONFIG, 0,
+                       "mongodb.connection.string points at a mongos (sharded cluster); this "
+                       "build captures replica sets only: connect to each shard's replica set");
+        ph = PHASE_FATAL;
+    } else {
+        mcdc_error_set(&w->err, MCDC_ERR_CONFIG, 0,
+                       "mongodb.connection.string points at a standalone server, which has no "
+                       "oplog and so no change streams; run it as a replica set (--replSet, "
+                       "then rs.initiate(); one member is enough)");
+        ph = PHASE_FATAL;
+    }
+    bson_destroy(&cmd);
+    bson_destroy(&reply);
+    return ph;
+}
+
+/* ---- setup ---- */
+
+/* Opens encoder, sink, tracker and store, loads the position and decides the plan.
+ * *proceed false: the task ends with the returned phase. */
+static enum phase setup(struct worker *w, bool *proceed)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    bool found = false, warn = false;
+    enum resume_plan plan;
+    char d[128];
+
+    *proceed = false;
+    w->enc = encoder_new(w->cfg, &err);
+    if (w->enc == NULL)
+        goto fail;
+    w->inf = inflight_new();
+    w->sink = sink_new(w->cfg, w->rs, on_delivery, w, &err);
+    if (w->sink == NULL)
+        goto fail;
+    w->store = offset_store_open(w->cfg, &err);
+    if (w->store == NULL)
+        goto fail;
+    if (!offset_store_load(w->store, w->rs, &w->stream_pos, &found, &err))
+        goto fail;
+    plan = resume_plan_start(w->cfg->snapshot_mode, found, &w->stream_pos, &warn);
+    resume_describe_position(found ? &w->stream_pos : NULL, d, sizeof d);
+    LOG_INFO("stored position: %s%s", d,
+             found && w->stream_pos.initsync ? " (an initial snapshot was interrupted)" : "");
+    if (warn)
+        LOG_WARN("the initial snapshot was interrupted and snapshot.mode does not redo it: "
+                 "streaming from the snapshot's start; documents not yet copied are not emitted");
+    w->stream_pos.initsync = false;
+    w->need_snapshot = plan == RESUME_PLAN_SNAPSHOT_THEN_STREAM || plan == RESUME_PLAN_SNAPSHOT_ONLY;
+    w->snapshot_only = plan == RESUME_PLAN_SNAPSHOT_ONLY;
+    if (plan == RESUME_PLAN_NOTHING) {
+        LOG_INFO("snapshot.mode initial_only and the snapshot is complete: nothing to do");
+        return PHASE_OK;
+    }
+    if (!found && !w->need_snapshot)
+        position_clear(&w->stream_pos);
+    *proceed = true;
+    return PHASE_OK;
+fail:
+    w->err = err;
+    return PHASE_FATAL;
+}
+
+/* ---- streaming ---- */
+
+static enum phase stream(struct worker *w)
+{
+    struct resume_failure fail;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct mcdc_position pos;
+    struct capture *cap;
+    enum phase ph = PHASE_OK;
+    char d[128];
+    bool from_stored = w->stream_pos.has_resume_token || w->stream_pos.sec > 0;
+
+    cap = capture_open(w->client, w->cfg, w->has_pipeline ? &w->pipeline : NULL,
+                       from_stored ? &w->stream_pos : NULL, &fail, &err);
+    if (cap == NULL)
+        return worker_phase_from_failure(w, &fail, &err);
+    resume_describe_position(from_stored ? &w->stream_pos : NULL, d, sizeof d);
+    LOG_INFO("streaming changes from %s", from_stored ? d : "now (no stored position)");
+    position_init(&pos);
+    while (!w->stop && ph == PHASE_OK) {
+        const bson_t *doc = NULL, *token;
+        struct mcdc_event ev;
+        bool emit = false;
+
+        switch (capture_next(cap, &doc)) {
+        case CAPTURE_EVENT:
+            w->attempts = 0;
+            w->events++;
+            if (!capture_event_position(doc, &pos)) {
+                ph = PHASE_FATAL;
+                mcdc_error_set(&w->err, MCDC_ERR_MONGO, 0, "change event without a resume token");
+                break;
+            }
+            event_init(&ev);
+            if (!event_from_change(doc, &ev, &emit, &err)) {
+                w->err = err;
+                mcdc_error_prefix(&w->err, "unreadable change event");
+                ph = PHASE_FATAL;
+                break;
+            }
+            ev.rs = w->rs;
+            if (emit) {
+                char db[256], coll[256];
+                snprintf(db, sizeof db, "%.*s", (int)ev.db_len, ev.db ? ev.db : "");
+                snprintf(coll, sizeof coll, "%.*s", (int)ev.coll_len, ev.coll ? ev.coll : "");
+                emit = encoder_captures(w->enc, db, coll);
+            }
+            if (emit) {
+                ph = worker_emit(w, &ev, &pos);
+            } else {
+                /* Not captured: no record, but the position moves past it. */
+                w->skipped++;
+                inflight_advance(w->inf, &pos);
+            }
+            position_copy(&w->stream_pos, &pos);
+            break;
+        case CAPTURE_IDLE:
+            w->attempts = 0;
+            /* The post-batch resume token moves on while captured collections are
+             * idle, so the stored position never ages out of the oplog. */
+            token = capture_resume_token(cap);
+            if (token != NULL && !bson_empty(token) &&
+                !(w->stream_pos.has_resume_token && bson_equal(token, &w->stream_pos.resume_token))) {
+                position_clear(&pos);
+                bson_destroy(&pos.resume_token);
+                bson_copy_to(token, &pos.resume_token);
+                pos.has_resume_token = true;
+                inflight_advance(w->inf, &pos);
+                position_copy(&w->stream_pos, &pos);
+            }
+            break;
+        case CAPTURE_ERROR:
+        default:
+            capture_failure(cap, &fail, &err);
+            ph = worker_phase_from_failure(w, &fail, &err);
+            break;
+        }
+        if (ph == PHASE_OK)
+            ph = worker_service(w, false);
+    }
+    position_clear(&pos);
+    capture_destroy(cap);
+    return ph == PHASE_OK && w->stop ? PHASE_STOPPED : ph;
+}
+
+/* ---- backoff ---- */
+
+/* Sleeps ms while serving delivery reports; returns false if stop was requested. */
+static bool pause_ms(struct worker *w, int64_t ms)
+{
+    int64_t end = worker_now_ms() + ms;
+    while (!w->stop && worker_now_ms() < end) {
+        int64_t left = end - worker_now_ms();
+        sink_poll(w->sink, (int)(left < SLEEP_STEP_MS ? left : SLEEP_STEP_MS));
+    }
+    return !w->stop;
+}
+
+static enum phase backoff(struct worker *w)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    int64_t delay;
+
+    w->attempts++;
+    if (w->attempts >= w->cfg->connect_max_attempts) {
+        mcdc_error_prefix(&w->err, "unable to reach the primary of %s after %lld failed attempts",
+                          w->rs, (long long)w->attempts);
+        return PHASE_FATAL;
+    }
+    delay = resume_backoff_ms(w->cfg->backoff_initial_ms, w->cfg->backoff_max_ms, w->attempts);
+    LOG_WARN("%s failed: %s (attempt %lld of %lld); reconnecting in %lld ms and resuming from "
+             "the last delivered position",
+             w->rs, w->err.msg, (long long)w->attempts, (long long)w->cfg->connect_max_attempts,
+             (long long)delay);
+    /* Records already produced stay with the producer; wait for them so that the
+     * resume point is a delivered one. */
+    if (w->sink != NULL && !sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err))
+        LOG_WARN("%zu records still unacknowledged: %s", sink_in_flight(w->sink), err.msg);
+    if (w->sink == NULL) {
+        struct timespec ts = {(time_t)(delay / 1000), (long)(delay % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        return w->stop ? PHASE_STOPPED : PHASE_OK;
+    }
+    return pause_ms(w, delay) ? PHASE_OK : PHASE_STOPPED;
+}
+
+/* ---- the task ---- */
+
+static enum phase history_lost(struct worker *w)
+{
+    char d[128];
+    resume_describe_position(&w->stream_pos, d, sizeof d);
+    if (resume_resnapshot_on_history_lost(w->cfg->snapshot_mode)) {
+        LOG_WARN("change stream history lost on %s: the position %s is no longer in the oplog "
+                 "(%s); the changes from %s until now cannot be replayed one by one, so a new "
+                 "snapshot is taken (snapshot.mode %s)",
+                 w->rs, d, w->err.msg, d,
+                 w->cfg->snapshot_mode == MCDC_SNAPSHOT_WHEN_NEEDED ? "when_needed"
+                 : w->cfg->snapshot_mode == MCDC_SNAPSHOT_ALWAYS    ? "always"
+                                                                     : "initial");
+        w->need_snapshot = true;
+        w->attempts = 0;
+        return PHASE_OK;
+    }
+    mcdc_error_set(&w->err, MCDC_ERR_MONGO, 286,
+                   "the stored position of %s (%s) is no longer in the oplog, so changes after "
+                   "it are lost; with snapshot.mode never/no_data mongocdc will not skip them "
+                   "silently. Set snapshot.mode to when_needed (or initial) to re-snapshot, or "
+                   "delete the offsets of %s to start afresh; a larger oplog or "
+                   "heartbeat.interval.ms keeps a position valid longer",
+                   w->rs, d, w->rs);
+    return PHASE_FATAL;
+}
+
+static enum phase run(struct worker *w)
+{
+    enum phase ph;
+
+    while (!w->stop) {
+        if (!w->rs_known)
+            ph = discover(w);
+        else if (w->enc == NULL) {
+            char name[16];
+            snprintf(name, sizeof name, "%.15s", w->rs);
+            pthread_setname_np(pthread_self(), name);
+            mcdc_log_set_component(w->rs);
+            bool proceed;
+            ph = setup(w, &proceed);
+            if (proceed)
+                continue;
+            return ph;
+        } else if (w->need_snapshot) {
+            ph = worker_snapshot(w);
+            if (ph == PHASE_OK) {
+                w->need_snapshot = false;
+                if (w->snapshot_only) {
+                    LOG_INFO("snapshot.mode initial_only: snapshot done, not streaming");
+                    return PHASE_OK;
+                }
+                continue;
+            }
+        } else {
+            ph = stream(w);
+        }
+        switch (ph) {
+        case PHASE_OK:
+            continue;
+        case PHASE_RETRY:
+            ph = backoff(w);
+            if (ph != PHASE_OK)
+                return ph;
+            continue;
+        case PHASE_HISTORY_LOST:
+            ph = history_lost(w);
+            if (ph != PHASE_OK)
+                return ph;
+            continue;
+        case PHASE_STOPPED:
+        case PHASE_FATAL:
+        default:
+            return ph;
+        }
+    }
+    return PHASE_STOPPED;
+}
+
+/* Stop reading, flush the producer, write the final offsets. */
+static void finish(struct worker *w, enum phase ph)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    int64_t t0 = worker_now_ms();
+
+    if (w->sink != NULL && w->inf != NULL) {
+        if (!sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err))
+            LOG_WARN("%zu records not acknowledged within offsets.flush.timeout.ms (%lld ms): %s; "
+                     "the stored position stays before them",
+                     sink_in_flight(w->sink), (long long)w->cfg->offsets_flush_timeout_ms,
+                     err.msg);
+        if (worker_service(w, true) == PHASE_FATAL && ph != PHASE_FATAL) {
+            ph = PHASE_FATAL;
+        }
+    }
+    w->exit_code = ph == PHASE_FATAL ? MCDC_EXIT_FAILURE : MCDC_EXIT_OK;
+    if (ph == PHASE_FATAL)
+        LOG_ERROR("capture of %s stopped: %s", w->rs, w->err.msg);
+    else
+        LOG_INFO("capture of %s stopped cleanly: %llu events read, %llu records produced, %llu "
+                 "skipped; final offsets written in %lld ms",
+                 w->rs, (unsigned long long)w->events, (unsigned long long)w->records,
+                 (unsigned long long)w->skipped, (long long)(worker_now_ms() - t0));
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    enum phase ph;
+
+    mcdc_log_set_component(w->rs_known ? w->rs : "capture");
+    if (w->rs_known) {
+        char name[16];
+        snprintf(name, sizeof name, "%.15s", w->rs);
+        pthread_setname_np(pthread_self(), name);
+    }
+    w->client = mongoc_client_pool_pop(w->pool);
+    w->last_commit_ms = worker_now_ms();
+    ph = run(w);
+    finish(w, ph);
+    mongoc_client_pool_push(w->pool, w->client);
+    w->client = NULL;
+    atomic_store(&w->finished, true);
+    if (w->on_exit != NULL)
+        w->on_exit(w, w->ctx);
+    return NULL;
+}
+
+struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
+                            const char *expected_rs, worker_exit_cb on_exit, void *ctx,
+                            struct mcdc_error *err)
+{
+    struct worker *w = xcalloc(1, sizeof *w);
+
+    w->cfg = cfg;
+    w->pool = pool;
+    w->on_exit = on_exit;
+    w->ctx = ctx;
+    w->exit_code = MCDC_EXIT_FAILURE;
+    atomic_init(&w->finished, false);
+    position_init(&w->stream_pos);
+    bson_init(&w->pipeline);
+    if (expected_rs != NULL) {
+        snprintf(w->rs, sizeof w->rs, "%s", expected_rs);
+        w->rs_known = true;
+    }
+    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+        mcdc_error_set(err, MCDC_ERR_INTERNAL, 0, "cannot start the capture thread");
+        position_clear(&w->stream_pos);
+        bson_destroy(&w->pipeline);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void worker_request_stop(struct worker *w)
+{
+    w->stop = true;
+}
+
+bool worker_finished(struct worker *w)
+{
+    return atomic_load(&w->finished);
+}
+
+bool worker_failed(struct worker *w)
+{
+    return atomic_load(&w->finished) && w->exit_code != MCDC_EXIT_OK;
+}
+
+const char *worker_name(struct worker *w)
+{
+    return w->rs_known ? w->rs : "capture";
+}
+
+int worker_join(struct worker *w, struct mcdc_error *err)
+{
+    pthread_join(w->thread, NULL);
+    if (err != NULL && w->exit_code != MCDC_EXIT_OK)
+        *err = w->err;
+    return w->exit_code;
+}
+
+void worker_destroy(struct worker *w)
+{
+    if (w == NULL)
+        return;
+    sink_destroy(w->sink);
+    inflight_destroy(w->inf);
+    offset_store_close(w->store);
+    encoder_destroy(w->enc);
+    position_clear(&w->stream_pos);
+    bson_destroy(&w->pipeline);
+    free(w);
+}

@@ -1,0 +1,64 @@
+/*
+ * worker: one capture task, the thread of one replica set (design.md §3,
+ * style.md §4.7, §4.9). The only module that wires capture -> encode -> sink
+ * -> offsets.
+ *
+ * The thread discovers its replica set with `hello` (the set name becomes the
+ * thread name and the log component), loads the stored position, runs the
+ * initial snapshot when snapshot.mode asks for one, then streams. Transient
+ * failures reconnect with exponential backoff (connect.backoff.*, at most
+ * connect.max.attempts in a row) and resume from the last delivered position;
+ * history lost follows snapshot.mode; everything else stops the task with an
+ * error. On stop it flushes the producer and writes the final offsets.
+ *
+ * Thread: worker_start/request_stop/join/destroy from the main thread; the
+ * rest of the task runs on its own thread.
+ */
+#ifndef MCDC_WORKER_WORKER_H
+#define MCDC_WORKER_WORKER_H
+
+#include <stdbool.h>
+
+#include <mongoc/mongoc.h>
+
+#include "common/error.h"
+#include "config/config.h"
+
+struct worker;
+
+/* Called on the worker's thread once, just before it ends (e.g. ev_async_send). */
+typedef void (*worker_exit_cb)(struct worker *w, void *ctx);
+
+/*
+ * Starts a task on pool (borrowed; must outlive the worker) for cfg
+ * (borrowed). expected_rs is the replica-set name topology already knows, or
+ * NULL to discover it. on_exit is called from the task's thread when it ends.
+ * Returns NULL and fills err if the thread cannot start.
+ */
+struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
+                            const char *expected_rs, worker_exit_cb on_exit, void *ctx,
+                            struct mcdc_error *err);
+
+/* Asks the task to stop (any thread; non-blocking). */
+void worker_request_stop(struct worker *w);
+
+/* True once the task's thread has finished its work (any thread). */
+bool worker_finished(struct worker *w);
+
+/* True if the task finished with an error (valid once worker_finished()). */
+bool worker_failed(struct worker *w);
+
+/* The replica-set name (discovered, or "capture" before discovery). Borrowed. */
+const char *worker_name(struct worker *w);
+
+/*
+ * Joins the thread. Returns MCDC_EXIT_OK when the task ended cleanly (stop
+ * requested, or initial_only done), MCDC_EXIT_FAILURE otherwise; *err (if not
+ * NULL) gets the task's error.
+ */
+int worker_join(struct worker *w, struct mcdc_error *err);
+
+/* Frees the worker (after worker_join). NULL is a no-op. */
+void worker_destroy(struct worker *w);
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * worker internals shared by worker.c (thread, reconnects, streaming) and
+ * worker_snapshot.c (the snapshot phase). Not a public contract.
+ */
+#ifndef MCDC_WORKER_WORKER_INTERNAL_H
+#define MCDC_WORKER_WORKER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "capture/resume.h"
+#include "encode/encode.h"
+#include "event/event.h"
+#include "offsets/offsets.h"
+#include "sink/sink.h"
+#include "worker/worker.h"
+
+/* How a phase (discover, snapshot, stream) ended. */
+enum phase {
+    PHASE_OK = 0,       /* finished its job */
+    PHASE_STOPPED,      /* stop requested */
+    PHASE_RETRY,        /* transient failure: back off and reconnect */
+    PHASE_HISTORY_LOST, /* the position is no longer in the oplog */
+    PHASE_FATAL,        /* w->err says why */
+};
+
+struct worker {
+    const struct mcdc_config *cfg;
+    mongoc_client_pool_t *pool;
+    char rs[128];
+    bool rs_known;
+    worker_exit_cb on_exit;
+    void *ctx;
+    pthread_t thread;
+    volatile bool stop;
+    atomic_bool finished;
+    int exit_code;
+    struct mcdc_error err; /* why the task failed, or the last transient failure */
+
+    mongoc_client_t *client; /* popped from pool, this thread only */
+    struct encoder *enc;
+    struct sink *sink;
+    struct inflight *inf;
+    struct offset_store *store;
+    bson_t pipeline; /* stages after $changeStream */
+    bool has_pipeline;
+
+    struct mcdc_position stream_pos; /* after the last processed event: where to resume */
+    bool need_snapshot;
+    bool snapshot_only; /* initial_only: stop after the snapshot */
+    int64_t attempts;   /* failed connection attempts in a row */
+    int64_t last_commit_ms;
+    bool delivery_failed;
+    struct mcdc_error delivery_err;
+    uint64_t events, records, skipped;
+};
+
+int64_t worker_now_ms(void);
+
+/*
+ * Encodes ev and produces its records, each registered in the in-flight
+ * tracker with pos (the position reached once it is acknowledged). An event
+ * that yields no record advances the position. Returns PHASE_OK,
+ * PHASE_STOPPED or PHASE_FATAL (w->err names the namespace, key and size).
+ */
+enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
+                       const struct mcdc_position *pos);
+
+/* Serves delivery reports and commits offsets when the flush interval has
+ * passed (or force). Returns PHASE_FATAL on a delivery error or an offset
+ * store failure, else PHASE_OK. */
+enum phase worker_service(struct worker *w, bool force_commit);
+
+/* Converts a capture/snapshot failure into a phase, filling w->err. */
+enum phase worker_phase_from_failure(struct worker *w, const struct resume_failure *fail,
+                                     const struct mcdc_error *err);
+
+/* The initial snapshot, then w->stream_pos = the recorded start (worker_snapshot.c). */
+enum phase worker_snapshot(struct worker *w);
+
+#endif

@@ -1,0 +1,116 @@
+/*
+ * worker_snapshot: the initial snapshot phase of a capture task
+ * (debezium-format.md §5.2). Readers (snapshot module) copy documents; this
+ * thread turns them into `r` records, holding one back so that the last
+ * record of the whole snapshot is marked `last` and carries the
+ * post-snapshot offset (Debezium's BufferingSnapshotChangeRecordReceiver).
+ * Every other record carries the start position with initsync=true, so a
+ * crash before the end redoes the snapshot.
+ */
+#include "worker/worker_internal.h"
+
+#include "capture/capture.h"
+#include "common/log.h"
+#include "snapshot/snapshot.h"
+
+#define TAKE_TIMEOUT_MS 100
+
+static enum phase emit_doc(struct worker *w, const struct snapshot_doc *d,
+                           enum mcdc_snapshot_flag flag, const struct mcdc_position *pos)
+{
+    struct mcdc_event ev;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+
+    event_init(&ev);
+    if (!event_from_snapshot_doc(d->doc, d->db, d->coll, flag, &ev, &err)) {
+        w->err = err;
+        mcdc_error_prefix(&w->err, "snapshot of %s.%s", d->db, d->coll);
+        return PHASE_FATAL;
+    }
+    ev.rs = w->rs;
+    return worker_emit(w, &ev, pos);
+}
+
+enum phase worker_snapshot(struct worker *w)
+{
+    const struct mcdc_config *cfg = w->cfg;
+    struct mcdc_position start, during;
+    struct resume_failure fail;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct snapshot_plan *plan = NULL;
+    struct snapshot *snap = NULL;
+    struct snapshot_doc *held = NULL;
+    enum phase ph = PHASE_OK;
+    bool done = false;
+    char d[128];
+
+    position_init(&start);
+    position_init(&during);
+    if (!snapshot_record_start(w->client, cfg, w->has_pipeline ? &w->pipeline : NULL, &start,
+                               &fail, &err)) {
+        ph = worker_phase_from_failure(w, &fail, &err);
+        mcdc_error_prefix(&w->err, "cannot record the snapshot's start position");
+        goto cleanup;
+    }
+    if (!snapshot_plan(w->client, cfg, w->enc, &plan, &fail, &err)) {
+        if (err.domain == MCDC_ERR_CONFIG) {
+            w->err = err;
+            ph = PHASE_FATAL;
+        } else {
+            ph = worker_phase_from_failure(w, &fail, &err);
+        }
+        goto cleanup;
+    }
+    w->attempts = 0;
+    resume_describe_position(&start, d, sizeof d);
+    LOG_INFO("initial snapshot starting; streaming will resume from %s", d);
+    position_copy(&during, &start);
+    during.initsync = true;
+    snap = snapshot_start(w->pool, cfg, plan, w->rs, &w->stop);
+    plan = NULL; /* owned by snap */
+
+    while (ph == PHASE_OK && !done) {
+        struct snapshot_doc *doc = NULL;
+        switch (snapshot_next(snap, TAKE_TIMEOUT_MS, &doc, &fail, &err)) {
+        case SNAPSHOT_DOC:
+            if (held != NULL)
+                ph = emit_doc(w, held, MCDC_SNAP_TRUE, &during);
+            snapshot_doc_free(held);
+            held = doc;
+            break;
+        case SNAPSHOT_WAIT:
+            if (w->stop)
+                ph = PHASE_STOPPED;
+            break;
+        case SNAPSHOT_DONE:
+            /* The one record that says "snapshot complete": last, without initsync. */
+            if (held != NULL)
+                ph = emit_doc(w, held, MCDC_SNAP_LAST, &start);
+            else
+                inflight_advance(w->inf, &start);
+            done = true;
+            break;
+        case SNAPSHOT_FAILED:
+        default:
+            ph = worker_phase_from_failure(w, &fail, &err);
+            break;
+        }
+        if (ph == PHASE_OK)
+            ph = worker_service(w, false);
+    }
+    if (ph == PHASE_OK) {
+        position_copy(&w->stream_pos, &start);
+        /* Store "snapshot complete" promptly: a restart then streams instead of
+         * copying everything again. */
+        ph = worker_service(w, true);
+    } else if (ph != PHASE_STOPPED) {
+        LOG_WARN("initial snapshot failed: %s; it is not marked complete", w->err.msg);
+    }
+cleanup:
+    snapshot_doc_free(held);
+    snapshot_destroy(snap);
+    snapshot_plan_free(plan);
+    position_clear(&start);
+    position_clear(&during);
+    return ph;
+}
