@@ -1,19 +1,272 @@
 /*
- * mongocdc: command line, configuration, libev main loop, exit codes.
- * (Skeleton: the full CLI arrives with the config module.)
+ * mongocdc: the command line, the configuration, logging, the libev main loop
+ * and the exit codes (design.md "Threads and ownership"; style.md §4.7).
+ *
+ *   mongocdc -c FILE             run the daemon
+ *   mongocdc --validate -c FILE  check FILE: exit 0 valid, 2 invalid
+ *   mongocdc encode ...          encoder subcommand (encode_cli_main)
+ *
+ * Exit codes: 0 clean shutdown, 1 runtime failure, 2 usage or configuration.
+ * The main thread runs the libev default loop: SIGINT/SIGTERM ask the
+ * topology to stop (it breaks the loop when its last capture task has ended;
+ * a second signal exits at once with 1), SIGHUP reopens the log file.
+ * libmongoc's log goes through our logger with component "mongoc".
  */
+#include <ev.h>
+#include <mongoc/mongoc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/error.h"
+#include "common/log.h"
+#include "config/config.h"
 #include "version.h"
+#ifdef MCDC_HAVE_ENCODE
+#include "encode/encode.h"
+#endif
+#ifdef MCDC_HAVE_TOPOLOGY
+#include "topology/topology.h"
+#endif
+
+#define URI_SHOWN_MAX 1024
+#define UNSUPPORTED_MAX 64
+
+struct cli {
+    const char *config;
+    bool validate, help, version, config_help, config_markdown;
+};
+
+static const char *const dialect_names[MCDC_DIALECT_COUNT] = {"1.9", "3.x"};
+
+static void usage(FILE *out)
+{
+    fputs("usage: mongocdc -c FILE              capture changes as configured in FILE\n"
+          "       mongocdc --validate -c FILE   check FILE (exit 0 valid, 2 invalid)\n"
+          "       mongocdc encode [ARGS]        encode documents from stdin (see encode --help)\n"
+          "       mongocdc --config-help        every option with type, default and meaning\n"
+          "       mongocdc --config-markdown    the same, as docs/CONFIGURATION.md\n"
+          "       mongocdc --version | --help\n",
+          out);
+}
+
+/* Returns -1 to go on, or an exit code. */
+static int parse_args(int argc, char **argv, struct cli *cli)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "mongocdc: %s needs a file name\n", a);
+                return MCDC_EXIT_USAGE;
+            }
+            cli->config = argv[++i];
+        } else if (strncmp(a, "--config=", 9) == 0) {
+            cli->config = a + 9;
+        } else if (strcmp(a, "--validate") == 0) {
+            cli->validate = true;
+        } else if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
+            cli->version = true;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            cli->help = true;
+        } else if (strcmp(a, "--config-help") == 0) {
+            cli->config_help = true;
+        } else if (strcmp(a, "--config-markdown") == 0) {
+            cli->config_markdown = true;
+        } else {
+            fprintf(stderr, "mongocdc: unknown argument '%s'\n", a);
+            usage(stderr);
+            return MCDC_EXIT_USAGE;
+        }
+    }
+    return -1;
+}
+
+#ifdef MCDC_HAVE_ENCODE
+static int run_encode(int argc, char **argv)
+{
+    return encode_cli_main(argc, argv);
+}
+#else
+static int run_encode(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "mongocdc: encode: this build has no encoder (module encode missing)\n");
+    return MCDC_EXIT_FAILURE;
+}
+#endif
+
+/* mongoc_log_func_t: libmongoc's levels onto ours; TRACE is DEBUG. */
+static void mongoc_log_bridge(mongoc_log_level_t level, const char *domain, const char *message,
+                              void *unused)
+{
+    (void)unused;
+    enum mcdc_log_level l = MCDC_LOG_DEBUG;
+    if (level == MONGOC_LOG_LEVEL_ERROR || level == MONGOC_LOG_LEVEL_CRITICAL)
+        l = MCDC_LOG_ERROR;
+    else if (level == MONGOC_LOG_LEVEL_WARNING)
+        l = MCDC_LOG_WARN;
+    else if (level == MONGOC_LOG_LEVEL_MESSAGE || level == MONGOC_LOG_LEVEL_INFO)
+        l = MCDC_LOG_INFO;
+    if (!MCDC_LOG_ENABLED(l))
+        return;
+    char line[4096];
+    snprintf(line, sizeof line, "%s: %s", domain ? domain : "mongoc", message);
+    mcdc_log_write(l, "mongoc", line);
+}
+
+#ifdef MCDC_HAVE_TOPOLOGY
+struct daemon {
+    struct topology *topo;
+    int stops;
+};
+
+static void on_stop_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    struct daemon *dm = w->data;
+    (void)loop;
+    (void)revents;
+    if (++dm->stops > 1) {
+        LOG_ERROR("signal %d again: exiting now without a clean stop", w->signum);
+        _exit(MCDC_EXIT_FAILURE);
+    }
+    LOG_INFO("signal %d: stopping (send it again to exit at once)", w->signum);
+    topology_request_stop(dm->topo);
+}
+
+static void on_hup_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    (void)loop;
+    (void)w;
+    (void)revents;
+    if (mcdc_log_reopen(&err))
+        LOG_INFO("SIGHUP: log file reopened");
+    else
+        LOG_ERROR("SIGHUP: cannot reopen the log file: %s", err.msg);
+}
+
+/* Watchers start before topology_start so a signal during discovery is kept
+ * pending and handled as soon as the loop runs. */
+static int run_capture(const struct mcdc_config *cfg)
+{
+    struct ev_loop *loop = ev_default_loop(0);
+    struct daemon dm = {0};
+    ev_signal sigint_w, sigterm_w, sighup_w;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    if (!loop) {
+        LOG_ERROR("cannot initialise the libev loop");
+        return MCDC_EXIT_FAILURE;
+    }
+    ev_signal_init(&sigint_w, on_stop_signal, SIGINT);
+    ev_signal_init(&sigterm_w, on_stop_signal, SIGTERM);
+    ev_signal_init(&sighup_w, on_hup_signal, SIGHUP);
+    sigint_w.data = sigterm_w.data = &dm;
+    ev_signal_start(loop, &sigint_w);
+    ev_signal_start(loop, &sigterm_w);
+    ev_signal_start(loop, &sighup_w);
+
+    dm.topo = topology_start(cfg, loop, &err);
+    if (!dm.topo) {
+        LOG_ERROR("cannot start: %s", err.msg);
+        return MCDC_EXIT_FAILURE;
+    }
+    ev_run(loop, 0);
+    int rc = topology_join(dm.topo);
+    topology_destroy(dm.topo);
+    LOG_INFO("stopped (exit code %d)", rc);
+    return rc;
+}
+#else
+static int run_capture(const struct mcdc_config *cfg)
+{
+    (void)cfg;
+    LOG_ERROR("this build has no capture engine (module topology missing): nothing to run");
+    return MCDC_EXIT_FAILURE;
+}
+#endif
+
+static void warn_unsupported(const struct mcdc_config *cfg, bool to_log)
+{
+    const char *names[UNSUPPORTED_MAX];
+    size_t n = config_unsupported_set(cfg, names, UNSUPPORTED_MAX);
+    for (size_t i = 0; i < n && i < UNSUPPORTED_MAX; i++) {
+        if (to_log)
+            LOG_WARN("%s: not supported yet; the setting has no effect", names[i]);
+        else
+            fprintf(stderr, "%s: warning: %s: not supported yet; the setting has no effect\n",
+                    cfg->path, names[i]);
+    }
+}
+
+static int run_daemon(const struct mcdc_config *cfg)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    char uri[URI_SHOWN_MAX];
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, NULL); /* a closed socket is an error return, not a kill */
+
+    if (!mcdc_log_open((enum mcdc_log_level)cfg->log_level, (enum mcdc_log_format)cfg->log_format,
+                       cfg->log_file, &err)) {
+        fprintf(stderr, "mongocdc: log.file: %s\n", err.msg);
+        return MCDC_EXIT_FAILURE;
+    }
+    mcdc_log_set_component("main");
+    mongoc_init();
+    mongoc_log_set_handler(mongoc_log_bridge, NULL);
+    config_redact_uri(cfg->connection_string, uri, sizeof uri);
+    LOG_INFO("mongocdc %s starting: config %s, topic.prefix %s, Debezium %s layout, %s", MCDC_VERSION,
+             cfg->path, cfg->topic_prefix, dialect_names[cfg->dialect], uri);
+    warn_unsupported(cfg, true);
+    int rc = run_capture(cfg);
+    mongoc_cleanup();
+    mcdc_log_close();
+    return rc;
+}
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+    struct cli cli = {0};
+    if (argc > 1 && strcmp(argv[1], "encode") == 0)
+        return run_encode(argc - 1, argv + 1);
+    int rc = parse_args(argc, argv, &cli);
+    if (rc >= 0)
+        return rc;
+    if (cli.help) {
+        usage(stdout);
+        return MCDC_EXIT_OK;
+    }
+    if (cli.version) {
         printf("mongocdc %s\n", MCDC_VERSION);
         return MCDC_EXIT_OK;
     }
-    fprintf(stderr, "usage: mongocdc -c FILE | --validate -c FILE | --version\n");
-    return MCDC_EXIT_USAGE;
+    if (cli.config_help || cli.config_markdown) {
+        if (cli.config_help)
+            config_print_help(stdout);
+        else
+            config_print_markdown(stdout);
+        return MCDC_EXIT_OK;
+    }
+    if (!cli.config) {
+        usage(stderr);
+        return MCDC_EXIT_USAGE;
+    }
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct mcdc_config *cfg = config_load(cli.config, stderr, &err);
+    if (!cfg) {
+        fprintf(stderr, "mongocdc: %s\n", err.msg);
+        return MCDC_EXIT_USAGE;
+    }
+    if (cli.validate) {
+        warn_unsupported(cfg, false);
+        printf("%s: valid\n", cli.config);
+        rc = MCDC_EXIT_OK;
+    } else {
+        rc = run_daemon(cfg);
+    }
+    config_free(cfg);
+    return rc;
 }

@@ -182,6 +182,23 @@ struct mcdc_config {
     int log_level;                             /* log.level (enum mcdc_log_level) */
     int log_format;                            /* log.format (enum mcdc_log_format) */
     char *log_file;                            /* log.file, NULL = stderr */
+
+    /* Debezium connection properties that config_load folds into
+     * connection_string (values already in the URI win, as in Debezium's
+     * DefaultMongoDbClientFactory, debezium-format.md §6.3). Kept for
+     * reference only: readers use connection_string. */
+    char *mongodb_hosts;                       /* mongodb.hosts, 1.x seed list */
+    char *mongodb_user;                        /* mongodb.user */
+    char *mongodb_password;                    /* mongodb.password; secret */
+    char *mongodb_authsource;                  /* mongodb.authsource, "admin" */
+    bool mongodb_ssl_enabled;                  /* mongodb.ssl.enabled */
+    bool mongodb_ssl_invalid_hostname_allowed; /* mongodb.ssl.invalid.hostname.allowed */
+    struct mcdc_strlist snapshot_filter_override_names; /* snapshot.collection.filter.overrides */
+
+    /* Options set to a non-default value whose behaviour is not delivered
+     * yet (see config_unsupported_set); static strings. */
+    const char **unsupported;
+    size_t unsupported_count;
 };
 
 /*

@@ -1,0 +1,239 @@
+/*
+ * config/check: config_check(), the rules that involve more than one option
+ * (in the manner of librdkafka's rd_kafka_conf_finalize), the kafka:
+ * pass-through map and the JSON-valued options. Each problem is reported at
+ * the location of the key that is wrong, or at the top of the file when the
+ * problem is a key that is missing.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bson/bson.h>
+#include <librdkafka/rdkafka.h>
+
+#include "common/xalloc.h"
+#include "config/internal.h"
+
+#define OVERRIDE_PREFIX "snapshot.collection.filter.overrides."
+
+struct checker {
+    struct mcdc_config *cfg;
+    const struct cfg_entries *e;
+    struct cfg_diag *d;
+};
+
+/* Reports at key's entry, or at the top of the file when key is not set. */
+static void problem(struct checker *c, const char *key, const char *fmt, ...) MCDC_PRINTF(3, 4);
+static void problem(struct checker *c, const char *key, const char *fmt, ...)
+{
+    const struct cfg_entry *at = cfg_entry_find(c->e, key, false);
+    int line = at ? at->line : c->e->map_line, col = at ? at->col : c->e->map_col;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cfg_report(c->d, line, col, key, "%s", msg);
+}
+
+static bool kafka_has(const struct mcdc_config *cfg, const char *key)
+{
+    for (size_t i = 0; i < cfg->kafka.count; i++)
+        if (strcmp(cfg->kafka.items[i].key, key) == 0)
+            return true;
+    return false;
+}
+
+/* A namespace `db.coll`: a dot with text on both sides. */
+static bool is_namespace(const char *s)
+{
+    const char *dot = strchr(s, '.');
+    return dot && dot != s && dot[1] != '\0';
+}
+
+/* Each key goes through rd_kafka_conf_set on a scratch conf, so librdkafka
+ * itself says what is wrong (kcat's -X handling). Secret values are masked
+ * in librdkafka's message, which may quote them. */
+static void check_kafka(struct checker *c)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    for (size_t i = 0; i < c->cfg->kafka.count; i++) {
+        const struct mcdc_kv *kv = &c->cfg->kafka.items[i];
+        char errstr[512];
+        if (rd_kafka_conf_set(conf, kv->key, kv->value, errstr, sizeof errstr) ==
+            RD_KAFKA_CONF_OK)
+            continue;
+        char *shown = xasprintf("kafka.%s", kv->key);
+        char *msg = xstrdup(errstr);
+        if (cfg_kafka_key_is_secret(kv->key) && *kv->value) {
+            char *hit;
+            while ((hit = strstr(msg, kv->value)) != NULL) {
+                char *next = xasprintf("%.*s****%s", (int)(hit - msg), msg,
+                                       hit + strlen(kv->value));
+                free(msg);
+                msg = next;
+            }
+        }
+        cfg_report(c->d, kv->line, kv->col, shown, "%s (expected a librdkafka property)", msg);
+        free(msg);
+        free(shown);
+    }
+    rd_kafka_conf_destroy(conf);
+}
+
+static bool has_brokers(const struct mcdc_config *cfg)
+{
+    return kafka_has(cfg, "bootstrap.servers") || kafka_has(cfg, "metadata.broker.list") ||
+           kafka_has(cfg, "test.mock.num.brokers");
+}
+
+static void check_sink_and_offsets(struct checker *c)
+{
+    struct mcdc_config *cfg = c->cfg;
+    if (cfg->sink_type == MCDC_SINK_FILE && !cfg->sink_path)
+        problem(c, "sink.type", "file sink needs sink.path (expected sink.path to be set)");
+    if (cfg->sink_type == MCDC_SINK_KAFKA && !has_brokers(cfg))
+        problem(c, "sink.type",
+                "kafka sink needs brokers (expected kafka.bootstrap.servers to be set)");
+    if (cfg->offset_storage == MCDC_OFFSETS_FILE && !cfg->offsets_file)
+        problem(c, "offsets.file.path",
+                "missing: offsets.storage is file (expected the path of the offset file)");
+    if (cfg->offset_storage == MCDC_OFFSETS_KAFKA) {
+        if (cfg->sink_type != MCDC_SINK_KAFKA)
+            problem(c, "offsets.storage",
+                    "kafka offset storage needs the kafka sink (expected sink.type kafka)");
+        else if (!has_brokers(cfg))
+            problem(c, "offsets.storage",
+                    "kafka offset storage needs brokers (expected kafka.bootstrap.servers to be "
+                    "set)");
+        if (!cfg->offsets_topic)
+            problem(c, "offsets.topic",
+                    "missing: offsets.storage is kafka (expected the offset topic name)");
+    }
+}
+
+static void check_capture(struct checker *c)
+{
+    struct mcdc_config *cfg = c->cfg;
+    bool pre_image = cfg->capture_mode == MCDC_CAPTURE_CHANGE_STREAMS_WITH_PRE_IMAGE ||
+                     cfg->capture_mode == MCDC_CAPTURE_CHANGE_STREAMS_UPDATE_FULL_WITH_PRE_IMAGE;
+    /* Oplog capture is 1.x only; pre-images and post_image arrived in 2.0 and
+     * 2.5, whose layout is the 3.x dialect (debezium-format.md §0). */
+    if (cfg->capture_mode == MCDC_CAPTURE_OPLOG && cfg->dialect != MCDC_DIALECT_1_9)
+        problem(c, "capture.mode", "oplog capture exists only in the 1.9 dialect (expected "
+                                   "debezium.compatibility \"1.9\" or a change_streams mode)");
+    if (pre_image && cfg->dialect == MCDC_DIALECT_1_9)
+        problem(c, "capture.mode", "pre-images need the 3.x dialect (expected "
+                                   "debezium.compatibility \"3.x\")");
+    if (cfg->full_update_type == MCDC_FULL_UPDATE_POST_IMAGE && cfg->dialect == MCDC_DIALECT_1_9)
+        problem(c, "capture.mode.full.update.type",
+                "post_image needs the 3.x dialect (expected lookup)");
+    if (cfg->capture_mode == MCDC_CAPTURE_OPLOG &&
+        cfg->connection_mode == MCDC_CONNECTION_SHARDED)
+        problem(c, "mongodb.connection.mode",
+                "mongos has no oplog (expected replica_set with capture.mode oplog)");
+    if (cfg->backoff_initial_ms > cfg->backoff_max_ms)
+        problem(c, "connect.backoff.initial.delay.ms",
+                "larger than connect.backoff.max.delay.ms (expected at most the maximum)");
+    const struct mcdc_strlist *ops = &cfg->skipped_operations;
+    for (size_t i = 0; i < ops->count; i++) {
+        const char *op = ops->items[i];
+        if (strcmp(op, "none") == 0 && ops->count > 1)
+            problem(c, "skipped.operations", "\"none\" with other operations (expected none alone)");
+        else if (strcmp(op, "none") != 0 && (strlen(op) != 1 || !strchr("cudt", op[0])))
+            problem(c, "skipped.operations", "invalid operation \"%s\" (expected %s)", op,
+                    "c, u, d, t or none");
+    }
+}
+
+static void check_json_array(struct checker *c, const char *key, const char *text)
+{
+    bson_error_t error;
+    char *wrapped = xasprintf("{\"stages\": %s}", text);
+    bson_t *b = bson_new_from_json((const uint8_t *)wrapped, -1, &error);
+    bson_iter_t it;
+    if (!b)
+        problem(c, key, "invalid JSON: %s (expected %s)", error.message, "a JSON array of stages");
+    else if (!bson_iter_init_find(&it, b, "stages") || !BSON_ITER_HOLDS_ARRAY(&it))
+        problem(c, key, "not a JSON array (expected a JSON array of stages)");
+    bson_destroy(b);
+    free(wrapped);
+}
+
+static void check_filters(struct checker *c)
+{
+    struct mcdc_config *cfg = c->cfg;
+    if (cfg->database_include.count && cfg->database_exclude.count)
+        problem(c, "database.exclude.list",
+                "cannot be used with database.include.list (expected only one of them)");
+    if (cfg->collection_include.count && cfg->collection_exclude.count)
+        problem(c, "collection.exclude.list",
+                "cannot be used with collection.include.list (expected only one of them)");
+    if (cfg->signal_data_collection && !is_namespace(cfg->signal_data_collection))
+        problem(c, "signal.data.collection", "not a namespace: \"%s\" (expected %s)",
+                cfg->signal_data_collection, "db.collection");
+    for (size_t i = 0; i < cfg->field_renames.count; i++) {
+        const char *r = cfg->field_renames.items[i], *colon = strrchr(r, ':');
+        if (!colon || colon == r || colon[1] == '\0')
+            problem(c, "field.renames", "invalid entry \"%s\" (expected %s)", r,
+                    "db.coll.field:newName");
+    }
+    if (cfg->cursor_pipeline)
+        check_json_array(c, "cursor.pipeline", cfg->cursor_pipeline);
+}
+
+/* snapshot.collection.filter.overrides names collections; each has its query
+ * in snapshot.collection.filter.overrides.<db>.<coll> (Debezium's layout). */
+static void check_overrides(struct checker *c)
+{
+    struct mcdc_config *cfg = c->cfg;
+    const struct mcdc_strlist *names = &cfg->snapshot_filter_override_names;
+    cfg->snapshot_filter_overrides = xcalloc(names->count + 1, sizeof *cfg->snapshot_filter_overrides);
+    for (size_t i = 0; i < names->count; i++) {
+        char *key = xasprintf(OVERRIDE_PREFIX "%s", names->items[i]);
+        const struct cfg_entry *q = cfg_entry_find(c->e, key, false);
+        const char *text = q ? cfg_scalar(q->value) : NULL;
+        bson_error_t error;
+        bson_t *b = NULL;
+        if (!is_namespace(names->items[i]))
+            problem(c, "snapshot.collection.filter.overrides",
+                    "not a namespace: \"%s\" (expected %s)", names->items[i], "db.collection");
+        else if (!q)
+            problem(c, "snapshot.collection.filter.overrides",
+                    "no query for \"%s\" (expected %s to be set)", names->items[i], key);
+        else if (!text || cfg_is_null(q->value))
+            cfg_report(c->d, q->vline, q->vcol, key, "no query (expected a JSON query document)");
+        else if (!(b = bson_new_from_json((const uint8_t *)text, -1, &error)))
+            cfg_report(c->d, q->vline, q->vcol, key, "invalid JSON: %s (expected a JSON query "
+                       "document)", error.message);
+        else
+            cfg->snapshot_filter_overrides[cfg->snapshot_filter_override_count++] =
+                (struct mcdc_filter_override){xstrdup(names->items[i]), xstrdup(text)};
+        bson_destroy(b);
+        free(key);
+    }
+    for (size_t i = 0; i < c->e->count; i++) {
+        const struct cfg_entry *q = &c->e->items[i];
+        if (q->kafka || q->opt || strncmp(q->key, OVERRIDE_PREFIX, strlen(OVERRIDE_PREFIX)) != 0)
+            continue;
+        bool listed = false;
+        for (size_t j = 0; j < names->count && !listed; j++)
+            listed = strcmp(q->key + strlen(OVERRIDE_PREFIX), names->items[j]) == 0;
+        if (!listed)
+            cfg_report(c->d, q->line, q->col, q->key,
+                       "collection not listed in snapshot.collection.filter.overrides (expected "
+                       "it in that list)");
+    }
+}
+
+void config_check(struct mcdc_config *cfg, const struct cfg_entries *e, struct cfg_diag *d)
+{
+    struct checker c = {cfg, e, d};
+    cfg_check_uri(cfg, e, d);
+    check_kafka(&c);
+    check_sink_and_offsets(&c);
+    check_capture(&c);
+    check_filters(&c);
+    check_overrides(&c);
+}

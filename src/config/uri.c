@@ -1,0 +1,253 @@
+/*
+ * config/uri: the MongoDB connection string. Debezium's 1.x seed list
+ * (mongodb.hosts) and its credential and TLS properties are folded into one
+ * URI the way Debezium's DefaultMongoDbClientFactory applies them: settings
+ * first, then the connection string on top, so whatever the URI already says
+ * wins (debezium-format.md §6.3). The result is checked with libmongoc's own
+ * parser (mongoc_uri_new_with_error). Passwords and secret URI options are
+ * never printed: config_redact_uri / cfg_redact_text.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <mongoc/mongoc.h>
+
+#include "common/xalloc.h"
+#include "config/internal.h"
+
+#define MAX_SPANS 8
+
+struct span {
+    size_t start, len;
+};
+
+/* URI options whose values are secret (libmongoc's names, case-insensitive). */
+static const char *const secret_options[] = {"tlscertificatekeyfilepassword",
+                                             "sslclientcertificatekeypassword",
+                                             "authmechanismproperties", NULL};
+
+/* The byte ranges of uri that are secret: the password of the user info and
+ * the values of secret options. */
+static size_t secret_spans(const char *uri, struct span *out, size_t max)
+{
+    size_t n = 0;
+    const char *start = strstr(uri, "://");
+    if (!start)
+        return 0;
+    start += 3;
+    const char *query = strchr(start, '?');
+    const char *end = query ? query : uri + strlen(uri);
+    const char *at = NULL;
+    for (const char *p = start; p < end; p++)
+        if (*p == '@')
+            at = p; /* the last '@' ends the user info */
+    if (at) {
+        const char *colon = memchr(start, ':', (size_t)(at - start));
+        if (colon && n < max)
+            out[n++] = (struct span){(size_t)(colon + 1 - uri), (size_t)(at - colon - 1)};
+    }
+    for (const char *p = query; p && *p && n < max;) {
+        p++;
+        const char *eq = strchr(p, '=');
+        const char *amp = strpbrk(p, "&;");
+        if (!eq || (amp && amp < eq)) {
+            p = amp;
+            continue;
+        }
+        size_t vlen = amp ? (size_t)(amp - eq - 1) : strlen(eq + 1);
+        for (int i = 0; secret_options[i]; i++)
+            if ((size_t)(eq - p) == strlen(secret_options[i]) &&
+                strncasecmp(p, secret_options[i], (size_t)(eq - p)) == 0 && vlen > 0)
+                out[n++] = (struct span){(size_t)(eq + 1 - uri), vlen};
+        p = amp;
+    }
+    return n;
+}
+
+void config_redact_uri(const char *uri, char *out, size_t cap)
+{
+    struct span spans[MAX_SPANS];
+    size_t ns = uri ? secret_spans(uri, spans, MAX_SPANS) : 0, o = 0;
+    if (cap == 0)
+        return;
+    for (size_t i = 0; uri && uri[i] && o + 1 < cap;) {
+        size_t s;
+        for (s = 0; s < ns && spans[s].start != i; s++)
+            ;
+        if (s < ns && spans[s].len > 0) {
+            for (const char *m = "****"; *m && o + 1 < cap; m++)
+                out[o++] = *m;
+            i += spans[s].len;
+        } else {
+            out[o++] = uri[i++];
+        }
+    }
+    out[o] = '\0';
+}
+
+char *cfg_redact_text(const char *text, const char *uri)
+{
+    struct span spans[MAX_SPANS];
+    size_t ns = uri ? secret_spans(uri, spans, MAX_SPANS) : 0;
+    char *res = xstrdup(text);
+    for (size_t s = 0; s < ns; s++) {
+        char *secret = xstrndup(uri + spans[s].start, spans[s].len);
+        char *hit;
+        while (*secret && (hit = strstr(res, secret)) != NULL) {
+            char *next = xasprintf("%.*s****%s", (int)(hit - res), res, hit + strlen(secret));
+            free(res);
+            res = next;
+        }
+        free(secret);
+    }
+    return res;
+}
+
+/* RFC 3986 percent-encoding of user info (the driver decodes it). */
+static char *pct_encode(const char *s)
+{
+    char *out = xmalloc(strlen(s) * 3 + 1), *o = out;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+            strchr("-._~", c))
+            *o++ = (char)c;
+        else
+            o += sprintf(o, "%%%02X", c);
+    }
+    *o = '\0';
+    return out;
+}
+
+/* Appends name=value to the URI's options, adding "/?" when it has none. */
+static char *append_option(char *uri, const char *name, const char *value)
+{
+    const char *hosts = strstr(uri, "://");
+    char *res;
+    if (strchr(uri, '?'))
+        res = xasprintf("%s&%s=%s", uri, name, value);
+    else if (hosts && strchr(hosts + 3, '/'))
+        res = xasprintf("%s?%s=%s", uri, name, value);
+    else
+        res = xasprintf("%s/?%s=%s", uri, name, value);
+    free(uri);
+    return res;
+}
+
+/* "rs0/h1:27017,h2:27017" or "h1:27017" (Debezium 1.x) into a URI. */
+static char *uri_from_hosts(const char *hosts)
+{
+    const char *slash = strchr(hosts, '/');
+    if (!slash)
+        return xasprintf("mongodb://%s/", hosts);
+    return xasprintf("mongodb://%s/?replicaSet=%.*s", slash + 1, (int)(slash - hosts), hosts);
+}
+
+static char *fold_settings(const struct mcdc_config *cfg, const mongoc_uri_t *uri, char *text)
+{
+    bool has_user = mongoc_uri_get_username(uri) != NULL;
+    if (cfg->mongodb_user && !has_user) {
+        char *user = pct_encode(cfg->mongodb_user);
+        char *pass = cfg->mongodb_password ? pct_encode(cfg->mongodb_password) : NULL;
+        const char *rest = strstr(text, "://") + 3;
+        char *next = xasprintf("%.*s%s%s%s@%s", (int)(rest - text), text, user, pass ? ":" : "",
+                               pass ? pass : "", rest);
+        free(user);
+        free(pass);
+        free(text);
+        text = next;
+        if (!mongoc_uri_has_option(uri, MONGOC_URI_AUTHSOURCE) && cfg->mongodb_authsource)
+            text = append_option(text, "authSource", cfg->mongodb_authsource);
+    }
+    if (cfg->mongodb_ssl_enabled && !mongoc_uri_has_option(uri, MONGOC_URI_TLS) &&
+        !mongoc_uri_has_option(uri, MONGOC_URI_SSL))
+        text = append_option(text, "tls", "true");
+    if (cfg->mongodb_ssl_invalid_hostname_allowed &&
+        !mongoc_uri_has_option(uri, MONGOC_URI_TLSALLOWINVALIDHOSTNAMES))
+        text = append_option(text, "tlsAllowInvalidHostnames", "true");
+    return text;
+}
+
+#define URI_WARNINGS_MAX 4
+
+struct uri_warnings {
+    char *msg[URI_WARNINGS_MAX];
+    size_t count;
+};
+
+/* libmongoc accepts a URI with options it does not know and only logs a
+ * warning; a silently ignored option is a typo the user never sees, so each
+ * warning becomes a problem. On a URI it rejects, the first warning says
+ * what its error message does not (which host, which escape). */
+static void uri_warning(mongoc_log_level_t level, const char *domain, const char *message,
+                        void *data)
+{
+    struct uri_warnings *w = data;
+    (void)domain;
+    if (level <= MONGOC_LOG_LEVEL_WARNING && w->count < URI_WARNINGS_MAX)
+        w->msg[w->count++] = xstrdup(message);
+}
+
+static mongoc_uri_t *parse_uri(const char *text, const struct cfg_entry *where, struct cfg_diag *d)
+{
+    bson_error_t error;
+    struct uri_warnings w = {{NULL}, 0};
+    mongoc_log_set_handler(uri_warning, &w);
+    mongoc_uri_t *uri = mongoc_uri_new_with_error(text, &error);
+    mongoc_log_set_handler(mongoc_log_default_handler, NULL);
+    if (!uri) {
+        char *full = w.count ? xasprintf("%s: %s", error.message, w.msg[0])
+                             : xstrdup(error.message);
+        char *msg = cfg_redact_text(full, text);
+        cfg_report(d, where->vline, where->vcol, where->key,
+                   "invalid connection string: %s (expected a mongodb:// or mongodb+srv:// "
+                   "connection string)",
+                   msg);
+        free(msg);
+        free(full);
+    }
+    for (size_t i = 0; i < w.count; i++) {
+        if (uri) {
+            char *msg = cfg_redact_text(w.msg[i], text);
+            cfg_report(d, where->vline, where->vcol, where->key,
+                       "%s (expected options and values libmongoc supports)", msg);
+            free(msg);
+        }
+        free(w.msg[i]);
+    }
+    return uri;
+}
+
+void cfg_check_uri(struct mcdc_config *cfg, const struct cfg_entries *e, struct cfg_diag *d)
+{
+    const struct cfg_entry *cs = cfg_entry_find(e, "mongodb.connection.string", false);
+    const struct cfg_entry *hosts = cfg_entry_find(e, "mongodb.hosts", false);
+    if (cs && hosts) {
+        cfg_report(d, hosts->line, hosts->col, hosts->key,
+                   "cannot be used with mongodb.connection.string (line %d) (expected only one "
+                   "of them)",
+                   cs->line);
+        return;
+    }
+    const struct cfg_entry *where = cs ? cs : hosts;
+    if (!where)
+        return; /* reported as a missing required key */
+    if (!cs && cfg->mongodb_hosts) {
+        free(cfg->connection_string);
+        cfg->connection_string = uri_from_hosts(cfg->mongodb_hosts);
+    }
+    if (!cfg->connection_string)
+        return; /* no value: already reported */
+    mongoc_uri_t *uri = parse_uri(cfg->connection_string, where, d);
+    if (!uri)
+        return;
+    char *folded = fold_settings(cfg, uri, xstrdup(cfg->connection_string));
+    mongoc_uri_destroy(uri);
+    if (strcmp(folded, cfg->connection_string) != 0) {
+        uri = parse_uri(folded, where, d);
+        mongoc_uri_destroy(uri);
+    }
+    free(cfg->connection_string);
+    cfg->connection_string = folded;
+}
