@@ -138,8 +138,9 @@ probe() {
 cmd_start() {
   local pid
   if pid=$(running_pid); then
+    # The running broker's own address, whatever KAFKA_PORT says now.
     say "already running (pid $pid)"
-    echo "$BOOTSTRAP"
+    cat "$DIR/bootstrap" 2>/dev/null || echo "$BOOTSTRAP"
     return 0
   fi
   command -v java >/dev/null || die "Java not found: install a JRE 17 (scripts/install-deps.sh); no local Kafka broker"
@@ -166,6 +167,7 @@ cmd_start() {
   setsid "${jvm[@]}" kafka.Kafka "$DIR/server.properties" </dev/null >"$DIR/stdout.log" 2>&1 &
   pid=$!
   echo "$pid" >"$PIDFILE"
+  echo "$BOOTSTRAP" >"$DIR/bootstrap"
 
   local token deadline=$((SECONDS + TIMEOUT))
   token="$pid-$RANDOM"
@@ -203,14 +205,14 @@ cmd_stop() {
     kill -KILL "$pid" 2>/dev/null
     for i in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
   fi
-  rm -f "$PIDFILE"
+  rm -f "$PIDFILE" "$DIR/bootstrap"
   say "stopped (pid $pid)"
 }
 
 cmd_status() {
   local pid
   if pid=$(running_pid); then
-    echo "kafka-local: running (pid $pid) at $BOOTSTRAP, data in $DIR/data"
+    echo "kafka-local: running (pid $pid) at $(cat "$DIR/bootstrap" 2>/dev/null), data in $DIR/data"
     return 0
   fi
   echo "kafka-local: not running"

@@ -1,0 +1,245 @@
+"""Shared fixtures of the integration suite.
+
+Endpoints come from the environment, so the same tests run against the
+MongoDB simulator and a local broker (the default) or against a real MongoDB
+and a real Kafka (for example the compose files in docker/):
+
+  MCDC_TEST_KAFKA   host:port of a Kafka broker, or "mock" for librdkafka's
+                    in-process mock cluster. Unset: the `kafka` fixture starts
+                    scripts/kafka-local.sh itself (and stops it at the end),
+                    and falls back to the mock cluster, loudly, if it cannot.
+  MONGO_TEST_URI    a MongoDB connection string; unset: the simulator
+                    (tests/mongosim/) stands in for MongoDB.
+  MCDC_BIN          the mongocdc executable under test (set by ctest).
+  MCDC_BUILD_DIR, MCDC_SOURCE_DIR, MCDC_SHARED_DIR  build tree, repository,
+                    shared datasets and format documents (set by ctest).
+"""
+
+import importlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import kafka_support
+from kafka_support import KafkaEndpoint
+
+SOURCE_DIR = Path(os.environ.get("MCDC_SOURCE_DIR") or Path(__file__).resolve().parents[2])
+BUILD_DIR = Path(os.environ.get("MCDC_BUILD_DIR") or SOURCE_DIR / "build")
+MONGOSIM_DIR = SOURCE_DIR / "tests" / "mongosim"
+
+_kafka_used = []  # descriptions of the Kafka clusters this run used
+
+
+def _say(config, line):
+    """Prints a line on the terminal even while pytest captures output."""
+    tr = config.pluginmanager.getplugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(line, bold=True)
+    else:
+        print(line, file=sys.__stderr__, flush=True)
+
+
+def pytest_report_header(config):
+    k = os.environ.get("MCDC_TEST_KAFKA")
+    m = os.environ.get("MONGO_TEST_URI")
+    return ["mongocdc: MCDC_TEST_KAFKA=%s, MONGO_TEST_URI=%s, MCDC_BIN=%s"
+            % (k or "(unset: local broker, else mock)", m or "(unset: simulator)",
+               os.environ.get("MCDC_BIN", "(unset)"))]
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line in _kafka_used:
+        terminalreporter.write_line(line, bold=True)
+
+
+# ---------------------------------------------------------------- Kafka
+
+
+@pytest.fixture(scope="session")
+def kafka(request) -> KafkaEndpoint:
+    """The Kafka cluster of this run (see the module comment for how it is
+    chosen). Session-scoped: tests isolate themselves with unique topics."""
+    want = os.environ.get("MCDC_TEST_KAFKA", "").strip()
+    if want == "mock":
+        ep = kafka_support.mock_cluster()
+    elif want:
+        ep = KafkaEndpoint(want, "real", "MCDC_TEST_KAFKA")
+    else:
+        try:
+            ep = kafka_support.start_local_broker(str(BUILD_DIR))
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+            _say(request.config, "NO REAL KAFKA: %s" % e)
+            ep = kafka_support.mock_cluster()
+            ep.origin = "fallback: no local broker could be started"
+    desc = ep.describe()
+    _kafka_used.append(desc)
+    _say(request.config, "\n" + desc)
+    yield ep
+    ep.close()
+
+
+@pytest.fixture
+def kafka_topic(kafka) -> str:
+    """A new, empty topic unique to the test: one partition on a real broker,
+    the mock cluster's default count (4) on the mock (see create_topic)."""
+    return kafka_support.create_topic(kafka, kafka_support.unique_topic())
+
+
+# ---------------------------------------------------------------- MongoDB
+
+
+@pytest.fixture(scope="session")
+def mongo_test_uri():
+    """MONGO_TEST_URI when the suite runs against a real MongoDB, else None
+    (tests then use the simulator)."""
+    return os.environ.get("MONGO_TEST_URI") or None
+
+
+def import_mongosim():
+    """The simulator module tests/mongosim/mongosim.py (its `MongoSim` class
+    starts a simulated deployment; see mongo-sim-spec.md). Skips the calling
+    test, with the reason, when the module is not in the tree; any other
+    import error fails the test."""
+    if not (MONGOSIM_DIR / "mongosim.py").is_file():
+        pytest.skip("MongoDB simulator not in this tree (tests/mongosim/mongosim.py is absent)")
+    if str(MONGOSIM_DIR) not in sys.path:
+        sys.path.insert(0, str(MONGOSIM_DIR))
+    return importlib.import_module("mongosim")
+
+
+@pytest.fixture(scope="session")
+def mongosim_module():
+    return import_mongosim()
+
+
+# ---------------------------------------------------------------- mongocdc
+
+
+@pytest.fixture(scope="session")
+def mongocdc_bin() -> Path:
+    """Path of the mongocdc executable under test: MCDC_BIN (set by ctest),
+    else <build dir>/mongocdc. Fails (not skips) when it is not built."""
+    p = Path(os.environ.get("MCDC_BIN") or BUILD_DIR / "mongocdc")
+    if not (p.is_file() and os.access(p, os.X_OK)):
+        pytest.fail("mongocdc executable not found at %s: build the tree first (set MCDC_BIN)" % p)
+    return p
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The shared folder with datasets and the format documents
+    (MCDC_SHARED_DIR, default ../shared next to the repository)."""
+    p = Path(os.environ.get("MCDC_SHARED_DIR") or SOURCE_DIR.parent / "shared").resolve()
+    if not (p / "datasets").is_dir():
+        pytest.skip("shared datasets not found at %s (set MCDC_SHARED_DIR)" % p)
+    return p
+
+
+@pytest.fixture
+def tmp_workdir(tmp_path) -> Path:
+    """An empty folder for one test's configs, offsets and logs. pytest keeps
+    the last few runs' folders, so a failure can be inspected afterwards."""
+    d = tmp_path / "work"
+    d.mkdir()
+    return d
+
+
+class Daemon:
+    """A mongocdc process started by a test. Output goes to files in the
+    test's work folder; stop() sends SIGTERM and waits (bounded), and the
+    fixture kills whatever is left at the end of the test."""
+
+    def __init__(self, argv, workdir: Path, env=None):
+        self.stdout_path = workdir / "mongocdc.stdout"
+        self.stderr_path = workdir / "mongocdc.stderr"
+        self._out = open(self.stdout_path, "wb")
+        self._err = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen([str(a) for a in argv], cwd=workdir, stdin=subprocess.DEVNULL,
+                                     stdout=self._out, stderr=self._err,
+                                     env={**os.environ, **(env or {})})
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout_s: float = 30) -> int:
+        """SIGTERM, then wait up to timeout_s seconds; returns the exit status
+        (negative: killed by that signal). Raises TimeoutError if it hangs."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            raise TimeoutError("mongocdc did not exit within %.0fs of SIGTERM" % timeout_s)
+        finally:
+            self._out.close()
+            self._err.close()
+
+    def stderr(self) -> str:
+        self._err.flush()
+        return self.stderr_path.read_text(errors="replace")
+
+    def stdout(self) -> bytes:
+        self._out.flush()
+        return self.stdout_path.read_bytes()
+
+
+@pytest.fixture
+def start_mongocdc(mongocdc_bin, tmp_workdir):
+    """Factory: start_mongocdc(*args, env=None) starts mongocdc with args in
+    the test's work folder and returns a Daemon; every daemon still running
+    when the test ends is killed."""
+    started = []
+
+    def start(*args, env=None):
+        d = Daemon([mongocdc_bin, *args], tmp_workdir, env)
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        if d.running():
+            d.proc.kill()
+            d.proc.wait(timeout=10)
+        d._out.close()
+        d._err.close()
+
+
+@pytest.fixture
+def run_mongocdc(mongocdc_bin, tmp_workdir):
+    """run_mongocdc(*args, timeout_s=60, env=None): runs mongocdc to completion
+    in the test's work folder; returns subprocess.CompletedProcess with bytes
+    stdout and stderr. Raises subprocess.TimeoutExpired if it does not end."""
+
+    def run(*args, timeout_s: float = 60, env=None):
+        return subprocess.run([str(mongocdc_bin), *[str(a) for a in args]], cwd=tmp_workdir,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=timeout_s,
+                              env={**os.environ, **(env or {})})
+
+    return run
+
+
+@pytest.fixture
+def wait_until_fn():
+    """The wait_until() helper below, for tests that prefer a fixture."""
+    return wait_until
+
+
+def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.1):
+    """Polls predicate() until it returns a true value (returned) or
+    timeout_s seconds pass (TimeoutError naming `what`)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        v = predicate()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise TimeoutError("timed out after %.0fs waiting for %s" % (timeout_s, what))
+        time.sleep(interval_s)
