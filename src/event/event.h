@@ -92,30 +92,44 @@ struct mcdc_event {
 };
 
 /*
- * Initialises ev as an empty event (all has_* false). Cheap; no allocation.
+ * Initialises ev as an empty event (all has_* false, pointers NULL, op INSERT,
+ * snapshot FALSE). Cheap; no allocation.
  */
 void event_init(struct mcdc_event *ev);
 
 /*
- * Parses one change-stream event document (MongoDB "Change Events" reference)
- * into ev. doc must outlive ev. Returns true and sets *emit = true for
- * insert/update/replace/delete; returns true with *emit = false for other
- * operation types (drop, rename, invalidate, DDL...), which callers skip after
- * still advancing the position; returns false and fills err (domain ENCODE)
- * when a required field is missing or has the wrong type.
+ * Parses one change-stream event document (MongoDB "Change Events" reference;
+ * mongo-sim-spec.md §3.5-3.9) into ev, which is overwritten entirely (set
+ * ev->rs afterwards). doc must outlive ev: every bson_t member is a view over
+ * doc's bytes. Reads operationType, ns.db/ns.coll, documentKey, fullDocument
+ * and fullDocumentBeforeChange (null leaves has_* false), updateDescription
+ * {updatedFields, removedFields, truncatedArrays}, clusterTime, wallTime, _id
+ * (the resume token), lsid and txnNumber; other members are ignored.
+ * Returns true and sets *emit = true for insert/update/replace/delete;
+ * returns true with *emit = false for other operation types (drop, rename,
+ * invalidate, DDL...), which callers skip after still advancing the position
+ * (clusterTime and the resume token are filled for them too); returns false
+ * and fills err (domain ENCODE) when a required field is missing or has the
+ * wrong type (no operationType, a data event without ns or documentKey._id,
+ * insert/replace without fullDocument, update without updatedFields).
  */
 bool event_from_change(const bson_t *doc, struct mcdc_event *ev, bool *emit,
                        struct mcdc_error *err);
 
 /*
- * Fills ev as a snapshot read (op READ) of document doc from db.coll. doc must
- * outlive ev; it must contain _id (else returns false with err).
+ * Fills ev (overwritten entirely) as a snapshot read (op READ) of document doc
+ * from db.coll with source.snapshot = flag. doc, db and coll are borrowed and
+ * must outlive ev; full_document and document_key both view the whole
+ * document (the key uses only its _id). doc must contain _id, else returns
+ * false with err (domain ENCODE). The caller sets the position (ts_sec/ts_inc,
+ * has_cluster_time) and rs afterwards.
  */
 bool event_from_snapshot_doc(const bson_t *doc, const char *db, const char *coll,
                              enum mcdc_snapshot_flag flag, struct mcdc_event *ev,
                              struct mcdc_error *err);
 
-/* Debezium's op letter: "c", "u", "d" or "r". */
+/* Debezium's op letter (debezium-format.md §1.3): "c", "u" (update and
+ * replace), "d" or "r". Returns a static string. */
 const char *event_op_letter(enum mcdc_op op);
 
 #endif

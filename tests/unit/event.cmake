@@ -1,0 +1,3 @@
+if(TARGET mcdc_event)
+  mcdc_unit_test(test_event SOURCES test_event.c LIBS mcdc_event)
+endif()

@@ -1,0 +1,231 @@
+/*
+ * Unit tests for event: change-stream event documents (mongo-sim-spec.md
+ * §3.5-3.9) and snapshot documents parsed into struct mcdc_event views.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <string.h>
+
+#include <bson/bson.h>
+
+#include "event/event.h"
+
+static bson_t *from_json(const char *json)
+{
+    bson_error_t e;
+    bson_t *b = bson_new_from_json((const uint8_t *)json, -1, &e);
+    if (b == NULL)
+        fail_msg("bad test JSON: %s", e.message);
+    return b;
+}
+
+static void insert_event_is_parsed(void **state)
+{
+    (void)state;
+    bson_t *doc = from_json(
+        "{\"_id\": {\"_data\": \"826553F100000000012B\"}, \"operationType\": \"insert\","
+        " \"clusterTime\": {\"$timestamp\": {\"t\": 1700000000, \"i\": 1}},"
+        " \"wallTime\": {\"$date\": {\"$numberLong\": \"1700000000000\"}},"
+        " \"fullDocument\": {\"_id\": {\"$oid\": \"6553f1000000000000000001\"}, \"sku\": \"A-1\"},"
+        " \"ns\": {\"db\": \"shop\", \"coll\": \"orders\"},"
+        " \"documentKey\": {\"_id\": {\"$oid\": \"6553f1000000000000000001\"}}}");
+    struct mcdc_event ev;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    bool emit = false;
+    assert_true(event_from_change(doc, &ev, &emit, &err));
+    assert_true(emit);
+    assert_int_equal(ev.op, MCDC_OP_INSERT);
+    assert_string_equal(event_op_letter(ev.op), "c");
+    assert_string_equal(ev.db, "shop");
+    assert_int_equal(ev.db_len, 4);
+    assert_string_equal(ev.coll, "orders");
+    assert_true(ev.has_cluster_time);
+    assert_int_equal(ev.ts_sec, 1700000000);
+    assert_int_equal(ev.ts_inc, 1);
+    assert_true(ev.has_wall_time);
+    assert_int_equal(ev.wall_time_ms, 1700000000000LL);
+    assert_true(ev.has_full_document);
+    assert_true(ev.has_document_key);
+    assert_true(ev.has_resume_token);
+    assert_false(ev.has_updated_fields);
+    assert_false(ev.has_lsid);
+    bson_iter_t it;
+    assert_true(bson_iter_init_find(&it, &ev.full_document, "sku"));
+    assert_string_equal(bson_iter_utf8(&it, NULL), "A-1");
+    assert_true(bson_iter_init_find(&it, &ev.resume_token, "_data"));
+    /* views, not copies */
+    assert_true(bson_get_data(&ev.full_document) > bson_get_data(doc));
+    assert_true(bson_get_data(&ev.full_document) < bson_get_data(doc) + doc->len);
+    bson_destroy(doc);
+}
+
+static void update_event_has_update_description(void **state)
+{
+    (void)state;
+    bson_t *doc = from_json(
+        "{\"txnNumber\": {\"$numberLong\": \"7\"},"
+        " \"lsid\": {\"id\": {\"$binary\": {\"base64\": \"FA7YEzXgQXSX9OxmzllH2w==\", \"subType\": \"04\"}}},"
+        " \"_id\": {\"_data\": \"82\"}, \"operationType\": \"update\","
+        " \"clusterTime\": {\"$timestamp\": {\"t\": 1700000001, \"i\": 2}},"
+        " \"ns\": {\"db\": \"shop\", \"coll\": \"orders\"},"
+        " \"documentKey\": {\"_id\": 1},"
+        " \"updateDescription\": {\"updatedFields\": {\"status\": \"shipped\", \"items.0.qty\": 3},"
+        "   \"removedFields\": [\"note\"], \"truncatedArrays\": [{\"field\": \"items\", \"newSize\": 1}]},"
+        " \"fullDocument\": null, \"fullDocumentBeforeChange\": {\"_id\": 1, \"status\": \"new\"}}");
+    struct mcdc_event ev;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    bool emit = false;
+    assert_true(event_from_change(doc, &ev, &emit, &err));
+    assert_true(emit);
+    assert_int_equal(ev.op, MCDC_OP_UPDATE);
+    assert_true(ev.has_updated_fields);
+    assert_true(ev.has_removed_fields);
+    assert_true(ev.has_truncated_arrays);
+    assert_false(ev.has_full_document); /* null after a lookup that found nothing */
+    assert_true(ev.has_before);
+    assert_true(ev.has_lsid);
+    assert_true(ev.has_txn_number);
+    assert_int_equal(ev.txn_number, 7);
+    assert_int_equal(bson_count_keys(&ev.updated_fields), 2);
+    assert_int_equal(bson_count_keys(&ev.removed_fields), 1);
+    bson_destroy(doc);
+}
+
+static void replace_and_delete_map_to_u_and_d(void **state)
+{
+    (void)state;
+    bson_t *rep = from_json("{\"_id\": {\"_data\": \"82\"}, \"operationType\": \"replace\","
+                            " \"clusterTime\": {\"$timestamp\": {\"t\": 5, \"i\": 1}},"
+                            " \"fullDocument\": {\"_id\": 1, \"qty\": 5},"
+                            " \"ns\": {\"db\": \"d\", \"coll\": \"c\"}, \"documentKey\": {\"_id\": 1}}");
+    bson_t *del = from_json("{\"_id\": {\"_data\": \"82\"}, \"operationType\": \"delete\","
+                            " \"clusterTime\": {\"$timestamp\": {\"t\": 5, \"i\": 2}},"
+                            " \"ns\": {\"db\": \"d\", \"coll\": \"c\"}, \"documentKey\": {\"_id\": 1}}");
+    struct mcdc_event ev;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    bool emit = false;
+    assert_true(event_from_change(rep, &ev, &emit, &err));
+    assert_true(emit);
+    assert_int_equal(ev.op, MCDC_OP_REPLACE);
+    assert_string_equal(event_op_letter(ev.op), "u");
+    assert_true(ev.has_full_document);
+    assert_true(event_from_change(del, &ev, &emit, &err));
+    assert_true(emit);
+    assert_int_equal(ev.op, MCDC_OP_DELETE);
+    assert_string_equal(event_op_letter(ev.op), "d");
+    assert_false(ev.has_full_document);
+    assert_int_equal(ev.ts_inc, 2);
+    bson_destroy(rep);
+    bson_destroy(del);
+}
+
+static void non_data_events_are_not_emitted(void **state)
+{
+    (void)state;
+    static const char *const docs[] = {
+        "{\"_id\": {\"_data\": \"82\"}, \"operationType\": \"drop\","
+        " \"clusterTime\": {\"$timestamp\": {\"t\": 9, \"i\": 1}}, \"ns\": {\"db\": \"shop\", \"coll\": \"orders\"}}",
+        "{\"_id\": {\"_data\": \"82\"}, \"operationType\": \"invalidate\","
+        " \"clusterTime\": {\"$timestamp\": {\"t\": 9, \"i\": 1}}}",
+        "{\"to\": {\"db\": \"shop\", \"coll\": \"o2\"}, \"_id\": {\"_data\": \"82\"}, \"operationType\": \"rename\","
+        " \"clusterTime\": {\"$timestamp\": {\"t\": 9, \"i\": 1}}, \"ns\": {\"db\": \"shop\", \"coll\": \"orders\"}}",
+        "{\"_id\": {\"_data\": \"82\"}, \"operationType\": \"dropDatabase\","
+        " \"clusterTime\": {\"$timestamp\": {\"t\": 9, \"i\": 1}}, \"ns\": {\"db\": \"shop\"}}",
+        "{\"_id\": {\"_data\": \"82\"}, \"operationType\": \"createIndexes\","
+        " \"clusterTime\": {\"$timestamp\": {\"t\": 9, \"i\": 1}}, \"ns\": {\"db\": \"shop\", \"coll\": \"orders\"},"
+        " \"operationDescription\": {\"indexes\": []}}",
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        bson_t *doc = from_json(docs[i]);
+        struct mcdc_event ev;
+        struct mcdc_error err = MCDC_ERROR_INIT;
+        bool emit = true;
+        assert_true(event_from_change(doc, &ev, &emit, &err));
+        assert_false(emit);
+        /* the position still advances */
+        assert_true(ev.has_cluster_time);
+        assert_int_equal(ev.ts_sec, 9);
+        assert_true(ev.has_resume_token);
+        bson_destroy(doc);
+    }
+}
+
+static void malformed_events_fail(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json;
+        const char *msg;
+    } cases[] = {
+        {"{\"_id\": {\"_data\": \"82\"}}", "without operationType"},
+        {"{\"operationType\": 3}", "operationType is not a string"},
+        {"{\"operationType\": \"insert\", \"fullDocument\": {\"_id\": 1}, \"documentKey\": {\"_id\": 1}}",
+         "without ns"},
+        {"{\"operationType\": \"insert\", \"ns\": {\"db\": \"a\", \"coll\": \"b\"}, \"fullDocument\": {\"_id\": 1},"
+         " \"documentKey\": {\"x\": 1}}",
+         "without documentKey._id"},
+        {"{\"operationType\": \"update\", \"ns\": {\"db\": \"a\", \"coll\": \"b\"}, \"documentKey\": {\"_id\": 1}}",
+         "without updateDescription"},
+        {"{\"operationType\": \"replace\", \"ns\": {\"db\": \"a\", \"coll\": \"b\"}, \"documentKey\": {\"_id\": 1}}",
+         "without fullDocument"},
+        {"{\"operationType\": \"insert\", \"ns\": {\"db\": \"a\", \"coll\": \"b\"}, \"documentKey\": {\"_id\": 1},"
+         " \"fullDocument\": 5}",
+         "fullDocument is not a document"},
+        {"{\"operationType\": \"insert\", \"clusterTime\": 5}", "clusterTime is not a timestamp"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bson_t *doc = from_json(cases[i].json);
+        struct mcdc_event ev;
+        struct mcdc_error err = MCDC_ERROR_INIT;
+        bool emit = true;
+        assert_false(event_from_change(doc, &ev, &emit, &err));
+        assert_false(emit);
+        assert_int_equal(err.domain, MCDC_ERR_ENCODE);
+        if (strstr(err.msg, cases[i].msg) == NULL)
+            fail_msg("case %zu: \"%s\" does not mention \"%s\"", i, err.msg, cases[i].msg);
+        bson_destroy(doc);
+    }
+}
+
+static void snapshot_doc_is_a_read(void **state)
+{
+    (void)state;
+    bson_t *doc = from_json("{\"_id\": 42, \"a\": 1}");
+    struct mcdc_event ev;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    assert_true(event_from_snapshot_doc(doc, "inv", "cust", MCDC_SNAP_LAST, &ev, &err));
+    assert_int_equal(ev.op, MCDC_OP_READ);
+    assert_string_equal(event_op_letter(ev.op), "r");
+    assert_int_equal(ev.snapshot, MCDC_SNAP_LAST);
+    assert_string_equal(ev.db, "inv");
+    assert_int_equal(ev.coll_len, 4);
+    assert_true(ev.has_full_document);
+    bson_iter_t it;
+    assert_true(bson_iter_init_find(&it, &ev.document_key, "_id"));
+    assert_int_equal(bson_iter_int32(&it), 42);
+    assert_false(ev.has_cluster_time);
+    bson_destroy(doc);
+
+    bson_t *noid = from_json("{\"a\": 1}");
+    assert_false(event_from_snapshot_doc(noid, "inv", "cust", MCDC_SNAP_TRUE, &ev, &err));
+    assert_non_null(strstr(err.msg, "without _id"));
+    bson_destroy(noid);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(insert_event_is_parsed),
+        cmocka_unit_test(update_event_has_update_description),
+        cmocka_unit_test(replace_and_delete_map_to_u_and_d),
+        cmocka_unit_test(non_data_events_are_not_emitted),
+        cmocka_unit_test(malformed_events_fail),
+        cmocka_unit_test(snapshot_doc_is_a_read),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
