@@ -34,4 +34,8 @@ bool sink_lines_open(struct sink *sink, struct mcdc_error *err);
  * bytes as '?', "..." appended when cut. out must hold max + 4 bytes. */
 void sink_key_excerpt(const char *key, size_t len, char *out, size_t max);
 
+/* The Kafka sink's rd_kafka_t (as void *), for tests that inject faults
+ * (rd_kafka_test_fatal_error); NULL for other sink types. */
+void *sink_kafka_handle(struct sink *sink);
+
 #endif

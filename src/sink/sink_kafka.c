@@ -44,7 +44,7 @@
 #include "common/xalloc.h"
 #include "sink/sink_internal.h"
 
-#define KEY_EXCERPT 96
+#define KEY_EXCERPT 64
 
 struct topic_entry {
     const char *ptr; /* the encoder's pointer, checked first */
@@ -99,10 +99,10 @@ static void too_large(struct mcdc_error *err, const char *topic, const void *key
     char k[KEY_EXCERPT + 4];
     sink_key_excerpt(key, key_len, k, KEY_EXCERPT);
     mcdc_error_set(err, MCDC_ERR_KAFKA, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
-                   "record too large (%s): topic %s, key %s, %zu bytes (value %zu, key %zu); "
+                   "record of %zu bytes too large (%s; value %zu, key %zu): topic %s, key %s; "
                    "raise message.max.bytes (kafka: and the topic's max.message.bytes) or "
                    "exclude fields",
-                   where, topic, k, value_len + key_len, value_len, key_len);
+                   value_len + key_len, where, value_len, key_len, topic, k);
 }
 
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
@@ -261,6 +261,13 @@ static void kafka_destroy(struct sink *sink)
 
 static const struct sink_ops kafka_ops = {kafka_produce, kafka_poll, kafka_flush, kafka_fatal,
                                           kafka_destroy};
+
+void *sink_kafka_handle(struct sink *sink)
+{
+    if (sink->ops != &kafka_ops)
+        return NULL;
+    return ((struct kafka_sink *)sink->impl)->rk;
+}
 
 static bool conf_set(rd_kafka_conf_t *conf, const struct mcdc_config *cfg, const char *k,
                      const char *v, const struct mcdc_kv *kv, struct mcdc_error *err)

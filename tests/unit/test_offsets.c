@@ -1,0 +1,611 @@
+/* Unit tests for offsets: in-flight tracker, offset values (debezium-format.md
+ * §4.2), the file store and the Kafka store against librdkafka's mock cluster. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bson/bson.h>
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#include "common/xalloc.h"
+#include "offsets/offsets.h"
+
+/* A position with a resume token {_data: "<hex>"} and sec/ord. */
+static void make_pos(struct mcdc_position *pos, int64_t sec, int64_t ord, const char *data)
+{
+    position_init(pos);
+    pos->sec = sec;
+    pos->ord = ord;
+    if (data) {
+        BSON_APPEND_UTF8(&pos->resume_token, "_data", data);
+        pos->has_resume_token = true;
+    }
+}
+
+static const char *token_data(const struct mcdc_position *pos)
+{
+    bson_iter_t it;
+    if (!pos->has_resume_token || !bson_iter_init_find(&it, &pos->resume_token, "_data"))
+        return NULL;
+    return bson_iter_utf8(&it, NULL);
+}
+
+/* ---- inflight ---- */
+
+static void inflight_in_order_acks_commit_each(void **state)
+{
+    (void)state;
+    struct inflight *inf = inflight_new();
+    struct mcdc_position p1, p2;
+    make_pos(&p1, 100, 1, "82A1");
+    make_pos(&p2, 100, 2, "82A2");
+    assert_null(inflight_committable(inf));
+    void *c1 = inflight_add(inf, &p1);
+    void *c2 = inflight_add(inf, &p2);
+    assert_non_null(c1);
+    assert_ptr_not_equal(c1, c2);
+    assert_int_equal(inflight_pending(inf), 2);
+    assert_null(inflight_committable(inf));
+    inflight_ack(inf, c1);
+    const struct mcdc_position *c = inflight_committable(inf);
+    assert_non_null(c);
+    assert_int_equal(c->ord, 1);
+    assert_string_equal(token_data(c), "82A1");
+    assert_null(inflight_committable(inf)); /* nothing new since */
+    inflight_ack(inf, c2);
+    c = inflight_committable(inf);
+    assert_non_null(c);
+    assert_int_equal(c->ord, 2);
+    assert_int_equal(inflight_pending(inf), 0);
+    position_clear(&p1);
+    position_clear(&p2);
+    inflight_destroy(inf);
+}
+
+static void inflight_ack_out_of_order_commits_only_prefix(void **state)
+{
+    (void)state;
+    struct inflight *inf = inflight_new();
+    struct mcdc_position p;
+    void *c[4];
+    for (int i = 0; i < 4; i++) {
+        make_pos(&p, 200, i + 1, NULL);
+        c[i] = inflight_add(inf, &p);
+        position_clear(&p);
+    }
+    inflight_ack(inf, c[2]);
+    inflight_ack(inf, c[1]);
+    assert_null(inflight_committable(inf)); /* record 0 still out */
+    inflight_ack(inf, c[0]);
+    const struct mcdc_position *got = inflight_committable(inf);
+    assert_non_null(got);
+    assert_int_equal(got->ord, 3); /* 0,1,2 done; 3 pending */
+    assert_int_equal(inflight_pending(inf), 1);
+    inflight_ack(inf, c[3]);
+    got = inflight_committable(inf);
+    assert_int_equal(got->ord, 4);
+    inflight_destroy(inf);
+}
+
+static void inflight_record_without_position_keeps_previous(void **state)
+{
+    (void)state;
+    struct inflight *inf = inflight_new();
+    struct mcdc_position p;
+    make_pos(&p, 300, 7, "T7");
+    void *a = inflight_add(inf, &p);
+    void *b = inflight_add(inf, NULL); /* e.g. a tombstone after its delete */
+    inflight_ack(inf, a);
+    inflight_ack(inf, b);
+    const struct mcdc_position *got = inflight_committable(inf);
+    assert_non_null(got);
+    assert_int_equal(got->ord, 7);
+    assert_string_equal(token_data(got), "T7");
+    position_clear(&p);
+    inflight_destroy(inf);
+}
+
+static void inflight_advance_while_idle_commits_at_once(void **state)
+{
+    (void)state;
+    struct inflight *inf = inflight_new();
+    struct mcdc_position p;
+    make_pos(&p, -1, -1, "PBRT1");
+    inflight_advance(inf, &p);
+    const struct mcdc_position *got = inflight_committable(inf);
+    assert_non_null(got);
+    assert_string_equal(token_data(got), "PBRT1");
+    assert_int_equal(got->sec, -1);
+    assert_null(inflight_committable(inf));
+    position_clear(&p);
+    inflight_destroy(inf);
+}
+
+static void inflight_advance_behind_records_waits_for_them(void **state)
+{
+    (void)state;
+    struct inflight *inf = inflight_new();
+    struct mcdc_position p;
+    make_pos(&p, 400, 1, "R1");
+    void *c = inflight_add(inf, &p);
+    position_clear(&p);
+    make_pos(&p, -1, -1, "PBRT2");
+    inflight_advance(inf, &p);
+    position_clear(&p);
+    make_pos(&p, -1, -1, "PBRT3"); /* replaces the queued advance */
+    inflight_advance(inf, &p);
+    position_clear(&p);
+    assert_null(inflight_committable(inf));
+    assert_int_equal(inflight_pending(inf), 1);
+    inflight_ack(inf, c);
+    const struct mcdc_position *got = inflight_committable(inf);
+    assert_non_null(got);
+    assert_string_equal(token_data(got), "PBRT3");
+    assert_int_equal(inflight_pending(inf), 0);
+    inflight_destroy(inf);
+}
+
+/* 200k records acked in shuffled windows of 1000: the committed position only
+ * moves forward, equals the newest fully-acked prefix, and ends at the last. */
+static void inflight_many_entries_shuffled_acks(void **state)
+{
+    (void)state;
+    enum { N = 200000, W = 1000 };
+    struct inflight *inf = inflight_new();
+    void **cookies = xmalloc(N * sizeof *cookies);
+    struct mcdc_position p;
+    char tok[32];
+    int64_t last = 0;
+    srand(7);
+    for (int base = 0; base < N; base += W) {
+        for (int i = base; i < base + W; i++) {
+            snprintf(tok, sizeof tok, "T%d", i);
+            make_pos(&p, 1000, i + 1, tok);
+            p.lsid = i % 3 == 0 ? xstrdup("{\"id\": 1}") : NULL;
+            p.txn_number = i;
+            cookies[i] = inflight_add(inf, &p);
+            position_clear(&p);
+        }
+        for (int i = W - 1; i > 0; i--) { /* Fisher-Yates over the window */
+            int j = rand() % (i + 1);
+            void *t = cookies[base + i];
+            cookies[base + i] = cookies[base + j];
+            cookies[base + j] = t;
+        }
+        for (int i = base; i < base + W; i++) {
+            inflight_ack(inf, cookies[i]);
+            const struct mcdc_position *got = inflight_committable(inf);
+            if (got) {
+                assert_true(got->ord > last);
+                last = got->ord;
+                snprintf(tok, sizeof tok, "T%lld", (long long)(got->ord - 1));
+                assert_string_equal(token_data(got), tok);
+                assert_true((got->lsid != NULL) == ((got->ord - 1) % 3 == 0));
+            }
+        }
+        assert_int_equal(last, base + W);
+    }
+    assert_int_equal(inflight_pending(inf), 0);
+    free(cookies);
+    inflight_destroy(inf);
+}
+
+/* ---- positions ---- */
+
+static void position_json_round_trip_base64_token(void **state)
+{
+    (void)state;
+    struct mcdc_position p, q;
+    make_pos(&p, 1694627139, 3, "8265");
+    BSON_APPEND_INT32(&p.resume_token, "_typeBits", 5); /* the whole document is kept */
+    char *json = position_to_json(&p);
+    /* Base64 of the BSON {_data:"8265", _typeBits:5} */
+    char *b64 = NULL;
+    {
+        const uint8_t *d = bson_get_data(&p.resume_token);
+        static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        size_t n = p.resume_token.len, o = 0;
+        b64 = xcalloc(1, n * 2 + 8);
+        for (size_t i = 0; i < n; i += 3) {
+            uint32_t v = (uint32_t)d[i] << 16 | (i + 1 < n ? (uint32_t)d[i + 1] << 8 : 0) |
+                         (i + 2 < n ? d[i + 2] : 0);
+            b64[o++] = A[v >> 18];
+            b64[o++] = A[(v >> 12) & 63];
+            b64[o++] = i + 1 < n ? A[(v >> 6) & 63] : '=';
+            b64[o++] = i + 2 < n ? A[v & 63] : '=';
+        }
+    }
+    char *expected = xasprintf("{\"sec\":1694627139,\"ord\":3,\"resume_token\":\"%s\","
+                               "\"mongocdc_capture_mode\":\"change_streams\"}",
+                               b64);
+    assert_string_equal(json, expected);
+    position_init(&q);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    assert_true(position_from_json(json, &q, &err));
+    assert_int_equal(q.sec, 1694627139);
+    assert_int_equal(q.ord, 3);
+    assert_true(q.has_resume_token);
+    assert_true(bson_equal(&q.resume_token, &p.resume_token));
+    assert_false(q.oplog);
+    assert_false(q.initsync);
+    free(json);
+    free(b64);
+    free(expected);
+    position_clear(&p);
+    position_clear(&q);
+}
+
+static void position_old_hex_token_becomes_data_document(void **state)
+{
+    (void)state;
+    struct mcdc_position q;
+    position_init(&q);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    const char *hex = "826501F5C3000000032B022C0100296E5A1004AB";
+    char *json = xasprintf("{\"sec\":1694627139,\"ord\":3,\"h\":null,\"resume_token\":\"%s\"}", hex);
+    assert_true(position_from_json(json, &q, &err));
+    assert_string_equal(token_data(&q), hex);
+    assert_false(q.oplog);
+    /* written back in the current (Base64) form */
+    char *out = position_to_json(&q);
+    assert_null(strstr(out, hex));
+    struct mcdc_position r;
+    position_init(&r);
+    assert_true(position_from_json(out, &r, &err));
+    assert_string_equal(token_data(&r), hex);
+    free(json);
+    free(out);
+    position_clear(&q);
+    position_clear(&r);
+}
+
+static void position_initsync_lsid_and_extra_keys(void **state)
+{
+    (void)state;
+    struct mcdc_position p, q;
+    make_pos(&p, 10, 2, "AB");
+    p.initsync = true;
+    p.lsid = xstrdup("{\"id\": {\"$binary\": \"q83vEjRWeJ==\", \"$type\": \"04\"}}");
+    p.txn_number = 42;
+    p.extra_json = xstrdup("{\"transaction_id\":\"x:42\",\"transaction_data_collection_order_db.c\":7}");
+    char *json = position_to_json(&p);
+    assert_non_null(strstr(json, "\"initsync\":true"));
+    assert_non_null(strstr(json, "\"lsid\":\"{\\\"id\\\": {\\\"$binary\\\""));
+    assert_non_null(strstr(json, "\"txnNumber\":42"));
+    assert_non_null(strstr(json, "\"transaction_id\":\"x:42\""));
+    position_init(&q);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    assert_true(position_from_json(json, &q, &err));
+    assert_true(q.initsync);
+    assert_string_equal(q.lsid, p.lsid);
+    assert_int_equal(q.txn_number, 42);
+    assert_string_equal(q.extra_json, "{\"transaction_id\":\"x:42\","
+                                      "\"transaction_data_collection_order_db.c\":7}");
+    struct mcdc_position r;
+    position_init(&r);
+    position_copy(&r, &q);
+    assert_string_equal(r.lsid, q.lsid);
+    assert_true(bson_equal(&r.resume_token, &q.resume_token));
+    free(json);
+    position_clear(&p);
+    position_clear(&q);
+    position_clear(&r);
+}
+
+static void position_oplog_mode_is_remembered(void **state)
+{
+    (void)state;
+    struct mcdc_position p, q;
+    make_pos(&p, 55, 1, NULL);
+    p.oplog = true;
+    p.h = -4242;
+    p.tord = 3;
+    char *json = position_to_json(&p);
+    assert_string_equal(json, "{\"sec\":55,\"ord\":1,\"h\":-4242,\"tord\":3,"
+                              "\"mongocdc_capture_mode\":\"oplog\"}");
+    position_init(&q);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    assert_true(position_from_json(json, &q, &err));
+    assert_true(q.oplog);
+    assert_int_equal(q.h, -4242);
+    assert_int_equal(q.tord, 3);
+    /* A Debezium 1.9 oplog value (no mode key): non-null h and no token → oplog. */
+    assert_true(position_from_json("{\"sec\":5,\"ord\":1,\"h\":0}", &q, &err));
+    assert_true(q.oplog);
+    /* A 1.9 change-stream value: h null. */
+    assert_true(position_from_json("{\"sec\":5,\"ord\":1,\"h\":null,\"resume_token\":\"82AA\"}",
+                                   &q, &err));
+    assert_false(q.oplog);
+    free(json);
+    position_clear(&p);
+    position_clear(&q);
+}
+
+static void position_bad_values_are_errors(void **state)
+{
+    (void)state;
+    struct mcdc_position q;
+    position_init(&q);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    assert_false(position_from_json("{\"sec\":\"soon\",\"ord\":1}", &q, &err));
+    assert_non_null(strstr(err.msg, "\"sec\""));
+    assert_false(position_from_json("not json", &q, &err));
+    assert_non_null(strstr(err.msg, "not JSON"));
+    assert_int_equal(q.sec, -1); /* untouched on failure */
+    position_clear(&q);
+}
+
+/* ---- file store ---- */
+
+struct tmpdir {
+    char dir[64];
+    char path[128];
+};
+
+static void tmpdir_make(struct tmpdir *t)
+{
+    snprintf(t->dir, sizeof t->dir, "/tmp/mcdc-offsets-XXXXXX");
+    assert_non_null(mkdtemp(t->dir));
+    snprintf(t->path, sizeof t->path, "%s/offsets.json", t->dir);
+}
+
+static void tmpdir_remove(struct tmpdir *t)
+{
+    char p[160];
+    unlink(t->path);
+    snprintf(p, sizeof p, "%s.lock", t->path);
+    unlink(p);
+    snprintf(p, sizeof p, "%s.tmp", t->path);
+    unlink(p);
+    rmdir(t->dir);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = xcalloc(1, 65536);
+    size_t n = fread(buf, 1, 65535, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void file_cfg(struct mcdc_config *cfg, const char *path)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->topic_prefix = (char *)"shop";
+    cfg->offset_storage = MCDC_OFFSETS_FILE;
+    cfg->offsets_file = (char *)path;
+    cfg->offsets_flush_timeout_ms = 5000;
+}
+
+static void store_file_two_replica_sets_save_reload(void **state)
+{
+    (void)state;
+    struct tmpdir t;
+    tmpdir_make(&t);
+    struct mcdc_config cfg;
+    file_cfg(&cfg, t.path);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct offset_store *store = offset_store_open(&cfg, &err);
+    assert_non_null(store);
+    struct mcdc_position p, q;
+    bool found = true;
+    position_init(&q);
+    assert_true(offset_store_load(store, "rs0", &q, &found, &err));
+    assert_false(found);
+    make_pos(&p, 1, 1, "AA01");
+    assert_true(offset_store_save(store, "rs0", &p, &err));
+    position_clear(&p);
+    make_pos(&p, 2, 2, "BB02");
+    assert_true(offset_store_save(store, "rs1", &p, &err));
+    position_clear(&p);
+    make_pos(&p, 3, 3, "AA03");
+    assert_true(offset_store_save(store, "rs0", &p, &err)); /* replaces rs0 only */
+    position_clear(&p);
+    offset_store_close(store);
+
+    char *text = slurp(t.path);
+    assert_non_null(strstr(text, "\"[\\\"shop\\\",{\\\"rs\\\":\\\"rs0\\\",\\\"server_id\\\":"
+                                 "\\\"shop\\\"}]\":{\"sec\":3,"));
+    assert_non_null(strstr(text, "\\\"rs1\\\""));
+    free(text);
+
+    store = offset_store_open(&cfg, &err); /* reload from disk */
+    assert_non_null(store);
+    assert_true(offset_store_load(store, "rs0", &q, &found, &err));
+    assert_true(found);
+    assert_int_equal(q.sec, 3);
+    assert_string_equal(token_data(&q), "AA03");
+    assert_true(offset_store_load(store, "rs1", &q, &found, &err));
+    assert_true(found);
+    assert_string_equal(token_data(&q), "BB02");
+    assert_true(offset_store_load(store, "rs2", &q, &found, &err));
+    assert_false(found);
+    offset_store_close(store);
+    position_clear(&q);
+    tmpdir_remove(&t);
+}
+
+/* The save goes through a temp file renamed over the old one: a leftover temp
+ * file from a crash is ignored and replaced, the file's inode changes, and no
+ * temp file stays behind. */
+static void store_file_replaces_atomically(void **state)
+{
+    (void)state;
+    struct tmpdir t;
+    tmpdir_make(&t);
+    struct mcdc_config cfg;
+    file_cfg(&cfg, t.path);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct offset_store *store = offset_store_open(&cfg, &err);
+    assert_non_null(store);
+    struct mcdc_position p;
+    make_pos(&p, 1, 1, "AA");
+    assert_true(offset_store_save(store, "rs0", &p, &err));
+    struct stat st1, st2;
+    assert_int_equal(stat(t.path, &st1), 0);
+    char tmp[160];
+    snprintf(tmp, sizeof tmp, "%s.tmp", t.path);
+    FILE *f = fopen(tmp, "w"); /* torn write of a crashed save */
+    fputs("{\"[tor", f);
+    fclose(f);
+    p.ord = 2;
+    assert_true(offset_store_save(store, "rs0", &p, &err));
+    assert_int_equal(stat(t.path, &st2), 0);
+    assert_true(st1.st_ino != st2.st_ino);
+    assert_int_not_equal(access(tmp, F_OK), 0);
+    char *text = slurp(t.path);
+    assert_non_null(strstr(text, "\"ord\":2"));
+    bson_t *doc = bson_new_from_json((const uint8_t *)text, -1, NULL);
+    assert_non_null(doc);
+    assert_int_equal(bson_count_keys(doc), 1);
+    bson_destroy(doc);
+    free(text);
+    position_clear(&p);
+    offset_store_close(store);
+    tmpdir_remove(&t);
+}
+
+static void store_file_corrupt_file_is_a_clear_error(void **state)
+{
+    (void)state;
+    struct tmpdir t;
+    tmpdir_make(&t);
+    FILE *f = fopen(t.path, "w");
+    fputs("{\"[\\\"shop\\\"]\": {\"sec\": 1,", f);
+    fclose(f);
+    struct mcdc_config cfg;
+    file_cfg(&cfg, t.path);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    assert_null(offset_store_open(&cfg, &err));
+    assert_int_equal(err.domain, MCDC_ERR_IO);
+    assert_non_null(strstr(err.msg, t.path));
+    assert_non_null(strstr(err.msg, "corrupt"));
+    f = fopen(t.path, "w");
+    fputs("{\"k\": 5}", f);
+    fclose(f);
+    assert_null(offset_store_open(&cfg, &err));
+    assert_non_null(strstr(err.msg, "not an object"));
+    cfg.offsets_file = (char *)"/nonexistent-mcdc-dir/offsets.json";
+    assert_null(offset_store_open(&cfg, &err));
+    assert_non_null(strstr(err.msg, "/nonexistent-mcdc-dir"));
+    tmpdir_remove(&t);
+}
+
+/* ---- Kafka store (mock cluster) ---- */
+
+static void store_kafka_save_load_on_mock_cluster(void **state)
+{
+    (void)state;
+    char errstr[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof errstr);
+    rd_kafka_t *host = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    assert_non_null(host);
+    rd_kafka_mock_cluster_t *mc = rd_kafka_mock_cluster_new(host, 1);
+    assert_non_null(mc);
+    struct mcdc_kv kv[2] = {
+        {(char *)"bootstrap.servers", (char *)rd_kafka_mock_cluster_bootstraps(mc), 1, 1},
+        {(char *)"log_level", (char *)"3", 2, 1},
+    };
+    struct mcdc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.topic_prefix = (char *)"shop";
+    cfg.offset_storage = MCDC_OFFSETS_KAFKA;
+    cfg.offsets_topic = (char *)"mongocdc-offsets";
+    cfg.offsets_flush_timeout_ms = 5000;
+    cfg.kafka.items = kv;
+    cfg.kafka.count = 2;
+
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct offset_store *store = offset_store_open(&cfg, &err);
+    assert_non_null(store);
+    struct mcdc_position p, q;
+    position_init(&q);
+    bool found = true;
+    assert_true(offset_store_load(store, "rs0", &q, &found, &err));
+    assert_false(found);
+    make_pos(&p, 1, 1, "AA01");
+    assert_true(offset_store_save(store, "rs0", &p, &err));
+    position_clear(&p);
+    make_pos(&p, 9, 9, "BB09");
+    assert_true(offset_store_save(store, "rs1", &p, &err));
+    position_clear(&p);
+    make_pos(&p, 2, 2, "AA02");
+    assert_true(offset_store_save(store, "rs0", &p, &err));
+    position_clear(&p);
+    offset_store_close(store);
+
+    store = offset_store_open(&cfg, &err);
+    assert_non_null(store);
+    assert_true(offset_store_load(store, "rs0", &q, &found, &err));
+    assert_true(found);
+    assert_int_equal(q.sec, 2);
+    assert_string_equal(token_data(&q), "AA02");
+    assert_true(offset_store_load(store, "rs1", &q, &found, &err));
+    assert_true(found);
+    assert_string_equal(token_data(&q), "BB09");
+    offset_store_close(store);
+    position_clear(&q);
+
+    /* The records themselves: Kafka Connect's key bytes. */
+    conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", rd_kafka_mock_cluster_bootstraps(mc), errstr,
+                      sizeof errstr);
+    rd_kafka_t *c = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(c, "mongocdc-offsets", NULL);
+    assert_int_equal(rd_kafka_consume_start(rkt, 0, RD_KAFKA_OFFSET_BEGINNING), 0);
+    rd_kafka_message_t *m = NULL;
+    for (int i = 0; i < 50 && !m; i++) {
+        m = rd_kafka_consume(rkt, 0, 100);
+        if (m && m->err) {
+            rd_kafka_message_destroy(m);
+            m = NULL;
+        }
+    }
+    assert_non_null(m);
+    const char *want = "[\"shop\",{\"rs\":\"rs0\",\"server_id\":\"shop\"}]";
+    assert_int_equal(m->key_len, strlen(want));
+    assert_memory_equal(m->key, want, strlen(want));
+    rd_kafka_message_destroy(m);
+    rd_kafka_consume_stop(rkt, 0);
+    rd_kafka_topic_destroy(rkt);
+    rd_kafka_destroy(c);
+    rd_kafka_mock_cluster_destroy(mc);
+    rd_kafka_destroy(host);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(inflight_in_order_acks_commit_each),
+        cmocka_unit_test(inflight_ack_out_of_order_commits_only_prefix),
+        cmocka_unit_test(inflight_record_without_position_keeps_previous),
+        cmocka_unit_test(inflight_advance_while_idle_commits_at_once),
+        cmocka_unit_test(inflight_advance_behind_records_waits_for_them),
+        cmocka_unit_test(inflight_many_entries_shuffled_acks),
+        cmocka_unit_test(position_json_round_trip_base64_token),
+        cmocka_unit_test(position_old_hex_token_becomes_data_document),
+        cmocka_unit_test(position_initsync_lsid_and_extra_keys),
+        cmocka_unit_test(position_oplog_mode_is_remembered),
+        cmocka_unit_test(position_bad_values_are_errors),
+        cmocka_unit_test(store_file_two_replica_sets_save_reload),
+        cmocka_unit_test(store_file_replaces_atomically),
+        cmocka_unit_test(store_file_corrupt_file_is_a_clear_error),
+        cmocka_unit_test(store_kafka_save_load_on_mock_cluster),
+    };
+    return cmocka_run_group_tests_name("offsets", tests, NULL, NULL);
+}
