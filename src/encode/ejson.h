@@ -58,6 +58,32 @@ void ejson_write_document(struct ejson_buf *buf, const bson_t *doc, enum ejson_m
 void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejson_mode mode,
                        enum ejson_separators sep);
 
+/* Appends the key text of doc (debezium-format.md §1.1): the RELAXED compact
+ * rendering of its _id value, i.e. what Debezium's `{"_": <_id>}` trick leaves
+ * after cutting `{"_": ` and the final `}`. Returns false (nothing appended)
+ * when doc has no _id. */
+bool ejson_write_key(struct ejson_buf *buf, const bson_t *doc);
+
+/* Java's Double.toString(v) into out (at least 32 bytes, not NUL-terminated);
+ * returns the length. NaN/Infinity/-Infinity spelled as Java does. The digit
+ * choice matches the JDK named in jdouble.c. */
+size_t ejson_java_double(double v, char *out);
+
+/* Decimal digits Java's Double.toString uses for v (finite, > 0): writes up
+ * to 20 digits (no dot, no trailing zeros) to digits, returns their count and
+ * sets *dexp so that v ~= 0.d1d2...dn * 10^dexp. */
+int ejson_java_digits(double v, char *digits, int *dexp);
+
+/* Decimal128.toString() of the Java driver (IEEE 754-2008 string form) into
+ * out (at least 48 bytes, not NUL-terminated); returns
+ * the length. */
+size_t ejson_decimal128_string(const bson_decimal128_t *dec, char *out);
+
+/* True if Java's writer emits the UTF-16 code unit raw (no \u escape) in a
+ * JSON string; false for `"` `\` and characters escaped by category
+ * (debezium-format.md §2.2). Thread-safe. */
+bool ejson_java_char_is_raw(uint32_t unit);
+
 /* Total invalid UTF-8 sequences replaced since start (all threads). */
 uint64_t ejson_invalid_utf8_count(void);
 

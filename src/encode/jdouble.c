@@ -1,0 +1,576 @@
+/*
+ * encode/jdouble: Java's Double.toString(double) in C (debezium-format.md
+ * §2.3, "double finite").
+ *
+ * Two steps, as in the JDK: pick a decimal digit string d1..dn and an
+ * exponent, then lay it out. Layout (Double.toString's javadoc): plain
+ * decimal with at least one fractional digit when 1e-3 <= |v| < 1e7,
+ * otherwise d.ddd"E"exp with no '+'.
+ *
+ * Digits: those of JDK 17 (the JVM of the differential oracle and of the
+ * Debezium 1.9-2.x images). JDK 19 and later print the shortest digit string
+ * (JDK-4511638); JDK <= 18 sometimes print one or two more digits, or a
+ * trailing zero, and we reproduce that, since Debezium on JDK 11/17 is what
+ * consumers see.
+ */
+#include "encode/ejson.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+/*
+ * ---- Digit generation of JDK <= 18 (FloatingDecimal.BinaryToASCIIBuffer.dtoa)
+ *
+ * Re-implemented from the algorithm's description, step for step, because
+ * its output is not always the shortest (JDK-4511638: 2.0E-3 style trailing
+ * zeros, 4.9E-324, occasional 17th/18th digits) and Debezium's bytes are what
+ * the JVM prints. The algorithm:
+ *
+ *  1. "Easy" case: a value with no fraction bits that fits in 63 bits is an
+ *     integer; print its decimal digits, first rounding away the low digits
+ *     that the 53-bit significand cannot carry (insignificant digits of
+ *     2^(binExp-54)).
+ *  2. Otherwise Steele & White / dragon4 digit generation with integers
+ *     B / S = v / 10^decExp and M = half an ulp (scaled alike), where decExp
+ *     is a floating-point estimate of floor(log10 v). Digits are produced
+ *     while B >= M ("low") and B + M <= 10S ("high") are both false; for
+ *     values printed in E-form the test is skipped after the first digit, so
+ *     at least two digits are produced. The last digit is rounded up when
+ *     only "high" holds, or when both hold and 2B > 10S (ties: to even).
+ *     The arithmetic is done in 32-bit, 64-bit or arbitrary precision
+ *     depending on estimated sizes, and the JDK's three variants differ
+ *     slightly (wrap-around guards, `>` versus `>=` in the "high" test); each
+ *     is mirrored here, 32/64-bit ones with Java's wrapping arithmetic.
+ */
+
+#define MAX_DIGITS 20
+
+static const int n5bits[27] = {0,  3,  5,  7,  10, 12, 14, 17, 19, 21, 24, 26, 28, 31,
+                               33, 35, 38, 40, 42, 45, 47, 49, 52, 54, 56, 59, 61};
+
+/* insignificant decimal digits of 2^i (i.e. floor(log10(2^i))), i < 64 */
+static const int insig_pow2[64] = {0,  0,  0,  0,  1,  1,  1,  2,  2,  2,  3,  3,  3,  3,  4,  4,
+                                   4,  5,  5,  5,  6,  6,  6,  6,  7,  7,  7,  8,  8,  8,  9,  9,
+                                   9,  9,  10, 10, 10, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 14,
+                                   14, 14, 15, 15, 15, 15, 16, 16, 16, 17, 17, 17, 18, 18, 18, 19};
+
+static uint64_t pow5_u64(int n)
+{
+    uint64_t r = 1;
+    while (n-- > 0) {
+        r *= 5;
+    }
+    return r;
+}
+
+struct jdigits {
+    char d[MAX_DIGITS + 2];
+    int n;
+    int dexp; /* value = 0.d1d2...dn * 10^dexp */
+};
+
+static void develop_long_digits(struct jdigits *out, uint64_t lvalue, int insignificant)
+{
+    int dexp = 0;
+    if (insignificant != 0) {
+        uint64_t pow10 = pow5_u64(insignificant) << insignificant;
+        uint64_t residue = lvalue % pow10;
+        lvalue /= pow10;
+        dexp += insignificant;
+        if (residue >= (pow10 >> 1)) {
+            lvalue++;
+        }
+    }
+    char tmp[MAX_DIGITS + 2];
+    int k = 0;
+    unsigned c = (unsigned)(lvalue % 10);
+    lvalue /= 10;
+    while (c == 0) {
+        dexp++;
+        c = (unsigned)(lvalue % 10);
+        lvalue /= 10;
+    }
+    while (lvalue != 0) {
+        tmp[k++] = (char)('0' + c);
+        dexp++;
+        c = (unsigned)(lvalue % 10);
+        lvalue /= 10;
+    }
+    tmp[k++] = (char)('0' + c);
+    for (int i = 0; i < k; i++) {
+        out->d[i] = tmp[k - 1 - i];
+    }
+    out->n = k;
+    out->dexp = dexp + 1;
+}
+
+/* floor(log10(v)) estimated from the bits exactly as the JDK does it. */
+static int estimate_dec_exp(uint64_t fract, int bin_exp)
+{
+    uint64_t b = (UINT64_C(1023) << 52) | (fract & ((UINT64_C(1) << 52) - 1));
+    double d2;
+    memcpy(&d2, &b, sizeof d2);
+    double d = (d2 - 1.5) * 0.289529654 + 0.176091259 + (double)bin_exp * 0.301029995663981;
+    return (int)floor(d);
+}
+
+/* ---- fixed-size unsigned big integers for the arbitrary-precision path */
+
+#define BIG_LIMBS 48 /* 1536 bits; the largest operand is about 2^1110 */
+
+struct big {
+    uint32_t w[BIG_LIMBS];
+    int n; /* limbs in use; w[n-1] != 0 unless n == 0 */
+};
+
+static void big_set(struct big *a, uint64_t v)
+{
+    a->w[0] = (uint32_t)v;
+    a->w[1] = (uint32_t)(v >> 32);
+    a->n = a->w[1] ? 2 : (a->w[0] ? 1 : 0);
+}
+
+static void big_mul_small(struct big *a, uint32_t m)
+{
+    uint64_t carry = 0;
+    for (int i = 0; i < a->n; i++) {
+        uint64_t t = (uint64_t)a->w[i] * m + carry;
+        a->w[i] = (uint32_t)t;
+        carry = t >> 32;
+    }
+    if (carry) {
+        a->w[a->n++] = (uint32_t)carry;
+    }
+}
+
+static void big_mul_pow5(struct big *a, int e)
+{
+    while (e >= 13) {
+        big_mul_small(a, 1220703125u); /* 5^13 */
+        e -= 13;
+    }
+    if (e > 0) {
+        big_mul_small(a, (uint32_t)pow5_u64(e));
+    }
+}
+
+static void big_shl(struct big *a, int s)
+{
+    if (a->n == 0 || s == 0) {
+        return;
+    }
+    int limbs = s / 32, bits = s % 32;
+    if (bits) {
+        uint32_t carry = 0;
+        for (int i = 0; i < a->n; i++) {
+            uint32_t w = a->w[i];
+            a->w[i] = (w << bits) | carry;
+            carry = w >> (32 - bits);
+        }
+        if (carry) {
+            a->w[a->n++] = carry;
+        }
+    }
+    if (limbs) {
+        memmove(a->w + limbs, a->w, (size_t)a->n * sizeof a->w[0]);
+        memset(a->w, 0, (size_t)limbs * sizeof a->w[0]);
+        a->n += limbs;
+    }
+}
+
+static int big_cmp(const struct big *a, const struct big *b)
+{
+    if (a->n != b->n) {
+        return a->n < b->n ? -1 : 1;
+    }
+    for (int i = a->n - 1; i >= 0; i--) {
+        if (a->w[i] != b->w[i]) {
+            return a->w[i] < b->w[i] ? -1 : 1;
+        }
+    }
+    return 0;
+}
+
+static void big_trim(struct big *a)
+{
+    while (a->n > 0 && a->w[a->n - 1] == 0) {
+        a->n--;
+    }
+}
+
+/* a -= b, requires a >= b */
+static void big_sub(struct big *a, const struct big *b)
+{
+    int64_t borrow = 0;
+    for (int i = 0; i < a->n; i++) {
+        int64_t t = (int64_t)a->w[i] - (i < b->n ? b->w[i] : 0) - borrow;
+        borrow = t < 0;
+        a->w[i] = (uint32_t)(t + (borrow ? (INT64_C(1) << 32) : 0));
+    }
+    big_trim(a);
+}
+
+static void big_add(struct big *r, const struct big *a, const struct big *b)
+{
+    int n = a->n > b->n ? a->n : b->n;
+    uint64_t carry = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t t = (uint64_t)(i < a->n ? a->w[i] : 0) + (i < b->n ? b->w[i] : 0) + carry;
+        r->w[i] = (uint32_t)t;
+        carry = t >> 32;
+    }
+    r->n = n;
+    if (carry) {
+        r->w[r->n++] = (uint32_t)carry;
+    }
+}
+
+/* q = b / s, b = 10 * (b % s) (FDBigInteger.quoRemIteration) */
+static int big_quo_rem(struct big *b, const struct big *s)
+{
+    int q = 0;
+    while (big_cmp(b, s) >= 0) {
+        big_sub(b, s);
+        q++;
+    }
+    big_mul_small(b, 10);
+    return q;
+}
+
+static void big_pow52(struct big *a, uint64_t f, int p5, int p2)
+{
+    big_set(a, f);
+    big_mul_pow5(a, p5);
+    big_shl(a, p2);
+}
+
+/* ---- the digit loop in its three precisions */
+
+static void put_digit(struct jdigits *out, int q)
+{
+    if (out->n < MAX_DIGITS) {
+        out->d[out->n++] = (char)('0' + q);
+    }
+}
+
+/* Java int arithmetic wraps; so does this (unsigned, then reinterpreted). */
+static int32_t i32(uint32_t v)
+{
+    return (int32_t)v;
+}
+
+static int64_t i64(uint64_t v)
+{
+    return (int64_t)v;
+}
+
+static void digits_int(struct jdigits *out, uint64_t fract, int B5, int B2, int S5, int S2, int M5,
+                       int M2, int *dec_exp, bool *low, bool *high, int64_t *ldd)
+{
+    int32_t b = i32((uint32_t)(i32((uint32_t)fract * (uint32_t)pow5_u64(B5))) << B2);
+    int32_t s = i32((uint32_t)pow5_u64(S5) << S2);
+    int32_t m = i32((uint32_t)pow5_u64(M5) << M2);
+    int32_t tens = i32((uint32_t)s * 10u);
+    int q = b / s;
+    b = i32(10u * (uint32_t)(b % s));
+    m = i32((uint32_t)m * 10u);
+    *low = b < m;
+    *high = i32((uint32_t)b + (uint32_t)m) > tens;
+    if (q == 0 && !*high) {
+        (*dec_exp)--;
+    } else {
+        put_digit(out, q);
+    }
+    if (*dec_exp < -3 || *dec_exp >= 8) {
+        *high = *low = false;
+    }
+    while (!*low && !*high) {
+        q = b / s;
+        b = i32(10u * (uint32_t)(b % s));
+        m = i32((uint32_t)m * 10u);
+        if (m > 0) {
+            *low = b < m;
+            *high = i32((uint32_t)b + (uint32_t)m) > tens;
+        } else {
+            *low = *high = true;
+        }
+        put_digit(out, q);
+    }
+    *ldd = i32(((uint32_t)b << 1) - (uint32_t)tens);
+}
+
+static void digits_long(struct jdigits *out, uint64_t fract, int B5, int B2, int S5, int S2,
+                        int M5, int M2, int *dec_exp, bool *low, bool *high, int64_t *ldd)
+{
+    int64_t b = i64((fract * pow5_u64(B5)) << B2);
+    int64_t s = i64(pow5_u64(S5) << S2);
+    int64_t m = i64(pow5_u64(M5) << M2);
+    int64_t tens = i64((uint64_t)s * 10u);
+    int q = (int)(b / s);
+    b = i64(10u * (uint64_t)(b % s));
+    m = i64((uint64_t)m * 10u);
+    *low = b < m;
+    *high = i64((uint64_t)b + (uint64_t)m) > tens;
+    if (q == 0 && !*high) {
+        (*dec_exp)--;
+    } else {
+        put_digit(out, q);
+    }
+    if (*dec_exp < -3 || *dec_exp >= 8) {
+        *high = *low = false;
+    }
+    while (!*low && !*high) {
+        q = (int)(b / s);
+        b = i64(10u * (uint64_t)(b % s));
+        m = i64((uint64_t)m * 10u);
+        if (m > 0) {
+            *low = b < m;
+            *high = i64((uint64_t)b + (uint64_t)m) > tens;
+        } else {
+            *low = *high = true;
+        }
+        put_digit(out, q);
+    }
+    *ldd = i64(((uint64_t)b << 1) - (uint64_t)tens);
+}
+
+static void digits_big(struct jdigits *out, uint64_t fract, int B5, int B2, int S5, int S2, int M5,
+                       int M2, int *dec_exp, bool *low, bool *high, int64_t *ldd)
+{
+    struct big S, B, M, tenS, sum;
+    big_pow52(&S, 1, S5, S2);
+    big_pow52(&B, fract, B5, B2);
+    big_pow52(&M, 1, M5 + 1, M2 + 1); /* 10 * M */
+    big_pow52(&tenS, 1, S5 + 1, S2 + 1);
+    int q = big_quo_rem(&B, &S);
+    *low = big_cmp(&B, &M) < 0;
+    big_add(&sum, &B, &M);
+    *high = big_cmp(&sum, &tenS) >= 0;
+    if (q == 0 && !*high) {
+        (*dec_exp)--;
+    } else {
+        put_digit(out, q);
+    }
+    if (*dec_exp < -3 || *dec_exp >= 8) {
+        *high = *low = false;
+    }
+    while (!*low && !*high) {
+        q = big_quo_rem(&B, &S);
+        big_mul_small(&M, 10);
+        *low = big_cmp(&B, &M) < 0;
+        big_add(&sum, &B, &M);
+        *high = big_cmp(&sum, &tenS) >= 0;
+        put_digit(out, q);
+    }
+    *ldd = 0;
+    if (*high && *low) {
+        big_shl(&B, 1);
+        *ldd = big_cmp(&B, &tenS);
+    }
+}
+
+static void roundup(struct jdigits *out)
+{
+    int i = out->n - 1;
+    char q = out->d[i];
+    if (q == '9') {
+        while (q == '9' && i > 0) {
+            out->d[i] = '0';
+            q = out->d[--i];
+        }
+        if (q == '9') {
+            /* carry out: "1" followed by the zeros already there */
+            out->dexp += 1;
+            out->d[0] = '1';
+            return;
+        }
+    }
+    out->d[i] = (char)(q + 1);
+}
+
+static void dtoa(struct jdigits *out, int bin_exp, uint64_t fract, int n_sig_bits)
+{
+    int tail_zeros = __builtin_ctzll(fract);
+    int n_fract_bits = 53 - tail_zeros;
+    int n_tiny_bits = n_fract_bits - bin_exp - 1;
+    if (n_tiny_bits < 0) {
+        n_tiny_bits = 0;
+    }
+    out->n = 0;
+    if (bin_exp <= 62 && bin_exp >= -21 && n_tiny_bits < 27 &&
+        n_fract_bits + n5bits[n_tiny_bits] < 64 && n_tiny_bits == 0) {
+        int insignificant = 0;
+        if (bin_exp > n_sig_bits && bin_exp - n_sig_bits - 1 > 1) {
+            insignificant = insig_pow2[bin_exp - n_sig_bits - 1];
+        }
+        if (bin_exp >= 52) {
+            fract <<= (bin_exp - 52);
+        } else {
+            fract >>= (52 - bin_exp);
+        }
+        develop_long_digits(out, fract, insignificant);
+        return;
+    }
+    int dec_exp = estimate_dec_exp(fract, bin_exp);
+    int B5 = dec_exp < 0 ? -dec_exp : 0;
+    int B2 = B5 + n_tiny_bits + bin_exp;
+    int S5 = dec_exp > 0 ? dec_exp : 0;
+    int S2 = S5 + n_tiny_bits;
+    int M5 = B5;
+    int M2 = B2 - n_sig_bits;
+    fract >>= tail_zeros;
+    B2 -= n_fract_bits - 1;
+    int common2 = B2 < S2 ? B2 : S2;
+    B2 -= common2;
+    S2 -= common2;
+    M2 -= common2;
+    if (n_fract_bits == 1) {
+        M2 -= 1; /* the JDK's power-of-two adjustment */
+    }
+    if (M2 < 0) {
+        B2 -= M2;
+        S2 -= M2;
+        M2 = 0;
+    }
+    int b_bits = n_fract_bits + B2 + (B5 < 27 ? n5bits[B5] : B5 * 3);
+    int ten_s_bits = S2 + 1 + (S5 + 1 < 27 ? n5bits[S5 + 1] : (S5 + 1) * 3);
+    bool low, high;
+    int64_t ldd;
+    if (b_bits < 64 && ten_s_bits < 64) {
+        if (b_bits < 32 && ten_s_bits < 32) {
+            digits_int(out, fract, B5, B2, S5, S2, M5, M2, &dec_exp, &low, &high, &ldd);
+        } else {
+            digits_long(out, fract, B5, B2, S5, S2, M5, M2, &dec_exp, &low, &high, &ldd);
+        }
+    } else {
+        digits_big(out, fract, B5, B2, S5, S2, M5, M2, &dec_exp, &low, &high, &ldd);
+    }
+    out->dexp = dec_exp + 1;
+    if (out->n == 0) {
+        /* Not reachable for finite non-zero doubles; keep the output sane. */
+        out->d[out->n++] = '0';
+        return;
+    }
+    if (high) {
+        if (low) {
+            if (ldd == 0) {
+                if ((out->d[out->n - 1] - '0') & 1) {
+                    roundup(out);
+                }
+            } else if (ldd > 0) {
+                roundup(out);
+            }
+        } else {
+            roundup(out);
+        }
+    }
+}
+
+/* bits: a positive, finite, non-zero double. */
+static int java_digits(uint64_t bits, char *digits, int *dexp)
+{
+    uint64_t fract = bits & ((UINT64_C(1) << 52) - 1);
+    int bin_exp = (int)((bits >> 52) & 0x7ff);
+    int n_sig_bits;
+    if (bin_exp == 0) {
+        int lz = __builtin_clzll(fract);
+        int shift = lz - (63 - 52);
+        fract <<= shift;
+        bin_exp = 1 - shift;
+        n_sig_bits = 64 - lz;
+    } else {
+        fract |= UINT64_C(1) << 52;
+        n_sig_bits = 53;
+    }
+    bin_exp -= 1023;
+    struct jdigits jd;
+    dtoa(&jd, bin_exp, fract, n_sig_bits);
+    memcpy(digits, jd.d, (size_t)jd.n);
+    *dexp = jd.dexp;
+    return jd.n;
+}
+size_t ejson_java_double(double v, char *out)
+{
+    char *p = out;
+    if (isnan(v)) {
+        memcpy(out, "NaN", 3);
+        return 3;
+    }
+    if (signbit(v)) {
+        *p++ = '-';
+        v = -v;
+    }
+    if (isinf(v)) {
+        memcpy(p, "Infinity", 8);
+        return (size_t)(p - out) + 8;
+    }
+    if (v == 0) {
+        memcpy(p, "0.0", 3);
+        return (size_t)(p - out) + 3;
+    }
+    char digits[32];
+    int dexp;
+    int n = ejson_java_digits(v, digits, &dexp);
+    if (dexp > 0 && dexp < 8) {
+        /* 1 <= v < 1e7: integer part, '.', fraction (at least one digit) */
+        int ip = n < dexp ? n : dexp;
+        memcpy(p, digits, (size_t)ip);
+        p += ip;
+        if (ip < dexp) {
+            memset(p, '0', (size_t)(dexp - ip));
+            p += dexp - ip;
+            memcpy(p, ".0", 2);
+            p += 2;
+        } else {
+            *p++ = '.';
+            if (ip < n) {
+                memcpy(p, digits + ip, (size_t)(n - ip));
+                p += n - ip;
+            } else {
+                *p++ = '0';
+            }
+        }
+    } else if (dexp <= 0 && dexp > -3) {
+        /* 1e-3 <= v < 1: "0." then -dexp zeros then the digits */
+        *p++ = '0';
+        *p++ = '.';
+        memset(p, '0', (size_t)-dexp);
+        p += -dexp;
+        memcpy(p, digits, (size_t)n);
+        p += n;
+    } else {
+        *p++ = digits[0];
+        *p++ = '.';
+        if (n > 1) {
+            memcpy(p, digits + 1, (size_t)(n - 1));
+            p += n - 1;
+        } else {
+            *p++ = '0';
+        }
+        *p++ = 'E';
+        int e = dexp - 1;
+        if (e < 0) {
+            *p++ = '-';
+            e = -e;
+        }
+        char eb[8];
+        int k = 0;
+        do {
+            eb[k++] = (char)('0' + e % 10);
+            e /= 10;
+        } while (e);
+        while (k) {
+            *p++ = eb[--k];
+        }
+    }
+    return (size_t)(p - out);
+}
+
+int ejson_java_digits(double v, char *digits, int *dexp)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    return java_digits(bits & ~(UINT64_C(1) << 63), digits, dexp);
+}

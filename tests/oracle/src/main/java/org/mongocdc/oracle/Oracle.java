@@ -1,0 +1,95 @@
+package org.mongocdc.oracle;
+
+import java.io.BufferedOutputStream;
+import java.io.DataInputStream;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.PrintStream;
+
+import org.bson.BsonDocument;
+import org.bson.BsonValue;
+import org.bson.RawBsonDocument;
+import org.bson.json.JsonMode;
+import org.bson.json.JsonWriterSettings;
+
+/**
+ * Reads raw concatenated BSON documents from stdin and prints each one as one
+ * line of extended JSON, with the settings Debezium uses (debezium-format.md
+ * §2.1, JsonSerialization.java):
+ *
+ *   strict   COMPACT_JSON_SETTINGS (STRICT, indent with empty strings): after/before
+ *   relaxed  SIMPLE_JSON_SETTINGS  (RELAXED, same indentation trick)
+ *   default  BsonDocument.toJson() (RELAXED, not indented): legacy updatedFields
+ *   key      getDocumentId(): {"_": <_id>} with SIMPLE_JSON_SETTINGS, first 6
+ *            characters and the last one cut off
+ *
+ * Usage: java -cp classes:bson.jar org.mongocdc.oracle.Oracle strict|relaxed|default|key
+ */
+public final class Oracle {
+    private static final JsonWriterSettings COMPACT = JsonWriterSettings.builder()
+            .outputMode(JsonMode.STRICT).indent(true).indentCharacters("").newLineCharacters("").build();
+    private static final JsonWriterSettings SIMPLE = JsonWriterSettings.builder()
+            .outputMode(JsonMode.RELAXED).indent(true).indentCharacters("").newLineCharacters("").build();
+
+    private Oracle() {
+    }
+
+    public static void main(String[] args) throws IOException {
+        if (args.length != 1) {
+            System.err.println("usage: Oracle strict|relaxed|default|key");
+            System.exit(2);
+        }
+        String variant = args[0];
+        DataInputStream in = new DataInputStream(new java.io.BufferedInputStream(System.in, 1 << 16));
+        PrintStream out = new PrintStream(new BufferedOutputStream(System.out, 1 << 16), false, "UTF-8");
+        byte[] doc;
+        while ((doc = readDocument(in)) != null) {
+            RawBsonDocument raw = new RawBsonDocument(doc);
+            String text;
+            switch (variant) {
+                case "strict":
+                    text = raw.toJson(COMPACT);
+                    break;
+                case "relaxed":
+                    text = raw.toJson(SIMPLE);
+                    break;
+                case "default":
+                    text = raw.toJson();
+                    break;
+                case "key":
+                    BsonValue id = raw.get("_id");
+                    if (id == null) {
+                        text = "";
+                    } else {
+                        String wrapped = new BsonDocument("_", id).toJson(SIMPLE);
+                        text = wrapped.substring(6, wrapped.length() - 1);
+                    }
+                    break;
+                default:
+                    System.err.println("unknown variant " + variant);
+                    System.exit(2);
+                    return;
+            }
+            out.print(text);
+            out.print('\n');
+        }
+        out.flush();
+    }
+
+    private static byte[] readDocument(DataInputStream in) throws IOException {
+        byte[] len = new byte[4];
+        int n = in.read(len, 0, 1);
+        if (n < 0) {
+            return null;
+        }
+        in.readFully(len, 1, 3);
+        int size = (len[0] & 0xff) | (len[1] & 0xff) << 8 | (len[2] & 0xff) << 16 | (len[3] & 0xff) << 24;
+        if (size < 5) {
+            throw new EOFException("bad document size " + size);
+        }
+        byte[] doc = new byte[size];
+        System.arraycopy(len, 0, doc, 0, 4);
+        in.readFully(doc, 4, size - 4);
+        return doc;
+    }
+}
