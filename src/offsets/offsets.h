@@ -39,13 +39,33 @@ struct mcdc_position {
     char *extra_json;       /* other keys (transaction, incremental snapshot) as a JSON object text, or NULL */
 };
 
+/* Sets pos to "no position": sec = ord = -1, empty token, no strings. */
 void position_init(struct mcdc_position *pos);
+/* Frees what pos owns and re-initialises it. */
 void position_clear(struct mcdc_position *pos);
+/* Deep copy of src into dst (both initialised; dst's old contents are freed). */
 void position_copy(struct mcdc_position *dst, const struct mcdc_position *src);
 
-/* JSON value of the Kafka Connect offset (§4.2), malloc'd; caller frees. */
+/*
+ * The Kafka Connect offset value (debezium-format.md §4.2) as compact JSON,
+ * malloc'd; caller frees. Keys: sec, ord, h and tord (oplog positions only),
+ * initsync (only when true), resume_token (Base64 of the token's BSON bytes,
+ * 2.7+ form), lsid and txnNumber (when lsid is set), the extra_json members,
+ * and "mongocdc_capture_mode": "oplog" | "change_streams" (which capture mode
+ * wrote it; Debezium ignores unknown keys).
+ */
 char *position_to_json(const struct mcdc_position *pos);
-/* Parses an offset value; accepts the Base64 token and the old hex-only form. */
+
+/*
+ * Parses an offset value into pos (initialised by the caller; replaced only
+ * on success). Accepts what position_to_json writes and what Debezium writes:
+ * resume_token as Base64 of BSON, or the old (<=2.6) hex `_data` string, which
+ * becomes {"_data": "<hex>"} (Debezium's lastResumeTokenDoc fallback); `h`
+ * null or absent; unknown keys are kept in extra_json. Without
+ * mongocdc_capture_mode, a non-null `h` and no token means oplog (1.9 rule,
+ * §4.4). Returns false with err (domain IO, EINVAL) on invalid JSON or a key
+ * of the wrong type.
+ */
 bool position_from_json(const char *json, struct mcdc_position *pos, struct mcdc_error *err);
 
 /* ---- in-flight tracker ---- */
@@ -56,40 +76,65 @@ void inflight_destroy(struct inflight *inf);
 
 /*
  * Registers the next produced record with the position reached once it (and
- * every earlier record) is delivered. Takes a copy of pos. Returns the cookie
- * to pass as the sink's opaque.
+ * every earlier record) is delivered. Takes a copy of pos (no allocation in
+ * steady state: slots reuse their buffers). pos NULL: the record does not move
+ * the position; use it for every record of an event but the last (a
+ * transaction END/BEGIN before the data record, the data record before its
+ * tombstone), so the event's position is committed only once all of its
+ * records are acknowledged. Returns the cookie (never NULL) to pass as the
+ * sink's opaque; it stays valid until acknowledged and committed.
  */
 void *inflight_add(struct inflight *inf, const struct mcdc_position *pos);
 
-/* Marks the record with this cookie acknowledged. */
+/* Marks the record with this cookie acknowledged (any order). An unknown
+ * cookie is logged and ignored. */
 void inflight_ack(struct inflight *inf, void *cookie);
 
 /*
- * Advances the committable position with no record in flight (a post-batch
- * resume token while idle): committed once every earlier record is acked.
+ * Advances the committable position without a record (a post-batch resume
+ * token, a filtered event): committable at once when nothing is in flight,
+ * else once every earlier record is acked. Consecutive advances behind a
+ * stalled record share one slot (the newest wins), so a long broker outage
+ * with an idle stream does not grow the tracker. Takes a copy of pos.
  */
 void inflight_advance(struct inflight *inf, const struct mcdc_position *pos);
 
 /*
- * Newest position whose predecessors are all acknowledged, or NULL if none
- * since the last call. Borrowed; valid until the next inflight_* call.
+ * Newest position whose predecessors are all acknowledged, or NULL if it has
+ * not changed since the last call. Borrowed; valid until the next inflight_*
+ * call. O(records popped).
  */
 const struct mcdc_position *inflight_committable(struct inflight *inf);
 
+/* Records registered and not yet popped by inflight_committable(). */
 size_t inflight_pending(const struct inflight *inf);
 
 /* ---- store ---- */
 struct offset_store;
 
-/* Opens the store configured by cfg (file or kafka). */
+/*
+ * Opens the store configured by cfg (borrowed; outlives the store):
+ * offsets.storage file (offsets.file.path; the folder must exist; an
+ * unreadable or corrupt file is an error here, domain IO, naming the path) or
+ * kafka (offsets.topic, default "mongocdc-offsets", through the kafka: map;
+ * a missing topic is created compacted when the broker allows). Entries are
+ * keyed by the Kafka Connect partition key
+ * ["<topic.prefix>",{"rs":"<rs>","server_id":"<topic.prefix>"}] (§4.1).
+ * Returns NULL with err (CONFIG for settings, IO for the file).
+ */
 struct offset_store *offset_store_open(const struct mcdc_config *cfg, struct mcdc_error *err);
+/* Closes the store; NULL is a no-op. */
 void offset_store_close(struct offset_store *store);
 
-/* Loads the stored position of replica set rs. *found false when none. */
+/* Loads the stored position of replica set rs into pos (initialised by the
+ * caller). *found false when none. False with err on I/O, Kafka (retriable)
+ * or a corrupt value. */
 bool offset_store_load(struct offset_store *store, const char *rs, struct mcdc_position *pos,
                        bool *found, struct mcdc_error *err);
 
-/* Durably stores pos for rs (atomic replace). */
+/* Durably stores pos for rs: file = temp file, fsync, rename, fsync of the
+ * folder; kafka = produce and wait for the acknowledgement up to
+ * offsets.flush.timeout.ms (retriable error on timeout). */
 bool offset_store_save(struct offset_store *store, const char *rs, const struct mcdc_position *pos,
                        struct mcdc_error *err);
 

@@ -34,8 +34,13 @@ struct sink;
 
 /*
  * Creates the sink configured by cfg (borrowed; outlives the sink). client_tag
- * names the task (replica-set name) for client.id and logs. Returns NULL and
- * fills err on a bad Kafka property (domain CONFIG) or an unopenable file.
+ * names the task (replica-set name) for client.id ("mongocdc-<tag>") and logs.
+ * Kafka: defaults enable.idempotence=true, acks=all, queue.buffering.max.kbytes
+ * = sink.queue.max.bytes / 1024, message.timeout.ms=0 (retry for ever), then
+ * the kafka: map overrides any of them except enable.idempotence and acks
+ * (ordering and at-least-once depend on them; see sink_kafka.c). Returns NULL
+ * and fills err on a bad or locked Kafka property (domain CONFIG, message
+ * "FILE:LINE:COL: kafka.KEY: ...") or an unopenable file (domain IO).
  */
 struct sink *sink_new(const struct mcdc_config *cfg, const char *client_tag, sink_delivery_cb cb,
                       void *cb_ctx, struct mcdc_error *err);
@@ -44,17 +49,20 @@ struct sink *sink_new(const struct mcdc_config *cfg, const char *client_tag, sin
 void sink_destroy(struct sink *sink);
 
 /*
- * Produces rec. On success takes ownership of rec->key and rec->value (sets
- * them to NULL). Blocks while the queue is full (backpressure), serving
- * delivery reports; returns false with err if the record can never be
- * delivered (too large: names the size) or on a fatal producer error; then
- * rec still owns its buffers. A *stop flag set to true while waiting makes it
- * return false with a retriable error.
+ * Produces rec (rec->topic borrowed for the call). On success takes ownership
+ * of rec->key and rec->value (sets them to NULL). Blocks while the queue is
+ * full (backpressure), serving delivery reports; returns false with err if
+ * the record can never be delivered (too large: domain KAFKA, code
+ * MSG_SIZE_TOO_LARGE, naming topic, key and size) or on a fatal producer
+ * error; then rec still owns its buffers. A *stop flag (may be NULL) set to
+ * true while waiting makes it return false with a retriable error. The
+ * JSON-lines sink buffers the line and may deliver (call the callback) here.
  */
 bool sink_produce(struct sink *sink, struct mcdc_record *rec, void *opaque,
                   const volatile bool *stop, struct mcdc_error *err);
 
-/* Serves delivery reports for up to timeout_ms. Returns how many were served. */
+/* Serves delivery reports for up to timeout_ms (JSON lines: writes the
+ * buffered lines, no wait). Returns how many delivery reports were served. */
 int sink_poll(struct sink *sink, int timeout_ms);
 
 /*
