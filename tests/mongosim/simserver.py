@@ -1,0 +1,667 @@
+"""Replica-set model, wire protocol and commands of the MongoDB simulator.
+
+Why not mockupdb: mockupdb 1.8 mis-declares the OP_MSG exhaustAllowed bit (16 instead of
+1 << 16, mongo-sim-spec.md §8.3), so a pooled libmongoc client's awaitable `hello` is refused and
+its monitoring breaks; it also has no notion of several members sharing one oplog, of blocking
+awaitData getMores woken by writes, or of dropping connections on demand. The framing needed
+here is small (OP_QUERY in, OP_REPLY out, OP_MSG both ways: spec §1.1-§1.3), so this module
+frames messages itself on plain threaded sockets: one listening socket per member, one thread
+per connection, one cluster-wide lock with condition variables that writes and topology changes
+signal (spec §8.3 "block on a condition variable ..., not sleep-poll").
+
+All members of a replica set share one logical data store and one oplog (replication lag is not
+modelled); each member keeps its own role, topologyVersion, cursors and connections.
+"""
+
+import bisect
+import collections
+import copy
+import datetime
+import hashlib
+import os
+import random
+import re
+import socket
+import struct
+import threading
+import time
+import uuid
+
+import bson
+from bson.binary import Binary
+from bson.int64 import Int64
+from bson.objectid import ObjectId
+from bson.son import SON
+from bson.timestamp import Timestamp
+
+import simbson as sb
+from simbson import SimError
+
+OP_REPLY, OP_QUERY, OP_COMPRESSED, OP_MSG = 1, 2004, 2012, 2013
+
+WIRE = {"4.4": 9, "5.0": 13, "6.0": 17, "7.0": 21, "8.0": 25}
+FULL_VERSION = {"4.4": "4.4.29", "5.0": "5.0.28", "6.0": "6.0.16", "7.0": "7.0.14", "8.0": "8.0.3"}
+
+RESUMABLE_CODES = {6, 7, 89, 91, 134, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436, 63, 150,
+                   13388, 234, 133}
+RETRYABLE_WRITE_CODES = {6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436}
+STATE_CHANGE_CODES = {10107, 13435, 13436, 189, 11602}
+CODE_NAMES = {
+    2: "BadValue", 6: "HostUnreachable", 7: "HostNotFound", 9: "FailedToParse", 11: "UserNotFound",
+    13: "Unauthorized", 20: "IllegalOperation", 26: "NamespaceNotFound", 43: "CursorNotFound",
+    47: "NoMatchingDocument", 48: "NamespaceExists", 50: "MaxTimeMSExpired", 59: "CommandNotFound",
+    63: "StaleShardVersion", 64: "WriteConcernFailed", 72: "InvalidOptions", 73: "InvalidNamespace",
+    89: "NetworkTimeout", 91: "ShutdownInProgress", 112: "WriteConflict", 133: "FailedToSatisfyReadPreference",
+    134: "ReadConcernMajorityNotAvailableYet", 136: "CappedPositionLost", 150: "StaleEpoch",
+    175: "QueryPlanKilled", 189: "PrimarySteppedDown", 216: "ElectionInProgress", 225: "TransactionTooOld",
+    234: "RetryChangeStream", 237: "CursorKilled", 239: "SnapshotTooOld", 251: "NoSuchTransaction",
+    256: "TransactionCommitted", 260: "InvalidResumeToken", 262: "ExceededTimeLimit",
+    263: "OperationNotSupportedInTransaction", 280: "ChangeStreamFatalError",
+    286: "ChangeStreamHistoryLost", 352: "UnsupportedOpQueryCommand", 9001: "SocketException",
+    10058: "LegacyNotPrimary", 10107: "NotWritablePrimary", 10334: "BSONObjectTooLarge",
+    11000: "DuplicateKey", 11600: "InterruptedAtShutdown", 11601: "Interrupted",
+    11602: "InterruptedDueToReplStateChange", 13388: "StaleConfig", 13435: "NotPrimaryNoSecondaryOk",
+    13436: "NotPrimaryOrSecondary", 40415: "IDLUnknownField", 40573: "Location40573",
+}
+INTERNAL_DBS = ("admin", "config", "local")
+EMPTY_UID = Binary(hashlib.sha256(b"").digest(), 0)
+ZERO_SIG = {"hash": Binary(b"\x00" * 20, 0), "keyId": Int64(0)}
+
+
+def now_utc_ms():
+    n = datetime.datetime.now(datetime.timezone.utc)
+    return n.replace(microsecond=(n.microsecond // 1000) * 1000)
+
+
+class Clock(object):
+    """Hybrid logical clock for optimes: seconds follow the (optionally seeded) wall clock,
+    the increment counts writes within a second (spec §8.1 item 3)."""
+
+    def __init__(self, seed=None):
+        self.offset = 0.0
+        if seed is not None:
+            self.offset = 1700000000 + (seed % 1000) * 1000 - time.time()
+        self.last = Timestamp(0, 0)
+
+    def wall(self):
+        return time.time() + self.offset
+
+    def wall_dt(self):
+        w = self.wall()
+        return datetime.datetime.fromtimestamp(int(w * 1000) / 1000.0, datetime.timezone.utc)
+
+    def tick(self):
+        s = int(self.wall())
+        if s > self.last.time:
+            self.last = Timestamp(s, 1)
+        else:
+            self.last = Timestamp(self.last.time, self.last.inc + 1)
+        return self.last
+
+
+class Collection(object):
+    def __init__(self, name, uid, options=None):
+        self.name = name
+        self.uuid = uid
+        self.docs = collections.OrderedDict()  # id_key -> document (natural order)
+        self.options = options or {}
+
+    @property
+    def pre_images(self):
+        cs = self.options.get("changeStreamPreAndPostImages")
+        return bool(isinstance(cs, dict) and cs.get("enabled"))
+
+
+class Oplog(object):
+    """local.oplog.rs: entries sorted by ts with a parallel key list for bisect (O(log n)
+    positioning), capped by bytes like the real capped collection (spec §5.6)."""
+
+    def __init__(self, cap_bytes):
+        self.entries = []
+        self.keys = []
+        self.sizes = []
+        self.total = 0
+        self.cap = cap_bytes
+        self.truncated_up_to = -1  # greatest key removed by truncation
+        self.images = {}  # (ts key, txnOpIndex) -> (pre, post) for collections with images
+
+    def append(self, entry):
+        size = len(sb.encode(entry))
+        self.entries.append(entry)
+        self.keys.append(sb.ts_key(entry["ts"]))
+        self.sizes.append(size)
+        self.total += size
+        if self.cap and self.total > self.cap:
+            n = 0
+            t = self.total
+            while t > self.cap and n < len(self.entries) - 1:
+                t -= self.sizes[n]
+                n += 1
+            self.drop_front(n)
+
+    def drop_front(self, n):
+        n = min(n, len(self.entries) - 1)  # an initiated replica set never has an empty oplog
+        if n <= 0:
+            return 0
+        self.truncated_up_to = max(self.truncated_up_to, self.keys[n - 1])
+        self.total -= sum(self.sizes[:n])
+        first_kept = self.keys[n]
+        del self.entries[:n]
+        del self.keys[:n]
+        del self.sizes[:n]
+        if self.images:
+            for k in [k for k in self.images if k[0] < first_kept]:
+                del self.images[k]
+        return n
+
+    def index_after(self, key):
+        """Index of the first entry with ts key > key."""
+        return bisect.bisect_right(self.keys, key)
+
+    def index_at_or_after(self, key):
+        return bisect.bisect_left(self.keys, key)
+
+    @property
+    def last_key(self):
+        return self.keys[-1] if self.keys else 0
+
+    @property
+    def first_key(self):
+        return self.keys[0] if self.keys else 0
+
+
+class FailRule(object):
+    """One injected failure: next `times` commands named in `commands` (None: every command)."""
+
+    def __init__(self, spec):
+        self.commands = spec.get("commands") or spec.get("failCommands")
+        self.times = spec.get("times")
+        self.skip = int(spec.get("skip", 0) or 0)
+        self.code = spec.get("code", spec.get("errorCode"))
+        self.code_name = spec.get("codeName")
+        self.errmsg = spec.get("errmsg")
+        self.labels = spec.get("errorLabels")
+        self.close = bool(spec.get("closeConnection"))
+        self.block_ms = spec.get("blockTimeMS") if spec.get("blockConnection", True) else None
+        self.member = spec.get("member")
+        self.app_name = spec.get("appName")
+        self.wce = spec.get("writeConcernError")
+
+    def applies(self, name, member_idx, app_name):
+        if self.commands is not None and name not in self.commands:
+            return False
+        if self.member is not None and self.member != member_idx:
+            return False
+        if self.app_name is not None and self.app_name != app_name:
+            return False
+        return True
+
+
+class Member(object):
+    def __init__(self, idx, host, port):
+        self.idx = idx
+        self.host = host
+        self.port = port
+        self.state = "SECONDARY"
+        self.process_id = ObjectId()
+        self.counter = 0
+        self.cursors = {}
+        self.conns = set()
+        self.listener = None
+        self.reachable = True
+        self.conn_counter = 0
+
+    @property
+    def address(self):
+        return "%s:%d" % (self.host, self.port)
+
+    def topology_version(self):
+        return {"processId": self.process_id, "counter": Int64(self.counter)}
+
+
+class Txn(object):
+    """A multi-document transaction of one session: writes are buffered in an overlay and
+    logged as one applyOps entry at commit (spec §5.4, §7)."""
+
+    def __init__(self, txn_number):
+        self.number = txn_number
+        self.state = "in_progress"
+        self.overlay = {}  # (db, coll, idkey) -> doc or None (deleted)
+        self.ops = []  # inner oplog operations, in order
+        self.images = []
+
+
+class Cluster(object):
+    """A replica set of N members sharing one store and oplog."""
+
+    def __init__(self, members=3, set_name="rs0", server_version="6.0", oplog_size_mb=0,
+                 seed=None, noop_interval=10.0, pre_images=False, host="127.0.0.1", ports=None):
+        self.lock = threading.RLock()
+        self.oplog_cond = threading.Condition(self.lock)
+        self.topo_cond = threading.Condition(self.lock)
+        self.version = server_version
+        self.wire = WIRE[server_version]
+        self.set_name = set_name
+        self.rand = random.Random(seed)
+        self.seed = seed
+        self.clock = Clock(seed)
+        self.oid_counter = 0
+        self.term = 0
+        self.set_version = 1
+        self.store = {}
+        self.oplog = Oplog(int(oplog_size_mb * 1024 * 1024))
+        self.noop_interval = noop_interval
+        self.pre_images_all = pre_images
+        self.sessions = {}  # lsid id -> {"txn": int, "replies": {txn: reply}, "txn_obj": Txn}
+        self.fail_rules = []
+        self.delays = {}  # command -> (ms, member or None)
+        self.counters = collections.Counter()
+        self.member_counters = collections.defaultdict(collections.Counter)
+        self.members = [Member(i, host, (ports[i] if ports else 0)) for i in range(members)]
+        self.last_write_wall = time.time()
+        self.stopping = False
+        self.token_version = 2 if self.wire >= 21 else 1
+        self.host = host
+        self.cursor_seq = 0
+
+    # ---- identifiers -------------------------------------------------------------------
+    def new_oid(self):
+        if self.seed is None:
+            return ObjectId()
+        self.oid_counter += 1
+        return ObjectId(struct.pack(">I", int(self.clock.wall())) + struct.pack(">I", self.seed & 0xFFFFFFFF)
+                        + struct.pack(">I", self.oid_counter)[0:4])
+
+    def new_uuid(self):
+        return uuid.UUID(int=self.rand.getrandbits(128), version=4)
+
+    def new_cursor_id(self):
+        while True:
+            cid = self.rand.getrandbits(62) + 1
+            if not any(cid in m.cursors for m in self.members):
+                return cid
+
+    # ---- topology ----------------------------------------------------------------------
+    @property
+    def primary(self):
+        for m in self.members:
+            if m.state == "PRIMARY":
+                return m
+        return None
+
+    def hosts(self):
+        return [m.address for m in self.members]
+
+    def cluster_time(self):
+        return self.clock.last
+
+    def election_id(self):
+        return ObjectId(b"\x7f\xff\xff\xff" + struct.pack(">Q", self.term))
+
+    def bump(self, m):
+        m.counter += 1
+        self.topo_cond.notify_all()
+
+    def elect(self, idx):
+        """Make member idx primary: term + 1, new electionId, 'new primary' no-op (spec §2.6)."""
+        with self.lock:
+            cur = self.primary
+            if cur is not None and cur.idx == idx:
+                return
+            if cur is not None:
+                cur.state = "SECONDARY"
+                self.bump(cur)
+            m = self.members[idx]
+            if not m.reachable:
+                raise SimError(133, "FailedToSatisfyReadPreference", "member %d is unreachable" % idx)
+            self.term += 1
+            m.state = "PRIMARY"
+            self.bump(m)
+            for o in self.members:
+                if o is not m and o is not cur:
+                    self.bump(o)
+            self.append_entry({"op": "n", "ns": "", "o": {"msg": "new primary"}})
+
+    def step_down(self, elect=None, no_primary_ms=0):
+        """Primary becomes secondary (counter +1). If elect is an index, that member wins an
+        election after no_primary_ms; elect='next' picks the next reachable member."""
+        with self.lock:
+            cur = self.primary
+            if cur is None:
+                raise SimError(10107, "NotWritablePrimary", "not primary")
+            cur.state = "SECONDARY"
+            self.bump(cur)
+            for o in self.members:
+                if o is not cur:
+                    self.bump(o)
+            if elect == "next":
+                cands = [m.idx for m in self.members[cur.idx + 1:] + self.members[:cur.idx + 1]
+                         if m.reachable and m is not cur]
+                elect = cands[0] if cands else cur.idx
+        if elect is not None:
+            if no_primary_ms:
+                t = threading.Timer(no_primary_ms / 1000.0, self.elect, args=(elect,))
+                t.daemon = True
+                t.start()
+            else:
+                self.elect(elect)
+        return elect
+
+    # ---- oplog -------------------------------------------------------------------------
+    def append_entry(self, entry, **extra):
+        """Append one oplog entry; fills ts, t, v, wall (spec §5.1). Caller holds the lock."""
+        e = {}
+        e["op"] = entry["op"]
+        e["ns"] = entry["ns"]
+        if "ui" in entry:
+            e["ui"] = entry["ui"]
+        e["o"] = entry["o"]
+        if "o2" in entry:
+            e["o2"] = entry["o2"]
+        for k in ("lsid", "txnNumber", "prevOpTime", "stmtId", "fromMigrate", "b"):
+            if k in entry:
+                e[k] = entry[k]
+        e["ts"] = self.clock.tick()
+        e["t"] = Int64(self.term if self.term else -1)
+        e["v"] = Int64(2)
+        e["wall"] = self.clock.wall_dt()
+        e.update(extra)
+        self.oplog.append(e)
+        self.last_write_wall = time.time()
+        self.oplog_cond.notify_all()
+        return e
+
+    def truncate_oplog(self, before=None, count=None, keep=None):
+        with self.lock:
+            if before is not None:
+                n = self.oplog.index_at_or_after(sb.ts_key(before))
+            elif keep is not None:
+                n = len(self.oplog.entries) - int(keep)
+            else:
+                n = int(count or 0)
+            removed = self.oplog.drop_front(max(0, n))
+            self.oplog_cond.notify_all()
+            return removed
+
+    def noop_loop(self):
+        while not self.stopping:
+            time.sleep(min(self.noop_interval, 0.5) if self.noop_interval > 0 else 0.5)
+            if self.noop_interval <= 0:
+                continue
+            with self.lock:
+                if self.primary is not None and time.time() - self.last_write_wall >= self.noop_interval:
+                    self.append_entry({"op": "n", "ns": "", "o": {"msg": "periodic noop"}})
+
+    # ---- store -------------------------------------------------------------------------
+    def get_coll(self, db, coll):
+        return self.store.get(db, {}).get(coll)
+
+    def ensure_coll(self, db, coll, options=None, log=True):
+        c = self.get_coll(db, coll)
+        if c is not None:
+            return c
+        check_ns(db, coll)
+        c = Collection(coll, self.new_uuid(), dict(options or {}))
+        self.store.setdefault(db, {})[coll] = c
+        if log:
+            o = {"create": coll}
+            for k, v in c.options.items():
+                o[k] = v
+            o["idIndex"] = {"v": 2, "key": {"_id": 1}, "name": "_id_"}
+            self.append_entry({"op": "c", "ns": db + ".$cmd", "ui": c.uuid, "o": o})
+        return c
+
+    def wants_images(self, c):
+        return self.pre_images_all or c.pre_images
+
+    def load(self, path, ns=None):
+        """Load JSON-lines Extended JSON as ordinary inserts (with oplog entries)."""
+        from bson import json_util
+        if ns is None:
+            d = os.path.basename(os.path.dirname(os.path.abspath(path)))
+            stem = os.path.splitext(os.path.basename(path))[0]
+            ns = "%s.%s" % (d, stem)
+        db, coll = ns.split(".", 1)
+        docs = []
+        opts = json_util.JSONOptions(tz_aware=True, uuid_representation=bson.binary.STANDARD)
+        with open(path, "r", encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    docs.append(json_util.loads(line, json_options=opts))
+        with self.lock:
+            w = Writer(self, db, None)
+            for d in docs:
+                w.insert_one(coll, d)
+        return len(docs)
+
+
+def check_ns(db, coll):
+    if not db or "." in db or "$" in db or " " in db:
+        raise SimError(73, "InvalidNamespace", "Invalid database name: '%s'" % db)
+    if not coll or "$" in coll:
+        raise SimError(73, "InvalidNamespace", "Invalid collection name: '%s'" % coll)
+
+
+# ---------------------------------------------------------------------------------------
+# writes (plain or inside a transaction)
+
+class Writer(object):
+    """Applies CRUD statements for one database, either directly (plain writes, each logged
+    immediately, spec §5.2) or into a Txn overlay (logged at commit as applyOps, §5.4)."""
+
+    def __init__(self, cl, db, txn, lsid=None, txn_number=None):
+        self.cl = cl
+        self.db = db
+        self.txn = txn
+        self.lsid = lsid
+        self.txn_number = txn_number
+        self.last_op_ts = None
+
+    # document views --------------------------------------------------------------
+    def docs(self, coll):
+        c = self.cl.get_coll(self.db, coll)
+        base = list(c.docs.items()) if c is not None else []
+        if self.txn is None:
+            return [d for _, d in base]
+        out = []
+        seen = set()
+        for k, d in base:
+            ok = (self.db, coll, k)
+            seen.add(k)
+            if ok in self.txn.overlay:
+                if self.txn.overlay[ok] is not None:
+                    out.append(self.txn.overlay[ok])
+            else:
+                out.append(d)
+        for (db, cn, k), d in self.txn.overlay.items():
+            if db == self.db and cn == coll and k not in seen and d is not None:
+                out.append(d)
+        return out
+
+    def get(self, coll, key):
+        if self.txn is not None and (self.db, coll, key) in self.txn.overlay:
+            return self.txn.overlay[(self.db, coll, key)]
+        c = self.cl.get_coll(self.db, coll)
+        return c.docs.get(key) if c is not None else None
+
+    def _put(self, c, key, doc):
+        if self.txn is None:
+            if doc is None:
+                c.docs.pop(key, None)
+            else:
+                c.docs[key] = doc
+        else:
+            self.txn.overlay[(self.db, c.name, key)] = doc
+
+    def _log(self, entry, images=None):
+        if self.txn is None:
+            e = self.cl.append_entry(entry)
+            self.last_op_ts = e["ts"]
+            if images is not None:
+                self.cl.oplog.images[(sb.ts_key(e["ts"]), 0)] = images
+        else:
+            self.txn.ops.append(entry)
+            self.txn.images.append(images)
+
+    # statements ------------------------------------------------------------------
+    def insert_one(self, coll, doc):
+        c = self.cl.ensure_coll(self.db, coll)
+        if "_id" not in doc:
+            d2 = {"_id": self.cl.new_oid()}
+            d2.update(doc)
+            doc = d2
+        elif list(doc.keys())[0] != "_id":
+            d2 = {"_id": doc["_id"]}
+            d2.update((k, v) for k, v in doc.items() if k != "_id")
+            doc = d2
+        if isinstance(doc["_id"], list):
+            raise SimError(2, "BadValue", "can't use an array for _id")
+        key = sb.id_key(doc["_id"])
+        if self.get(coll, key) is not None:
+            raise DupKey(self.db, coll, doc["_id"])
+        doc = copy.deepcopy(doc)
+        self._put(c, key, doc)
+        entry = {"op": "i", "ns": "%s.%s" % (self.db, coll), "ui": c.uuid, "o": doc}
+        if self.cl.wire >= 17:  # o2 on inserts from 5.3 (spec §3.8)
+            entry["o2"] = {"_id": doc["_id"]}
+        self._log(entry)
+        return doc
+
+    def _replace_or_update(self, c, coll, old, new_doc, is_replacement):
+        key = sb.id_key(old["_id"])
+        if sb.identical(old, new_doc):
+            return False
+        self._put(c, key, new_doc)
+        ns = "%s.%s" % (self.db, coll)
+        if is_replacement:
+            o = new_doc
+        else:
+            diff = sb.compute_diff(old, new_doc) or {}
+            if self.cl.wire >= 13:
+                o = {"$v": 2, "diff": diff}
+            else:
+                sets, unsets = sb.diff_to_v1(diff)
+                for p in list(sets):
+                    if sets[p] is None:
+                        sets[p] = sb.get_field(new_doc, p)
+                o = {"$v": 1}
+                if sets:
+                    o["$set"] = sets
+                if unsets:
+                    o["$unset"] = unsets
+        images = (copy.deepcopy(old), copy.deepcopy(new_doc)) if self.cl.wants_images(c) else None
+        self._log({"op": "u", "ns": ns, "ui": c.uuid, "o": o, "o2": {"_id": old["_id"]}}, images)
+        return True
+
+    def update(self, coll, q, u, upsert=False, multi=False, sort=None):
+        """Returns (n_matched, n_modified, upserted_id or None, new_docs list, old_docs list)."""
+        is_repl = not sb.is_operator_update(u)
+        if isinstance(u, list):
+            raise SimError(2, "BadValue", "pipeline-style updates are not supported by the simulator")
+        if is_repl:
+            for k in u:
+                if k.startswith("$"):
+                    raise SimError(9, "FailedToParse", "Unknown modifier: %s" % k)
+            if multi:
+                raise SimError(9, "FailedToParse", "multi update is not supported for replacement-style update")
+        c = self.cl.get_coll(self.db, coll)
+        matched = [d for d in self.docs(coll) if sb.matches(d, q)] if c is not None else []
+        if sort:
+            matched = sb.sort_docs(matched, sort)
+        if not multi:
+            matched = matched[:1]
+        n_mod = 0
+        news, olds = [], []
+        for old in matched:
+            if is_repl:
+                new_doc = {"_id": old["_id"]}
+                if "_id" in u and not sb.values_equal(u["_id"], old["_id"]):
+                    raise SimError(66, "ImmutableField",
+                                   "After applying the update, the (immutable) field '_id' was found to have been altered to _id: %r" % (u["_id"],))
+                new_doc.update((k, copy.deepcopy(v)) for k, v in u.items() if k != "_id")
+            else:
+                new_doc = sb.apply_update(old, u)
+            if self._replace_or_update(c, coll, old, new_doc, is_repl):
+                n_mod += 1
+            news.append(new_doc)
+            olds.append(old)
+        if matched or not upsert:
+            return len(matched), n_mod, None, news, olds
+        base = {}
+        for k, v in q.items():
+            if k.startswith("$"):
+                if k == "$and":
+                    for sub in v:
+                        for k2, v2 in sub.items():
+                            if not k2.startswith("$") and not (isinstance(v2, dict) and any(x.startswith("$") for x in v2)):
+                                sb.set_path(base, k2, copy.deepcopy(v2))
+                continue
+            if isinstance(v, dict) and v and all(x.startswith("$") for x in v):
+                if "$eq" in v:
+                    sb.set_path(base, k, copy.deepcopy(v["$eq"]))
+                continue
+            sb.set_path(base, k, copy.deepcopy(v))
+        if is_repl:
+            doc = {}
+            if "_id" in base:
+                doc["_id"] = base["_id"]
+            doc.update(copy.deepcopy(u))
+        else:
+            doc = sb.apply_update(base, u, is_upsert_insert=True)
+        doc = self.insert_one(coll, doc)
+        return 0, 0, doc["_id"], [doc], []
+
+    def delete(self, coll, q, limit=0, sort=None):
+        c = self.cl.get_coll(self.db, coll)
+        if c is None:
+            return []
+        matched = [d for d in self.docs(coll) if sb.matches(d, q)]
+        if sort:
+            matched = sb.sort_docs(matched, sort)
+        if limit:
+            matched = matched[:1]
+        for d in matched:
+            self._put(c, sb.id_key(d["_id"]), None)
+            images = (copy.deepcopy(d), None) if self.cl.wants_images(c) else None
+            self._log({"op": "d", "ns": "%s.%s" % (self.db, coll), "ui": c.uuid, "o": {"_id": d["_id"]}}, images)
+        return matched
+
+
+class DupKey(SimError):
+    def __init__(self, db, coll, idv):
+        SimError.__init__(self, 11000, "DuplicateKey",
+                          "E11000 duplicate key error collection: %s.%s index: _id_ dup key: { _id: %s }"
+                          % (db, coll, _shell_repr(idv)))
+        self.key_value = idv
+
+
+def _shell_repr(v):
+    if isinstance(v, str):
+        return '"%s"' % v
+    if isinstance(v, ObjectId):
+        return 'ObjectId(\'%s\')' % v
+    return repr(v)
+
+
+def commit_txn(cl, lsid, txn):
+    """Apply a transaction's overlay and log it as one applyOps entry (spec §5.4)."""
+    if not txn.ops:
+        return None
+    for (db, coll, key), doc in txn.overlay.items():
+        c = cl.get_coll(db, coll) or cl.ensure_coll(db, coll)
+        if doc is None:
+            c.docs.pop(key, None)
+        else:
+            c.docs[key] = doc
+    ops = []
+    for op in txn.ops:
+        o = dict(op)
+        ops.append(o)
+    e = cl.append_entry({"op": "c", "ns": "admin.$cmd", "o": {"applyOps": ops},
+                         "lsid": {"id": lsid["id"], "uid": EMPTY_UID}, "txnNumber": Int64(txn.number),
+                         "prevOpTime": {"ts": Timestamp(0, 0), "t": Int64(-1)}})
+    for i, img in enumerate(txn.images):
+        if img is not None:
+            cl.oplog.images[(sb.ts_key(e["ts"]), i)] = img
+    return e

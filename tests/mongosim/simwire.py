@@ -1,0 +1,667 @@
+"""Wire protocol, reply envelope, fault injection and the HTTP control API of the simulator.
+
+Framing (mongo-sim-spec.md §1.1-§1.3): OP_QUERY is accepted only for the `hello`/`isMaster`
+handshake and heartbeats and answered with OP_REPLY; every other command arrives as OP_MSG
+(kind-0 body plus kind-1 document sequences folded into the body) and is answered with one
+OP_MSG whose flags are 0. moreToCome requests get no reply; exhaustAllowed is accepted and
+answered without moreToCome (allowed by the SDAM spec, §2.4), after holding an awaitable hello
+until the topology changes or maxAwaitTimeMS passes. Compression is never advertised.
+"""
+
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+import traceback
+import uuid
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from socketserver import ThreadingMixIn
+
+import bson
+from bson import json_util
+from bson.int64 import Int64
+from bson.timestamp import Timestamp
+
+import simbson as sb
+from simbson import SimError
+import simserver as ss
+from simcommands import Dispatcher
+
+HELLO_NAMES = ("hello", "isMaster", "ismaster")
+ALIASES = {"isMaster": "hello", "ismaster": "hello", "buildinfo": "buildInfo",
+           "findandmodify": "findAndModify", "replSetGetConfig": "replSetGetStatus"}
+RETRYABLE_WRITES = ("insert", "update", "delete", "findAndModify")
+TRANSIENT_CODES = {251, 112, 6, 7, 89, 91, 189, 9001, 10107, 11600, 11602, 13435, 13436}
+JSON_OPTS = json_util.JSONOptions(json_mode=json_util.JSONMode.RELAXED, tz_aware=True,
+                                  uuid_representation=bson.binary.STANDARD)
+
+
+def _recv_exact(sock, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError()
+        buf += chunk
+    return bytes(buf)
+
+
+def _cstring(data, i):
+    j = data.index(b"\x00", i)
+    return data[i:j].decode("utf-8"), j + 1
+
+
+class Conn(object):
+    def __init__(self, server, sock):
+        self.server = server
+        self.sock = sock
+        self.closed = False
+        self.app_name = None
+        self.req_seq = 0
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class MemberServer(object):
+    """Listening socket and connection threads of one replica-set member."""
+
+    def __init__(self, sim, member):
+        self.sim = sim
+        self.cl = sim.cl
+        self.member = member
+        self.listener = None
+
+    def listen(self):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((self.member.host, self.member.port))
+        s.listen(128)
+        self.member.port = s.getsockname()[1]
+        self.listener = s
+        t = threading.Thread(target=self._accept_loop, args=(s,), name="accept-%d" % self.member.idx, daemon=True)
+        t.start()
+
+    def stop_listening(self):
+        s, self.listener = self.listener, None
+        if s is not None:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def drop_connections(self):
+        with self.cl.lock:
+            conns = list(self.member.conns)
+            self.member.conns.clear()
+            self.cl.topo_cond.notify_all()
+            self.cl.oplog_cond.notify_all()
+        for c in conns:
+            c.close()
+        return len(conns)
+
+    def _accept_loop(self, lsock):
+        while True:
+            try:
+                sock, _ = lsock.accept()
+            except OSError:
+                return
+            if not self.member.reachable or self.cl.stopping:
+                sock.close()
+                continue
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            c = Conn(self, sock)
+            with self.cl.lock:
+                self.member.conns.add(c)
+                self.member.conn_counter += 1
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    # ---------------------------------------------------------------------------------
+    def _serve(self, c):
+        try:
+            while not c.closed:
+                hdr = _recv_exact(c.sock, 16)
+                length, req_id, _resp_to, opcode = struct.unpack("<iiii", hdr)
+                if length < 16 or length > 48000000:
+                    break
+                data = _recv_exact(c.sock, length - 16)
+                if opcode == ss.OP_QUERY:
+                    self._op_query(c, req_id, data)
+                elif opcode == ss.OP_MSG:
+                    self._op_msg(c, req_id, data)
+                else:
+                    break  # legacy opcodes and OP_COMPRESSED (never negotiated): close
+        except (EOFError, OSError, ConnectionError):
+            pass
+        except Exception:
+            traceback.print_exc(file=sys.stderr)
+        finally:
+            c.close()
+            with self.cl.lock:
+                self.member.conns.discard(c)
+
+    def _send(self, c, opcode, resp_to, payload):
+        if c.closed:
+            return
+        c.req_seq += 1
+        msg = struct.pack("<iiii", 16 + len(payload), (self.member.idx << 24) | (c.req_seq & 0xFFFFFF),
+                          resp_to, opcode) + payload
+        c.sock.sendall(msg)
+
+    def _op_query(self, c, req_id, data):
+        flags = struct.unpack_from("<i", data, 0)[0]
+        ns, i = _cstring(data, 4)
+        _skip, _nret = struct.unpack_from("<ii", data, i)
+        i += 8
+        size = struct.unpack_from("<i", data, i)[0]
+        query = sb.decode(data[i:i + size])
+        if "$query" in query:
+            query = query["$query"]
+        name = next(iter(query)) if query else ""
+        if ns.endswith(".$cmd") and name in HELLO_NAMES:
+            query = dict(query)
+            query["$db"] = ns.split(".", 1)[0]
+            reply = self.dispatch(c, query, secondary_ok=bool(flags & 4))
+        else:
+            reply = self._error_doc(SimError(352, "UnsupportedOpQueryCommand",
+                                             "Unsupported OP_QUERY command: %s. The client driver may require an upgrade. For more details see https://dochub.mongodb.org/core/legacy-opcode-removal" % name))
+        if reply is None:
+            c.close()
+            return
+        doc = sb.encode(reply)
+        payload = struct.pack("<iqii", 8, 0, 0, 1) + doc
+        self._send(c, ss.OP_REPLY, req_id, payload)
+
+    def _op_msg(self, c, req_id, data):
+        flags = struct.unpack_from("<I", data, 0)[0]
+        end = len(data) - (4 if flags & 1 else 0)
+        i = 4
+        body = None
+        seqs = {}
+        while i < end:
+            kind = data[i]
+            i += 1
+            if kind == 0:
+                size = struct.unpack_from("<i", data, i)[0]
+                body = sb.decode(data[i:i + size])
+                i += size
+            elif kind == 1:
+                size = struct.unpack_from("<i", data, i)[0]
+                sec_end = i + size
+                ident, j = _cstring(data, i + 4)
+                docs = []
+                while j < sec_end:
+                    dsz = struct.unpack_from("<i", data, j)[0]
+                    docs.append(sb.decode(data[j:j + dsz]))
+                    j += dsz
+                seqs[ident] = docs
+                i = sec_end
+            else:
+                raise EOFError()
+        if body is None:
+            raise EOFError()
+        more_to_come = bool(flags & 2)
+        if any(k in body for k in seqs):
+            reply = self._error_doc(SimError(40, "ConflictingOperationInProgress",
+                                             "Duplicate field %s in OP_MSG body and sequence" % list(seqs)))
+        else:
+            body.update(seqs)
+            if "$db" not in body:
+                reply = self._error_doc(SimError(40571, "Location40571", "OP_MSG requests require a $db argument"))
+            else:
+                reply = self.dispatch(c, body)
+        if reply is None:
+            c.close()
+            return
+        if more_to_come:
+            return
+        payload = struct.pack("<I", 0) + b"\x00" + sb.encode(reply)
+        self._send(c, ss.OP_MSG, req_id, payload)
+
+    # ---------------------------------------------------------------------------------
+    def _error_doc(self, e, labels=None):
+        r = {"ok": 0.0, "errmsg": e.errmsg or ss.CODE_NAMES.get(e.code, "error"), "code": int(e.code) or 1,
+             "codeName": e.code_name or ss.CODE_NAMES.get(e.code, "Error%d" % e.code)}
+        if labels:
+            r["errorLabels"] = labels
+        if e.code in ss.STATE_CHANGE_CODES:
+            r["topologyVersion"] = self.member.topology_version()
+        r.update(e.extra)
+        return r
+
+    def _labels(self, e, name, body, is_cs):
+        if e.labels is not None:
+            return list(e.labels)
+        labels = []
+        if is_cs:
+            if e.code in ss.RESUMABLE_CODES:
+                labels.append("ResumableChangeStreamError")
+        if body.get("autocommit") is False and name not in ("commitTransaction", "abortTransaction"):
+            if e.code in TRANSIENT_CODES:
+                labels.append("TransientTransactionError")
+        elif self.cl.wire >= 9 and e.code in ss.RETRYABLE_WRITE_CODES and (
+                (name in RETRYABLE_WRITES and "txnNumber" in body) or name in ("commitTransaction", "abortTransaction")):
+            labels.append("RetryableWriteError")
+        return labels
+
+    def _is_change_stream_cmd(self, name, body):
+        if name == "aggregate":
+            p = body.get("pipeline")
+            return bool(p) and isinstance(p[0], dict) and "$changeStream" in p[0]
+        if name == "getMore":
+            ce = self.member.cursors.get(int(body.get("getMore", 0)))
+            return bool(ce and ce.is_change_stream)
+        return False
+
+    def dispatch(self, c, body, secondary_ok=False):
+        """Run one command; returns the reply document, or None to close the connection."""
+        cl = self.cl
+        member = self.member
+        raw_name = next(iter(body))
+        name = ALIASES.get(raw_name, raw_name)
+        if name == "hello" and isinstance(body.get("client"), dict):
+            app = body["client"].get("application") or {}
+            c.app_name = app.get("name")
+        # delays and injected failures (fault hooks, spec §8.2)
+        rule = None
+        delay = None
+        with cl.lock:
+            cl.counters[raw_name] += 1
+            cl.member_counters[member.idx][raw_name] += 1
+            d = cl.delays.get(name) or cl.delays.get(raw_name)
+            if d and (d.get("member") is None or d["member"] == member.idx):
+                delay = d["ms"]
+                if d.get("times") is not None:
+                    d["times"] -= 1
+                    if d["times"] <= 0:
+                        cl.delays.pop(name, None)
+                        cl.delays.pop(raw_name, None)
+            for r in list(cl.fail_rules):
+                cmds = r.commands
+                hit = (name in cmds or raw_name in cmds) if cmds is not None else \
+                    (name not in ("hello", "configureFailPoint"))
+                if not hit or (r.member is not None and r.member != member.idx) or \
+                        (r.app_name is not None and r.app_name != c.app_name):
+                    continue
+                if r.skip > 0:
+                    r.skip -= 1
+                    continue
+                rule = r
+                if r.times is not None:
+                    r.times -= 1
+                    if r.times <= 0:
+                        cl.fail_rules.remove(r)
+                break
+        if delay:
+            time.sleep(delay / 1000.0)
+        if rule is not None:
+            if rule.block_ms:
+                time.sleep(rule.block_ms / 1000.0)
+            if rule.close:
+                return None
+        with cl.lock:
+            if not member.reachable or c.closed:
+                return None
+            is_cs = self._is_change_stream_cmd(name, body)
+            wce = None
+            try:
+                if rule is not None and rule.code is not None:
+                    raise SimError(int(rule.code), rule.code_name or ss.CODE_NAMES.get(int(rule.code), "Error%d" % rule.code),
+                                   rule.errmsg or "Failing command via 'failCommand' failpoint", rule.labels)
+                if rule is not None and rule.wce:
+                    wce = rule.wce
+                h = getattr(self.sim.dispatcher, "cmd_" + name, None)
+                if h is None:
+                    raise SimError(59, "CommandNotFound", "no such command: '%s'" % raw_name)
+                if name == "hello":
+                    reply = h(member, body, c, raw_name if raw_name != "isMaster" else "isMaster")
+                else:
+                    reply = h(member, body, c)
+                if wce is not None and name in ss_write_names():
+                    reply["writeConcernError"] = wce
+            except SimError as e:
+                reply = self._error_doc(e, self._labels(e, name, body, is_cs))
+            except Exception as e:  # a simulator bug must not look like success to the client
+                traceback.print_exc(file=sys.stderr)
+                reply = self._error_doc(SimError(1, "InternalError", "simulator error: %r" % (e,)))
+            op_time = reply.pop("__opTime", None)
+            reply["$clusterTime"] = {"clusterTime": cl.cluster_time(), "signature": ss.ZERO_SIG}
+            reply["operationTime"] = op_time or cl.cluster_time()
+            return reply
+
+
+def ss_write_names():
+    return ("insert", "update", "delete", "findAndModify", "commitTransaction")
+
+
+# -------------------------------------------------------------------------------------
+# control API
+
+class Sim(object):
+    """A running simulated deployment: cluster + member servers + control server."""
+
+    def __init__(self, cl, control_port=0):
+        self.cl = cl
+        self.dispatcher = Dispatcher(cl)
+        self.servers = [MemberServer(self, m) for m in cl.members]
+        self.control_port = control_port
+        self.httpd = None
+
+    def start(self):
+        for s in self.servers:
+            s.listen()
+        cl = self.cl
+        with cl.lock:
+            cl.append_entry({"op": "n", "ns": "", "o": {"msg": "initiating set"}})
+            cl.elect(0)
+        threading.Thread(target=cl.noop_loop, daemon=True, name="noop").start()
+        threading.Thread(target=self._reaper, daemon=True, name="reaper").start()
+        self._start_control()
+
+    def _reaper(self):
+        # idle cursors time out after 10 minutes (cursorTimeoutMillis, spec §1.7)
+        while not self.cl.stopping:
+            time.sleep(5)
+            with self.cl.lock:
+                now = time.time()
+                for m in self.cl.members:
+                    for cid in [k for k, v in m.cursors.items() if now - v.last_used > 600]:
+                        del m.cursors[cid]
+
+    def stop(self):
+        self.cl.stopping = True
+        with self.cl.lock:
+            self.cl.oplog_cond.notify_all()
+            self.cl.topo_cond.notify_all()
+        for s in self.servers:
+            s.stop_listening()
+            s.drop_connections()
+        if self.httpd is not None:
+            self.httpd.shutdown()
+
+    def info(self):
+        cl = self.cl
+        hosts = ",".join(m.address for m in cl.members)
+        return {"ready": True,
+                "uri": "mongodb://%s/?replicaSet=%s" % (hosts, cl.set_name),
+                "control": "http://127.0.0.1:%d" % self.control_port,
+                "members": [{"host": m.address, "port": m.port, "state": m.state} for m in cl.members],
+                "mongos": [], "config": [], "setName": cl.set_name, "serverVersion": cl.version}
+
+    # ---------------------------------------------------------------- actions
+    def member_arg(self, a, default_primary=True):
+        m = a.get("member")
+        if m is None:
+            p = self.cl.primary
+            if p is None or not default_primary:
+                raise SimError(2, "BadValue", "no member given and no primary")
+            return p.idx
+        if isinstance(m, str):
+            for x in self.cl.members:
+                if x.address == m:
+                    return x.idx
+            raise SimError(2, "BadValue", "unknown member %s" % m)
+        return int(m)
+
+    def act_status(self, a):
+        cl = self.cl
+        with cl.lock:
+            return {"members": [{"idx": m.idx, "host": m.address, "state": m.state, "reachable": m.reachable,
+                                 "counter": m.counter, "processId": str(m.process_id),
+                                 "cursors": len(m.cursors), "connections": len(m.conns)} for m in cl.members],
+                    "term": cl.term, "oplog": {"count": len(cl.oplog.entries), "bytes": cl.oplog.total,
+                                               "first": _ts_json(cl.oplog.entries[0]["ts"]) if cl.oplog.entries else None,
+                                               "last": _ts_json(cl.oplog.entries[-1]["ts"]) if cl.oplog.entries else None},
+                    "clusterTime": _ts_json(cl.cluster_time())}
+
+    def act_counters(self, a):
+        cl = self.cl
+        with cl.lock:
+            out = {"commands": dict(cl.counters),
+                   "per_member": {str(k): dict(v) for k, v in cl.member_counters.items()},
+                   "open_cursors": {str(m.idx): len(m.cursors) for m in cl.members},
+                   "open_change_streams": {str(m.idx): sum(1 for c in m.cursors.values() if c.is_change_stream)
+                                           for m in cl.members},
+                   "connections": {str(m.idx): len(m.conns) for m in cl.members}}
+            if a.get("reset"):
+                cl.counters.clear()
+                cl.member_counters.clear()
+            return out
+
+    def act_stepdown(self, a):
+        elect = a.get("elect", "next")
+        new = self.cl.step_down(elect=elect, no_primary_ms=int(a.get("no_primary_ms", 0)))
+        return {"elected": new}
+
+    def act_elect(self, a):
+        self.cl.elect(self.member_arg(a, False))
+        return {"primary": self.cl.primary.idx}
+
+    def act_drop_connections(self, a):
+        n = 0
+        targets = [self.member_arg(a)] if a.get("member") is not None else range(len(self.servers))
+        for i in targets:
+            n += self.servers[i].drop_connections()
+        return {"dropped": n}
+
+    def act_unreachable(self, a):
+        idx = self.member_arg(a)
+        cl = self.cl
+        srv = self.servers[idx]
+        with cl.lock:
+            m = cl.members[idx]
+            m.reachable = False
+            was_primary = m.state == "PRIMARY"
+        srv.stop_listening()
+        srv.drop_connections()
+        elected = None
+        if was_primary:
+            with cl.lock:
+                m.state = "SECONDARY"
+                cl.bump(m)
+                others = [x.idx for x in cl.members if x.reachable]
+            if others and a.get("elect", True):
+                elected = others[0]
+                cl.elect(elected)
+        return {"member": idx, "elected": elected}
+
+    def act_reachable(self, a):
+        idx = self.member_arg(a, False)
+        cl = self.cl
+        with cl.lock:
+            m = cl.members[idx]
+            if a.get("restart"):
+                m.process_id = ObjectIdFactory()
+                m.counter = 0
+                m.cursors.clear()
+                if m.state == "PRIMARY":
+                    m.state = "SECONDARY"
+            m.reachable = True
+            cl.topo_cond.notify_all()
+        if self.servers[idx].listener is None:
+            self.servers[idx].listen()
+        return {"member": idx}
+
+    def act_restart(self, a):
+        self.act_unreachable(a)
+        a = dict(a)
+        a["restart"] = True
+        if a.get("member") is None:
+            raise SimError(2, "BadValue", "restart needs a member")
+        return self.act_reachable(a)
+
+    def act_delay(self, a):
+        cmd = a["command"]
+        ms = int(a.get("ms", 0))
+        with self.cl.lock:
+            if ms <= 0:
+                self.cl.delays.pop(cmd, None)
+            else:
+                self.cl.delays[cmd] = {"ms": ms, "member": a.get("member"), "times": a.get("times")}
+        return {"delays": {k: v["ms"] for k, v in self.cl.delays.items()}}
+
+    def act_fail(self, a):
+        spec = dict(a)
+        if "commands" in spec and isinstance(spec["commands"], str):
+            spec["commands"] = [spec["commands"]]
+        if spec.get("code") is None and not spec.get("closeConnection") and not spec.get("blockTimeMS") \
+                and not spec.get("writeConcernError"):
+            raise SimError(2, "BadValue", "fail needs code, closeConnection, blockTimeMS or writeConcernError")
+        if "times" not in spec:
+            spec["times"] = 1
+        with self.cl.lock:
+            self.cl.fail_rules.append(ss.FailRule(spec))
+            return {"rules": len(self.cl.fail_rules)}
+
+    def act_clear_faults(self, a):
+        with self.cl.lock:
+            self.cl.fail_rules = []
+            self.cl.delays = {}
+        return {}
+
+    def act_truncate_oplog(self, a):
+        before = a.get("before")
+        if isinstance(before, dict) and "t" in before:
+            before = Timestamp(int(before["t"]), int(before.get("i", 0)))
+        n = self.cl.truncate_oplog(before=before, count=a.get("count"), keep=a.get("keep"))
+        return {"removed": n, "oldest": _ts_json(self.cl.oplog.entries[0]["ts"])}
+
+    def act_kill_cursors(self, a):
+        n = 0
+        with self.cl.lock:
+            for m in self.cl.members:
+                for cid in list(m.cursors):
+                    ce = m.cursors[cid]
+                    if a.get("kind") == "changeStream" and not ce.is_change_stream:
+                        continue
+                    if a.get("id") is not None and int(a["id"]) != cid:
+                        continue
+                    del m.cursors[cid]
+                    n += 1
+        return {"killed": n}
+
+    def act_noop_interval(self, a):
+        self.cl.noop_interval = float(a.get("seconds", 10))
+        return {}
+
+    def act_write(self, a):
+        cl = self.cl
+        op = a["op"]
+        with cl.lock:
+            if cl.primary is None:
+                raise SimError(10107, "NotWritablePrimary", "no primary")
+            if op == "noop":
+                e = cl.append_entry({"op": "n", "ns": "", "o": {"msg": a.get("msg", "control note")}})
+                return {"ts": _ts_json(e["ts"])}
+            if op == "txn":
+                lsid = {"id": uuid.UUID(int=cl.rand.getrandbits(128), version=4)}
+                t = ss.Txn(int(a.get("txnNumber", 1)))
+                for sub in a["ops"]:
+                    self._write_one(sub, t)
+                e = ss.commit_txn(cl, lsid, t)
+                return {"ts": _ts_json(e["ts"]) if e else None, "lsid": str(lsid["id"])}
+            return self._write_one(a, None)
+
+    def _write_one(self, a, txn):
+        cl = self.cl
+        op = a["op"]
+        ns = a.get("ns", "")
+        db, _, coll = ns.partition(".")
+        if op == "insert":
+            w = ss.Writer(cl, db, txn)
+            ids = [w.insert_one(coll, d)["_id"] for d in a.get("docs", [a.get("doc")])]
+            return {"inserted": len(ids), "ts": _ts_json(w.last_op_ts) if w.last_op_ts else None}
+        if op == "update":
+            w = ss.Writer(cl, db, txn)
+            m, mod, uid, _, _ = w.update(coll, a.get("q", {}), a["u"], bool(a.get("upsert")), bool(a.get("multi")))
+            return {"matched": m, "modified": mod, "ts": _ts_json(w.last_op_ts) if w.last_op_ts else None}
+        if op == "delete":
+            w = ss.Writer(cl, db, txn)
+            n = len(w.delete(coll, a.get("q", {}), int(a.get("limit", 0))))
+            return {"deleted": n, "ts": _ts_json(w.last_op_ts) if w.last_op_ts else None}
+        primary = cl.primary
+        body = {"$db": db}
+        if op == "drop":
+            body = {"drop": coll, "$db": db}
+        elif op == "dropDatabase":
+            body = {"dropDatabase": 1, "$db": a.get("db", db)}
+        elif op == "rename":
+            body = {"renameCollection": a["from"], "to": a["to"], "dropTarget": bool(a.get("dropTarget")), "$db": "admin"}
+        elif op == "create":
+            body = {"create": coll, "$db": db}
+            body.update(a.get("options", {}))
+        elif op == "collMod":
+            body = {"collMod": coll, "$db": db}
+            body.update(a.get("options", {}))
+        else:
+            raise SimError(2, "BadValue", "unknown write op %s" % op)
+        name = next(iter(body))
+        getattr(self.dispatcher, "cmd_" + name)(primary, body, None)
+        return {"ts": _ts_json(cl.cluster_time())}
+
+    def _start_control(self):
+        sim = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _do(self, body):
+                action = self.path.strip("/").split("?")[0] or "status"
+                fn = getattr(sim, "act_" + action, None)
+                if fn is None:
+                    self._send(404, {"error": "unknown action %s" % action})
+                    return
+                try:
+                    self._send(200, fn(body))
+                except SimError as e:
+                    self._send(400, {"error": e.errmsg, "code": e.code})
+                except Exception as e:
+                    traceback.print_exc(file=sys.stderr)
+                    self._send(500, {"error": repr(e)})
+
+            def _send(self, code, obj):
+                data = json_util.dumps(obj, json_options=JSON_OPTS).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self._do({})
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(n) if n else b"{}"
+                body = json_util.loads(raw.decode() or "{}", json_options=JSON_OPTS)
+                self._do(body)
+
+        class Srv(ThreadingMixIn, HTTPServer):
+            daemon_threads = True
+
+        self.httpd = Srv(("127.0.0.1", self.control_port), Handler)
+        self.control_port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True, name="control").start()
+
+
+def ObjectIdFactory():
+    from bson.objectid import ObjectId
+    return ObjectId()
+
+
+def _ts_json(ts):
+    return {"t": ts.time, "i": ts.inc}
