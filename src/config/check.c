@@ -28,6 +28,8 @@ static void problem(struct checker *c, const char *key, const char *fmt, ...) MC
 static void problem(struct checker *c, const char *key, const char *fmt, ...)
 {
     const struct cfg_entry *at = cfg_entry_find(c->e, key, false);
+    if (at && at->bad)
+        return; /* its own problem is already reported */
     int line = at ? at->line : c->e->map_line, col = at ? at->col : c->e->map_col;
     char msg[1024];
     va_list ap;

@@ -67,7 +67,7 @@ static void add_unsupported(struct mcdc_config *cfg, const char *name)
 
 /* Applies one table entry, rejecting an old Debezium name used together with
  * the current one (they share a field). */
-static void apply_entry(struct mcdc_config *cfg, const struct cfg_entry *e,
+static void apply_entry(struct mcdc_config *cfg, struct cfg_entry *e,
                         const struct cfg_entries *all, yaml_document_t *doc, struct cfg_diag *d)
 {
     const struct opt *o = e->opt;
@@ -81,7 +81,8 @@ static void apply_entry(struct mcdc_config *cfg, const struct cfg_entry *e,
         }
     }
     bool nondefault = false;
-    if (cfg_set_value(cfg, e, doc, d, &nondefault) && nondefault && (o->flags & OPT_F_UNSUPPORTED))
+    e->bad = !cfg_set_value(cfg, e, doc, d, &nondefault);
+    if (!e->bad && nondefault && (o->flags & OPT_F_UNSUPPORTED))
         add_unsupported(cfg, o->key);
 }
 
@@ -117,16 +118,18 @@ static void check_required(const struct cfg_entries *e, struct cfg_diag *d)
     }
 }
 
-static void load_entries(struct mcdc_config *cfg, const struct cfg_entries *e,
+static void load_entries(struct mcdc_config *cfg, struct cfg_entries *e,
                          yaml_document_t *doc, struct cfg_diag *d)
 {
-    const struct cfg_entry *dialect = cfg_entry_find(e, "debezium.compatibility", false);
+    struct cfg_entry *dialect = (struct cfg_entry *)cfg_entry_find(e, "debezium.compatibility", false);
     if (dialect)
         apply_entry(cfg, dialect, e, doc, d);
+    enum mcdc_dialect dialect_set = cfg->dialect;
     for (size_t i = 0; i < mcdc_option_count; i++)
-        cfg_set_default(cfg, &mcdc_options[i], cfg->dialect);
+        cfg_set_default(cfg, &mcdc_options[i], dialect_set);
+    cfg->dialect = dialect_set; /* its own default must not undo it */
     for (size_t i = 0; i < e->count; i++) {
-        const struct cfg_entry *it = &e->items[i];
+        struct cfg_entry *it = &e->items[i];
         if (it->kafka)
             apply_kafka(cfg, it, d);
         else if (it->opt && it != dialect)

@@ -73,6 +73,7 @@ struct cfg_entry {
     int vline, vcol;       /* of the value, 1-based */
     const struct opt *opt; /* table row, NULL for kafka: and dynamic entries */
     bool kafka;            /* an entry of the kafka: map (key without "kafka.") */
+    bool bad;              /* its value was rejected: rules involving it stay quiet */
 };
 
 struct cfg_entries {
@@ -102,7 +103,8 @@ void cfg_report(struct cfg_diag *d, int line, int col, const char *key, const ch
     MCDC_PRINTF(5, 6);
 
 /* yaml_walk.c: loads path into doc and flattens it into entries. Returns false
- * only when the file cannot be read or is not YAML at all (reported). */
+ * (reported) when the file cannot be read, is not YAML, or is not a map:
+ * then there is nothing further to check. */
 bool cfg_walk_file(const char *path, yaml_document_t *doc, struct cfg_entries *out,
                    struct cfg_diag *d);
 void cfg_entries_free(struct cfg_entries *e);

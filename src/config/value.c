@@ -288,7 +288,8 @@ bool cfg_set_value(struct mcdc_config *cfg, const struct cfg_entry *e, yaml_docu
             return false;
         }
         if (!parse_text(o, text, &v, msg, sizeof msg)) {
-            if (o->flags & OPT_F_SECRET)
+            /* Only string failures ("empty value") never quote the text. */
+            if ((o->flags & OPT_F_SECRET) && o->type != OPT_STRING && o->type != OPT_URI)
                 snprintf(msg, sizeof msg, "invalid value");
             cfg_report(d, e->vline, e->vcol, e->key, "%s (expected %s)", msg, exp);
             value_free(&v);

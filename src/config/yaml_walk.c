@@ -208,13 +208,16 @@ bool cfg_walk_file(const char *path, yaml_document_t *doc, struct cfg_entries *o
     yaml_node_t *root = yaml_document_get_root_node(doc);
     if (!root) {
         cfg_report(d, 1, 1, "(top level)", "empty file (expected a map of options)");
-        return true;
+        yaml_document_delete(doc);
+        return false;
     }
     out->map_line = (int)root->start_mark.line + 1;
     out->map_col = (int)root->start_mark.column + 1;
     if (root->type != YAML_MAPPING_NODE) {
-        cfg_report(d, out->map_line, out->map_col, "(top level)", "not a map (expected a map of options)");
-        return true;
+        cfg_report(d, out->map_line, out->map_col, "(top level)",
+                   "not a map (expected a map of options)");
+        yaml_document_delete(doc);
+        return false;
     }
     walk_map(doc, root, "", out, d);
     return true;

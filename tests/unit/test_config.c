@@ -1,0 +1,407 @@
+/*
+ * Unit tests of the configuration loader (src/config): defaults per dialect,
+ * each type and range check, both list forms, unknown-key suggestions,
+ * duplicate keys, the kafka: pass-through, secrets, folding of Debezium's
+ * connection properties into the URI, and --config-help / Markdown covering
+ * every option of the table. Each case writes a YAML text to a temporary file
+ * and loads it, capturing the problems printed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config/config.h"
+#include "config/internal.h"
+
+#define BASE "topic.prefix: t\nmongodb.connection.string: mongodb://h1/?replicaSet=rs0\n" \
+             "sink.type: stdout\noffsets.file.path: /tmp/o.json\n"
+
+struct loaded {
+    struct mcdc_config *cfg;
+    char *diag; /* everything printed, "" when nothing */
+    char path[64];
+};
+
+static struct loaded load(const char *yaml)
+{
+    struct loaded l = {0};
+    snprintf(l.path, sizeof l.path, "/tmp/mcdc-test-config-XXXXXX");
+    int fd = mkstemp(l.path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, yaml, strlen(yaml)), (ssize_t)strlen(yaml));
+    close(fd);
+    size_t len = 0;
+    FILE *diag = open_memstream(&l.diag, &len);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    l.cfg = config_load(l.path, diag, &err);
+    fclose(diag);
+    if (!l.cfg) {
+        assert_int_equal(err.domain, MCDC_ERR_CONFIG);
+        assert_true(err.code > 0);
+    }
+    return l;
+}
+
+static void unload(struct loaded *l)
+{
+    config_free(l->cfg);
+    free(l->diag);
+    unlink(l->path);
+}
+
+/* Asserts that loading failed and that the problems printed contain want;
+ * a leading "F:" stands for "<file name>:". */
+static void assert_problem(const char *yaml, const char *want)
+{
+    struct loaded l = load(yaml);
+    assert_null(l.cfg);
+    char expect[1024];
+    if (strncmp(want, "F:", 2) == 0)
+        snprintf(expect, sizeof expect, "%s%s", l.path, want + 1);
+    else
+        snprintf(expect, sizeof expect, "%s", want);
+    if (!strstr(l.diag, expect))
+        fail_msg("expected\n  %s\nin\n%s", expect, l.diag);
+    unload(&l);
+}
+
+static void test_defaults_1_9(void **state)
+{
+    (void)state;
+    struct loaded l = load(BASE);
+    assert_non_null(l.cfg);
+    assert_string_equal(l.diag, "");
+    const struct mcdc_config *c = l.cfg;
+    assert_string_equal(c->topic_prefix, "t");
+    assert_int_equal(c->dialect, MCDC_DIALECT_1_9);
+    assert_int_equal(c->connection_mode, MCDC_CONNECTION_REPLICA_SET);
+    assert_int_equal(c->connect_timeout_ms, 10000);
+    assert_int_equal(c->server_selection_timeout_ms, 30000);
+    assert_int_equal(c->socket_timeout_ms, 0);
+    assert_int_equal(c->heartbeat_frequency_ms, 10000);
+    assert_int_equal(c->poll_interval_ms_topology, 30000);
+    assert_int_equal(c->backoff_initial_ms, 1000);
+    assert_int_equal(c->backoff_max_ms, 120000);
+    assert_int_equal(c->connect_max_attempts, 16);
+    assert_int_equal(c->capture_mode, MCDC_CAPTURE_CHANGE_STREAMS_UPDATE_FULL);
+    assert_int_equal(c->full_update_type, MCDC_FULL_UPDATE_LOOKUP);
+    assert_int_equal(c->capture_start_op_time, -1);
+    assert_int_equal(c->cursor_max_await_time_ms, 0);
+    assert_null(c->cursor_pipeline);
+    assert_int_equal(c->skipped_operations.count, 0);
+    assert_true(c->tombstones_on_delete);
+    assert_false(c->provide_transaction_metadata);
+    assert_int_equal(c->filters_match_mode, MCDC_FILTER_MATCH_REGEX);
+    assert_int_equal(c->snapshot_mode, MCDC_SNAPSHOT_INITIAL);
+    assert_int_equal(c->snapshot_max_threads, 1);
+    assert_int_equal(c->incremental_snapshot_chunk_size, 1024);
+    assert_string_equal(c->topic_delimiter, ".");
+    assert_string_equal(c->topic_transaction, "transaction");
+    assert_string_equal(c->topic_heartbeat_prefix, "__debezium-heartbeat");
+    assert_int_equal(c->schema_name_adjust, MCDC_SCHEMA_ADJUST_AVRO);
+    assert_string_equal(c->debezium_version, "1.9.8.Final");
+    assert_int_equal(c->max_batch_size, 2048);
+    assert_int_equal(c->poll_interval_ms, 500);
+    assert_int_equal(c->sink_type, MCDC_SINK_STDOUT);
+    assert_int_equal(c->sink_queue_bytes, 16 * 1024 * 1024);
+    assert_int_equal(c->offset_storage, MCDC_OFFSETS_FILE);
+    assert_int_equal(c->offsets_flush_interval_ms, 60000);
+    assert_int_equal(c->offsets_flush_timeout_ms, 5000);
+    assert_int_equal(c->log_level, 2 /* info */);
+    assert_int_equal(c->log_format, 0 /* text */);
+    assert_null(c->log_file);
+    assert_int_equal(c->unsupported_count, 0);
+    unload(&l);
+}
+
+static void test_defaults_3_x(void **state)
+{
+    (void)state;
+    struct loaded l = load(BASE "debezium.compatibility: 3.x\n");
+    assert_non_null(l.cfg);
+    assert_int_equal(l.cfg->dialect, MCDC_DIALECT_3_X);
+    assert_int_equal(l.cfg->schema_name_adjust, MCDC_SCHEMA_ADJUST_NONE);
+    assert_string_equal(l.cfg->debezium_version, "3.6.1.Final");
+    assert_int_equal(l.cfg->skipped_operations.count, 1);
+    assert_string_equal(l.cfg->skipped_operations.items[0], "t");
+    unload(&l);
+}
+
+static void test_values_set(void **state)
+{
+    (void)state;
+    struct loaded l = load(BASE "mongodb.connect.timeout.ms: 2500\ncapture.mode: OPLOG\n"
+                                "tombstones.on.delete: false\ncapture.start.op.time: 0\n"
+                                "log: {level: debug, format: json, file: /tmp/x.log}\n"
+                                "cursor.pipeline: '[{\"$match\": {\"x\": 1}}]'\n");
+    assert_non_null(l.cfg);
+    assert_int_equal(l.cfg->connect_timeout_ms, 2500);
+    assert_int_equal(l.cfg->capture_mode, MCDC_CAPTURE_OPLOG); /* enum names ignore case */
+    assert_false(l.cfg->tombstones_on_delete);
+    assert_int_equal(l.cfg->capture_start_op_time, 0);
+    assert_int_equal(l.cfg->log_level, 3);
+    assert_int_equal(l.cfg->log_format, 1);
+    assert_string_equal(l.cfg->log_file, "/tmp/x.log");
+    assert_string_equal(l.cfg->cursor_pipeline, "[{\"$match\": {\"x\": 1}}]");
+    unload(&l);
+}
+
+static void test_type_checks(void **state)
+{
+    (void)state;
+    assert_problem(BASE "snapshot.max.threads: lots\n",
+                   "F:5:23: snapshot.max.threads: not an integer: \"lots\" (expected an integer "
+                   "between 1 and 1024)");
+    assert_problem(BASE "snapshot.max.threads: 1025\n",
+                   "F:5:23: snapshot.max.threads: out of range: 1025");
+    assert_problem(BASE "capture.start.op.time: -2\n",
+                   "capture.start.op.time: out of range: -2 (expected an integer >= -1)");
+    assert_problem(BASE "mongodb.socket.timeout.ms: 1.5\n", "not an integer: \"1.5\"");
+    assert_problem(BASE "tombstones.on.delete: yes\n",
+                   "F:5:23: tombstones.on.delete: not a boolean: \"yes\" (expected true or false)");
+    assert_problem(BASE "snapshot.mode: sometimes\n",
+                   "F:5:16: snapshot.mode: invalid value \"sometimes\" (expected one of: initial, "
+                   "when_needed, initial_only, never, no_data, always)");
+    assert_problem(BASE "debezium.compatibility: 2.0\n", "invalid value \"2.0\" (expected one of: 1.9, 3.x)");
+    assert_problem(BASE "topic.delimiter:\n", "F:5:17: topic.delimiter: no value (expected a string)");
+    assert_problem(BASE "topic.delimiter: ''\n", "topic.delimiter: empty value (expected a string)");
+    assert_problem(BASE "topic.transaction: [a]\n", "topic.transaction: unexpected list (expected a string)");
+    assert_problem(BASE "tombstones.on.delete: {a: 1}\n", "unexpected map (expected true or false)");
+    assert_problem(BASE "collection.include.list: [a.b, {x: 1}]\n",
+                   "F:5:32: collection.include.list: list entry is not a string");
+    assert_problem(BASE "cursor.pipeline: '{\"a\": 1}'\n",
+                   "cursor.pipeline: not a JSON array (expected a JSON array of stages)");
+    assert_problem(BASE "kafka: [a]\n", "F:5:8: kafka: not a map");
+}
+
+static void test_lists_both_forms(void **state)
+{
+    (void)state;
+    struct loaded l = load(BASE "collection.include.list: [ ' a.b ', c.d ]\n"
+                                "database.exclude.list: \" x , y\\\\,z ,, w,\"\n");
+    assert_non_null(l.cfg);
+    assert_int_equal(l.cfg->collection_include.count, 2);
+    assert_string_equal(l.cfg->collection_include.items[0], "a.b");
+    assert_string_equal(l.cfg->collection_include.items[1], "c.d");
+    assert_int_equal(l.cfg->database_exclude.count, 3);
+    assert_string_equal(l.cfg->database_exclude.items[0], "x");
+    assert_string_equal(l.cfg->database_exclude.items[1], "y,z"); /* Debezium's \, escape */
+    assert_string_equal(l.cfg->database_exclude.items[2], "w");
+    unload(&l);
+}
+
+static void test_unknown_key(void **state)
+{
+    (void)state;
+    assert_problem(BASE "colection.include.list: a\n",
+                   "F:5:1: colection.include.list: unknown key (did you mean "
+                   "collection.include.list?)");
+    assert_problem(BASE "sink: {tpye: file}\n",
+                   "F:5:8: sink.tpye: unknown key (did you mean sink.type?)");
+    assert_problem(BASE "completely.different: 1\n",
+                   "F:5:1: completely.different: unknown key (see mongocdc --config-help)");
+}
+
+static void test_duplicate_key(void **state)
+{
+    (void)state;
+    assert_problem(BASE "topic.prefix: again\n",
+                   "F:5:1: topic.prefix: duplicate key (first set at line 1)");
+    /* A nested map and a dotted key are the same key. */
+    assert_problem(BASE "log.level: info\nlog:\n  level: debug\n",
+                   "F:7:3: log.level: duplicate key (first set at line 5)");
+    assert_problem(BASE "mongodb.name: old\n",
+                   "F:5:1: mongodb.name: same option as topic.prefix (line 1) (expected only one "
+                   "of them)");
+}
+
+static void test_missing_required(void **state)
+{
+    (void)state;
+    assert_problem("sink.type: stdout\noffsets.file.path: x\n",
+                   "F:1:1: topic.prefix: missing required key");
+    assert_problem("sink.type: stdout\noffsets.file.path: x\n",
+                   "F:1:1: mongodb.connection.string: missing required key");
+    struct loaded l = load("mongodb.name: old\nmongodb.hosts: rs0/a:1,b:2\n"
+                           "sink.type: stdout\noffsets.file.path: x\n");
+    assert_non_null(l.cfg); /* Debezium 1.x names */
+    assert_string_equal(l.cfg->topic_prefix, "old");
+    assert_string_equal(l.cfg->connection_string, "mongodb://a:1,b:2/?replicaSet=rs0");
+    unload(&l);
+}
+
+static void test_cross_field(void **state)
+{
+    (void)state;
+    assert_problem(BASE "collection.include.list: a\ncollection.exclude.list: b\n",
+                   "F:6:1: collection.exclude.list: cannot be used with collection.include.list");
+    assert_problem("topic.prefix: t\nmongodb.connection.string: mongodb://h\nsink.type: file\n"
+                   "offsets.file.path: x\n",
+                   "F:3:1: sink.type: file sink needs sink.path");
+    assert_problem("topic.prefix: t\nmongodb.connection.string: mongodb://h\n"
+                   "offsets.file.path: x\n",
+                   "F:1:1: sink.type: kafka sink needs brokers");
+    assert_problem(BASE "offsets.storage: kafka\n",
+                   "F:5:1: offsets.storage: kafka offset storage needs the kafka sink");
+    assert_problem(BASE "debezium.compatibility: 3.x\ncapture.mode: oplog\n",
+                   "F:6:1: capture.mode: oplog capture exists only in the 1.9 dialect");
+    assert_problem(BASE "skipped.operations: c,x\n",
+                   "skipped.operations: invalid operation \"x\" (expected c, u, d, t or none)");
+    assert_problem(BASE "snapshot.collection.filter.overrides: a.b\n",
+                   "no query for \"a.b\" (expected snapshot.collection.filter.overrides.a.b to be set)");
+    assert_problem(BASE "snapshot.collection.filter.overrides.a.b: '{}'\n",
+                   "F:5:1: snapshot.collection.filter.overrides.a.b: collection not listed");
+    struct loaded l = load(BASE "snapshot.collection.filter.overrides: a.b\n"
+                                "snapshot.collection.filter.overrides.a.b: '{\"x\": 1}'\n");
+    assert_non_null(l.cfg);
+    assert_int_equal(l.cfg->snapshot_filter_override_count, 1);
+    assert_string_equal(l.cfg->snapshot_filter_overrides[0].ns, "a.b");
+    assert_string_equal(l.cfg->snapshot_filter_overrides[0].query, "{\"x\": 1}");
+    unload(&l);
+}
+
+static void test_kafka_passthrough(void **state)
+{
+    (void)state;
+    struct loaded l = load("topic.prefix: t\nmongodb.connection.string: mongodb://h\n"
+                           "offsets.file.path: x\nkafka:\n  bootstrap.servers: k:9092\n"
+                           "  linger.ms: 5\n");
+    assert_non_null(l.cfg);
+    assert_int_equal(l.cfg->kafka.count, 2);
+    assert_string_equal(l.cfg->kafka.items[0].key, "bootstrap.servers");
+    assert_string_equal(l.cfg->kafka.items[0].value, "k:9092");
+    assert_int_equal(l.cfg->kafka.items[1].line, 6);
+    assert_int_equal(l.cfg->kafka.items[1].col, 3);
+    assert_string_equal(l.cfg->kafka.items[1].value, "5");
+    unload(&l);
+    assert_problem(BASE "kafka:\n  linger.ms: soon\n",
+                   "F:6:3: kafka.linger.ms: Invalid value for configuration property "
+                   "\"queue.buffering.max.ms\" (expected a librdkafka property)");
+    assert_problem(BASE "kafka:\n  no.such.thing: 1\n",
+                   "F:6:3: kafka.no.such.thing: No such configuration property: "
+                   "\"no.such.thing\"");
+    assert_problem(BASE "kafka:\n  acks: all\n  acks: 1\n",
+                   "F:7:3: kafka.acks: duplicate key (first set at line 6)");
+}
+
+static void test_secrets(void **state)
+{
+    (void)state;
+    char out[256];
+    config_redact_uri("mongodb://u:pa55@h1,h2/?replicaSet=rs0", out, sizeof out);
+    assert_string_equal(out, "mongodb://u:****@h1,h2/?replicaSet=rs0");
+    config_redact_uri("mongodb+srv://u:p@ss@h/db?tlsCertificateKeyFilePassword=k3y&w=1", out,
+                      sizeof out);
+    assert_string_equal(out, "mongodb+srv://u:****@h/db?tlsCertificateKeyFilePassword=****&w=1");
+    config_redact_uri("mongodb://h/", out, sizeof out);
+    assert_string_equal(out, "mongodb://h/");
+    config_redact_uri("mongodb://u:pa55@h/", out, 12);
+    assert_string_equal(out, "mongodb://u");
+
+    /* Passwords never appear in problems. */
+    struct loaded l = load("topic.prefix: t\nmongodb.connection.string: "
+                           "\"mongodb://u:Sesame42@/?x=1\"\nmongodb.password: ''\n"
+                           "kafka: {sasl.password: Sesame42, ssl.key.password: '',"
+                           " sasl.mechanism: Sesame42}\n");
+    assert_null(l.cfg);
+    assert_non_null(strstr(l.diag, "invalid connection string"));
+    assert_non_null(strstr(l.diag, "mongodb.password: empty value"));
+    assert_null(strstr(l.diag, "Sesame42\"")); /* only the non-secret sasl.mechanism may echo */
+    unload(&l);
+
+    /* mongodb.user/password/authsource and TLS fold into the URI; the URI wins. */
+    l = load(BASE "mongodb.user: 'a b'\nmongodb.password: 'p@ss'\nmongodb.ssl.enabled: true\n");
+    assert_non_null(l.cfg);
+    assert_string_equal(l.cfg->connection_string,
+                        "mongodb://a%20b:p%40ss@h1/?replicaSet=rs0&authSource=admin&tls=true");
+    config_redact_uri(l.cfg->connection_string, out, sizeof out);
+    assert_null(strstr(out, "p%40ss"));
+    unload(&l);
+    l = load("topic.prefix: t\nmongodb.connection.string: mongodb://x:y@h/?authSource=db\n"
+             "sink.type: stdout\noffsets.file.path: x\nmongodb.user: other\n");
+    assert_non_null(l.cfg);
+    assert_string_equal(l.cfg->connection_string, "mongodb://x:y@h/?authSource=db");
+    unload(&l);
+}
+
+static void test_unsupported_set(void **state)
+{
+    (void)state;
+    struct loaded l = load(BASE "max.queue.size: 8192\nerrors.max.retries: 3\n"
+                                "capture.scope: database\n");
+    assert_non_null(l.cfg);
+    const char *names[8];
+    /* max.queue.size is set to its default: nothing to warn about. */
+    assert_int_equal(config_unsupported_set(l.cfg, names, 8), 2);
+    assert_string_equal(names[0], "errors.max.retries");
+    assert_string_equal(names[1], "capture.scope");
+    assert_int_equal(config_unsupported_set(l.cfg, names, 1), 2);
+    unload(&l);
+}
+
+static void test_syntax_error(void **state)
+{
+    (void)state;
+    assert_problem("topic.prefix: [unclosed\n", "F:2:1: yaml: did not find expected ',' or ']'");
+    assert_problem("- a\n- b\n", "F:1:1: (top level): not a map (expected a map of options)");
+}
+
+static char *capture(void (*print)(FILE *))
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    print(f);
+    fclose(f);
+    return buf;
+}
+
+static void test_help_lists_every_option(void **state)
+{
+    (void)state;
+    char *help = capture(config_print_help), *md = capture(config_print_markdown);
+    assert_true(mcdc_option_count > 80);
+    for (size_t i = 0; i < mcdc_option_count; i++) {
+        char line[256];
+        snprintf(line, sizeof line, "\n  %s\n      type: ", mcdc_options[i].key);
+        if (!strstr(help, line))
+            fail_msg("--config-help lacks %s", mcdc_options[i].key);
+        snprintf(line, sizeof line, "\n| `%s` | ", mcdc_options[i].key);
+        if (!strstr(md, line))
+            fail_msg("markdown lacks %s", mcdc_options[i].key);
+    }
+    assert_non_null(strstr(help, "  schema.name.adjustment.mode\n      type: enum: none | avro | "
+                                 "avro_unicode; default: avro (1.9) / none (3.x)\n"));
+    assert_non_null(strstr(help, "  mongodb.connect.timeout.ms\n      type: integer "
+                                 "0..2147483647; default: 10000\n"));
+    free(help);
+    free(md);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_1_9),
+        cmocka_unit_test(test_defaults_3_x),
+        cmocka_unit_test(test_values_set),
+        cmocka_unit_test(test_type_checks),
+        cmocka_unit_test(test_lists_both_forms),
+        cmocka_unit_test(test_unknown_key),
+        cmocka_unit_test(test_duplicate_key),
+        cmocka_unit_test(test_missing_required),
+        cmocka_unit_test(test_cross_field),
+        cmocka_unit_test(test_kafka_passthrough),
+        cmocka_unit_test(test_secrets),
+        cmocka_unit_test(test_unsupported_set),
+        cmocka_unit_test(test_syntax_error),
+        cmocka_unit_test(test_help_lists_every_option),
+    };
+    return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}
