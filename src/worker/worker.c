@@ -52,39 +52,46 @@ enum phase worker_service(struct worker *w, bool force_commit)
 {
     const struct mcdc_position *pos;
     struct mcdc_error err = MCDC_ERROR_INIT;
+    bool failed;
 
     sink_poll(w->sink, 0);
+    failed = w->delivery_failed || sink_fatal(w->sink, &err);
+    if (force_commit || failed ||
+        worker_now_ms() - w->last_commit_ms >= w->cfg->offsets_flush_interval_ms) {
+        w->last_commit_ms = worker_now_ms();
+        /*
+         * At-least-once: the tracker hands out only a position whose records
+         * and every earlier record Kafka has acknowledged, in order. A crash
+         * at any instant therefore resumes at or before the first
+         * unacknowledged change: some records may be produced twice, none is
+         * ever lost. A record that failed is never acknowledged, so the
+         * position committed here stays before it.
+         */
+        pos = inflight_committable(w->inf);
+        if (pos != NULL) {
+            struct mcdc_error serr = MCDC_ERROR_INIT;
+            if (!offset_store_save(w->store, w->rs, pos, &serr)) {
+                w->err = serr;
+                mcdc_error_prefix(&w->err, "cannot store the offsets of %s", w->rs);
+                return PHASE_FATAL;
+            }
+            if (MCDC_LOG_ENABLED(MCDC_LOG_DEBUG)) {
+                char d[128];
+                resume_describe_position(pos, d, sizeof d);
+                LOG_DEBUG("offsets committed at %s%s", d,
+                          pos->initsync ? " (snapshot running)" : "");
+            }
+        }
+    }
     if (w->delivery_failed) {
         w->err = w->delivery_err;
         mcdc_error_prefix(&w->err, "a record could not be delivered; stopping so that no change "
                                    "is skipped");
         return PHASE_FATAL;
     }
-    if (sink_fatal(w->sink, &err)) {
+    if (failed) {
         w->err = err;
         return PHASE_FATAL;
-    }
-    if (!force_commit && worker_now_ms() - w->last_commit_ms < w->cfg->offsets_flush_interval_ms)
-        return PHASE_OK;
-    w->last_commit_ms = worker_now_ms();
-    /*
-     * At-least-once: the tracker hands out only a position whose records and
-     * every earlier record Kafka has acknowledged, in order. A crash at any
-     * instant therefore resumes at or before the first unacknowledged change:
-     * some records may be produced twice, none is ever lost.
-     */
-    pos = inflight_committable(w->inf);
-    if (pos == NULL)
-        return PHASE_OK;
-    if (!offset_store_save(w->store, w->rs, pos, &err)) {
-        w->err = err;
-        mcdc_error_prefix(&w->err, "cannot store the offsets of %s", w->rs);
-        return PHASE_FATAL;
-    }
-    if (MCDC_LOG_ENABLED(MCDC_LOG_DEBUG)) {
-        char d[128];
-        resume_describe_position(pos, d, sizeof d);
-        LOG_DEBUG("offsets committed at %s%s", d, pos->initsync ? " (snapshot running)" : "");
     }
     return PHASE_OK;
 }
@@ -112,7 +119,9 @@ enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
 
         snprintf(key, sizeof key, "%.*s", (int)(r->key_len < 100 ? r->key_len : 100),
                  r->key ? r->key : "");
-        cookie = inflight_add(w->inf, pos);
+        /* Only an event's last record carries its position: the event is
+         * committed once all of its records are acknowledged. */
+        cookie = inflight_add(w->inf, i + 1 == recs.count ? pos : NULL);
         if (!sink_produce(w->sink, r, cookie, &w->stop, &err)) {
             if (w->stop) {
                 ph = PHASE_STOPPED;
@@ -323,7 +332,11 @@ static bool pause_ms(struct worker *w, int64_t ms)
     int64_t end = worker_now_ms() + ms;
     while (!w->stop && worker_now_ms() < end) {
         int64_t left = end - worker_now_ms();
-        sink_poll(w->sink, (int)(left < SLEEP_STEP_MS ? left : SLEEP_STEP_MS));
+        int64_t step = left < SLEEP_STEP_MS ? left : SLEEP_STEP_MS;
+        struct timespec ts = {0, (long)step * 1000000L};
+        if (w->sink != NULL)
+            sink_poll(w->sink, 0);
+        nanosleep(&ts, NULL);
     }
     return !w->stop;
 }
@@ -348,11 +361,6 @@ static enum phase backoff(struct worker *w)
      * resume point is a delivered one. */
     if (w->sink != NULL && !sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err))
         LOG_WARN("%zu records still unacknowledged: %s", sink_in_flight(w->sink), err.msg);
-    if (w->sink == NULL) {
-        struct timespec ts = {(time_t)(delay / 1000), (long)(delay % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-        return w->stop ? PHASE_STOPPED : PHASE_OK;
-    }
     return pause_ms(w, delay) ? PHASE_OK : PHASE_STOPPED;
 }
 
@@ -448,7 +456,10 @@ static void finish(struct worker *w, enum phase ph)
                      "the stored position stays before them",
                      sink_in_flight(w->sink), (long long)w->cfg->offsets_flush_timeout_ms,
                      err.msg);
-        if (worker_service(w, true) == PHASE_FATAL && ph != PHASE_FATAL) {
+        struct mcdc_error keep = w->err;
+        if (worker_service(w, true) == PHASE_FATAL) {
+            if (ph == PHASE_FATAL)
+                w->err = keep; /* report the first failure */
             ph = PHASE_FATAL;
         }
     }

@@ -71,6 +71,10 @@ enum phase worker_snapshot(struct worker *w)
 
     while (ph == PHASE_OK && !done) {
         struct snapshot_doc *doc = NULL;
+        if (w->stop) {
+            ph = PHASE_STOPPED;
+            break;
+        }
         switch (snapshot_next(snap, TAKE_TIMEOUT_MS, &doc, &fail, &err)) {
         case SNAPSHOT_DOC:
             if (held != NULL)

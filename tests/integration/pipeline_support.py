@@ -1,0 +1,305 @@
+"""Helpers for the capture pipeline's integration tests: the simulator as a
+process, mongocdc configs, reading JSON-lines sink files and Kafka topics
+byte-exactly, Debezium keys, and the replay checker of the crash test.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from bson import json_util, ObjectId
+from bson.int64 import Int64
+
+SOURCE_DIR = Path(os.environ.get("MCDC_SOURCE_DIR") or Path(__file__).resolve().parents[2])
+MONGOSIM = SOURCE_DIR / "tests" / "mongosim" / "mongosim.py"
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+def dataset_loads(shared_dir, only=None):
+    """--load arguments for every dataset file (or those whose db.coll is in only)."""
+    out = []
+    for f in sorted(Path(shared_dir, "datasets").glob("*/*.json")):
+        ns = "%s.%s" % (f.parent.name, f.stem)
+        if only is None or ns in only:
+            out.append((str(f), ns))
+    return out
+
+
+def dataset_docs(path):
+    """The documents of a dataset file, parsed as MongoDB Extended JSON."""
+    docs = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if line:
+                docs.append(json_util.loads(line))
+    return docs
+
+
+class Sim:
+    """The MongoDB simulator run as a process (tests/mongosim/mongosim.py):
+    its first JSON line gives the connection string and the control URL."""
+
+    def __init__(self, workdir, loads=(), members=3, extra=(), timeout_s=120):
+        if not MONGOSIM.is_file():
+            import pytest
+            pytest.skip("MongoDB simulator not in this tree")
+        argv = [PY, str(MONGOSIM), "--topology", "replset", "--members", str(members),
+                "--base-port", "0"]
+        for path, ns in loads:
+            argv += ["--load", "%s:%s" % (path, ns)]
+        argv += list(extra)
+        self.out_path = Path(workdir) / "sim.out"
+        self.err_path = Path(workdir) / "sim.err"
+        self._out = open(self.out_path, "wb")
+        self._err = open(self.err_path, "wb")
+        self.proc = subprocess.Popen(argv, stdout=self._out, stderr=self._err,
+                                     stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout_s
+        self.info = None
+        while self.info is None:
+            if self.proc.poll() is not None:
+                raise RuntimeError("simulator exited: %s" % self.err_path.read_text()[-2000:])
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError("simulator not ready in %ss" % timeout_s)
+            for line in self.out_path.read_text(errors="replace").splitlines():
+                line = line.strip()
+                if line.startswith("{"):
+                    try:
+                        d = json.loads(line)
+                    except ValueError:
+                        continue
+                    if d.get("ready"):
+                        self.info = d
+            time.sleep(0.1)
+        self.uri = self.info["uri"]
+        self.control_url = self.info.get("control")
+
+    def client(self, **kw):
+        from pymongo import MongoClient
+        kw.setdefault("serverSelectionTimeoutMS", 20000)
+        return MongoClient(self.uri, **kw)
+
+    def control(self, op, **args):
+        """POSTs {"op": op, ...args} to the control API; returns its JSON reply."""
+        body = json.dumps(dict(op=op, **args), default=json_util.default).encode()
+        req = urllib.request.Request(self.control_url.rstrip("/") + "/" + op, data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            data = r.read()
+        return json.loads(data) if data else None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._out.close()
+        self._err.close()
+
+
+def write_config(workdir, uri, name="cfg.yaml", sink_path=None, kafka=None, **opts):
+    """Writes a mongocdc YAML config; opts use Debezium's names with '_' for '.'
+    when given as keywords, or pass a dict via opts['raw']."""
+    workdir = Path(workdir)
+    raw = opts.pop("raw", {})
+    conf = {
+        "topic.prefix": "it",
+        "mongodb.connection.string": uri,
+        "cursor.max.await.time.ms": 300,
+        "offsets.storage": "file",
+        "offsets.file.path": str(workdir / "offsets.json"),
+        "offsets.flush.interval.ms": 200,
+        "offsets.flush.timeout.ms": 5000,
+        "connect.backoff.initial.delay.ms": 200,
+        "connect.backoff.max.delay.ms": 2000,
+        "log.level": "info",
+    }
+    if kafka is not None:
+        conf["sink.type"] = "kafka"
+    else:
+        conf["sink.type"] = "file"
+        conf["sink.path"] = str(sink_path or workdir / "events.jsonl")
+    for k, v in opts.items():
+        conf[k.replace("__", ".")] = v
+    conf.update(raw)
+    lines = []
+    for k, v in conf.items():
+        lines.append("%s: %s" % (k, json.dumps(v)))
+    if kafka is not None:
+        lines.append("kafka:")
+        for k, v in kafka.items():
+            lines.append("  %s: %s" % (k, json.dumps(str(v))))
+    p = workdir / name
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+_DEC = json.JSONDecoder()
+
+
+class Rec:
+    """One record: topic, key bytes (verbatim), value bytes (None = tombstone)
+    and the parsed value."""
+    __slots__ = ("topic", "key", "value_raw", "value")
+
+    def __init__(self, topic, key, value_raw):
+        self.topic = topic
+        self.key = key
+        self.value_raw = value_raw
+        self.value = json.loads(value_raw) if value_raw is not None else None
+
+    @property
+    def payload(self):
+        v = self.value
+        if v is None:
+            return None
+        return v.get("payload", v) if "payload" in v and "schema" in v else v
+
+    @property
+    def op(self):
+        p = self.payload
+        return "tombstone" if p is None else p.get("op")
+
+    @property
+    def snapshot(self):
+        p = self.payload
+        return None if p is None else (p.get("source") or {}).get("snapshot")
+
+    def after(self):
+        p = self.payload
+        if p is None or p.get("after") is None:
+            return None
+        return json_util.loads(p["after"])
+
+    def updated_fields(self):
+        p = self.payload
+        ud = (p or {}).get("updateDescription") or {}
+        uf = ud.get("updatedFields")
+        return json.loads(uf) if uf else None
+
+
+def _raw_member(line, name):
+    """The verbatim JSON text of member `name` of the one-line object `line`."""
+    m = re.search(r'"%s"\s*:\s*' % re.escape(name), line)
+    if m is None:
+        raise ValueError("no %s in %r" % (name, line[:200]))
+    _, end = _DEC.raw_decode(line, m.end())
+    return line[m.end():end]
+
+
+def read_jsonl(path):
+    """Records of a JSON-lines sink file, keys and values as written."""
+    out = []
+    p = Path(path)
+    if not p.exists():
+        return out
+    with open(p, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.rstrip("\n")
+            if not line.strip():
+                continue
+            if not line.endswith("}"):
+                break  # a line being written (or cut by SIGKILL)
+            topic = json.loads(_raw_member(line, "topic"))
+            key = _raw_member(line, "key")
+            value = _raw_member(line, "value")
+            out.append(Rec(topic, key, None if value == "null" else value))
+    return out
+
+
+def read_topics(bootstrap, topics, idle_s=3.0, timeout_s=60):
+    """Every record of topics (from the beginning), as Rec, in partition order."""
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "it-%d" % time.time_ns(),
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe(list(topics))
+    out = []
+    last = time.monotonic()
+    deadline = last + timeout_s
+    while time.monotonic() - last < idle_s and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is None or m.error():
+            continue
+        last = time.monotonic()
+        out.append(Rec(m.topic(), (m.key() or b"").decode("utf-8"),
+                       None if m.value() is None else m.value().decode("utf-8")))
+    c.close()
+    return out
+
+
+def java_string(s):
+    """A JSON string literal as the MongoDB Java driver writes it (for keys)."""
+    out = ['"']
+    for ch in s:
+        o = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\b":
+            out.append("\\b")
+        elif ch == "\f":
+            out.append("\\f")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif o < 0x20:
+            out.append("\\u%04x" % o)
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def expected_key(_id):
+    """Debezium's key JSON for an _id of the common types (debezium-format.md
+    §1.1), or None for types this helper does not render."""
+    if isinstance(_id, ObjectId):
+        inner = '{"$oid": "%s"}' % str(_id)
+    elif isinstance(_id, bool):
+        return None
+    elif isinstance(_id, (int, Int64)):
+        inner = str(int(_id))
+    elif isinstance(_id, str):
+        inner = java_string(_id)
+    else:
+        return None
+    return '{"id":%s}' % json.dumps(inner, ensure_ascii=False, separators=(",", ":"))
+
+
+def key_id_text(rec):
+    """The payload.id string of a record's key."""
+    k = json.loads(rec.key)
+    k = k.get("payload", k)
+    return k["id"]
+
+
+def data_records(recs, prefix):
+    """Records on data topics (<prefix>.<db>.<coll>)."""
+    return [r for r in recs if r.topic.startswith(prefix + ".") and r.topic.count(".") >= 2]
+
+
+def log_text(workdir):
+    p = Path(workdir) / "mongocdc.stderr"
+    return p.read_text(errors="replace") if p.exists() else ""
+
+
+def offsets_value(workdir):
+    p = Path(workdir) / "offsets.json"
+    if not p.exists():
+        return None
+    return p.read_text()
