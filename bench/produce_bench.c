@@ -75,6 +75,7 @@ static long peak_rss_kb(void)
 /* A 1.9-style change event value of about `size` bytes, padded in "after". */
 static void make_payloads(struct payload *p, size_t n, size_t size)
 {
+    uint64_t rng = 42;
     for (size_t i = 0; i < n; i++) {
         char oid[25];
         snprintf(oid, sizeof oid, "64b7%020zx", i * 2654435761u);
@@ -96,7 +97,11 @@ static void make_payloads(struct payload *p, size_t n, size_t size)
         p[i].value_len = fixed + pad;
         p[i].value = xmalloc(p[i].value_len + 1);
         memcpy(p[i].value, head, strlen(head));
-        memset(p[i].value + strlen(head), 'x', pad);
+        /* pseudo-random letters: the padding must not compress better than real data */
+        for (size_t j = 0; j < pad; j++) {
+            rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            p[i].value[strlen(head) + j] = "abcdefghijklmnopqrstuvwxyz0123456789 "[(rng >> 33) % 37];
+        }
         memcpy(p[i].value + strlen(head) + pad, tail, strlen(tail) + 1);
         free(head);
         free(tail);

@@ -24,7 +24,9 @@
  * record larger than message.max.bytes is refused at produce, or by the broker
  * in the delivery report (MSG_SIZE_TOO_LARGE): both give an error naming the
  * topic, the start of the key and the size; the delivery callback receives it
- * and the worker decides (stop), never a silent drop. Delivery reports, the
+ * and the worker decides (stop), never a silent drop. A broker refuses the
+ * whole batch, so records sent in the same batch fail with it (librdkafka does
+ * not split batches); each report names its own record. Delivery reports, the
  * error callback and thus the fatal flag are served by rd_kafka_poll() on the
  * task's thread inside sink_poll/produce/flush. librdkafka's log lines go to
  * the project log with component "rdkafka".
