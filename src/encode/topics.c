@@ -1,0 +1,241 @@
+/*
+ * topics: Kafka topic names and Kafka Connect schema names
+ * (debezium-format.md §3.1-§3.3).
+ *
+ * Data topics are <topic.prefix><delim><db><delim><collection>, sanitised as
+ * Debezium's AbstractTopicNamingStrategy does, and cached per namespace for
+ * the encoder's lifetime: records borrow the topic string, so entries are
+ * never evicted (the cache holds one entry per captured collection, which is
+ * what Debezium's topic.cache.size LRU holds in practice too).
+ */
+#include "encode/encode_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/xalloc.h"
+
+#define TOPIC_MAX_CHARS 249 /* Kafka's limit, AbstractTopicNamingStrategy */
+
+/* Decodes one UTF-8 sequence at s (n bytes left); returns its length and the
+ * code point, or length 1 and U+FFFD for an invalid byte. */
+static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    unsigned char c = s[0];
+    size_t len;
+    uint32_t v;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    } else if ((c & 0xE0) == 0xC0) {
+        len = 2;
+        v = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+        len = 3;
+        v = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+        len = 4;
+        v = c & 0x07;
+    } else {
+        *cp = 0xFFFD;
+        return 1;
+    }
+    if (len > n) {
+        *cp = 0xFFFD;
+        return 1;
+    }
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) {
+            *cp = 0xFFFD;
+            return 1;
+        }
+        v = (v << 6) | (s[i] & 0x3F);
+    }
+    *cp = v;
+    return len;
+}
+
+static bool topic_char_ok(uint32_t c)
+{
+    return c == '.' || c == '_' || c == '-' || (c >= 'A' && c <= 'Z') ||
+           (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+void topics_sanitize(struct ejson_buf *out, const char *name, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)name;
+    size_t start = out->len, units = 0, i = 0;
+    while (i < n && units < TOPIC_MAX_CHARS) {
+        uint32_t cp;
+        size_t len = utf8_next(s + i, n - i, &cp);
+        if (topic_char_ok(cp)) {
+            ejson_buf_append(out, (const char *)s + i, 1);
+            units++;
+        } else {
+            /* Java replaces per UTF-16 unit: a non-BMP char becomes "__". */
+            size_t k = cp > 0xFFFF ? 2 : 1;
+            if (units + k > TOPIC_MAX_CHARS)
+                k = TOPIC_MAX_CHARS - units;
+            ejson_buf_append(out, "__", k);
+            units += k;
+        }
+        i += len;
+    }
+    size_t got = out->len - start;
+    if (got == 1 && out->data[start] == '.')
+        out->data[start] = '_';
+    else if (got == 2 && out->data[start] == '.' && out->data[start + 1] == '.')
+        out->data[start] = out->data[start + 1] = '_';
+}
+
+static bool avro_first_ok(uint32_t c)
+{
+    return c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+static bool avro_ok(uint32_t c)
+{
+    return avro_first_ok(c) || c == '.' || (c >= '0' && c <= '9');
+}
+
+/* avro_unicode: _uXXXX per UTF-16 unit. */
+static void append_unicode_escape(struct ejson_buf *out, uint32_t cp)
+{
+    char tmp[16];
+    if (cp > 0xFFFF) {
+        uint32_t v = cp - 0x10000;
+        snprintf(tmp, sizeof tmp, "_u%04x_u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+    } else {
+        snprintf(tmp, sizeof tmp, "_u%04x", cp);
+    }
+    ejson_buf_append(out, tmp, strlen(tmp));
+}
+
+void topics_adjust_schema_name(struct ejson_buf *out, enum mcdc_schema_adjust mode,
+                               const char *name, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)name;
+    if (mode == MCDC_SCHEMA_ADJUST_NONE) {
+        ejson_buf_append(out, name, n);
+        return;
+    }
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t len = utf8_next(s + i, n - i, &cp);
+        bool first = i == 0;
+        bool ok = first ? avro_first_ok(cp) : avro_ok(cp);
+        if (mode == MCDC_SCHEMA_ADJUST_AVRO_UNICODE) {
+            /* Every replacement starts with "_u", so '_' itself is escaped
+             * to keep the mapping reversible. */
+            if (ok && cp != '_')
+                ejson_buf_append(out, (const char *)s + i, len);
+            else
+                append_unicode_escape(out, cp);
+        } else if (ok) {
+            ejson_buf_append(out, (const char *)s + i, len);
+        } else if (first && cp >= '0' && cp <= '9') {
+            /* UNDERSCORE_REPLACEMENT keeps a leading digit after "_". */
+            ejson_buf_append(out, "_", 1);
+            ejson_buf_append(out, (const char *)s + i, 1);
+        } else {
+            ejson_buf_append(out, "__", cp > 0xFFFF ? 2 : 1);
+        }
+        i += len;
+    }
+}
+
+static uint64_t ns_hash(const char *db, size_t db_len, const char *coll, size_t coll_len)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < db_len; i++)
+        h = (h ^ (unsigned char)db[i]) * 1099511628211ULL;
+    h = (h ^ 0xFF) * 1099511628211ULL; /* separator no name byte can be */
+    for (size_t i = 0; i < coll_len; i++)
+        h = (h ^ (unsigned char)coll[i]) * 1099511628211ULL;
+    return h;
+}
+
+static void cache_grow(struct topic_cache *tc)
+{
+    size_t cap = tc->cap ? tc->cap * 2 : 64;
+    struct topic_entry **slots = xcalloc(cap, sizeof *slots);
+    for (size_t i = 0; i < tc->cap; i++) {
+        struct topic_entry *te = tc->slots[i];
+        if (te == NULL)
+            continue;
+        size_t j = te->hash & (cap - 1);
+        while (slots[j])
+            j = (j + 1) & (cap - 1);
+        slots[j] = te;
+    }
+    free(tc->slots);
+    tc->slots = slots;
+    tc->cap = cap;
+}
+
+/* Appends the non-blank parts joined by the delimiter (dataChangeTopic). */
+static void join_part(struct ejson_buf *b, const char *delim, const char *s, size_t n)
+{
+    if (n == 0)
+        return;
+    if (b->len)
+        ejson_buf_append(b, delim, strlen(delim));
+    ejson_buf_append(b, s, n);
+}
+
+struct topic_entry *topics_lookup(struct encoder *enc, const char *db, size_t db_len,
+                                  const char *coll, size_t coll_len)
+{
+    struct topic_cache *tc = &enc->topics;
+    uint64_t h = ns_hash(db, db_len, coll, coll_len);
+    if (tc->cap) {
+        for (size_t j = h & (tc->cap - 1); tc->slots[j]; j = (j + 1) & (tc->cap - 1)) {
+            struct topic_entry *te = tc->slots[j];
+            if (te->hash == h && te->db_len == db_len && te->coll_len == coll_len &&
+                memcmp(te->db, db, db_len) == 0 && memcmp(te->coll, coll, coll_len) == 0)
+                return te;
+        }
+    }
+    if ((tc->count + 1) * 2 > tc->cap)
+        cache_grow(tc);
+
+    const struct mcdc_config *cfg = enc->cfg;
+    const char *delim = cfg->topic_delimiter ? cfg->topic_delimiter : ".";
+    struct ejson_buf joined = {0}, clean = {0};
+    join_part(&joined, delim, cfg->topic_prefix, strlen(cfg->topic_prefix));
+    join_part(&joined, delim, db, db_len);
+    join_part(&joined, delim, coll, coll_len);
+    topics_sanitize(&clean, joined.data ? joined.data : "", joined.len);
+
+    struct topic_entry *te = xcalloc(1, sizeof *te);
+    te->db = xstrndup(db, db_len);
+    te->db_len = db_len;
+    te->coll = xstrndup(coll, coll_len);
+    te->coll_len = coll_len;
+    te->topic = xstrndup(clean.data ? clean.data : "", clean.len);
+    te->hash = h;
+    ejson_buf_free(&joined);
+    ejson_buf_free(&clean);
+
+    size_t j = h & (tc->cap - 1);
+    while (tc->slots[j])
+        j = (j + 1) & (tc->cap - 1);
+    tc->slots[j] = te;
+    tc->count++;
+    return te;
+}
+
+void topics_cache_free(struct topic_cache *tc)
+{
+    for (size_t i = 0; i < tc->cap; i++) {
+        struct topic_entry *te = tc->slots[i];
+        if (te == NULL)
+            continue;
+        free(te->db);
+        free(te->coll);
+        free(te->topic);
+        free(te);
+    }
+    free(tc->slots);
+    memset(tc, 0, sizeof *tc);
+}

@@ -1,0 +1,6 @@
+# test_encode: envelope, schemas, topics, filters, field selection and
+# transactions against the golden vectors of encode_golden.tsv. (The
+# extended-JSON writer has its own test, test_ejson.)
+if(TARGET mcdc_encode AND TARGET mcdc_event)
+  mcdc_unit_test(test_encode SOURCES test_encode.c LIBS mcdc_encode mcdc_event)
+endif()
