@@ -138,11 +138,13 @@ static void on_stop_signal(struct ev_loop *loop, ev_signal *w, int revents)
 
 static void on_hup_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
+    const struct mcdc_config *cfg = w->data;
     struct mcdc_error err = MCDC_ERROR_INIT;
     (void)loop;
-    (void)w;
     (void)revents;
-    if (mcdc_log_reopen(&err))
+    if (!cfg->log_file)
+        LOG_INFO("SIGHUP: logging to stderr, nothing to reopen");
+    else if (mcdc_log_reopen(&err))
         LOG_INFO("SIGHUP: log file reopened");
     else
         LOG_ERROR("SIGHUP: cannot reopen the log file: %s", err.msg);
@@ -164,6 +166,7 @@ static int run_capture(const struct mcdc_config *cfg)
     ev_signal_init(&sigterm_w, on_stop_signal, SIGTERM);
     ev_signal_init(&sighup_w, on_hup_signal, SIGHUP);
     sigint_w.data = sigterm_w.data = &dm;
+    sighup_w.data = (void *)cfg; /* read-only in the handler */
     ev_signal_start(loop, &sigint_w);
     ev_signal_start(loop, &sigterm_w);
     ev_signal_start(loop, &sighup_w);

@@ -26,3 +26,9 @@ add_test(NAME config_docs_current
           -DOUT=${PROJECT_SOURCE_DIR}/docs/CONFIGURATION.md -DCHECK=1
           -P ${PROJECT_SOURCE_DIR}/src/config/gen_docs.cmake)
 set_tests_properties(config_docs_current PROPERTIES LABELS config TIMEOUT 30)
+
+# Process life of the binary: exit codes, SIGTERM, a second signal, SIGHUP.
+add_test(NAME mongocdc_process_life
+  COMMAND sh ${PROJECT_SOURCE_DIR}/src/config/process_test.sh $<TARGET_FILE:mongocdc>
+          ${CMAKE_CURRENT_BINARY_DIR}/process_life)
+set_tests_properties(mongocdc_process_life PROPERTIES LABELS config TIMEOUT 90)
