@@ -1,0 +1,298 @@
+/*
+ * encode_bench: throughput of the extended-JSON writer, encode only, one
+ * thread (issue "Event encoding", speed section).
+ *
+ *   encode_bench [SHARED_DIR] [--seconds S]
+ *
+ * Input sets, each held in memory as BSON before timing starts:
+ *   datasets   every document of SHARED_DIR/datasets/<db>/<coll>.json (the
+ *              directory comes from argv, else env MCDC_SHARED_DIR)
+ *   synthetic  ~1 KB documents: strings, ints, a date, an ObjectId, a nested
+ *              address, a small array of tags and a few prices
+ *   numbers    number-heavy documents: 120 doubles, int32 and int64 values
+ *              (prices with two decimals, measurements with full precision)
+ *
+ * For each set it prints MB/s of BSON input and microseconds per document
+ * (thread CPU time, then MB/s by wall-clock time) for
+ * mongocdc's writer in STRICT compact (Debezium's `after`), RELAXED compact
+ * (the key flavour) and, as the reference line, libbson's
+ * bson_as_relaxed_extended_json on the same documents.
+ */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <bson/bson.h>
+
+#include "common/xalloc.h"
+#include "encode/ejson.h"
+
+struct docset {
+    const char *name;
+    bson_t **docs;
+    size_t count;
+    size_t cap;
+    size_t bytes;
+};
+
+static void set_add(struct docset *set, bson_t *doc)
+{
+    if (set->count == set->cap) {
+        set->cap = set->cap ? set->cap * 2 : 1024;
+        set->docs = xrealloc(set->docs, set->cap * sizeof set->docs[0]);
+    }
+    set->docs[set->count++] = doc;
+    set->bytes += doc->len;
+}
+
+static void set_free(struct docset *set)
+{
+    for (size_t i = 0; i < set->count; i++) {
+        bson_destroy(set->docs[i]);
+    }
+    free(set->docs);
+}
+
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double now_s(void)
+{
+    return clock_s(CLOCK_MONOTONIC);
+}
+
+/* CPU time of this thread: the figure that matters on a shared machine,
+ * where wall time also counts other processes' turns on the core. */
+static double cpu_s(void)
+{
+    return clock_s(CLOCK_THREAD_CPUTIME_ID);
+}
+
+static size_t load_json_file(struct docset *set, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return 0;
+    }
+    char *line = NULL;
+    size_t cap = 0, n = 0;
+    ssize_t len;
+    while ((len = getline(&line, &cap, f)) > 0) {
+        bson_error_t berr;
+        bson_t *doc = bson_new_from_json((const uint8_t *)line, len, &berr);
+        if (doc) {
+            set_add(set, doc);
+            n++;
+        }
+    }
+    free(line);
+    fclose(f);
+    return n;
+}
+
+static void load_datasets(struct docset *set, const char *shared)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/datasets", shared);
+    DIR *top = opendir(dir);
+    if (!top) {
+        fprintf(stderr, "encode_bench: cannot open %s; datasets set skipped\n", dir);
+        return;
+    }
+    struct dirent *db;
+    while ((db = readdir(top)) != NULL) {
+        if (db->d_name[0] == '.') {
+            continue;
+        }
+        char sub[4096 + 256];
+        snprintf(sub, sizeof sub, "%s/%s", dir, db->d_name);
+        DIR *d = opendir(sub);
+        if (!d) {
+            continue;
+        }
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            size_t l = strlen(e->d_name);
+            if (l > 5 && strcmp(e->d_name + l - 5, ".json") == 0) {
+                char path[4096 + 512];
+                snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
+                load_json_file(set, path);
+            }
+        }
+        closedir(d);
+    }
+    closedir(top);
+}
+
+/* xorshift64*: deterministic inputs */
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545f4914f6cdd1dULL;
+}
+
+static void rnd_word(char *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        out[i] = (char)('a' + rnd() % 26);
+    }
+    out[n] = '\0';
+}
+
+static void make_synthetic(struct docset *set, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        bson_t *doc = bson_new();
+        bson_oid_t oid;
+        bson_oid_init(&oid, NULL);
+        BSON_APPEND_OID(doc, "_id", &oid);
+        char w[160];
+        rnd_word(w, 12);
+        BSON_APPEND_UTF8(doc, "name", w);
+        rnd_word(w, 24);
+        BSON_APPEND_UTF8(doc, "email", w);
+        BSON_APPEND_INT32(doc, "age", (int32_t)(rnd() % 90));
+        BSON_APPEND_INT64(doc, "account", (int64_t)(rnd() >> 2));
+        BSON_APPEND_DATE_TIME(doc, "created", 1600000000000 + (int64_t)(rnd() % 100000000000));
+        BSON_APPEND_BOOL(doc, "active", rnd() & 1);
+        bson_t addr;
+        BSON_APPEND_DOCUMENT_BEGIN(doc, "address", &addr);
+        rnd_word(w, 20);
+        BSON_APPEND_UTF8(&addr, "street", w);
+        rnd_word(w, 10);
+        BSON_APPEND_UTF8(&addr, "city", w);
+        BSON_APPEND_UTF8(&addr, "zip", "0150");
+        bson_append_document_end(doc, &addr);
+        bson_t tags;
+        BSON_APPEND_ARRAY_BEGIN(doc, "tags", &tags);
+        for (int t = 0; t < 6; t++) {
+            char key[8];
+            snprintf(key, sizeof key, "%d", t);
+            rnd_word(w, 8);
+            BSON_APPEND_UTF8(&tags, key, w);
+        }
+        bson_append_array_end(doc, &tags);
+        for (int p = 0; p < 4; p++) {
+            char key[16];
+            snprintf(key, sizeof key, "price%d", p);
+            BSON_APPEND_DOUBLE(doc, key, (double)(rnd() % 100000) / 100.0);
+        }
+        rnd_word(w, 150);
+        BSON_APPEND_UTF8(doc, "bio", w);
+        rnd_word(w, 150);
+        BSON_APPEND_UTF8(doc, "notes", w);
+        rnd_word(w, 150);
+        BSON_APPEND_UTF8(doc, "comment", w);
+        BSON_APPEND_UTF8(doc, "text", "Line one\nline \"two\" with a tab\tand unicode \xc3\xa9\xe2\x82\xac");
+        set_add(set, doc);
+    }
+}
+
+static void make_numbers(struct docset *set, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        bson_t *doc = bson_new();
+        BSON_APPEND_INT64(doc, "_id", (int64_t)i);
+        for (int k = 0; k < 120; k++) {
+            char key[8];
+            snprintf(key, sizeof key, "v%d", k);
+            switch (k % 4) {
+            case 0: /* a price */
+                BSON_APPEND_DOUBLE(doc, key, (double)(rnd() % 1000000) / 100.0);
+                break;
+            case 1: /* a measurement with full precision */
+                BSON_APPEND_DOUBLE(doc, key, (double)(rnd() >> 11) / 9007199254740992.0 * 1000.0);
+                break;
+            case 2:
+                BSON_APPEND_INT32(doc, key, (int32_t)(rnd() % 2000000) - 1000000);
+                break;
+            default:
+                BSON_APPEND_INT64(doc, key, (int64_t)(rnd() >> 1) - (INT64_MAX / 2));
+                break;
+            }
+        }
+        set_add(set, doc);
+    }
+}
+
+enum bench_kind { BENCH_STRICT = 0, BENCH_RELAXED, BENCH_LIBBSON, BENCH_KIND_COUNT };
+
+static const char *const kind_names[BENCH_KIND_COUNT] = {
+    "mongocdc STRICT compact", "mongocdc RELAXED compact", "libbson relaxed (reference)"};
+
+/* Runs kind over set for at least `seconds`; prints one line. */
+static void run(const struct docset *set, enum bench_kind kind, double seconds)
+{
+    struct ejson_buf buf = {0};
+    size_t out_bytes = 0, docs = 0, rounds = 0;
+    double t0 = now_s(), t1;
+    double c0 = cpu_s();
+    do {
+        for (size_t i = 0; i < set->count; i++) {
+            if (kind == BENCH_LIBBSON) {
+                size_t len;
+                char *s = bson_as_relaxed_extended_json(set->docs[i], &len);
+                out_bytes += len;
+                bson_free(s);
+            } else {
+                ejson_buf_reset(&buf);
+                ejson_write_document(&buf, set->docs[i],
+                                     kind == BENCH_STRICT ? EJSON_STRICT : EJSON_RELAXED,
+                                     EJSON_SEP_COMPACT);
+                out_bytes += buf.len;
+            }
+        }
+        docs += set->count;
+        rounds++;
+        t1 = now_s();
+    } while (t1 - t0 < seconds);
+    double el = t1 - t0;
+    double cpu = cpu_s() - c0;
+    printf("%-10s %-28s %8.1f MB/s %8.3f us/doc cpu | %8.1f MB/s wall | %zu docs x %zu, "
+           "avg %zu B in, %zu B out\n",
+           set->name, kind_names[kind], (double)set->bytes * (double)rounds / cpu / 1e6,
+           cpu * 1e6 / (double)docs, (double)set->bytes * (double)rounds / el / 1e6, set->count,
+           rounds, set->bytes / set->count, out_bytes / docs);
+    ejson_buf_free(&buf);
+}
+
+int main(int argc, char **argv)
+{
+    const char *shared = getenv("MCDC_SHARED_DIR");
+    double seconds = 1.0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
+            seconds = atof(argv[++i]);
+        } else {
+            shared = argv[i];
+        }
+    }
+    struct docset sets[3] = {{.name = "datasets"}, {.name = "synthetic"}, {.name = "numbers"}};
+    if (shared) {
+        load_datasets(&sets[0], shared);
+    } else {
+        fprintf(stderr, "encode_bench: no shared folder (argv or MCDC_SHARED_DIR); datasets skipped\n");
+    }
+    make_synthetic(&sets[1], 20000);
+    make_numbers(&sets[2], 5000);
+    for (int s = 0; s < 3; s++) {
+        if (sets[s].count == 0) {
+            continue;
+        }
+        for (int k = 0; k < BENCH_KIND_COUNT; k++) {
+            run(&sets[s], (enum bench_kind)k, seconds);
+        }
+        set_free(&sets[s]);
+    }
+    return 0;
+}
