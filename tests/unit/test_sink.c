@@ -18,6 +18,7 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
+#include "common/log.h"
 #include "common/xalloc.h"
 #include "sink/sink.h"
 #include "sink/sink_internal.h"
@@ -390,6 +391,12 @@ static void sink_kafka_oversize_record_names_key_and_size(void **state)
 static void sink_kafka_fatal_error_is_reported(void **state)
 {
     (void)state;
+    char logpath[] = "/tmp/mcdc-sink-log-XXXXXX";
+    int lfd = mkstemp(logpath);
+    assert_true(lfd >= 0);
+    close(lfd);
+    struct mcdc_error lerr = MCDC_ERROR_INIT;
+    assert_true(mcdc_log_open(MCDC_LOG_INFO, MCDC_LOG_FORMAT_JSON, logpath, &lerr));
     struct mock m;
     mock_start(&m);
     struct reports r = {0};
@@ -413,6 +420,45 @@ static void sink_kafka_fatal_error_is_reported(void **state)
     free(rec.key);
     free(rec.value);
     sink_destroy(sink);
+    mock_stop(&m);
+    mcdc_log_close();
+    /* librdkafka's own FATAL line went through the project log. */
+    char *log = slurp(logpath);
+    assert_non_null(strstr(log, "\"component\":\"rdkafka\""));
+    assert_non_null(strstr(log, "injected by test"));
+    free(log);
+    unlink(logpath);
+}
+
+/* Destroy does not wait for records a down broker will never take, and
+ * reports nothing after it returns. */
+static void sink_kafka_destroy_with_broker_down_is_prompt(void **state)
+{
+    (void)state;
+    struct mock m;
+    mock_start(&m);
+    struct reports r = {0};
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct sink *sink = sink_new(&m.cfg, "rs0", on_delivery, &r, &err);
+    assert_non_null(sink);
+    struct mcdc_record rec;
+    record(&rec, "down", "{\"id\":\"0\"}", "{}");
+    assert_true(sink_produce(sink, &rec, (void *)1, NULL, &err));
+    assert_true(sink_flush(sink, 10000, &err));
+    rd_kafka_mock_broker_set_down(m.mc, 1);
+    for (uintptr_t i = 2; i < 50; i++) {
+        record(&rec, "down", "{\"id\":\"1\"}", "{}");
+        assert_true(sink_produce(sink, &rec, (void *)i, NULL, &err));
+    }
+    assert_false(sink_flush(sink, 300, &err)); /* bounded: times out */
+    assert_true(err.retriable);
+    assert_non_null(strstr(err.msg, "not acknowledged"));
+    assert_int_equal(sink_in_flight(sink), 48);
+    size_t before = r.n;
+    double t0 = now_s();
+    sink_destroy(sink);
+    assert_true(now_s() - t0 < 5.0);
+    assert_int_equal(r.n, before);
     mock_stop(&m);
 }
 
@@ -473,6 +519,7 @@ int main(void)
         cmocka_unit_test(sink_kafka_backpressure_with_tiny_queue),
         cmocka_unit_test(sink_kafka_oversize_record_names_key_and_size),
         cmocka_unit_test(sink_kafka_fatal_error_is_reported),
+        cmocka_unit_test(sink_kafka_destroy_with_broker_down_is_prompt),
         cmocka_unit_test(sink_kafka_locked_settings_and_bad_keys_are_config_errors),
         cmocka_unit_test(sink_kafka_inline_mock_cluster),
     };
