@@ -11,6 +11,8 @@
 
 #include <bson/bson.h>
 #include <librdkafka/rdkafka.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include "common/xalloc.h"
 #include "config/internal.h"
@@ -163,9 +165,39 @@ static void check_json_array(struct checker *c, const char *key, const char *tex
     free(wrapped);
 }
 
+/* Filter entries are regexes in regex mode (Debezium's Filters, §7.2); they
+ * are compiled here with the options the encoder uses so that --validate
+ * catches a bad one with its location. */
+static void check_regexes(struct checker *c, const char *key, const struct mcdc_strlist *l)
+{
+    for (size_t i = 0; i < l->count; i++) {
+        int code;
+        PCRE2_SIZE off;
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)l->items[i], PCRE2_ZERO_TERMINATED,
+                                       PCRE2_CASELESS | PCRE2_UTF | PCRE2_MATCH_INVALID_UTF |
+                                           PCRE2_ANCHORED | PCRE2_ENDANCHORED,
+                                       &code, &off, NULL);
+        if (re) {
+            pcre2_code_free(re);
+            continue;
+        }
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(code, msg, sizeof msg);
+        problem(c, key, "invalid regex \"%s\": %s at offset %zu (expected a regular expression)",
+                l->items[i], (const char *)msg, (size_t)off);
+    }
+}
+
 static void check_filters(struct checker *c)
 {
     struct mcdc_config *cfg = c->cfg;
+    if (cfg->filters_match_mode == MCDC_FILTER_MATCH_REGEX) {
+        check_regexes(c, "database.include.list", &cfg->database_include);
+        check_regexes(c, "database.exclude.list", &cfg->database_exclude);
+        check_regexes(c, "collection.include.list", &cfg->collection_include);
+        check_regexes(c, "collection.exclude.list", &cfg->collection_exclude);
+    }
+    check_regexes(c, "snapshot.include.collection.list", &cfg->snapshot_include_collections);
     if (cfg->database_include.count && cfg->database_exclude.count)
         problem(c, "database.exclude.list",
                 "cannot be used with database.include.list (expected only one of them)");

@@ -226,9 +226,11 @@ void config_print_markdown(FILE *out);
 void config_redact_uri(const char *uri, char *out, size_t cap);
 
 /*
- * Returns the options whose behaviour a later release delivers and that are
- * set in cfg (to warn "not supported yet" at startup): fills names (borrowed,
- * static strings) up to cap and returns how many are set.
+ * Returns the options whose behaviour a later release delivers and that cfg
+ * sets to a value other than their default (to warn "not supported yet" at
+ * startup; setting one to its default changes nothing): fills names
+ * (borrowed, static strings, in file order) up to cap and returns how many
+ * there are, which may exceed cap.
  */
 size_t config_unsupported_set(const struct mcdc_config *cfg, const char **names, size_t cap);
 

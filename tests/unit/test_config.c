@@ -252,6 +252,12 @@ static void test_cross_field(void **state)
                    "F:5:1: offsets.storage: kafka offset storage needs the kafka sink");
     assert_problem(BASE "debezium.compatibility: 3.x\ncapture.mode: oplog\n",
                    "F:6:1: capture.mode: oplog capture exists only in the 1.9 dialect");
+    assert_problem(BASE "collection.include.list: 'a\\.(b'\n",
+                   "F:5:1: collection.include.list: invalid regex \"a\\.(b\": missing closing "
+                   "parenthesis at offset 5");
+    struct loaded lit = load(BASE "filters.match.mode: literal\ncollection.include.list: 'a.(b'\n");
+    assert_non_null(lit.cfg); /* literal names are not regexes */
+    unload(&lit);
     assert_problem(BASE "skipped.operations: c,x\n",
                    "skipped.operations: invalid operation \"x\" (expected c, u, d, t or none)");
     assert_problem(BASE "snapshot.collection.filter.overrides: a.b\n",
