@@ -177,6 +177,8 @@ void inflight_ack(struct inflight *inf, void *cookie)
 
 void inflight_advance(struct inflight *inf, const struct mcdc_position *pos)
 {
+    if (!pos)
+        return;
     if (inf->head_seq == inf->tail_seq) {
         sp_assign(&inf->committed, pos);
         inf->dirty = true;

@@ -95,7 +95,8 @@ void inflight_ack(struct inflight *inf, void *cookie);
  * token, a filtered event): committable at once when nothing is in flight,
  * else once every earlier record is acked. Consecutive advances behind a
  * stalled record share one slot (the newest wins), so a long broker outage
- * with an idle stream does not grow the tracker. Takes a copy of pos.
+ * with an idle stream does not grow the tracker. Takes a copy of pos; NULL
+ * is a no-op.
  */
 void inflight_advance(struct inflight *inf, const struct mcdc_position *pos);
 
