@@ -182,6 +182,8 @@ class FailRule(object):
         self.errmsg = spec.get("errmsg")
         self.labels = spec.get("errorLabels")
         self.close = bool(spec.get("closeConnection"))
+        # close only after the command ran (a reply lost on the network, spec §8.2)
+        self.after_apply = bool(spec.get("afterApply"))
         self.block_ms = spec.get("blockTimeMS") if spec.get("blockConnection", True) else None
         self.member = spec.get("member")
         self.app_name = spec.get("appName")

@@ -249,6 +249,8 @@ class MemberServer(object):
         if is_cs:
             if e.code in ss.RESUMABLE_CODES:
                 labels.append("ResumableChangeStreamError")
+            elif e.code in (280, 286):
+                labels.append("NonResumableChangeStreamError")
         if body.get("autocommit") is False and name not in ("commitTransaction", "abortTransaction"):
             if e.code in TRANSIENT_CODES:
                 labels.append("TransientTransactionError")
@@ -310,7 +312,7 @@ class MemberServer(object):
         if rule is not None:
             if rule.block_ms:
                 time.sleep(rule.block_ms / 1000.0)
-            if rule.close:
+            if rule.close and not rule.after_apply:
                 return None
         with cl.lock:
             if not member.reachable or c.closed:
@@ -337,6 +339,8 @@ class MemberServer(object):
             except Exception as e:  # a simulator bug must not look like success to the client
                 traceback.print_exc(file=sys.stderr)
                 reply = self._error_doc(SimError(1, "InternalError", "simulator error: %r" % (e,)))
+            if rule is not None and rule.close and rule.after_apply:
+                return None
             op_time = reply.pop("__opTime", None)
             reply["$clusterTime"] = {"clusterTime": cl.cluster_time(), "signature": ss.ZERO_SIG}
             reply["operationTime"] = op_time or cl.cluster_time()

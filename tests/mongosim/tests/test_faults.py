@@ -1,0 +1,272 @@
+"""One test per fault hook of the control API (mongo-sim-spec §8.2), each checked through a
+real client, plus the wire-level fault commands real servers have."""
+
+import threading
+import time
+
+import pymongo
+import pytest
+from pymongo.errors import (AutoReconnect, NetworkTimeout, NotMasterError, OperationFailure)
+
+from conftest import MongoSim, wait_for
+
+
+def _primary_addr(c):
+    return c.admin.command("hello").get("primary")
+
+
+def test_stepdown_pymongo_watch_resumes(sim):
+    """jstests/replsets/change_stream_stepdown.js, mongo-sim-spec §2.6: the primary steps
+    down, its stream cursor is killed, pymongo resumes on the new primary with no gap."""
+    c = sim.client()
+    coll = c.sd.c
+    with coll.watch(max_await_time_ms=200) as s:
+        coll.insert_one({"_id": 1})
+        assert s.next()["documentKey"] == {"_id": 1}
+        sim.control("stepdown", elect=2)
+        sim.control("kill_cursors", kind="changeStream")
+        wait_for(lambda: _primary_addr(c) == sim.members[2], timeout=15)
+        coll.insert_one({"_id": 2})
+        assert s.next()["documentKey"] == {"_id": 2}
+    h = c.admin.command("hello")
+    assert str(h["electionId"]).endswith("2")
+
+
+def test_drop_connections_stream_resumes(sim):
+    """mongo-sim-spec §4.5: a connection closed mid-stream is a network error; the change
+    stream resumes (one new aggregate) and the client keeps working."""
+    c = sim.client()
+    w = sim.client()
+    coll = c.dc.c
+    with coll.watch(max_await_time_ms=3000) as s:
+        w.dc.c.insert_one({"_id": 1})
+        assert s.next()["documentKey"] == {"_id": 1}
+        before = sim.control("counters")["commands"].get("aggregate", 0)
+        got = []
+        th = threading.Thread(target=lambda: got.append(s.next()))
+        th.start()
+        time.sleep(0.5)  # the getMore is now waiting on the server
+        assert sim.control("drop_connections")["dropped"] >= 1
+        w.dc.c.insert_one({"_id": 2})
+        th.join(15)
+        assert got and got[0]["documentKey"] == {"_id": 2}
+    assert sim.control("counters")["commands"]["aggregate"] > before
+
+
+def test_unreachable_member_and_back(sim):
+    """mongo-sim-spec §8.2 'member down / up': the primary becomes unreachable, another member
+    is elected and takes writes; when it comes back it is a secondary."""
+    c = sim.client()
+    c.u.c.insert_one({"_id": 1})
+    r = sim.control("unreachable", member=0)
+    assert r["elected"] == 1
+    wait_for(lambda: _primary_addr(c) == sim.members[1], timeout=15)
+    c.u.c.insert_one({"_id": 2})
+    sim.control("reachable", member=0, restart=True)
+    d = pymongo.MongoClient(sim.members[0], directConnection=True, serverSelectionTimeoutMS=5000)
+    try:
+        h = d.admin.command("hello")
+        assert h["secondary"] is True and h["topologyVersion"]["counter"] == 0
+    finally:
+        d.close()
+    assert c.u.c.count_documents({}) == 2
+
+
+def test_delay_causes_socket_timeout(sim):
+    """mongo-sim-spec §4.5 'reply later than socketTimeoutMS': a delayed reply reaches the
+    client as a network timeout; without the delay the same command succeeds."""
+    c = sim.client(socketTimeoutMS=300, retryReads=False)
+    c.d.c.insert_one({"_id": 1})
+    sim.control("delay", command="find", ms=800, times=1)
+    with pytest.raises(NetworkTimeout):
+        c.d.c.find_one({"_id": 1})
+    time.sleep(0.6)
+    assert c.d.c.find_one({"_id": 1}) == {"_id": 1}
+
+
+def test_injected_resumable_error_on_getmore(sim):
+    """mongo-sim-spec §4.2/§4.3: a getMore error with code 6 gets the
+    ResumableChangeStreamError label and the driver resumes transparently."""
+    c = sim.client()
+    coll = c.f.c
+    with coll.watch(max_await_time_ms=200) as s:
+        before = sim.control("counters")["commands"].get("aggregate", 0)
+        sim.control("fail", commands=["getMore"], code=6, times=1)
+        coll.insert_one({"_id": 1})
+        assert s.next()["documentKey"] == {"_id": 1}
+    assert sim.control("counters")["commands"]["aggregate"] == before + 1
+
+
+def test_injected_nonresumable_and_label_override(sim):
+    """Change-streams spec unified tests (change-streams-resume-errorLabels.json): code 280
+    without a resumable label is fatal; code 280 injected WITH ResumableChangeStreamError is
+    resumed, because 4.4+ drivers decide by label."""
+    c = sim.client()
+    coll = c.f2.c
+    with coll.watch(max_await_time_ms=200) as s:
+        sim.control("fail", commands=["getMore"], code=280, errorLabels=["ResumableChangeStreamError"], times=1)
+        coll.insert_one({"_id": 1})
+        assert s.next()["documentKey"] == {"_id": 1}
+        sim.control("fail", commands=["getMore"], code=280, times=1)
+        with pytest.raises(OperationFailure) as ei:
+            s.next()
+        assert ei.value.code == 280
+        assert "NonResumableChangeStreamError" in ei.value.details.get("errorLabels", [])
+
+
+def test_configure_fail_point_fail_command(sim):
+    """Server test command configureFailPoint 'failCommand' (as used by the drivers'
+    specification tests): a retryable insert failing with 91 carries RetryableWriteError and
+    is retried once by the driver; closeConnection is a network error."""
+    # 91 marks the server Unknown; the streaming monitor is parked in an awaitable hello whose
+    # topology did not change, so the retry waits for the next heartbeat: keep it short
+    c = sim.client(retryWrites=True, heartbeatFrequencyMS=500)
+    c.admin.command("configureFailPoint", "failCommand", mode={"times": 1},
+                    data={"failCommands": ["insert"], "errorCode": 91})
+    c.fp.c.insert_one({"_id": 1})
+    assert c.fp.c.count_documents({}) == 1
+    assert sim.control("counters")["commands"]["insert"] == 2
+    c.admin.command("configureFailPoint", "failCommand", mode={"times": 1},
+                    data={"failCommands": ["find"], "closeConnection": True})
+    c2 = sim.client(retryReads=False)
+    with pytest.raises(AutoReconnect):
+        c2.fp.c.find_one({})
+    c.admin.command("configureFailPoint", "failCommand", mode="off")
+    assert c.fp.c.find_one({}) == {"_id": 1}
+
+
+def test_retryable_write_not_applied_twice(sim):
+    """mongo-sim-spec §1.8: the reply of an applied insert is lost (connection closed after
+    apply); the driver retries with the same (lsid, txnNumber) and gets the stored reply
+    instead of a duplicate-key error; the oplog has one insert."""
+    c = sim.client(retryWrites=True)
+    sim.control("fail", commands=["insert"], closeConnection=True, afterApply=True, times=1)
+    c.rw.c.insert_one({"_id": 1})
+    assert c.rw.c.count_documents({}) == 1
+    assert c.local.oplog.rs.count_documents({"op": "i", "ns": "rw.c"}) == 1
+
+
+def test_truncate_oplog_history_lost_and_capped_position(sim):
+    """mongo-sim-spec §3.3/§3.12/§5.6: resuming before the oldest entry fails with 286
+    (NonResumableChangeStreamError); an open oplog cursor whose position was truncated fails
+    with 136 CappedPositionLost; an oplog find from before the oldest entry does not fail."""
+    c = sim.client()
+    coll = c.t.c
+    with coll.watch(max_await_time_ms=100) as s:
+        coll.insert_one({"_id": 1})
+        tok = s.next()["_id"]
+    for i in range(5):
+        coll.insert_one({"_id": 10 + i})
+    first = c.local.oplog.rs.find_one({"ns": "t.c", "op": "i", "o._id": 11})
+    cur = c.local.oplog.rs.find({"ts": {"$gte": first["ts"]}}, cursor_type=pymongo.CursorType.TAILABLE_AWAIT,
+                                batch_size=1).max_await_time_ms(100)
+    assert next(cur)["o"]["_id"] == 11
+    sim.control("truncate_oplog", keep=2)
+    with pytest.raises(OperationFailure) as ei:
+        coll.watch(resume_after=tok)
+    assert ei.value.code == 286
+    assert "NonResumableChangeStreamError" in ei.value.details["errorLabels"]
+    # pymongo swallows 136 on tailable cursors (cursor.py: _CURSOR_CLOSED_ERRORS) and marks the
+    # cursor dead, which is what a real server's CappedPositionLost produces
+    with pytest.raises(StopIteration):
+        next(cur)
+    assert cur.alive is False
+    old = list(c.local.oplog.rs.find({"ts": {"$gt": first["ts"]}}))
+    assert len(old) == 2
+
+
+def test_oplog_size_cap_truncates(tmp_path):
+    """Manual `core/replica-set-oplog`: the oplog is a capped collection; with a tiny
+    --oplog-size-mb old entries disappear and a stream resumed from them reports 286."""
+    with MongoSim(members=1, oplog_size_mb=0.05, noop_interval=0) as s:
+        c = s.client()
+        with c.cap.c.watch(max_await_time_ms=100) as st:
+            c.cap.c.insert_one({"_id": 0})
+            tok = st.next()["_id"]
+        c.cap.c.insert_many([{"_id": i + 1, "pad": "x" * 500} for i in range(200)])
+        n = c.local.oplog.rs.estimated_document_count()
+        assert 0 < n < 120
+        with pytest.raises(OperationFailure) as ei:
+            c.cap.c.watch(resume_after=tok)
+        assert ei.value.code == 286
+
+
+def test_write_action_and_counters(sim):
+    """Control API 'write' and 'counters': writes run on the primary produce the same oplog
+    entries and change events as client writes; counters report commands and cursors."""
+    c = sim.client()
+    with c.w.watch(max_await_time_ms=200) as s:
+        sim.control("write", op="insert", ns="w.c", docs=[{"_id": 1, "a": [1, 2, 3]}])
+        sim.control("write", op="update", ns="w.c", q={"_id": 1}, u={"$pull": {"a": 2}})
+        sim.control("write", op="txn", ops=[{"op": "insert", "ns": "w.c", "doc": {"_id": 2}},
+                                            {"op": "delete", "ns": "w.c", "q": {"_id": 1}}])
+        evs = [s.next() for _ in range(4)]
+        cnt = sim.control("counters")
+        assert cnt["open_change_streams"]["0"] == 1
+    assert [e["operationType"] for e in evs] == ["insert", "update", "insert", "delete"]
+    assert evs[1]["updateDescription"]["updatedFields"] == {"a.1": 3}
+    assert evs[1]["updateDescription"]["truncatedArrays"] == [{"field": "a", "newSize": 2}]
+    assert "lsid" in evs[2] and evs[2]["clusterTime"] == evs[3]["clusterTime"]
+    assert cnt["commands"]["aggregate"] >= 1 and cnt["commands"]["getMore"] >= 1
+
+
+def test_kill_cursors_driver_resumes(sim):
+    """mongo-sim-spec §4.2 (43 CursorNotFound is always resumable): a killed stream cursor is
+    re-opened by the driver."""
+    c = sim.client()
+    with c.k.c.watch(max_await_time_ms=200) as s:
+        assert sim.control("kill_cursors", kind="changeStream")["killed"] == 1
+        c.k.c.insert_one({"_id": 1})
+        assert s.next()["documentKey"] == {"_id": 1}
+
+
+def test_repl_commands_stepdown_and_resize(sim):
+    """Manual `replSetStepDown`, `replSetResizeOplog`: the wire commands work like the control
+    hooks (the old primary refuses writes afterwards with 10107)."""
+    c = sim.client()
+    try:
+        c.admin.command("replSetStepDown", 10)
+    except AutoReconnect:
+        pass
+    wait_for(lambda: _primary_addr(c) == sim.members[1], timeout=15)
+    c.rs.c.insert_one({"_id": 1})
+    d = pymongo.MongoClient(sim.members[0], directConnection=True, serverSelectionTimeoutMS=5000)
+    try:
+        with pytest.raises(NotMasterError):
+            d.rs.c.insert_one({"_id": 2})
+    finally:
+        d.close()
+    assert c.admin.command("replSetResizeOplog", 1, size=1000.0)["ok"] == 1.0
+    with pytest.raises(OperationFailure):
+        c.admin.command("replSetResizeOplog", 1, size=10.0)
+
+
+def test_pre_images_via_collmod(sim):
+    """Manual `changeStreams` 'Change Streams with Document Pre- and Post-Images' (6.0):
+    collMod changeStreamPreAndPostImages enables fullDocumentBeforeChange and
+    fullDocument whenAvailable/required."""
+    c = sim.client()
+    # pymongo 3.11 predates fullDocumentBeforeChange: send the aggregate/getMore directly
+    def stream(coll, spec):
+        r = c.img.command("aggregate", coll, pipeline=[{"$changeStream": spec}], cursor={})
+        return r["cursor"]["id"]
+
+    def more(coll, cid):
+        return c.img.command("getMore", cid, collection=coll, maxTimeMS=500)["cursor"]["nextBatch"]
+
+    c.img.create_collection("c")
+    c.img.c.insert_one({"_id": 1, "v": 1})
+    c.img.command("collMod", "c", changeStreamPreAndPostImages={"enabled": True})
+    cid = stream("c", {"fullDocument": "whenAvailable", "fullDocumentBeforeChange": "required"})
+    c.img.c.update_one({"_id": 1}, {"$set": {"v": 2}})
+    c.img.c.delete_one({"_id": 1})
+    u, d = wait_for(lambda: more("c", cid) or None)
+    assert u["fullDocumentBeforeChange"] == {"_id": 1, "v": 1} and u["fullDocument"] == {"_id": 1, "v": 2}
+    assert d["fullDocumentBeforeChange"] == {"_id": 1, "v": 2}
+    c.img.create_collection("plain")
+    c.img.plain.insert_one({"_id": 1})
+    cid = stream("plain", {"fullDocumentBeforeChange": "required"})
+    c.img.plain.delete_one({"_id": 1})
+    with pytest.raises(OperationFailure) as ei:
+        more("plain", cid)
+    assert ei.value.code == 47
