@@ -6,13 +6,17 @@
  * acks=all, bounded queue with backpressure) as fast as it accepts them, and
  * the run ends when every record is acknowledged.
  *
- *   produce_bench [--count N] [--size BYTES] [--queue-bytes B] [--set k=v]... [TARGET...]
+ *   produce_bench [--count N] [--size BYTES] [--rate PER_S] [--queue-bytes B]
+ *                 [--set k=v]... [TARGET...]
  *
  * TARGET is "mock" (librdkafka's in-process mock cluster, the default) or a
  * bootstrap address such as 127.0.0.1:19092 (scripts/kafka-local.sh). One
  * result line per target: records/s, MB/s, CPU seconds per million records
  * (user+sys of the whole process, librdkafka's threads included; with the
  * mock cluster the in-process broker's CPU is included too) and peak RSS.
+ * With --rate, records are paced at that rate and a second line gives the
+ * produce-to-acknowledgement latency p50/p99/max (librdkafka's linger.ms,
+ * default 5 ms, is part of it).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -36,14 +40,20 @@ struct payload {
 struct counts {
     uint64_t ok, failed;
     char first_err[MCDC_ERROR_MSG_SIZE];
+    double *sent;    /* paced runs: send time per record (index = opaque - 1) */
+    double *latency; /* paced runs: produce-to-acknowledgement seconds, by arrival */
+    uint64_t n_latency;
 };
+
+static double now_s(void);
 
 static void on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
 {
-    (void)opaque;
     struct counts *c = ctx;
     if (!err) {
         c->ok++;
+        if (c->sent && opaque)
+            c->latency[c->n_latency++] = now_s() - c->sent[(uintptr_t)opaque - 1];
         return;
     }
     if (c->failed++ == 0)
@@ -108,8 +118,14 @@ static void make_payloads(struct payload *p, size_t n, size_t size)
     }
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 static int run(const char *target, const struct payload *pool, uint64_t count,
-               int64_t queue_bytes, struct mcdc_kv *extra, size_t n_extra)
+               int64_t queue_bytes, double rate, struct mcdc_kv *extra, size_t n_extra)
 {
     struct mcdc_kv kv[40];
     size_t n = 0;
@@ -146,10 +162,21 @@ static int run(const char *target, const struct payload *pool, uint64_t count,
         return 1;
     }
     c.ok = 0;
+    if (rate > 0) {
+        c.sent = xcalloc(count, sizeof *c.sent);
+        c.latency = xcalloc(count, sizeof *c.latency);
+    }
     uint64_t bytes = 0;
     double t0 = now_s(), c0 = cpu_s();
     for (uint64_t i = 0; i < count; i++) {
         const struct payload *p = &pool[i % POOL];
+        if (rate > 0) {
+            /* Paced: serve delivery reports (not sleep) until this record's slot. */
+            double due = t0 + (double)i / rate, left;
+            while ((left = due - now_s()) > 0)
+                sink_poll(sink, left > 0.001 ? 1 : 0);
+            c.sent[i] = now_s();
+        }
         rec.topic = topic;
         rec.key = xmalloc(p->key_len);
         memcpy(rec.key, p->key, p->key_len);
@@ -176,6 +203,14 @@ static int run(const char *target, const struct payload *pool, uint64_t count,
            t_queued, (double)c.ok / wall, (double)bytes / wall / 1e6, cpu,
            c.ok ? cpu / ((double)c.ok / 1e6) : 0.0, (double)peak_rss_kb() / 1024.0,
            flushed ? "" : " (flush timed out)");
+    if (c.n_latency) {
+        qsort(c.latency, c.n_latency, sizeof *c.latency, cmp_double);
+        printf("produce_bench target=%s paced_rate=%.0f latency_ms p50=%.2f p99=%.2f max=%.2f\n",
+               target, rate, c.latency[c.n_latency / 2] * 1e3,
+               c.latency[(c.n_latency * 99) / 100] * 1e3, c.latency[c.n_latency - 1] * 1e3);
+    }
+    free(c.sent);
+    free(c.latency);
     if (c.failed)
         fprintf(stderr, "produce_bench: first delivery error: %s\n", c.first_err);
     fflush(stdout);
@@ -186,7 +221,7 @@ static int run(const char *target, const struct payload *pool, uint64_t count,
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: produce_bench [--count N] [--size BYTES] [--queue-bytes B] "
+    fprintf(stderr, "usage: produce_bench [--count N] [--size BYTES] [--rate PER_S] [--queue-bytes B] "
                     "[--set key=value]... [mock|HOST:PORT]...\n");
 }
 
@@ -195,6 +230,7 @@ int main(int argc, char **argv)
     uint64_t count = 500000;
     size_t size = 1024;
     int64_t queue_bytes = 16 * 1024 * 1024;
+    double rate = 0;
     struct mcdc_kv extra[32];
     size_t n_extra = 0;
     const char *targets[16];
@@ -204,6 +240,8 @@ int main(int argc, char **argv)
             count = strtoull(argv[++i], NULL, 10);
         } else if (!strcmp(argv[i], "--size") && i + 1 < argc) {
             size = strtoul(argv[++i], NULL, 10);
+        } else if (!strcmp(argv[i], "--rate") && i + 1 < argc) {
+            rate = strtod(argv[++i], NULL);
         } else if (!strcmp(argv[i], "--queue-bytes") && i + 1 < argc) {
             queue_bytes = strtoll(argv[++i], NULL, 10);
         } else if (!strcmp(argv[i], "--set") && i + 1 < argc && n_extra < 32) {
@@ -228,7 +266,7 @@ int main(int argc, char **argv)
     make_payloads(pool, POOL, size);
     int rc = 0;
     for (size_t t = 0; t < n_targets; t++)
-        rc |= run(targets[t], pool, count, queue_bytes, extra, n_extra);
+        rc |= run(targets[t], pool, count, queue_bytes, rate, extra, n_extra);
     for (size_t i = 0; i < POOL; i++) {
         free(pool[i].key);
         free(pool[i].value);

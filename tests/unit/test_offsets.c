@@ -479,6 +479,45 @@ static void store_file_replaces_atomically(void **state)
     tmpdir_remove(&t);
 }
 
+/* Each capture task opens its own handle on the same file: a save replaces
+ * only its own replica set's member, never another task's newer one. */
+static void store_file_handles_of_two_tasks_do_not_clobber(void **state)
+{
+    (void)state;
+    struct tmpdir t;
+    tmpdir_make(&t);
+    struct mcdc_config cfg;
+    file_cfg(&cfg, t.path);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct offset_store *a = offset_store_open(&cfg, &err);
+    struct offset_store *b = offset_store_open(&cfg, &err);
+    assert_non_null(a);
+    assert_non_null(b);
+    struct mcdc_position p, q;
+    for (int i = 1; i <= 5; i++) {
+        make_pos(&p, i, 0, "AA");
+        assert_true(offset_store_save(a, "rs0", &p, &err));
+        position_clear(&p);
+        make_pos(&p, 100 + i, 0, "BB");
+        assert_true(offset_store_save(b, "rs1", &p, &err));
+        position_clear(&p);
+    }
+    offset_store_close(a);
+    offset_store_close(b);
+    struct offset_store *c = offset_store_open(&cfg, &err);
+    bool found = false;
+    position_init(&q);
+    assert_true(offset_store_load(c, "rs0", &q, &found, &err));
+    assert_true(found);
+    assert_int_equal(q.sec, 5);
+    assert_true(offset_store_load(c, "rs1", &q, &found, &err));
+    assert_true(found);
+    assert_int_equal(q.sec, 105);
+    position_clear(&q);
+    offset_store_close(c);
+    tmpdir_remove(&t);
+}
+
 static void store_file_corrupt_file_is_a_clear_error(void **state)
 {
     (void)state;
@@ -588,6 +627,38 @@ static void store_kafka_save_load_on_mock_cluster(void **state)
     rd_kafka_destroy(host);
 }
 
+/* test.mock.num.brokers in the kafka: map: the store's producer owns the
+ * cluster and the load consumer is pointed at it. */
+static void store_kafka_inline_mock_cluster(void **state)
+{
+    (void)state;
+    struct mcdc_kv kv[2] = {{(char *)"test.mock.num.brokers", (char *)"1", 1, 1},
+                            {(char *)"log_level", (char *)"3", 2, 1}};
+    struct mcdc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.topic_prefix = (char *)"shop";
+    cfg.offset_storage = MCDC_OFFSETS_KAFKA;
+    cfg.offsets_flush_timeout_ms = 5000;
+    cfg.kafka.items = kv;
+    cfg.kafka.count = 2;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct offset_store *store = offset_store_open(&cfg, &err);
+    assert_non_null(store);
+    struct mcdc_position p, q;
+    make_pos(&p, 77, 1, "CC");
+    p.initsync = true;
+    assert_true(offset_store_save(store, "rs0", &p, &err));
+    position_init(&q);
+    bool found = false;
+    assert_true(offset_store_load(store, "rs0", &q, &found, &err));
+    assert_true(found);
+    assert_int_equal(q.sec, 77);
+    assert_true(q.initsync);
+    position_clear(&p);
+    position_clear(&q);
+    offset_store_close(store);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -604,7 +675,9 @@ int main(void)
         cmocka_unit_test(position_bad_values_are_errors),
         cmocka_unit_test(store_file_two_replica_sets_save_reload),
         cmocka_unit_test(store_file_replaces_atomically),
+        cmocka_unit_test(store_file_handles_of_two_tasks_do_not_clobber),
         cmocka_unit_test(store_file_corrupt_file_is_a_clear_error),
+        cmocka_unit_test(store_kafka_inline_mock_cluster),
         cmocka_unit_test(store_kafka_save_load_on_mock_cluster),
     };
     return cmocka_run_group_tests_name("offsets", tests, NULL, NULL);
