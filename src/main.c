@@ -221,8 +221,8 @@ static int run_daemon(const struct mcdc_config *cfg)
     mongoc_init();
     mongoc_log_set_handler(mongoc_log_bridge, NULL);
     config_redact_uri(cfg->connection_string, uri, sizeof uri);
-    LOG_INFO("mongocdc %s starting: config %s, topic.prefix %s, Debezium %s layout, %s", MCDC_VERSION,
-             cfg->path, cfg->topic_prefix, dialect_names[cfg->dialect], uri);
+    LOG_INFO("mongocdc %s starting: config %s, topic.prefix %s, Debezium %s layout, %s",
+             MCDC_VERSION, cfg->path, cfg->topic_prefix, dialect_names[cfg->dialect], uri);
     warn_unsupported(cfg, true);
     int rc = run_capture(cfg);
     mongoc_cleanup();

@@ -65,16 +65,15 @@ static void check_kafka(struct checker *c)
     for (size_t i = 0; i < c->cfg->kafka.count; i++) {
         const struct mcdc_kv *kv = &c->cfg->kafka.items[i];
         char errstr[512];
-        if (rd_kafka_conf_set(conf, kv->key, kv->value, errstr, sizeof errstr) ==
-            RD_KAFKA_CONF_OK)
+        if (rd_kafka_conf_set(conf, kv->key, kv->value, errstr, sizeof errstr) == RD_KAFKA_CONF_OK)
             continue;
         char *shown = xasprintf("kafka.%s", kv->key);
         char *msg = xstrdup(errstr);
         if (cfg_kafka_key_is_secret(kv->key) && *kv->value) {
             char *hit;
             while ((hit = strstr(msg, kv->value)) != NULL) {
-                char *next = xasprintf("%.*s****%s", (int)(hit - msg), msg,
-                                       hit + strlen(kv->value));
+                char *next =
+                    xasprintf("%.*s****%s", (int)(hit - msg), msg, hit + strlen(kv->value));
                 free(msg);
                 msg = next;
             }
@@ -125,16 +124,17 @@ static void check_capture(struct checker *c)
     /* Oplog capture is 1.x only; pre-images and post_image arrived in 2.0 and
      * 2.5, whose layout is the 3.x dialect (debezium-format.md §0). */
     if (cfg->capture_mode == MCDC_CAPTURE_OPLOG && cfg->dialect != MCDC_DIALECT_1_9)
-        problem(c, "capture.mode", "oplog capture exists only in the 1.9 dialect (expected "
-                                   "debezium.compatibility \"1.9\" or a change_streams mode)");
+        problem(c, "capture.mode",
+                "oplog capture exists only in the 1.9 dialect (expected "
+                "debezium.compatibility \"1.9\" or a change_streams mode)");
     if (pre_image && cfg->dialect == MCDC_DIALECT_1_9)
-        problem(c, "capture.mode", "pre-images need the 3.x dialect (expected "
-                                   "debezium.compatibility \"3.x\")");
+        problem(c, "capture.mode",
+                "pre-images need the 3.x dialect (expected "
+                "debezium.compatibility \"3.x\")");
     if (cfg->full_update_type == MCDC_FULL_UPDATE_POST_IMAGE && cfg->dialect == MCDC_DIALECT_1_9)
         problem(c, "capture.mode.full.update.type",
                 "post_image needs the 3.x dialect (expected lookup)");
-    if (cfg->capture_mode == MCDC_CAPTURE_OPLOG &&
-        cfg->connection_mode == MCDC_CONNECTION_SHARDED)
+    if (cfg->capture_mode == MCDC_CAPTURE_OPLOG && cfg->connection_mode == MCDC_CONNECTION_SHARDED)
         problem(c, "mongodb.connection.mode",
                 "mongos has no oplog (expected replica_set with capture.mode oplog)");
     if (cfg->backoff_initial_ms > cfg->backoff_max_ms)
@@ -144,7 +144,8 @@ static void check_capture(struct checker *c)
     for (size_t i = 0; i < ops->count; i++) {
         const char *op = ops->items[i];
         if (strcmp(op, "none") == 0 && ops->count > 1)
-            problem(c, "skipped.operations", "\"none\" with other operations (expected none alone)");
+            problem(c, "skipped.operations",
+                    "\"none\" with other operations (expected none alone)");
         else if (strcmp(op, "none") != 0 && (strlen(op) != 1 || !strchr("cudt", op[0])))
             problem(c, "skipped.operations", "invalid operation \"%s\" (expected %s)", op,
                     "c, u, d, t or none");
@@ -223,7 +224,8 @@ static void check_overrides(struct checker *c)
 {
     struct mcdc_config *cfg = c->cfg;
     const struct mcdc_strlist *names = &cfg->snapshot_filter_override_names;
-    cfg->snapshot_filter_overrides = xcalloc(names->count + 1, sizeof *cfg->snapshot_filter_overrides);
+    cfg->snapshot_filter_overrides =
+        xcalloc(names->count + 1, sizeof *cfg->snapshot_filter_overrides);
     for (size_t i = 0; i < names->count; i++) {
         char *key = xasprintf(OVERRIDE_PREFIX "%s", names->items[i]);
         const struct cfg_entry *q = cfg_entry_find(c->e, key, false);
@@ -239,8 +241,10 @@ static void check_overrides(struct checker *c)
         else if (!text || cfg_is_null(q->value))
             cfg_report(c->d, q->vline, q->vcol, key, "no query (expected a JSON query document)");
         else if (!(b = bson_new_from_json((const uint8_t *)text, -1, &error)))
-            cfg_report(c->d, q->vline, q->vcol, key, "invalid JSON: %s (expected a JSON query "
-                       "document)", error.message);
+            cfg_report(c->d, q->vline, q->vcol, key,
+                       "invalid JSON: %s (expected a JSON query "
+                       "document)",
+                       error.message);
         else
             cfg->snapshot_filter_overrides[cfg->snapshot_filter_override_count++] =
                 (struct mcdc_filter_override){xstrdup(names->items[i]), xstrdup(text)};

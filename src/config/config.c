@@ -67,8 +67,8 @@ static void add_unsupported(struct mcdc_config *cfg, const char *name)
 
 /* Applies one table entry, rejecting an old Debezium name used together with
  * the current one (they share a field). */
-static void apply_entry(struct mcdc_config *cfg, struct cfg_entry *e,
-                        const struct cfg_entries *all, yaml_document_t *doc, struct cfg_diag *d)
+static void apply_entry(struct mcdc_config *cfg, struct cfg_entry *e, const struct cfg_entries *all,
+                        yaml_document_t *doc, struct cfg_diag *d)
 {
     const struct opt *o = e->opt;
     if (o->alias_of) {
@@ -118,10 +118,11 @@ static void check_required(const struct cfg_entries *e, struct cfg_diag *d)
     }
 }
 
-static void load_entries(struct mcdc_config *cfg, struct cfg_entries *e,
-                         yaml_document_t *doc, struct cfg_diag *d)
+static void load_entries(struct mcdc_config *cfg, struct cfg_entries *e, yaml_document_t *doc,
+                         struct cfg_diag *d)
 {
-    struct cfg_entry *dialect = (struct cfg_entry *)cfg_entry_find(e, "debezium.compatibility", false);
+    struct cfg_entry *dialect =
+        (struct cfg_entry *)cfg_entry_find(e, "debezium.compatibility", false);
     if (dialect)
         apply_entry(cfg, dialect, e, doc, d);
     enum mcdc_dialect dialect_set = cfg->dialect;

@@ -49,17 +49,17 @@ enum opt_flags {
 #define OPT_NO_FIELD SIZE_MAX /* the option is validated but stored nowhere */
 
 struct opt {
-    const char *key;              /* full dotted name, as Debezium spells it */
+    const char *key; /* full dotted name, as Debezium spells it */
     enum opt_type type;
-    const char *dflt;             /* default text, NULL = unset; for 1.9 when dflt_3x set */
-    const char *dflt_3x;          /* default in the 3.x dialect, NULL = same as dflt */
-    int64_t min, max;             /* OPT_INT bounds */
-    const char *const *names;     /* OPT_ENUM names (NULL-terminated), value = index */
-    size_t off;                   /* offsetof(struct mcdc_config, field) or OPT_NO_FIELD */
-    unsigned flags;               /* enum opt_flags */
-    const char *alias_of;         /* older Debezium name of alias_of (same field), or NULL */
-    const char *group;            /* section heading in --config-help and the docs */
-    const char *doc;              /* one line */
+    const char *dflt;         /* default text, NULL = unset; for 1.9 when dflt_3x set */
+    const char *dflt_3x;      /* default in the 3.x dialect, NULL = same as dflt */
+    int64_t min, max;         /* OPT_INT bounds */
+    const char *const *names; /* OPT_ENUM names (NULL-terminated), value = index */
+    size_t off;               /* offsetof(struct mcdc_config, field) or OPT_NO_FIELD */
+    unsigned flags;           /* enum opt_flags */
+    const char *alias_of;     /* older Debezium name of alias_of (same field), or NULL */
+    const char *group;        /* section heading in --config-help and the docs */
+    const char *doc;          /* one line */
 };
 
 extern const struct opt mcdc_options[];

@@ -20,13 +20,15 @@
 #define NF OPT_NO_FIELD
 #define I32 INT32_MAX
 
-static const char *const capture_modes[] = {"change_streams", "change_streams_update_full",
+static const char *const capture_modes[] = {"change_streams",
+                                            "change_streams_update_full",
                                             "change_streams_with_pre_image",
                                             "change_streams_update_full_with_pre_image",
-                                            "oplog", NULL};
+                                            "oplog",
+                                            NULL};
 static const char *const full_update_types[] = {"lookup", "post_image", NULL};
-static const char *const snapshot_modes[] = {"initial", "when_needed", "initial_only",
-                                             "never", "no_data", "always", NULL};
+static const char *const snapshot_modes[] = {
+    "initial", "when_needed", "initial_only", "never", "no_data", "always", NULL};
 static const char *const sink_types[] = {"kafka", "file", "stdout", NULL};
 static const char *const offset_storages[] = {"file", "kafka", NULL};
 static const char *const schema_adjusts[] = {"none", "avro", "avro_unicode", NULL};
@@ -55,24 +57,41 @@ static const char *const guardrail_actions[] = {"warn", "fail", NULL};
 #define G_LOG "Log (mongocdc)"
 
 /* Row shorthands: S string, N integer, B boolean, E enum, L list. */
-#define S(k, d, off, fl, g, doc) {k, OPT_STRING, d, NULL, 0, 0, NULL, off, fl, NULL, g, doc}
-#define N(k, d, lo, hi, off, fl, g, doc) {k, OPT_INT, d, NULL, lo, hi, NULL, off, fl, NULL, g, doc}
-#define B(k, d, off, fl, g, doc) {k, OPT_BOOL, d, NULL, 0, 0, NULL, off, fl, NULL, g, doc}
-#define E(k, d, names, off, fl, g, doc) {k, OPT_ENUM, d, NULL, 0, 0, names, off, fl, NULL, g, doc}
-#define L(k, d, off, fl, g, doc) {k, OPT_LIST, d, NULL, 0, 0, NULL, off, fl, NULL, g, doc}
+#define S(k, d, off, fl, g, doc)                                                                   \
+    {                                                                                              \
+        k, OPT_STRING, d, NULL, 0, 0, NULL, off, fl, NULL, g, doc                                  \
+    }
+#define N(k, d, lo, hi, off, fl, g, doc)                                                           \
+    {                                                                                              \
+        k, OPT_INT, d, NULL, lo, hi, NULL, off, fl, NULL, g, doc                                   \
+    }
+#define B(k, d, off, fl, g, doc)                                                                   \
+    {                                                                                              \
+        k, OPT_BOOL, d, NULL, 0, 0, NULL, off, fl, NULL, g, doc                                    \
+    }
+#define E(k, d, names, off, fl, g, doc)                                                            \
+    {                                                                                              \
+        k, OPT_ENUM, d, NULL, 0, 0, names, off, fl, NULL, g, doc                                   \
+    }
+#define L(k, d, off, fl, g, doc)                                                                   \
+    {                                                                                              \
+        k, OPT_LIST, d, NULL, 0, 0, NULL, off, fl, NULL, g, doc                                    \
+    }
 #define U OPT_F_UNSUPPORTED
 
 const struct opt mcdc_options[] = {
     /* Connection / identity (debezium-format.md §7.1) */
     S("topic.prefix", NULL, F(topic_prefix), OPT_F_REQUIRED, G_CONN,
       "Logical name of the source: topic prefix, source.name and server_id of the offsets"),
-    {"mongodb.name", OPT_STRING, NULL, NULL, 0, 0, NULL, F(topic_prefix), 0, "topic.prefix",
-     G_CONN, "Debezium 1.x name of topic.prefix"},
+    {"mongodb.name", OPT_STRING, NULL, NULL, 0, 0, NULL, F(topic_prefix), 0, "topic.prefix", G_CONN,
+     "Debezium 1.x name of topic.prefix"},
     {"mongodb.connection.string", OPT_URI, NULL, NULL, 0, 0, NULL, F(connection_string),
      OPT_F_REQUIRED | OPT_F_SECRET, NULL, G_CONN,
-     "MongoDB connection string (replica set, mongos or config servers); its password is never printed"},
+     "MongoDB connection string (replica set, mongos or config servers); its password is never "
+     "printed"},
     S("mongodb.hosts", NULL, F(mongodb_hosts), 0, G_CONN,
-      "Debezium 1.x seed list `rs/host:port,...`; builds the connection string when mongodb.connection.string is not set"),
+      "Debezium 1.x seed list `rs/host:port,...`; builds the connection string when "
+      "mongodb.connection.string is not set"),
     B("mongodb.members.auto.discover", "true", NF, U, G_CONN,
       "1.x: discover the replica set's members from the seeds"),
     S("mongodb.user", NULL, F(mongodb_user), 0, G_CONN,
@@ -80,7 +99,8 @@ const struct opt mcdc_options[] = {
     {"mongodb.password", OPT_STRING, NULL, NULL, 0, 0, NULL, F(mongodb_password), OPT_F_SECRET,
      NULL, G_CONN, "Password of mongodb.user; never printed"},
     S("mongodb.authsource", "admin", F(mongodb_authsource), 0, G_CONN,
-      "Authentication database for mongodb.user, used when the connection string sets no authSource"),
+      "Authentication database for mongodb.user, used when the connection string sets no "
+      "authSource"),
     S("mongodb.authentication.class", "DefaultMongoDbAuthProvider", NF, U, G_CONN,
       "Java credentials provider class"),
     B("mongodb.ssl.enabled", "false", F(mongodb_ssl_enabled), 0, G_CONN,
@@ -121,8 +141,8 @@ const struct opt mcdc_options[] = {
     /* Capture */
     E("capture.mode", "change_streams_update_full", capture_modes, F(capture_mode), 0, G_CAPT,
       "How changes are read: a change stream variant, or oplog (1.9 dialect)"),
-    E("capture.mode.full.update.type", "lookup", full_update_types, F(full_update_type), 0,
-      G_CAPT, "lookup: fullDocument updateLookup; post_image: fullDocument whenAvailable"),
+    E("capture.mode.full.update.type", "lookup", full_update_types, F(full_update_type), 0, G_CAPT,
+      "lookup: fullDocument updateLookup; post_image: fullDocument whenAvailable"),
     E("capture.scope", "deployment", capture_scopes, NF, U, G_CAPT,
       "Open the change stream on the deployment, a database or a collection"),
     S("capture.target", NULL, NF, U, G_CAPT, "Database, or db.coll, for capture.scope"),
@@ -134,8 +154,8 @@ const struct opt mcdc_options[] = {
       "maxAwaitTimeMS of change-stream getMore, ms; 0 = server default; bounds shutdown time"),
     N("cursor.batch.size", "0", 0, I32, F(cursor_batch_size), 0, G_CAPT,
       "batchSize of the change-stream cursor (mongocdc); 0 = server default"),
-    {"cursor.pipeline", OPT_JSON_ARRAY, NULL, NULL, 0, 0, NULL, F(cursor_pipeline), 0, NULL,
-     G_CAPT, "JSON array of extra aggregation stages appended to the change-stream pipeline"},
+    {"cursor.pipeline", OPT_JSON_ARRAY, NULL, NULL, 0, 0, NULL, F(cursor_pipeline), 0, NULL, G_CAPT,
+     "JSON array of extra aggregation stages appended to the change-stream pipeline"},
     E("cursor.pipeline.order", "internal_first", pipeline_orders, NF, U, G_CAPT,
       "Where cursor.pipeline goes relative to the internal stages"),
     E("cursor.oversize.handling.mode", "fail", oversize_modes, NF, U, G_CAPT,
@@ -211,8 +231,8 @@ const struct opt mcdc_options[] = {
     /* Topics / schemas / runtime (§3) */
     E("debezium.compatibility", "1.9", dialects, F(dialect), 0, G_TOPI,
       "Event layout of this Debezium version (mongocdc)"),
-    {"debezium.version", OPT_STRING, "1.9.8.Final", "3.6.1.Final", 0, 0, NULL,
-     F(debezium_version), 0, NULL, G_TOPI, "source.version text in events (mongocdc)"},
+    {"debezium.version", OPT_STRING, "1.9.8.Final", "3.6.1.Final", 0, 0, NULL, F(debezium_version),
+     0, NULL, G_TOPI, "source.version text in events (mongocdc)"},
     S("topic.naming.strategy", "io.debezium.schema.DefaultTopicNamingStrategy", NF, U, G_TOPI,
       "Java topic naming class"),
     S("topic.delimiter", ".", F(topic_delimiter), 0, G_TOPI, "Separator in topic names"),
@@ -232,8 +252,7 @@ const struct opt mcdc_options[] = {
       "Wrap values in Kafka Connect JSON schema envelopes"),
     N("heartbeat.interval.ms", "0", 0, I32, F(heartbeat_interval_ms), 0, G_TOPI,
       "Heartbeat record interval, ms; 0 = off"),
-    N("max.batch.size", "2048", 1, I32, F(max_batch_size), 0, G_TOPI,
-      "Events handled per batch"),
+    N("max.batch.size", "2048", 1, I32, F(max_batch_size), 0, G_TOPI, "Events handled per batch"),
     N("max.queue.size", "8192", 1, I32, NF, U, G_TOPI, "Internal queue capacity, events"),
     N("max.queue.size.in.bytes", "0", 0, INT64_MAX, NF, U, G_TOPI,
       "Internal queue capacity, bytes; 0 = unlimited"),

@@ -197,8 +197,8 @@ static mongoc_uri_t *parse_uri(const char *text, const struct cfg_entry *where, 
     mongoc_uri_t *uri = mongoc_uri_new_with_error(text, &error);
     mongoc_log_set_handler(mongoc_log_default_handler, NULL);
     if (!uri) {
-        char *full = w.count ? xasprintf("%s: %s", error.message, w.msg[0])
-                             : xstrdup(error.message);
+        char *full =
+            w.count ? xasprintf("%s: %s", error.message, w.msg[0]) : xstrdup(error.message);
         char *msg = cfg_redact_text(full, text);
         cfg_report(d, where->vline, where->vcol, where->key,
                    "invalid connection string: %s (expected a mongodb:// or mongodb+srv:// "

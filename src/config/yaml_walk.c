@@ -28,8 +28,8 @@ bool cfg_is_null(const yaml_node_t *node)
     const char *s = cfg_scalar(node);
     if (!s || node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
         return false;
-    return *s == '\0' || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 ||
-           strcmp(s, "Null") == 0 || strcmp(s, "NULL") == 0;
+    return *s == '\0' || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
+           strcmp(s, "NULL") == 0;
 }
 
 /* Levenshtein distance, two rows. */

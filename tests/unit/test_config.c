@@ -20,8 +20,9 @@
 #include "config/config.h"
 #include "config/internal.h"
 
-#define BASE "topic.prefix: t\nmongodb.connection.string: mongodb://h1/?replicaSet=rs0\n" \
-             "sink.type: stdout\noffsets.file.path: /tmp/o.json\n"
+#define BASE                                                                                       \
+    "topic.prefix: t\nmongodb.connection.string: mongodb://h1/?replicaSet=rs0\n"                   \
+    "sink.type: stdout\noffsets.file.path: /tmp/o.json\n"
 
 struct loaded {
     struct mcdc_config *cfg;
@@ -169,11 +170,16 @@ static void test_type_checks(void **state)
     assert_problem(BASE "snapshot.mode: sometimes\n",
                    "F:5:16: snapshot.mode: invalid value \"sometimes\" (expected one of: initial, "
                    "when_needed, initial_only, never, no_data, always)");
-    assert_problem(BASE "debezium.compatibility: 2.0\n", "invalid value \"2.0\" (expected one of: 1.9, 3.x)");
-    assert_problem(BASE "topic.delimiter:\n", "F:5:17: topic.delimiter: no value (expected a string)");
-    assert_problem(BASE "topic.delimiter: ''\n", "topic.delimiter: empty value (expected a string)");
-    assert_problem(BASE "topic.transaction: [a]\n", "topic.transaction: unexpected list (expected a string)");
-    assert_problem(BASE "tombstones.on.delete: {a: 1}\n", "unexpected map (expected true or false)");
+    assert_problem(BASE "debezium.compatibility: 2.0\n",
+                   "invalid value \"2.0\" (expected one of: 1.9, 3.x)");
+    assert_problem(BASE "topic.delimiter:\n",
+                   "F:5:17: topic.delimiter: no value (expected a string)");
+    assert_problem(BASE "topic.delimiter: ''\n",
+                   "topic.delimiter: empty value (expected a string)");
+    assert_problem(BASE "topic.transaction: [a]\n",
+                   "topic.transaction: unexpected list (expected a string)");
+    assert_problem(BASE "tombstones.on.delete: {a: 1}\n",
+                   "unexpected map (expected true or false)");
     assert_problem(BASE "collection.include.list: [a.b, {x: 1}]\n",
                    "F:5:32: collection.include.list: list entry is not a string");
     assert_problem(BASE "cursor.pipeline: '{\"a\": 1}'\n",
@@ -260,8 +266,9 @@ static void test_cross_field(void **state)
     unload(&lit);
     assert_problem(BASE "skipped.operations: c,x\n",
                    "skipped.operations: invalid operation \"x\" (expected c, u, d, t or none)");
-    assert_problem(BASE "snapshot.collection.filter.overrides: a.b\n",
-                   "no query for \"a.b\" (expected snapshot.collection.filter.overrides.a.b to be set)");
+    assert_problem(
+        BASE "snapshot.collection.filter.overrides: a.b\n",
+        "no query for \"a.b\" (expected snapshot.collection.filter.overrides.a.b to be set)");
     assert_problem(BASE "snapshot.collection.filter.overrides.a.b: '{}'\n",
                    "F:5:1: snapshot.collection.filter.overrides.a.b: collection not listed");
     struct loaded l = load(BASE "snapshot.collection.filter.overrides: a.b\n"
@@ -394,20 +401,13 @@ static void test_help_lists_every_option(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults_1_9),
-        cmocka_unit_test(test_defaults_3_x),
-        cmocka_unit_test(test_values_set),
-        cmocka_unit_test(test_type_checks),
-        cmocka_unit_test(test_lists_both_forms),
-        cmocka_unit_test(test_unknown_key),
-        cmocka_unit_test(test_duplicate_key),
-        cmocka_unit_test(test_missing_required),
-        cmocka_unit_test(test_cross_field),
-        cmocka_unit_test(test_kafka_passthrough),
-        cmocka_unit_test(test_secrets),
-        cmocka_unit_test(test_unsupported_set),
-        cmocka_unit_test(test_syntax_error),
-        cmocka_unit_test(test_help_lists_every_option),
+        cmocka_unit_test(test_defaults_1_9),     cmocka_unit_test(test_defaults_3_x),
+        cmocka_unit_test(test_values_set),       cmocka_unit_test(test_type_checks),
+        cmocka_unit_test(test_lists_both_forms), cmocka_unit_test(test_unknown_key),
+        cmocka_unit_test(test_duplicate_key),    cmocka_unit_test(test_missing_required),
+        cmocka_unit_test(test_cross_field),      cmocka_unit_test(test_kafka_passthrough),
+        cmocka_unit_test(test_secrets),          cmocka_unit_test(test_unsupported_set),
+        cmocka_unit_test(test_syntax_error),     cmocka_unit_test(test_help_lists_every_option),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
