@@ -568,7 +568,8 @@ class Sim(object):
             if cl.primary is None:
                 raise SimError(10107, "NotWritablePrimary", "no primary")
             if op == "noop":
-                e = cl.append_entry({"op": "n", "ns": "", "o": {"msg": a.get("msg", "control note")}})
+                for _ in range(max(1, int(a.get("count", 1)))):
+                    e = cl.append_entry({"op": "n", "ns": "", "o": {"msg": a.get("msg", "control note")}})
                 return {"ts": _ts_json(e["ts"])}
             if op == "txn":
                 lsid = {"id": uuid.UUID(int=cl.rand.getrandbits(128), version=4)}
