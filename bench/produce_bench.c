@@ -99,7 +99,8 @@ static void make_payloads(struct payload *p, size_t n, size_t size)
             "\\\"}\",\"patch\":null,\"filter\":null,\"source\":{\"version\":\"1.9.8.Final\","
             "\"connector\":\"mongodb\",\"name\":\"bench\",\"ts_ms\":1700000000000,\"snapshot\":"
             "\"false\",\"db\":\"shop\",\"sequence\":null,\"rs\":\"rs0\",\"collection\":\"orders\","
-            "\"ord\":%zu,\"h\":null,\"tord\":null,\"stxnid\":null,\"lsid\":null,\"txnNumber\":null},"
+            "\"ord\":%zu,\"h\":null,\"tord\":null,\"stxnid\":null,\"lsid\":null,\"txnNumber\":null}"
+            ","
             "\"op\":\"c\",\"ts_ms\":1700000000123,\"transaction\":null}";
         char *tail = xasprintf(tail_fmt, i);
         size_t fixed = strlen(head) + strlen(tail);
@@ -110,7 +111,8 @@ static void make_payloads(struct payload *p, size_t n, size_t size)
         /* pseudo-random letters: the padding must not compress better than real data */
         for (size_t j = 0; j < pad; j++) {
             rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-            p[i].value[strlen(head) + j] = "abcdefghijklmnopqrstuvwxyz0123456789 "[(rng >> 33) % 37];
+            p[i].value[strlen(head) + j] =
+                "abcdefghijklmnopqrstuvwxyz0123456789 "[(rng >> 33) % 37];
         }
         memcpy(p[i].value + strlen(head) + pad, tail, strlen(tail) + 1);
         free(head);
@@ -124,8 +126,8 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int run(const char *target, const struct payload *pool, uint64_t count,
-               int64_t queue_bytes, double rate, struct mcdc_kv *extra, size_t n_extra)
+static int run(const char *target, const struct payload *pool, uint64_t count, int64_t queue_bytes,
+               double rate, struct mcdc_kv *extra, size_t n_extra)
 {
     struct mcdc_kv kv[40];
     size_t n = 0;
@@ -153,8 +155,8 @@ static int run(const char *target, const struct payload *pool, uint64_t count,
     }
     char *topic = xasprintf("bench-produce-%ld-%ld", (long)getpid(), (long)time(NULL));
     /* Warm-up: connection, producer id, topic metadata. */
-    struct mcdc_record rec = {topic, xstrdup(pool[0].key), pool[0].key_len,
-                              xstrdup(pool[0].value), pool[0].value_len};
+    struct mcdc_record rec = {topic, xstrdup(pool[0].key), pool[0].key_len, xstrdup(pool[0].value),
+                              pool[0].value_len};
     if (!sink_produce(sink, &rec, NULL, NULL, &err) || !sink_flush(sink, 30000, &err)) {
         fprintf(stderr, "produce_bench: %s: warm-up failed: %s\n", target, err.msg);
         sink_destroy(sink);
@@ -221,8 +223,9 @@ static int run(const char *target, const struct payload *pool, uint64_t count,
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: produce_bench [--count N] [--size BYTES] [--rate PER_S] [--queue-bytes B] "
-                    "[--set key=value]... [mock|HOST:PORT]...\n");
+    fprintf(stderr,
+            "usage: produce_bench [--count N] [--size BYTES] [--rate PER_S] [--queue-bytes B] "
+            "[--set key=value]... [mock|HOST:PORT]...\n");
 }
 
 int main(int argc, char **argv)

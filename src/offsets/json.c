@@ -76,13 +76,27 @@ void jbuf_str(struct jbuf *b, const char *s, size_t n)
         jbuf_putn(b, s + run, i - run);
         run = i + 1;
         switch (c) {
-        case '"': jbuf_puts(b, "\\\""); break;
-        case '\\': jbuf_puts(b, "\\\\"); break;
-        case '\n': jbuf_puts(b, "\\n"); break;
-        case '\r': jbuf_puts(b, "\\r"); break;
-        case '\t': jbuf_puts(b, "\\t"); break;
-        case '\b': jbuf_puts(b, "\\b"); break;
-        case '\f': jbuf_puts(b, "\\f"); break;
+        case '"':
+            jbuf_puts(b, "\\\"");
+            break;
+        case '\\':
+            jbuf_puts(b, "\\\\");
+            break;
+        case '\n':
+            jbuf_puts(b, "\\n");
+            break;
+        case '\r':
+            jbuf_puts(b, "\\r");
+            break;
+        case '\t':
+            jbuf_puts(b, "\\t");
+            break;
+        case '\b':
+            jbuf_puts(b, "\\b");
+            break;
+        case '\f':
+            jbuf_puts(b, "\\f");
+            break;
         default: {
             char tmp[8];
             snprintf(tmp, sizeof tmp, "\\u%04x", c);
@@ -123,18 +137,30 @@ void jbuf_bson_value(struct jbuf *b, const bson_iter_t *iter)
         jbuf_str(b, s, n);
         break;
     }
-    case BSON_TYPE_INT32: jbuf_i64(b, bson_iter_int32(iter)); break;
-    case BSON_TYPE_INT64: jbuf_i64(b, bson_iter_int64(iter)); break;
-    case BSON_TYPE_BOOL: jbuf_puts(b, bson_iter_bool(iter) ? "true" : "false"); break;
-    case BSON_TYPE_NULL: jbuf_puts(b, "null"); break;
+    case BSON_TYPE_INT32:
+        jbuf_i64(b, bson_iter_int32(iter));
+        break;
+    case BSON_TYPE_INT64:
+        jbuf_i64(b, bson_iter_int64(iter));
+        break;
+    case BSON_TYPE_BOOL:
+        jbuf_puts(b, bson_iter_bool(iter) ? "true" : "false");
+        break;
+    case BSON_TYPE_NULL:
+        jbuf_puts(b, "null");
+        break;
     case BSON_TYPE_DOUBLE: {
         char tmp[40];
         snprintf(tmp, sizeof tmp, "%.17g", bson_iter_double(iter));
         jbuf_puts(b, tmp);
         break;
     }
-    case BSON_TYPE_DOCUMENT: put_container(b, iter, false); break;
-    case BSON_TYPE_ARRAY: put_container(b, iter, true); break;
+    case BSON_TYPE_DOCUMENT:
+        put_container(b, iter, false);
+        break;
+    case BSON_TYPE_ARRAY:
+        put_container(b, iter, true);
+        break;
     default: {
         /* Not produced by a JSON parse; kept readable rather than dropped. */
         bson_t tmp = BSON_INITIALIZER;

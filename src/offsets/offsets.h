@@ -26,17 +26,18 @@
  * resume_token is a copy (bson_t) the position owns.
  */
 struct mcdc_position {
-    int64_t sec; /* clusterTime seconds, -1 when known only from a resume token */
-    int64_t ord; /* clusterTime increment, -1 when unknown */
+    int64_t sec;         /* clusterTime seconds, -1 when known only from a resume token */
+    int64_t ord;         /* clusterTime increment, -1 when unknown */
     bson_t resume_token; /* the full resume-token document; empty if none */
     bool has_resume_token;
-    bool initsync;          /* an initial snapshot is in progress */
-    bool oplog;             /* written by legacy oplog capture mode */
-    int64_t h;              /* oplog h (1.9), 0 when none */
-    int64_t tord;           /* oplog transaction order, 0 when none */
-    char *lsid;             /* STRICT JSON of lsid, NULL when none */
-    int64_t txn_number;     /* valid when lsid != NULL */
-    char *extra_json;       /* other keys (transaction, incremental snapshot) as a JSON object text, or NULL */
+    bool initsync;      /* an initial snapshot is in progress */
+    bool oplog;         /* written by legacy oplog capture mode */
+    int64_t h;          /* oplog h (1.9), 0 when none */
+    int64_t tord;       /* oplog transaction order, 0 when none */
+    char *lsid;         /* STRICT JSON of lsid, NULL when none */
+    int64_t txn_number; /* valid when lsid != NULL */
+    char *extra_json;   /* other keys (transaction, incremental snapshot) as a JSON object text, or
+                           NULL */
 };
 
 /* Sets pos to "no position": sec = ord = -1, empty token, no strings. */

@@ -134,10 +134,17 @@ char *position_to_json(const struct mcdc_position *pos)
 static bool get_int(const bson_iter_t *it, int64_t *out)
 {
     switch (bson_iter_type(it)) {
-    case BSON_TYPE_INT32: *out = bson_iter_int32(it); return true;
-    case BSON_TYPE_INT64: *out = bson_iter_int64(it); return true;
-    case BSON_TYPE_DOUBLE: *out = (int64_t)bson_iter_double(it); return true;
-    default: return false;
+    case BSON_TYPE_INT32:
+        *out = bson_iter_int32(it);
+        return true;
+    case BSON_TYPE_INT64:
+        *out = bson_iter_int64(it);
+        return true;
+    case BSON_TYPE_DOUBLE:
+        *out = (int64_t)bson_iter_double(it);
+        return true;
+    default:
+        return false;
     }
 }
 

@@ -24,7 +24,7 @@ struct offset_store *offset_store_open(const struct mcdc_config *cfg, struct mcd
     struct offset_store *store = xcalloc(1, sizeof *store);
     store->cfg = cfg;
     bool ok = cfg->offset_storage == MCDC_OFFSETS_KAFKA ? store_kafka_open(store, err)
-                                                          : store_file_open(store, err);
+                                                        : store_file_open(store, err);
     if (!ok) {
         free(store);
         return NULL;

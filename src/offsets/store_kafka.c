@@ -91,8 +91,8 @@ static bool conf_set(rd_kafka_conf_t *conf, const struct mcdc_config *cfg, const
 }
 
 /* The user's kafka: map, with bootstrap (when given) replacing a mock cluster setting. */
-static bool apply_user(rd_kafka_conf_t *conf, const struct mcdc_config *cfg,
-                       const char *bootstrap, struct mcdc_error *err)
+static bool apply_user(rd_kafka_conf_t *conf, const struct mcdc_config *cfg, const char *bootstrap,
+                       struct mcdc_error *err)
 {
     for (size_t i = 0; i < cfg->kafka.count; i++) {
         const struct mcdc_kv *kv = &cfg->kafka.items[i];
@@ -138,14 +138,13 @@ static bool ensure_topic(struct kafka_store *ks)
     if (ev) {
         const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
         size_t n = 0;
-        const rd_kafka_topic_result_t **tr = res ? rd_kafka_CreateTopics_result_topics(res, &n)
-                                                 : NULL;
+        const rd_kafka_topic_result_t **tr =
+            res ? rd_kafka_CreateTopics_result_topics(res, &n) : NULL;
         if (rd_kafka_event_error(ev)) {
             why = rd_kafka_event_error_string(ev);
         } else if (n == 1) {
             rd_kafka_resp_err_t te = rd_kafka_topic_result_error(tr[0]);
-            ok = te == RD_KAFKA_RESP_ERR_NO_ERROR ||
-                 te == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS;
+            ok = te == RD_KAFKA_RESP_ERR_NO_ERROR || te == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS;
             why = rd_kafka_err2str(te);
         }
         if (ok)
@@ -173,10 +172,9 @@ static bool read_partition(rd_kafka_topic_t *rkt, int32_t p, int64_t hi, const c
                            char **value, int64_t deadline, struct mcdc_error *err)
 {
     if (rd_kafka_consume_start(rkt, p, RD_KAFKA_OFFSET_BEGINNING) == -1)
-        return mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, rd_kafka_last_error(),
-                                        "offsets topic %s [%d]: consume: %s",
-                                        rd_kafka_topic_name(rkt), (int)p,
-                                        rd_kafka_err2str(rd_kafka_last_error()));
+        return mcdc_error_set_retriable(
+            err, MCDC_ERR_KAFKA, rd_kafka_last_error(), "offsets topic %s [%d]: consume: %s",
+            rd_kafka_topic_name(rkt), (int)p, rd_kafka_err2str(rd_kafka_last_error()));
     size_t klen = strlen(key);
     bool ok = false, failed = false;
     while (now_ms() < deadline) {
@@ -190,8 +188,7 @@ static bool read_partition(rd_kafka_topic_t *rkt, int32_t p, int64_t hi, const c
         }
         if (m->err) {
             mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, m->err, "offsets topic %s [%d]: %s",
-                                     rd_kafka_topic_name(rkt), (int)p,
-                                     rd_kafka_message_errstr(m));
+                                     rd_kafka_topic_name(rkt), (int)p, rd_kafka_message_errstr(m));
             rd_kafka_message_destroy(m);
             failed = true;
             break;
@@ -250,8 +247,8 @@ static bool kafka_load(struct offset_store *store, const char *key, char **value
             e = rd_kafka_query_watermark_offsets(rk, ks->topic, p, &lo, &hi, ks->timeout_ms);
             if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
                 ok = mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, e,
-                                              "offsets topic %s [%d]: watermarks: %s",
-                                              ks->topic, (int)p, rd_kafka_err2str(e));
+                                              "offsets topic %s [%d]: watermarks: %s", ks->topic,
+                                              (int)p, rd_kafka_err2str(e));
             else if (hi > lo)
                 ok = read_partition(rkt, p, hi, key, value_json, deadline, err);
         }
@@ -285,9 +282,8 @@ static bool kafka_save(struct offset_store *store, const char *key, const char *
                                         "offsets topic %s: not acknowledged within %d ms",
                                         ks->topic, ks->timeout_ms);
     if (ks->dr_err != RD_KAFKA_RESP_ERR_NO_ERROR)
-        return mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, ks->dr_err,
-                                        "offsets topic %s: %s", ks->topic,
-                                        rd_kafka_err2str(ks->dr_err));
+        return mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, ks->dr_err, "offsets topic %s: %s",
+                                        ks->topic, rd_kafka_err2str(ks->dr_err));
     return true;
 }
 
@@ -310,8 +306,8 @@ bool store_kafka_open(struct offset_store *store, struct mcdc_error *err)
     struct kafka_store *ks = xcalloc(1, sizeof *ks);
     store->impl = ks;
     store->ops = &kafka_ops;
-    ks->topic = cfg->offsets_topic && cfg->offsets_topic[0] ? cfg->offsets_topic
-                                                            : "mongocdc-offsets";
+    ks->topic =
+        cfg->offsets_topic && cfg->offsets_topic[0] ? cfg->offsets_topic : "mongocdc-offsets";
     ks->timeout_ms = cfg->offsets_flush_timeout_ms > 0 ? (int)cfg->offsets_flush_timeout_ms : 5000;
 
     rd_kafka_conf_t *conf = rd_kafka_conf_new();

@@ -20,7 +20,7 @@ struct sink *sink_new(const struct mcdc_config *cfg, const char *client_tag, sin
     sink->cb = cb;
     sink->cb_ctx = cb_ctx;
     bool ok = cfg->sink_type == MCDC_SINK_KAFKA ? sink_kafka_open(sink, client_tag, err)
-                                                  : sink_lines_open(sink, err);
+                                                : sink_lines_open(sink, err);
     if (!ok) {
         free(sink);
         return NULL;

@@ -252,7 +252,8 @@ static void position_old_hex_token_becomes_data_document(void **state)
     position_init(&q);
     struct mcdc_error err = MCDC_ERROR_INIT;
     const char *hex = "826501F5C3000000032B022C0100296E5A1004AB";
-    char *json = xasprintf("{\"sec\":1694627139,\"ord\":3,\"h\":null,\"resume_token\":\"%s\"}", hex);
+    char *json =
+        xasprintf("{\"sec\":1694627139,\"ord\":3,\"h\":null,\"resume_token\":\"%s\"}", hex);
     assert_true(position_from_json(json, &q, &err));
     assert_string_equal(token_data(&q), hex);
     assert_false(q.oplog);
@@ -277,7 +278,8 @@ static void position_initsync_lsid_and_extra_keys(void **state)
     p.initsync = true;
     p.lsid = xstrdup("{\"id\": {\"$binary\": \"q83vEjRWeJ==\", \"$type\": \"04\"}}");
     p.txn_number = 42;
-    p.extra_json = xstrdup("{\"transaction_id\":\"x:42\",\"transaction_data_collection_order_db.c\":7}");
+    p.extra_json =
+        xstrdup("{\"transaction_id\":\"x:42\",\"transaction_data_collection_order_db.c\":7}");
     char *json = position_to_json(&p);
     assert_non_null(strstr(json, "\"initsync\":true"));
     assert_non_null(strstr(json, "\"lsid\":\"{\\\"id\\\": {\\\"$binary\\\""));
@@ -323,8 +325,8 @@ static void position_oplog_mode_is_remembered(void **state)
     assert_true(position_from_json("{\"sec\":5,\"ord\":1,\"h\":0}", &q, &err));
     assert_true(q.oplog);
     /* A 1.9 change-stream value: h null. */
-    assert_true(position_from_json("{\"sec\":5,\"ord\":1,\"h\":null,\"resume_token\":\"82AA\"}",
-                                   &q, &err));
+    assert_true(
+        position_from_json("{\"sec\":5,\"ord\":1,\"h\":null,\"resume_token\":\"82AA\"}", &q, &err));
     assert_false(q.oplog);
     free(json);
     position_clear(&p);

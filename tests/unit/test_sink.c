@@ -46,8 +46,7 @@ static void on_delivery(void *opaque, const struct mcdc_error *err, void *cb_ctx
     }
 }
 
-static void record(struct mcdc_record *rec, const char *topic, const char *key,
-                   const char *value)
+static void record(struct mcdc_record *rec, const char *topic, const char *key, const char *value)
 {
     rec->topic = topic;
     rec->key = key ? xstrdup(key) : NULL;
