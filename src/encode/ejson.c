@@ -18,9 +18,6 @@
 
 #include <string.h>
 
-/* Appends a literal (sizeof - 1 bytes). */
-#define PUT_LIT(buf, lit) ejson_buf_append((buf), (lit), sizeof(lit) - 1)
-
 static inline void reserve(struct ejson_buf *buf, size_t n)
 {
     if (buf->cap - buf->len <= n) {
@@ -28,18 +25,42 @@ static inline void reserve(struct ejson_buf *buf, size_t n)
     }
 }
 
-/* Decimal text of v into out (at least 20 bytes); returns the length. */
+/* Appends n bytes; inlined so that literals become a few stores. */
+static inline void put(struct ejson_buf *buf, const char *s, size_t n)
+{
+    reserve(buf, n);
+    memcpy(buf->data + buf->len, s, n);
+    buf->len += n;
+}
+
+/* Appends a literal (sizeof - 1 bytes). */
+#define PUT_LIT(buf, lit) put((buf), (lit), sizeof(lit) - 1)
+
+static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                     "25262728293031323334353637383940414243444546474849"
+                                     "50515253545556575859606162636465666768697071727374"
+                                     "75767778798081828384858687888990919293949596979899";
+
+/* Decimal text of v into out (at least 20 bytes); returns the length.
+ * Two digits per step from the right, into a scratch buffer. */
 static size_t fmt_u64(uint64_t v, char *out)
 {
-    char tmp[20];
-    size_t k = 0;
-    do {
-        tmp[k++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < k; i++) {
-        out[i] = tmp[k - 1 - i];
+    char tmp[24];
+    char *p = tmp + sizeof tmp;
+    while (v >= 100) {
+        unsigned r = (unsigned)(v % 100);
+        v /= 100;
+        p -= 2;
+        memcpy(p, digit_pairs + 2 * r, 2);
     }
+    if (v >= 10) {
+        p -= 2;
+        memcpy(p, digit_pairs + 2 * v, 2);
+    } else {
+        *--p = (char)('0' + v);
+    }
+    size_t k = (size_t)(tmp + sizeof tmp - p);
+    memcpy(out, p, k);
     return k;
 }
 
@@ -156,7 +177,7 @@ static void put_binary(struct ejson_buf *buf, bson_subtype_t subtype, const uint
         put_sep(buf, sep);
         PUT_LIT(buf, "\"subType\": \"");
     }
-    ejson_buf_append(buf, st, 2);
+    put(buf, st, 2);
     if (mode == EJSON_STRICT) {
         PUT_LIT(buf, "\"}");
     } else {
@@ -291,7 +312,7 @@ static void write_nested(struct ejson_buf *buf, const bson_iter_t *iter, bool ar
         /* libbson rejects a malformed sub-document; render it empty rather
          * than reading past it. Unreachable for documents that passed
          * bson_init_static's length checks and a validating reader. */
-        ejson_buf_append(buf, array ? "[]" : "{}", 2);
+        put(buf, array ? "[]" : "{}", 2);
         return;
     }
     write_members(buf, &child, array, mode, sep);
@@ -461,7 +482,7 @@ static void write_members(struct ejson_buf *buf, bson_iter_t *it, bool array,
                           enum ejson_mode mode, enum ejson_separators sep)
 {
     bool first = true;
-    ejson_buf_append(buf, array ? "[" : "{", 1);
+    put(buf, array ? "[" : "{", 1);
     while (bson_iter_next(it)) {
         if (!first) {
             put_sep(buf, sep);
@@ -473,7 +494,7 @@ static void write_members(struct ejson_buf *buf, bson_iter_t *it, bool array,
         }
         ejson_write_value(buf, it, mode, sep);
     }
-    ejson_buf_append(buf, array ? "]" : "}", 1);
+    put(buf, array ? "]" : "}", 1);
 }
 
 void ejson_write_document(struct ejson_buf *buf, const bson_t *doc, enum ejson_mode mode,

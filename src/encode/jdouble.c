@@ -301,6 +301,27 @@ static void digits_int(struct jdigits *out, uint64_t fract, int B5, int B2, int 
     *ldd = i32(((uint32_t)b << 1) - (uint32_t)tens);
 }
 
+/*
+ * q = b / s and *rem = b % s for 0 <= b < ~11 s, without a hardware divide:
+ * a floating-point estimate (off by at most one) corrected exactly.
+ */
+static inline int quo_rem_u64(uint64_t b, uint64_t s, double inv_s, uint64_t *rem)
+{
+    uint64_t q = (uint64_t)((double)b * inv_s);
+    uint64_t qs = q * s;
+    while (qs > b) {
+        q--;
+        qs -= s;
+    }
+    uint64_t r = b - qs;
+    while (r >= s) {
+        q++;
+        r -= s;
+    }
+    *rem = r;
+    return (int)q;
+}
+
 static void digits_long(struct jdigits *out, uint64_t fract, int B5, int B2, int S5, int S2,
                         int M5, int M2, int *dec_exp, bool *low, bool *high, int64_t *ldd)
 {
@@ -308,8 +329,12 @@ static void digits_long(struct jdigits *out, uint64_t fract, int B5, int B2, int
     int64_t s = i64(pow5_u64(S5) << S2);
     int64_t m = i64(pow5_u64(M5) << M2);
     int64_t tens = i64((uint64_t)s * 10u);
-    int q = (int)(b / s);
-    b = i64(10u * (uint64_t)(b % s));
+    double inv_s = 1.0 / (double)s;
+    uint64_t rem;
+    /* b and s are positive here (Bbits, tenSbits < 64), so the unsigned
+     * quotient is Java's b / s and b % s. */
+    int q = quo_rem_u64((uint64_t)b, (uint64_t)s, inv_s, &rem);
+    b = i64(10u * rem);
     m = i64((uint64_t)m * 10u);
     *low = b < m;
     *high = i64((uint64_t)b + (uint64_t)m) > tens;
@@ -322,8 +347,8 @@ static void digits_long(struct jdigits *out, uint64_t fract, int B5, int B2, int
         *high = *low = false;
     }
     while (!*low && !*high) {
-        q = (int)(b / s);
-        b = i64(10u * (uint64_t)(b % s));
+        q = quo_rem_u64((uint64_t)b, (uint64_t)s, inv_s, &rem);
+        b = i64(10u * rem);
         m = i64((uint64_t)m * 10u);
         if (m > 0) {
             *low = b < m;
@@ -335,6 +360,89 @@ static void digits_long(struct jdigits *out, uint64_t fract, int B5, int B2, int
     }
     *ldd = i64(((uint64_t)b << 1) - (uint64_t)tens);
 }
+
+#ifdef __SIZEOF_INT128__
+__extension__ typedef unsigned __int128 u128;
+
+static u128 pow52_u128(uint64_t f, int p5, int p2)
+{
+    u128 v = f;
+    while (p5-- > 0) {
+        v *= 5;
+    }
+    return v << p2;
+}
+
+static int bitlen_u128(u128 v)
+{
+    uint64_t hi = (uint64_t)(v >> 64);
+    if (hi) {
+        return 128 - __builtin_clzll(hi);
+    }
+    uint64_t lo = (uint64_t)v;
+    return lo ? 64 - __builtin_clzll(lo) : 0;
+}
+
+/*
+ * The arbitrary-precision variant (same comparisons as digits_big) for
+ * operands that fit in 128 bits with room for the growing M: most doubles
+ * with a fractional part and a moderate exponent land here.
+ */
+static void digits_u128(struct jdigits *out, uint64_t fract, int B5, int B2, int S5, int S2,
+                        int M5, int M2, int *dec_exp, bool *low, bool *high, int64_t *ldd)
+{
+    u128 S = pow52_u128(1, S5, S2);
+    u128 B = pow52_u128(fract, B5, B2);
+    u128 M = pow52_u128(1, M5 + 1, M2 + 1); /* 10 * M */
+    u128 tenS = S * 10;
+    int sh = bitlen_u128(S) > 60 ? bitlen_u128(S) - 60 : 0;
+    double inv_s = 1.0 / (double)(uint64_t)(S >> sh);
+    int q;
+    bool first = true;
+    for (;;) {
+        /* q = B / S, B = 10 * (B % S) */
+        u128 qq = (uint64_t)((double)(uint64_t)(B >> sh) * inv_s);
+        u128 qs = qq * S;
+        while (qs > B) {
+            qq--;
+            qs -= S;
+        }
+        u128 r = B - qs;
+        while (r >= S) {
+            qq++;
+            r -= S;
+        }
+        q = (int)qq;
+        B = r * 10;
+        if (!first) {
+            M *= 10;
+        }
+        *low = B < M;
+        *high = B + M >= tenS;
+        if (first) {
+            first = false;
+            if (q == 0 && !*high) {
+                (*dec_exp)--;
+            } else {
+                put_digit(out, q);
+            }
+            if (*dec_exp < -3 || *dec_exp >= 8) {
+                *high = *low = false;
+            }
+        } else {
+            put_digit(out, q);
+        }
+        if (*low || *high) {
+            break;
+        }
+    }
+    *ldd = 0;
+    if (*high && *low) {
+        u128 b2 = B << 1;
+        *ldd = b2 < tenS ? -1 : (b2 > tenS ? 1 : 0);
+    }
+}
+#endif
 
 static void digits_big(struct jdigits *out, uint64_t fract, int B5, int B2, int S5, int S2, int M5,
                        int M2, int *dec_exp, bool *low, bool *high, int64_t *ldd)
@@ -445,7 +553,17 @@ static void dtoa(struct jdigits *out, int bin_exp, uint64_t fract, int n_sig_bit
             digits_long(out, fract, B5, B2, S5, S2, M5, M2, &dec_exp, &low, &high, &ldd);
         }
     } else {
+#ifdef __SIZEOF_INT128__
+        /* 118 bits leaves room for M, which grows to < 100 S before the
+         * loop stops, and for B + M. */
+        if (b_bits <= 118 && ten_s_bits <= 118) {
+            digits_u128(out, fract, B5, B2, S5, S2, M5, M2, &dec_exp, &low, &high, &ldd);
+        } else {
+            digits_big(out, fract, B5, B2, S5, S2, M5, M2, &dec_exp, &low, &high, &ldd);
+        }
+#else
         digits_big(out, fract, B5, B2, S5, S2, M5, M2, &dec_exp, &low, &high, &ldd);
+#endif
     }
     out->dexp = dec_exp + 1;
     if (out->n == 0) {

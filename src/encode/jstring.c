@@ -198,6 +198,26 @@ static size_t decode_java(const uint8_t *s, size_t n, uint32_t *cp, bool *bad)
     return 1;
 }
 
+#define ONES UINT64_C(0x0101010101010101)
+#define HIGHS UINT64_C(0x8080808080808080)
+
+/* Non-zero if some byte of x is zero (the classic SWAR test). */
+static inline uint64_t has_zero_byte(uint64_t x)
+{
+    return (x - ONES) & ~x & HIGHS;
+}
+
+/* True if all eight bytes of w are ASCII that Java writes unescaped:
+ * 0x20..0x7e except '"' and '\\'. */
+static inline bool plain_ascii8(uint64_t w)
+{
+    uint64_t ctl = (w - ONES * 0x20) & ~w & HIGHS;     /* some byte < 0x20 */
+    uint64_t high = (w | (w + ONES)) & HIGHS;          /* some byte >= 0x7f */
+    uint64_t quote = has_zero_byte(w ^ (ONES * '"'));
+    uint64_t bslash = has_zero_byte(w ^ (ONES * '\\'));
+    return (ctl | high | quote | bslash) == 0;
+}
+
 static const char hexl[] = "0123456789abcdef";
 
 static inline char *put_u(char *p, uint32_t unit)
@@ -223,7 +243,23 @@ void ejson_write_string(struct ejson_buf *buf, const char *str, size_t n)
     uint64_t bad_count = 0;
     *p++ = '"';
     size_t i = 0;
+    bool table_ready = false;
     while (i < n) {
+        /* Eight plain ASCII bytes at a time (no control, DEL, quote,
+         * backslash or non-ASCII byte): the common case for keys and text. */
+        while (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!plain_ascii8(w)) {
+                break;
+            }
+            memcpy(p, s + i, 8);
+            p += 8;
+            i += 8;
+        }
+        if (i >= n) {
+            break;
+        }
         uint8_t b = s[i];
         if (b < 0x80) {
             char e = ascii_escape[b];
@@ -244,10 +280,14 @@ void ejson_write_string(struct ejson_buf *buf, const char *str, size_t n)
         if (bad) {
             bad_count++;
         }
+        if (!table_ready) {
+            pthread_once(&raw_bmp_once, build_raw_bmp);
+            table_ready = true;
+        }
         if (cp > 0xffff) {
             p = put_u(p, 0xd800 + ((cp - 0x10000) >> 10));
             p = put_u(p, 0xdc00 + ((cp - 0x10000) & 0x3ff));
-        } else if (ejson_java_char_is_raw(cp)) {
+        } else if ((raw_bmp[cp >> 3] >> (cp & 7)) & 1) {
             if (bad) {
                 memcpy(p, "\xef\xbf\xbd", 3);
                 p += 3;
