@@ -641,7 +641,8 @@ class Dispatcher(object):
             return self._find_oplog(member, body, filt, sort, proj, skip, limit, bs, single, tailable, await_data, lsid)
         if tailable:
             raise SimError(2, "BadValue", "error processing query: %s tailable cursor requested on non capped collection" % ns)
-        docs = [d for d in self._docs(body, db, coll) if sb.matches(d, filt)]
+        src = self.cl.snapshot_docs(db, coll, at_time) if at_time is not None else self._docs(body, db, coll)
+        docs = [d for d in src if sb.matches(d, filt)]
         if sort:
             docs = sb.sort_docs(docs, sort)
         docs = docs[skip:]
@@ -670,10 +671,9 @@ class Dispatcher(object):
             raise SimError(72, "InvalidOptions", "Specifying a timestamp for readConcern snapshot in a causally consistent session is not allowed")
         if t is None:
             return cl.cluster_time()
-        if sb.ts_key(t) != sb.ts_key(cl.cluster_time()):
-            # document versions are not kept: only the newest snapshot can be served
+        if sb.ts_key(t) < cl.undo_floor:
             raise SimError(239, "SnapshotTooOld",
-                           "Read timestamp %r is older than the simulator's only snapshot" % (t,))
+                           "Read timestamp Timestamp(%d, %d) is older than the oldest available timestamp." % (t.time, t.inc))
         return t
 
     def _find_oplog(self, member, body, filt, sort, proj, skip, limit, bs, single, tailable, await_data, lsid):
@@ -835,16 +835,18 @@ class Dispatcher(object):
         if target == 1:
             raise SimError(73, "InvalidNamespace", "{aggregate: 1} is not valid for '%s' in the simulator" % pipeline[:1])
         ns = "%s.%s" % (db, target)
+        rc = body.get("readConcern") or {}
+        at = self._snapshot_time(rc) if rc.get("level") == "snapshot" and body.get("autocommit") is None else None
         if db == "local" and target == "oplog.rs":
             docs = list(self.cl.oplog.entries)
+        elif at is not None:
+            docs = [copy.deepcopy(d) for d in self.cl.snapshot_docs(db, target, at)]
         else:
             docs = [copy.deepcopy(d) for d in self._docs(body, db, target)]
         docs = self._run_pipeline(docs, pipeline, db, target)
         cur = ListCursor(docs)
         batch, done, _ = cur.next_batch(bs if bs is not None else DEFAULT_BATCH, 0)
         cid = 0 if done else self._register_cursor(member, ns, cur, lsid, False, False)
-        rc = body.get("readConcern") or {}
-        at = self._snapshot_time(rc) if rc.get("level") == "snapshot" and body.get("autocommit") is None else None
         return cursor_reply(True, batch, cid, ns, at_cluster_time=at)
 
     def _run_pipeline(self, docs, pipeline, db, coll):

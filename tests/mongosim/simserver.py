@@ -265,6 +265,42 @@ class Cluster(object):
         self.token_version = 2 if self.wire >= 21 else 1
         self.host = host
         self.cursor_seq = 0
+        # undo log for snapshot reads at an older cluster time (readConcern snapshot,
+        # atClusterTime): (ts key, db, coll, id key, previous document or None), kept for
+        # minSnapshotHistoryWindowInSeconds (spec §1.9)
+        self.undo_keys = []
+        self.undo = []
+        self.undo_wall = []
+        self.undo_floor = 0
+        self.history_window = 300.0
+
+    def record_undo(self, ts, items):
+        k = sb.ts_key(ts)
+        now = time.time()
+        for it in items:
+            self.undo_keys.append(k)
+            self.undo.append(it)
+            self.undo_wall.append(now)
+        n = bisect.bisect_left(self.undo_wall, now - self.history_window)
+        if n > 256 or (n and len(self.undo) > 100000):
+            self.undo_floor = self.undo_keys[n - 1]
+            del self.undo_keys[:n]
+            del self.undo[:n]
+            del self.undo_wall[:n]
+
+    def snapshot_docs(self, db, coll, ts):
+        """Documents of db.coll as they were at cluster time ts (newest writes undone)."""
+        c = self.get_coll(db, coll)
+        docs = collections.OrderedDict(c.docs) if c is not None else collections.OrderedDict()
+        i = bisect.bisect_right(self.undo_keys, sb.ts_key(ts))
+        for j in range(len(self.undo) - 1, i - 1, -1):
+            d, cn, key, old = self.undo[j]
+            if d == db and cn == coll:
+                if old is None:
+                    docs.pop(key, None)
+                else:
+                    docs[key] = old
+        return list(docs.values())
 
     # ---- identifiers -------------------------------------------------------------------
     def new_oid(self):
@@ -459,6 +495,7 @@ class Writer(object):
         self.lsid = lsid
         self.txn_number = txn_number
         self.last_op_ts = None
+        self._undo = []
 
     # document views --------------------------------------------------------------
     def docs(self, coll):
@@ -489,6 +526,7 @@ class Writer(object):
 
     def _put(self, c, key, doc):
         if self.txn is None:
+            self._undo.append((self.db, c.name, key, c.docs.get(key)))
             if doc is None:
                 c.docs.pop(key, None)
             else:
@@ -500,6 +538,8 @@ class Writer(object):
         if self.txn is None:
             e = self.cl.append_entry(entry)
             self.last_op_ts = e["ts"]
+            self.cl.record_undo(e["ts"], self._undo)
+            self._undo = []
             if images is not None:
                 self.cl.oplog.images[(sb.ts_key(e["ts"]), 0)] = images
         else:
@@ -650,8 +690,10 @@ def commit_txn(cl, lsid, txn):
     """Apply a transaction's overlay and log it as one applyOps entry (spec §5.4)."""
     if not txn.ops:
         return None
+    undo = []
     for (db, coll, key), doc in txn.overlay.items():
         c = cl.get_coll(db, coll) or cl.ensure_coll(db, coll)
+        undo.append((db, coll, key, c.docs.get(key)))
         if doc is None:
             c.docs.pop(key, None)
         else:
@@ -663,6 +705,7 @@ def commit_txn(cl, lsid, txn):
     e = cl.append_entry({"op": "c", "ns": "admin.$cmd", "o": {"applyOps": ops},
                          "lsid": {"id": lsid["id"], "uid": EMPTY_UID}, "txnNumber": Int64(txn.number),
                          "prevOpTime": {"ts": Timestamp(0, 0), "t": Int64(-1)}})
+    cl.record_undo(e["ts"], undo)
     for i, img in enumerate(txn.images):
         if img is not None:
             cl.oplog.images[(sb.ts_key(e["ts"]), i)] = img

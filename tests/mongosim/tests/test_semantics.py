@@ -1,0 +1,146 @@
+"""Value semantics, snapshot reads, aggregation stages, version profiles and resume tokens."""
+
+import datetime
+import uuid
+
+import pymongo
+import pytest
+from bson.binary import Binary
+from bson.decimal128 import Decimal128
+from bson.int64 import Int64
+from bson.max_key import MaxKey
+from bson.min_key import MinKey
+from bson.objectid import ObjectId
+from bson.timestamp import Timestamp
+from pymongo.errors import DuplicateKeyError, OperationFailure
+
+from conftest import MongoSim, wait_for
+
+
+def test_bson_sort_order_and_type_bracketing(shared_sim):
+    """BSON spec 'Comparison/Sort Order' (manual `reference/bson-type-comparison-order`) and
+    mongo-sim-spec §1.9: numbers compare by value across int32/int64/double/decimal, then
+    type classes in canonical order; $gt/$lt only match within the operand's type class."""
+    c = shared_sim.client()
+    coll = c.order.mixed
+    oid = ObjectId("6553f1000000000000000001")
+    dt = datetime.datetime(2023, 11, 14, 22, 13, 20, tzinfo=datetime.timezone.utc)
+    docs = [MaxKey(), True, oid, dt, Timestamp(5, 1), "b", "a", {"x": 1}, Binary(b"\x01", 0),
+            Decimal128("2.75"), Int64(2), 1, 2.5, None, MinKey(), -3.5]
+    coll.insert_many([{"_id": i, "k": v} for i, v in enumerate(docs)])
+    ordered = [d["k"] for d in coll.find({}, {"_id": 0}).sort("k", 1)]
+    expect = [MinKey(), None, -3.5, 1, Int64(2), 2.5, Decimal128("2.75"), "a", "b", {"x": 1},
+              b"\x01", oid, True, dt.replace(tzinfo=None), Timestamp(5, 1), MaxKey()]
+    assert len(ordered) == len(expect)
+    for got, want in zip(ordered, expect):
+        assert type(got) is type(want) or (isinstance(want, bytes) and isinstance(got, bytes)), (got, want)
+    assert ordered[2:7] == [-3.5, 1, 2, 2.5, Decimal128("2.75")]
+    gt = sorted(str(d["k"]) for d in coll.find({"k": {"$gt": 1}}))
+    assert gt == sorted(["2", "2.5", "2.75"])
+    assert coll.count_documents({"k": {"$gte": "a"}}) == 2
+    assert coll.count_documents({"k": 2.0}) == 1  # int64 2 equals double 2.0
+    with pytest.raises(DuplicateKeyError):
+        coll.insert_one({"_id": 1.0})  # _id 1 (int32) already exists
+    assert coll.count_documents({"k": {"$type": "number"}}) == 5
+
+
+def test_snapshot_read_at_cluster_time(shared_sim):
+    """Snapshot reads spec (`sessions/snapshot-sessions.md`) and mongo-sim-spec §1.9:
+    readConcern snapshot with atClusterTime returns the documents as of that time and
+    echoes cursor.atClusterTime."""
+    c = shared_sim.client()
+    coll = c.snap.c
+    coll.insert_many([{"_id": i, "v": 0} for i in range(3)])
+    t0 = c.admin.command("ping")["operationTime"]
+    coll.update_one({"_id": 0}, {"$set": {"v": 1}})
+    coll.delete_one({"_id": 1})
+    coll.insert_one({"_id": 9})
+    r = c.snap.command("find", "c", sort={"_id": 1}, readConcern={"level": "snapshot", "atClusterTime": t0})
+    assert r["cursor"]["atClusterTime"] == t0
+    assert r["cursor"]["firstBatch"] == [{"_id": 0, "v": 0}, {"_id": 1, "v": 0}, {"_id": 2, "v": 0}]
+    r = c.snap.command("aggregate", "c", pipeline=[{"$count": "n"}], cursor={},
+                       readConcern={"level": "snapshot", "atClusterTime": t0})
+    assert r["cursor"]["firstBatch"] == [{"n": 3}]
+    now = c.snap.command("find", "c", readConcern={"level": "snapshot"})
+    assert len(now["cursor"]["firstBatch"]) == 3 and "atClusterTime" in now["cursor"]
+
+
+def test_sample_bucket_auto_group(shared_sim):
+    """Manual `$sample`, `$bucketAuto`, `$group`, and the count_documents pipeline of
+    mongo-sim-spec §1.6.4 (cursor id 0)."""
+    c = shared_sim.client()
+    coll = c.agg.c
+    coll.insert_many([{"_id": i, "g": i % 3, "v": i} for i in range(30)])
+    s = list(coll.aggregate([{"$sample": {"size": 5}}]))
+    assert len(s) == 5 and len({d["_id"] for d in s}) == 5
+    b = list(coll.aggregate([{"$bucketAuto": {"groupBy": "$v", "buckets": 3}}]))
+    assert [x["count"] for x in b] == [10, 10, 10]
+    assert b[0]["_id"] == {"min": 0, "max": 10} and b[2]["_id"]["max"] == 29
+    g = list(coll.aggregate([{"$group": {"_id": "$g", "n": {"$sum": 1}, "t": {"$sum": "$v"}}}, {"$sort": {"_id": 1}}]))
+    assert g == [{"_id": 0, "n": 10, "t": 135}, {"_id": 1, "n": 10, "t": 145}, {"_id": 2, "n": 10, "t": 155}]
+    assert coll.count_documents({"g": 1}, skip=2, limit=5) == 5
+
+
+def test_profile_44_v1_updates_no_walltime():
+    """mongo-sim-spec §0.2 (profile 4.4): wire 9, `$v: 1` update entries, events without
+    wallTime and truncatedArrays, no o2 on inserts, showExpandedEvents rejected (40415)."""
+    with MongoSim(members=1, server_version="4.4", noop_interval=0) as s:
+        c = s.client()
+        assert c.admin.command("hello")["maxWireVersion"] == 9
+        with c.p.c.watch(max_await_time_ms=200) as st:
+            c.p.c.insert_one({"_id": 1, "a": 1, "b": 2})
+            c.p.c.update_one({"_id": 1}, {"$set": {"a": 5}, "$unset": {"b": 1}})
+            ins, upd = st.next(), st.next()
+        assert "wallTime" not in ins
+        assert upd["updateDescription"] == {"updatedFields": {"a": 5}, "removedFields": ["b"]}
+        e = c.local.oplog.rs.find_one({"op": "u"})
+        assert e["o"] == {"$v": 1, "$set": {"a": 5}, "$unset": {"b": True}}
+        assert "o2" not in c.local.oplog.rs.find_one({"op": "i"})
+        with pytest.raises(OperationFailure) as ei:
+            c.p.command("aggregate", "c", pipeline=[{"$changeStream": {"showExpandedEvents": True}}], cursor={})
+        assert ei.value.code == 40415
+
+
+def test_profile_70_v2_tokens_and_expanded_events():
+    """mongo-sim-spec §0.2/§3.11 (7.0: v2 tokens, unverified in the spec) and §3.6 expanded
+    events: create and createIndexes events with operationDescription and collectionUUID."""
+    with MongoSim(members=1, server_version="7.0", noop_interval=0) as s:
+        c = s.client()
+        assert c.admin.command("hello")["maxWireVersion"] == 21
+        r = c.x.command("aggregate", 1, pipeline=[{"$changeStream": {"showExpandedEvents": True}}], cursor={})
+        cid = r["cursor"]["id"]
+        assert r["cursor"]["postBatchResumeToken"]["_data"][18:22] == "2B04"
+        c.x.create_collection("c")
+        c.x.c.create_index("k")
+        c.x.c.insert_one({"_id": 1})
+        evs = wait_for(lambda: c.x.command("getMore", cid, collection="$cmd.aggregate", maxTimeMS=300)["cursor"]["nextBatch"] or None)
+        assert [e["operationType"] for e in evs] == ["create", "createIndexes", "insert"]
+        assert evs[1]["operationDescription"]["indexes"][0]["key"] == {"k": 1}
+        assert isinstance(evs[0]["collectionUUID"], uuid.UUID)
+        assert all(e["_id"]["_data"][18:22] == "2B04" for e in evs)
+
+
+def test_golden_resume_tokens():
+    """mongo-sim-spec §3.11 worked examples, byte for byte (KeyString V1 layout of
+    `resume_token.cpp`), and the manual's v2 high-water-mark example decoding."""
+    import simbson as sb
+    u = uuid.UUID("3d1f3b4c-5e6f-4a1b-9c2d-0123456789ab")
+    oid = ObjectId("6553f1000000000000000001")
+    T = Timestamp
+    cases = [
+        (sb.make_token(T(1700000000, 1), 1, 0), "826553F100000000012B0229296E04"),
+        (sb.make_token(T(1700000000, 1), 2, 0), "826553F100000000012B0429296E1404"),
+        (sb.make_token(T(1700000000, 1), 1, 128, 0, False, u, {"_id": oid}),
+         "826553F100000000012B022C0100296E5A10043D1F3B4C5E6F4A1B9C2D0123456789AB46645F696400646553F10000000000000000010004"),
+        (sb.make_token(T(1700000004, 1), 1, 128, 0, False, u, None),
+         "826553F104000000012B022C0100296E5A10043D1F3B4C5E6F4A1B9C2D0123456789AB04"),
+        (sb.make_token(T(1700000004, 1), 1, 128, 0, True, u, None),
+         "826553F104000000012B022C0100296F5A10043D1F3B4C5E6F4A1B9C2D0123456789AB04"),
+        (sb.make_token(T(1700000007, 2), 1, 128, 1, False, u, {"_id": 2}),
+         "826553F107000000022B022C01002B026E5A10043D1F3B4C5E6F4A1B9C2D0123456789AB461E5F6964002B040004"),
+    ]
+    for tok, want in cases:
+        assert tok["_data"] == want
+    p = sb.parse_token({"_data": "8269B03187000000022B0429296E1404"})
+    assert (p["version"], p["token_type"], p["ts"]) == (2, 0, T(0x69B03187, 2))
+    assert cases[3][0]["_data"] < cases[4][0]["_data"]  # invalidate sorts after its drop
