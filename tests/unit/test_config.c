@@ -398,16 +398,83 @@ static void test_help_lists_every_option(void **state)
     free(md);
 }
 
+/* Every property of debezium-format.md §7.1 (the shared format document) is
+ * an option. A row's first cell may hold several names: `a.b.c` / `.d` means
+ * a.b.c.d or a.b.d (both spellings occur); `x.*` stands for rows under x. */
+static bool property_known(const char *first, const char *name)
+{
+    char full[512];
+    size_t n = strlen(name);
+    if (name[0] != '.') {
+        if (n > 2 && strcmp(name + n - 2, ".*") == 0) {
+            for (size_t i = 0; i < mcdc_option_count; i++)
+                if (strncmp(mcdc_options[i].key, name, n - 1) == 0)
+                    return true;
+            return false;
+        }
+        return cfg_find_option(name) != NULL;
+    }
+    snprintf(full, sizeof full, "%s%s", first, name);
+    if (cfg_find_option(full))
+        return true;
+    const char *dot = strrchr(first, '.');
+    snprintf(full, sizeof full, "%.*s%s", dot ? (int)(dot - first) : 0, first, name);
+    return cfg_find_option(full) != NULL;
+}
+
+static void test_every_debezium_property_accepted(void **state)
+{
+    (void)state;
+    const char *shared = getenv("MCDC_SHARED_DIR");
+    char path[1024], line[2048];
+    snprintf(path, sizeof path, "%s/debezium-format.md", shared ? shared : "../shared");
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        print_message("skipped: %s not found\n", path);
+        skip();
+    }
+    bool in71 = false;
+    size_t checked = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "### ", 4) == 0)
+            in71 = strncmp(line, "### 7.1", 7) == 0;
+        if (!in71 || strncmp(line, "| `", 3) != 0)
+            continue;
+        char *cell_end = strchr(line + 1, '|'), first[256] = "";
+        for (char *p = strchr(line, '`'); p && p < cell_end; p = strchr(p, '`')) {
+            char *e = strchr(p + 1, '`');
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)(e - p - 1), p + 1);
+            p = e + 1;
+            if (!first[0])
+                snprintf(first, sizeof first, "%s", name);
+            if (!property_known(first, name))
+                fail_msg("Debezium property %s (row %s) is not an option", name, first);
+            checked++;
+        }
+    }
+    fclose(f);
+    assert_true(checked > 60);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults_1_9),     cmocka_unit_test(test_defaults_3_x),
-        cmocka_unit_test(test_values_set),       cmocka_unit_test(test_type_checks),
-        cmocka_unit_test(test_lists_both_forms), cmocka_unit_test(test_unknown_key),
-        cmocka_unit_test(test_duplicate_key),    cmocka_unit_test(test_missing_required),
-        cmocka_unit_test(test_cross_field),      cmocka_unit_test(test_kafka_passthrough),
-        cmocka_unit_test(test_secrets),          cmocka_unit_test(test_unsupported_set),
-        cmocka_unit_test(test_syntax_error),     cmocka_unit_test(test_help_lists_every_option),
+        cmocka_unit_test(test_defaults_1_9),
+        cmocka_unit_test(test_defaults_3_x),
+        cmocka_unit_test(test_values_set),
+        cmocka_unit_test(test_type_checks),
+        cmocka_unit_test(test_lists_both_forms),
+        cmocka_unit_test(test_unknown_key),
+        cmocka_unit_test(test_duplicate_key),
+        cmocka_unit_test(test_missing_required),
+        cmocka_unit_test(test_cross_field),
+        cmocka_unit_test(test_kafka_passthrough),
+        cmocka_unit_test(test_secrets),
+        cmocka_unit_test(test_unsupported_set),
+        cmocka_unit_test(test_syntax_error),
+        cmocka_unit_test(test_help_lists_every_option),
+        cmocka_unit_test(test_every_debezium_property_accepted),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
