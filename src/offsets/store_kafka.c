@@ -319,13 +319,14 @@ bool store_kafka_open(struct offset_store *store, struct mcdc_error *err)
     char client_id[256];
     snprintf(client_id, sizeof client_id, "mongocdc-offsets-%s", cfg->topic_prefix);
     if (!conf_set(conf, cfg, "client.id", client_id, 0, 0, err) ||
-        !conf_set(conf, cfg, "acks", "all", 0, 0, err) ||
         !conf_set(conf, cfg, "partitioner", "murmur2_random", 0, 0, err) ||
         /* else the metadata lookup below would let the broker auto-create the
          * topic without compaction */
         !conf_set(conf, cfg, "allow.auto.create.topics", "false", 0, 0, err) ||
         !apply_user(conf, cfg, NULL, err) ||
-        !conf_set(conf, cfg, "enable.idempotence", "true", 0, 0, err)) {
+        /* as the sink (sink_kafka.c): ordered, replicated writes only */
+        !conf_set(conf, cfg, "enable.idempotence", "true", 0, 0, err) ||
+        !conf_set(conf, cfg, "acks", "all", 0, 0, err)) {
         rd_kafka_conf_destroy(conf);
         kafka_close(store);
         return false;

@@ -288,7 +288,8 @@ static bool check_locked(const struct mcdc_config *cfg, const struct mcdc_kv *kv
                          struct mcdc_error *err)
 {
     const char *where = cfg->path ? cfg->path : "config";
-    if (!strcmp(kv->key, "enable.idempotence") && strcasecmp(kv->value, "true") != 0)
+    if (!strcmp(kv->key, "enable.idempotence") && strcasecmp(kv->value, "true") != 0 &&
+        strcmp(kv->value, "1") != 0)
         return mcdc_error_set(err, MCDC_ERR_CONFIG, 0,
                               "%s:%d:%d: kafka.enable.idempotence: cannot be turned off (retries "
                               "would reorder and duplicate a document's events) (expected true)",
