@@ -224,6 +224,7 @@ static enum phase setup(struct worker *w, bool *proceed)
         LOG_WARN("the initial snapshot was interrupted and snapshot.mode does not redo it: "
                  "streaming from the snapshot's start; documents not yet copied are not emitted");
     w->stream_pos.initsync = false;
+    w->have_stored = found && (w->stream_pos.has_resume_token || w->stream_pos.sec > 0);
     w->need_snapshot = plan == RESUME_PLAN_SNAPSHOT_THEN_STREAM || plan == RESUME_PLAN_SNAPSHOT_ONLY;
     w->snapshot_only = plan == RESUME_PLAN_SNAPSHOT_ONLY;
     if (plan == RESUME_PLAN_NOTHING) {
@@ -379,6 +380,8 @@ static enum phase history_lost(struct worker *w)
                  : w->cfg->snapshot_mode == MCDC_SNAPSHOT_ALWAYS    ? "always"
                                                                      : "initial");
         w->need_snapshot = true;
+        w->have_stored = false; /* the new snapshot's own start position is used */
+        position_clear(&w->stream_pos);
         w->attempts = 0;
         return PHASE_OK;
     }

@@ -4,8 +4,17 @@
  * thread turns them into `r` records, holding one back so that the last
  * record of the whole snapshot is marked `last` and carries the
  * post-snapshot offset (Debezium's BufferingSnapshotChangeRecordReceiver).
- * Every other record carries the start position with initsync=true, so a
+ * Every other record carries the resume position with initsync=true, so a
  * crash before the end redoes the snapshot.
+ *
+ * The resume position is the new snapshot's start, unless a position is
+ * already stored (an interrupted snapshot's start, or a complete offset with
+ * snapshot.mode always): then streaming resumes from that older position.
+ * A deliberate improvement on Debezium, which streams from the new start:
+ * documents deleted between the first attempt and the redone copy would
+ * otherwise keep the first attempt's `r` record in the topic with no delete
+ * after it. The position is stored (initsync) before any document is read,
+ * so even a crash before the first commit keeps it.
  */
 #include "worker/worker_internal.h"
 
@@ -34,7 +43,7 @@ static enum phase emit_doc(struct worker *w, const struct snapshot_doc *d,
 enum phase worker_snapshot(struct worker *w)
 {
     const struct mcdc_config *cfg = w->cfg;
-    struct mcdc_position start, during;
+    struct mcdc_position start, resume, during;
     struct resume_failure fail;
     struct mcdc_error err = MCDC_ERROR_INIT;
     struct snapshot_plan *plan = NULL;
@@ -45,6 +54,7 @@ enum phase worker_snapshot(struct worker *w)
     char d[128];
 
     position_init(&start);
+    position_init(&resume);
     position_init(&during);
     if (!snapshot_record_start(w->client, cfg, w->has_pipeline ? &w->pipeline : NULL, &start,
                                &fail, &err)) {
@@ -62,10 +72,17 @@ enum phase worker_snapshot(struct worker *w)
         goto cleanup;
     }
     w->attempts = 0;
-    resume_describe_position(&start, d, sizeof d);
-    LOG_INFO("initial snapshot starting; streaming will resume from %s", d);
-    position_copy(&during, &start);
+    position_copy(&resume, w->have_stored ? &w->stream_pos : &start);
+    resume.initsync = false;
+    resume_describe_position(&resume, d, sizeof d);
+    LOG_INFO("initial snapshot starting; streaming will resume from %s%s", d,
+             w->have_stored ? " (the stored position, older than the snapshot's start)" : "");
+    position_copy(&during, &resume);
     during.initsync = true;
+    inflight_advance(w->inf, &during);
+    ph = worker_service(w, true);
+    if (ph != PHASE_OK)
+        goto cleanup;
     snap = snapshot_start(w->pool, cfg, plan, w->rs, &w->stop);
     plan = NULL; /* owned by snap */
 
@@ -89,9 +106,9 @@ enum phase worker_snapshot(struct worker *w)
         case SNAPSHOT_DONE:
             /* The one record that says "snapshot complete": last, without initsync. */
             if (held != NULL)
-                ph = emit_doc(w, held, MCDC_SNAP_LAST, &start);
+                ph = emit_doc(w, held, MCDC_SNAP_LAST, &resume);
             else
-                inflight_advance(w->inf, &start);
+                inflight_advance(w->inf, &resume);
             done = true;
             break;
         case SNAPSHOT_FAILED:
@@ -103,7 +120,8 @@ enum phase worker_snapshot(struct worker *w)
             ph = worker_service(w, false);
     }
     if (ph == PHASE_OK) {
-        position_copy(&w->stream_pos, &start);
+        position_copy(&w->stream_pos, &resume);
+        w->have_stored = true;
         /* Store "snapshot complete" promptly: a restart then streams instead of
          * copying everything again. */
         ph = worker_service(w, true);
@@ -115,6 +133,7 @@ cleanup:
     snapshot_destroy(snap);
     snapshot_plan_free(plan);
     position_clear(&start);
+    position_clear(&resume);
     position_clear(&during);
     return ph;
 }
