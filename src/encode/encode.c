@@ -31,54 +31,92 @@ void json_append_int(struct ejson_buf *out, int64_t v)
     ejson_buf_append(out, tmp, (size_t)n);
 }
 
+/* Non-zero if any byte of w is '"', '\\' or below 0x20 (the "has zero byte"
+ * and "has byte less than" bit tricks; exact for the any-byte question). */
+static inline uint64_t word_needs_escape(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t q = w ^ (ones * '"');
+    uint64_t b = w ^ (ones * '\\');
+    return (((q - ones) & ~q) | ((b - ones) & ~b) | ((w - ones * 0x20) & ~w)) & highs;
+}
+
+/* Jackson's escape for each byte: 0 = written raw, 'u' = \u00XX, else the
+ * letter after the backslash. */
+static const char jackson_escape[256] = {
+    ['\0'] = 'u', [1] = 'u',    [2] = 'u',    [3] = 'u',     [4] = 'u',    [5] = 'u',
+    [6] = 'u',    [7] = 'u',    ['\b'] = 'b', ['\t'] = 't',  ['\n'] = 'n', [11] = 'u',
+    ['\f'] = 'f', ['\r'] = 'r', [14] = 'u',   [15] = 'u',    [16] = 'u',   [17] = 'u',
+    [18] = 'u',   [19] = 'u',   [20] = 'u',   [21] = 'u',    [22] = 'u',   [23] = 'u',
+    [24] = 'u',   [25] = 'u',   [26] = 'u',   [27] = 'u',    [28] = 'u',   [29] = 'u',
+    [30] = 'u',   [31] = 'u',   ['"'] = '"',  ['\\'] = '\\',
+};
+
+/* Number of leading bytes (in memory order) of a word that need no escape,
+ * from word_needs_escape's mask: its lowest set bit is always exact. */
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+static inline size_t clean_prefix(uint64_t mask)
+{
+    return mask ? (size_t)__builtin_ctzll(mask) / 8 : 8;
+}
+#else
+static inline size_t clean_prefix(uint64_t mask)
+{
+    return mask ? 0 : 8; /* portable fallback: byte by byte */
+}
+#endif
+
 void json_append_string(struct ejson_buf *out, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
-    size_t run = 0;
-    ejson_buf_append(out, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char esc[6];
-        size_t elen = 2;
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
-        ejson_buf_append(out, s + run, i - run);
-        run = i + 1;
-        esc[0] = '\\';
-        switch (c) {
-        case '"':
-            esc[1] = '"';
-            break;
-        case '\\':
-            esc[1] = '\\';
-            break;
-        case '\b':
-            esc[1] = 'b';
-            break;
-        case '\f':
-            esc[1] = 'f';
-            break;
-        case '\n':
-            esc[1] = 'n';
-            break;
-        case '\r':
-            esc[1] = 'r';
-            break;
-        case '\t':
-            esc[1] = 't';
-            break;
-        default:
-            esc[1] = 'u';
-            esc[2] = '0';
-            esc[3] = '0';
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 15];
-            elen = 6;
+    /* One reservation for the common worst case (every byte doubled); the
+     * rare control character, six bytes, re-reserves. The text is mostly
+     * extended JSON whose quotes all need escaping, so this loop is hot:
+     * clean 8-byte words are copied whole, the others byte by byte. */
+    size_t need = 2 * n + 2;
+    if (out->cap - out->len <= need)
+        ejson_buf_grow(out, need);
+    char *d = out->data + out->len;
+    *d++ = '"';
+    size_t i = 0;
+    while (i < n) {
+        size_t stop = n;
+        if (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            uint64_t m = word_needs_escape(w);
+            /* copy the clean prefix (all 8 bytes when clean), then escape one byte */
+            size_t k = clean_prefix(m);
+            memcpy(d, s + i, 8);
+            d += k;
+            i += k;
+            if (k == 8)
+                continue;
+            stop = i + 1;
         }
-        ejson_buf_append(out, esc, elen);
+        for (; i < stop; i++) {
+            unsigned char c = (unsigned char)s[i];
+            char e = jackson_escape[c];
+            if (e == 0) {
+                *d++ = (char)c;
+            } else if (e != 'u') {
+                *d++ = '\\';
+                *d++ = e;
+            } else {
+                out->len = (size_t)(d - out->data);
+                need = 6 + 2 * (n - i);
+                if (out->cap - out->len <= need)
+                    ejson_buf_grow(out, need);
+                d = out->data + out->len;
+                memcpy(d, "\\u00", 4);
+                d[4] = hex[c >> 4];
+                d[5] = hex[c & 15];
+                d += 6;
+            }
+        }
     }
-    ejson_buf_append(out, s + run, n - run);
-    ejson_buf_append(out, "\"", 1);
+    *d++ = '"';
+    out->len = (size_t)(d - out->data);
 }
 
 char *encoder_take_out(struct encoder *enc, size_t *len)
@@ -233,6 +271,59 @@ static bool select_doc(struct encoder *enc, const struct mcdc_event *ev, const b
     return *res ? true : rename_clash(enc, ev, clash, err);
 }
 
+/* Oplog-mode patch (1.9, §1.4): a modifier update ({$set: {...}, $unset:
+ * {...}}) has dotted paths like updatedFields, so $set and $unset get the
+ * dotted-path rules; a replacement document gets the document rules. */
+static bool select_patch(struct encoder *enc, const struct mcdc_event *ev, const bson_t *patch,
+                         const bson_t **res, struct mcdc_error *err)
+{
+    bson_iter_t it;
+    bool modifier = false;
+    *res = patch;
+    if (patch == NULL || enc->sel.count == 0 || !bson_iter_init(&it, patch))
+        return true;
+    while (bson_iter_next(&it))
+        modifier |= bson_iter_key(&it)[0] == '$';
+    if (!modifier)
+        return select_doc(enc, ev, patch, &enc->scratch[6], false, res, err);
+
+    bson_t *outdoc = &enc->scratch[8];
+    bson_reinit(outdoc);
+    bson_iter_init(&it, patch);
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        uint32_t len = 0;
+        const uint8_t *data = NULL;
+        bson_t view;
+        const bson_t *sel = NULL;
+        if ((strcmp(k, "$set") != 0 && strcmp(k, "$unset") != 0) ||
+            !BSON_ITER_HOLDS_DOCUMENT(&it)) {
+            bson_append_iter(outdoc, NULL, 0, &it);
+            continue;
+        }
+        bson_iter_document(&it, &len, &data);
+        if (!bson_init_static(&view, data, len) ||
+            !select_doc(enc, ev, &view, &enc->scratch[6], true, &sel, err))
+            return false;
+        bson_append_document(outdoc, k, -1, sel);
+    }
+    *res = outdoc;
+    return true;
+}
+
+/* Moves the encoder's out buffer into a new record's key (value NULL). */
+static struct mcdc_record *push_key(struct encoder *enc, struct mcdc_records *out,
+                                    const char *topic)
+{
+    BSON_ASSERT(out->count < MCDC_RECORDS_MAX);
+    struct mcdc_record *r = &out->items[out->count++];
+    r->topic = topic;
+    r->key = encoder_take_out(enc, &r->key_len);
+    r->value = NULL;
+    r->value_len = 0;
+    return r;
+}
+
 bool encoder_encode(struct encoder *enc, const struct mcdc_event *ev, int64_t ts_ms_now,
                     struct mcdc_records *out, struct mcdc_error *err)
 {
@@ -261,7 +352,8 @@ bool encoder_encode(struct encoder *enc, const struct mcdc_event *ev, int64_t ts
         updated = &ev->updated_fields;
     if (!select_doc(enc, ev, after, &enc->scratch[0], false, &p.after, err) ||
         !select_doc(enc, ev, before, &enc->scratch[2], false, &p.before, err) ||
-        !select_doc(enc, ev, updated, &enc->scratch[4], true, &p.updated, err))
+        !select_doc(enc, ev, updated, &enc->scratch[4], true, &p.updated, err) ||
+        !select_patch(enc, ev, ev->has_oplog_patch ? &ev->oplog_patch : NULL, &p.patch, err))
         return false;
 
     p.source_ts_ms = envelope_source_ts_ms(enc, ev, ts_ms_now);
@@ -277,14 +369,12 @@ bool encoder_encode(struct encoder *enc, const struct mcdc_event *ev, int64_t ts
         records_release(out);
         return false;
     }
-    size_t key_len;
-    char *key = encoder_take_out(enc, &key_len);
+    struct mcdc_record *r = push_key(enc, out, te->topic);
     envelope_write_value(enc, ev, te, &p);
-    records_push(out, te->topic, key, key_len, enc->out.data, enc->out.len);
+    r->value = encoder_take_out(enc, &r->value_len);
     /* Tombstone: same key, null value, after each streamed delete (§1.6). */
     if (ev->op == MCDC_OP_DELETE && cfg->tombstones_on_delete)
-        records_push(out, te->topic, key, key_len, NULL, 0);
-    free(key);
+        records_push(out, te->topic, r->key, r->key_len, NULL, 0);
     return true;
 }
 

@@ -71,20 +71,19 @@ enum ts_rule {
 /* One dialect: every difference between 1.9 and 3.x lives in this struct. */
 struct dialect {
     const char *name;
-    const char *default_version;   /* source.version when the config sets none */
+    const char *default_version; /* source.version when the config sets none */
     enum vfield value_fields[VF_COUNT];
     size_t value_count;
     enum sfield source_fields[SF_COUNT];
     size_t source_count;
     enum ts_rule ts_rule;
-    bool versioned_structs;        /* "version":1 on updatedescription, truncatedarray,
-                                      event.block, transaction and heartbeat schemas */
-    bool source_versioned;         /* "version":1 on the source struct (3.1+) */
-    bool transaction_named;        /* transaction block struct named event.block */
-    const char *snapshot_allowed;  /* io.debezium.data.Enum "allowed" parameter */
-    bool txn_value_ts_ms;          /* BEGIN/END carry ts_ms (2.0+) */
-    bool txn_collection_with_rs;   /* data_collection is rs.db.coll (1.x-2.5) */
-    bool patch_filter;             /* value has patch/filter (1.x oplog layout) */
+    bool versioned_structs;       /* "version":1 on updatedescription, truncatedarray,
+                                     event.block, transaction and heartbeat schemas */
+    bool source_versioned;        /* "version":1 on the source struct (3.1+) */
+    bool transaction_named;       /* transaction block struct named event.block */
+    const char *snapshot_allowed; /* io.debezium.data.Enum "allowed" parameter */
+    bool txn_value_ts_ms;         /* BEGIN/END carry ts_ms (2.0+) */
+    bool txn_collection_with_rs;  /* data_collection is rs.db.coll (1.x-2.5) */
 };
 
 const struct dialect *dialect_get(enum mcdc_dialect d);
@@ -100,7 +99,7 @@ struct topic_entry {
     size_t db_len;
     char *coll;
     size_t coll_len;
-    char *topic;         /* sanitised <prefix>.<db>.<coll> */
+    char *topic; /* sanitised <prefix>.<db>.<coll> */
     uint64_t hash;
 };
 
@@ -147,9 +146,9 @@ struct pattern_list {
 struct filters {
     bool literal;
     struct pattern_list db_include, db_exclude, coll_include, coll_exclude;
-    char *signal_db;   /* split signal.data.collection, or NULL */
+    char *signal_db; /* split signal.data.collection, or NULL */
     char *signal_coll;
-    void *match_data;  /* pcre2_match_data_8 *, reused */
+    void *match_data; /* pcre2_match_data_8 *, reused */
 };
 
 bool filters_init(struct filters *f, const struct mcdc_config *cfg, struct mcdc_error *err);
@@ -160,11 +159,11 @@ bool filters_captures(const struct filters *f, const char *db, size_t db_len, co
 /* ---- field selection (fields.c) ------------------------------------------- */
 
 struct field_rule {
-    char *db_glob;      /* lowercase glob on the database ("*" = any) */
+    char *db_glob; /* lowercase glob on the database ("*" = any) */
     char *coll_glob;
-    char **path;        /* field path segments */
+    char **path; /* field path segments */
     size_t depth;
-    char *rename_to;    /* NULL for an exclusion */
+    char *rename_to; /* NULL for an exclusion */
 };
 
 struct field_rules {
@@ -182,15 +181,15 @@ struct field_sel {
 
 bool fields_init(struct field_rules *fr, const struct mcdc_config *cfg, struct mcdc_error *err);
 void fields_free(struct field_rules *fr);
-void fields_select(const struct field_rules *fr, const char *db, size_t db_len,
-                   const char *coll, size_t coll_len, struct field_sel *sel);
+void fields_select(const struct field_rules *fr, const char *db, size_t db_len, const char *coll,
+                   size_t coll_len, struct field_sel *sel);
 
 /* Applies sel to doc (exclusions, then renames, each in list order, each on
  * the previous result). Returns doc itself when sel is empty, else one of
  * pair[0]/pair[1] (initialised bson_t the encoder reuses). Returns NULL when a
  * rename would overwrite an existing field and sets *clash to its new name. */
-const bson_t *fields_apply_document(const struct field_sel *sel, const bson_t *doc,
-                                    bson_t pair[2], const char **clash);
+const bson_t *fields_apply_document(const struct field_sel *sel, const bson_t *doc, bson_t pair[2],
+                                    const char **clash);
 /* The same for the dotted keys of updateDescription.updatedFields (§7.2). */
 const bson_t *fields_apply_updated(const struct field_sel *sel, const bson_t *updated,
                                    bson_t pair[2], const char **clash);
@@ -204,19 +203,19 @@ bool fields_map_name(const struct field_sel *sel, const char *name, size_t n,
 /* ---- transactions (txn.c) ------------------------------------------------- */
 
 struct txn_coll {
-    char *name;     /* data_collection text */
+    char *name; /* data_collection text */
     size_t len;
     int64_t count;
 };
 
 struct txn_state {
     bool open;
-    struct ejson_buf id;      /* current transaction id */
-    struct ejson_buf next;    /* id of the event being encoded (scratch) */
-    int64_t total;            /* events so far */
+    struct ejson_buf id;   /* current transaction id */
+    struct ejson_buf next; /* id of the event being encoded (scratch) */
+    int64_t total;         /* events so far */
     struct txn_coll *colls;
     size_t ncolls, cap;
-    uint32_t ts_sec, ts_inc;  /* clusterTime of the transaction's events */
+    uint32_t ts_sec, ts_inc; /* clusterTime of the transaction's events */
 };
 
 /* The per-event transaction block values, filled by txn_on_event. */
@@ -243,20 +242,20 @@ void txn_close(struct encoder *enc, int64_t ts_ms, struct mcdc_records *out);
 struct encoder {
     const struct mcdc_config *cfg;
     const struct dialect *d;
-    const char *version;          /* source.version */
-    struct ejson_buf out;         /* record being built */
-    struct ejson_buf json;        /* inner extended JSON before string escaping */
-    struct ejson_buf name;        /* scratch for names */
+    const char *version;   /* source.version */
+    struct ejson_buf out;  /* record being built */
+    struct ejson_buf json; /* inner extended JSON before string escaping */
+    struct ejson_buf name; /* scratch for names */
     struct filters filters;
     struct field_rules fields;
-    struct field_sel sel;         /* rules of the current event's collection */
+    struct field_sel sel; /* rules of the current event's collection */
     struct topic_cache topics;
     struct txn_state txn;
     char *txn_topic;
     char *heartbeat_topic;
-    char *source_schema_name;     /* adjusted io.debezium.connector.mongo.Source */
-    bool skip_op[MCDC_OP_COUNT];  /* skipped.operations */
-    bson_t scratch[6];            /* field selection results (3 pairs), reused */
+    char *source_schema_name;    /* adjusted io.debezium.connector.mongo.Source */
+    bool skip_op[MCDC_OP_COUNT]; /* skipped.operations */
+    bson_t scratch[9];           /* field selection results, reused: 4 pairs + a patch */
 };
 
 /* Appends s as a JSON string the way Jackson (Kafka's JsonConverter) writes
@@ -281,6 +280,7 @@ bool envelope_write_key(struct encoder *enc, const struct mcdc_event *ev,
  * are the field-selected update description parts. */
 struct envelope_parts {
     const bson_t *after;
+    const bson_t *patch; /* oplog mode (1.9) */
     const bson_t *before;
     const bson_t *updated;
     const struct txn_block *txn;

@@ -14,48 +14,47 @@
 
 #include <string.h>
 
-static const struct dialect dialects[MCDC_DIALECT_COUNT] = {
-    [MCDC_DIALECT_1_9] =
-        {
-            .name = "1.9",
-            .default_version = "1.9.8.Final",
-            .value_fields = {VF_AFTER, VF_PATCH, VF_FILTER, VF_UPDATE_DESCRIPTION, VF_SOURCE,
-                             VF_OP, VF_TS_MS, VF_TRANSACTION},
-            .value_count = 8,
-            .source_fields = {SF_VERSION, SF_CONNECTOR, SF_NAME, SF_TS_MS, SF_SNAPSHOT, SF_DB,
-                              SF_SEQUENCE, SF_RS, SF_COLLECTION, SF_ORD, SF_H, SF_TORD,
-                              SF_STXNID, SF_LSID, SF_TXN_NUMBER},
-            .source_count = 15,
-            .ts_rule = TS_RULE_1_9,
-            .versioned_structs = false,
-            .source_versioned = false,
-            .transaction_named = false,
-            .snapshot_allowed = "true,last,false,incremental",
-            .txn_value_ts_ms = false,
-            .txn_collection_with_rs = true,
-            .patch_filter = true,
-        },
-    [MCDC_DIALECT_3_X] =
-        {
-            .name = "3.x",
-            .default_version = "3.6.1.Final",
-            .value_fields = {VF_BEFORE, VF_AFTER, VF_UPDATE_DESCRIPTION, VF_SOURCE, VF_OP,
-                             VF_TS_MS, VF_TRANSACTION},
-            .value_count = 7,
-            .source_fields = {SF_VERSION, SF_CONNECTOR, SF_NAME, SF_TS_MS, SF_SNAPSHOT, SF_DB,
-                              SF_SEQUENCE, SF_TS_US, SF_TS_NS, SF_COLLECTION, SF_ORD, SF_LSID,
-                              SF_TXN_NUMBER, SF_WALL_TIME},
-            .source_count = 14,
-            .ts_rule = TS_RULE_3_4,
-            .versioned_structs = true,
-            .source_versioned = true,
-            .transaction_named = true,
-            .snapshot_allowed =
-                "true,first,first_in_data_collection,last_in_data_collection,last,false,incremental",
-            .txn_value_ts_ms = true,
-            .txn_collection_with_rs = false,
-            .patch_filter = false,
-        },
+static const struct dialect dialects[MCDC_DIALECT_COUNT] =
+    {
+        [MCDC_DIALECT_1_9] =
+            {
+                .name = "1.9",
+                .default_version = "1.9.8.Final",
+                .value_fields = {VF_AFTER, VF_PATCH, VF_FILTER, VF_UPDATE_DESCRIPTION, VF_SOURCE,
+                                 VF_OP, VF_TS_MS, VF_TRANSACTION},
+                .value_count = 8,
+                .source_fields = {SF_VERSION, SF_CONNECTOR, SF_NAME, SF_TS_MS, SF_SNAPSHOT, SF_DB,
+                                  SF_SEQUENCE, SF_RS, SF_COLLECTION, SF_ORD, SF_H, SF_TORD,
+                                  SF_STXNID, SF_LSID, SF_TXN_NUMBER},
+                .source_count = 15,
+                .ts_rule = TS_RULE_1_9,
+                .versioned_structs = false,
+                .source_versioned = false,
+                .transaction_named = false,
+                .snapshot_allowed = "true,last,false,incremental",
+                .txn_value_ts_ms = false,
+                .txn_collection_with_rs = true,
+            },
+        [MCDC_DIALECT_3_X] =
+            {
+                .name = "3.x",
+                .default_version = "3.6.1.Final",
+                .value_fields = {VF_BEFORE, VF_AFTER, VF_UPDATE_DESCRIPTION, VF_SOURCE, VF_OP,
+                                 VF_TS_MS, VF_TRANSACTION},
+                .value_count = 7,
+                .source_fields = {SF_VERSION, SF_CONNECTOR, SF_NAME, SF_TS_MS, SF_SNAPSHOT, SF_DB,
+                                  SF_SEQUENCE, SF_TS_US, SF_TS_NS, SF_COLLECTION, SF_ORD, SF_LSID,
+                                  SF_TXN_NUMBER, SF_WALL_TIME},
+                .source_count = 14,
+                .ts_rule = TS_RULE_3_4,
+                .versioned_structs = true,
+                .source_versioned = true,
+                .transaction_named = true,
+                .snapshot_allowed = "true,first,first_in_data_collection,last_in_data_collection,"
+                                    "last,false,incremental",
+                .txn_value_ts_ms = true,
+                .txn_collection_with_rs = false,
+            },
 };
 
 const struct dialect *dialect_get(enum mcdc_dialect d)
@@ -66,11 +65,15 @@ const struct dialect *dialect_get(enum mcdc_dialect d)
 const char *vfield_name(enum vfield f)
 {
     static const char *const names[VF_COUNT] = {
-        [VF_BEFORE] = "before", [VF_AFTER] = "after",
-        [VF_PATCH] = "patch",   [VF_FILTER] = "filter",
+        [VF_BEFORE] = "before",
+        [VF_AFTER] = "after",
+        [VF_PATCH] = "patch",
+        [VF_FILTER] = "filter",
         [VF_UPDATE_DESCRIPTION] = "updateDescription",
-        [VF_SOURCE] = "source", [VF_OP] = "op",
-        [VF_TS_MS] = "ts_ms",   [VF_TRANSACTION] = "transaction",
+        [VF_SOURCE] = "source",
+        [VF_OP] = "op",
+        [VF_TS_MS] = "ts_ms",
+        [VF_TRANSACTION] = "transaction",
     };
     return names[f];
 }
@@ -78,15 +81,24 @@ const char *vfield_name(enum vfield f)
 const char *sfield_name(enum sfield f)
 {
     static const char *const names[SF_COUNT] = {
-        [SF_VERSION] = "version",       [SF_CONNECTOR] = "connector",
-        [SF_NAME] = "name",             [SF_TS_MS] = "ts_ms",
-        [SF_SNAPSHOT] = "snapshot",     [SF_DB] = "db",
-        [SF_SEQUENCE] = "sequence",     [SF_TS_US] = "ts_us",
-        [SF_TS_NS] = "ts_ns",           [SF_RS] = "rs",
-        [SF_COLLECTION] = "collection", [SF_ORD] = "ord",
-        [SF_H] = "h",                   [SF_TORD] = "tord",
-        [SF_STXNID] = "stxnid",         [SF_LSID] = "lsid",
-        [SF_TXN_NUMBER] = "txnNumber",  [SF_WALL_TIME] = "wallTime",
+        [SF_VERSION] = "version",
+        [SF_CONNECTOR] = "connector",
+        [SF_NAME] = "name",
+        [SF_TS_MS] = "ts_ms",
+        [SF_SNAPSHOT] = "snapshot",
+        [SF_DB] = "db",
+        [SF_SEQUENCE] = "sequence",
+        [SF_TS_US] = "ts_us",
+        [SF_TS_NS] = "ts_ns",
+        [SF_RS] = "rs",
+        [SF_COLLECTION] = "collection",
+        [SF_ORD] = "ord",
+        [SF_H] = "h",
+        [SF_TORD] = "tord",
+        [SF_STXNID] = "stxnid",
+        [SF_LSID] = "lsid",
+        [SF_TXN_NUMBER] = "txnNumber",
+        [SF_WALL_TIME] = "wallTime",
     };
     return names[f];
 }
@@ -141,8 +153,8 @@ static void field_name(struct ejson_buf *out, bool *first, const char *name)
     ejson_buf_append(out, "\":", 2);
 }
 
-static void write_source_field(struct encoder *enc, const struct mcdc_event *ev,
-                               enum sfield f, const struct envelope_parts *p)
+static void write_source_field(struct encoder *enc, const struct mcdc_event *ev, enum sfield f,
+                               const struct envelope_parts *p)
 {
     struct ejson_buf *out = &enc->out;
     const struct mcdc_config *cfg = enc->cfg;
@@ -361,7 +373,7 @@ static void write_value_field(struct encoder *enc, const struct mcdc_event *ev, 
         doc_or_null(enc, p->after);
         return;
     case VF_PATCH:
-        doc_or_null(enc, ev->has_oplog_patch ? &ev->oplog_patch : NULL);
+        doc_or_null(enc, p->patch);
         return;
     case VF_FILTER:
         doc_or_null(enc, ev->has_oplog_filter ? &ev->oplog_filter : NULL);

@@ -38,8 +38,7 @@
 
 /* ---- rules -------------------------------------------------------------- */
 
-static bool parse_rule(const char *entry, bool rename, struct field_rule *r,
-                       struct mcdc_error *err)
+static bool parse_rule(const char *entry, bool rename, struct field_rule *r, struct mcdc_error *err)
 {
     const char *what = rename ? "field.renames" : "field.exclude.list";
     char *text = xstrdup(entry);
@@ -146,8 +145,8 @@ static bool glob_match(const char *pat, const char *s, size_t n)
            glob_match(pat + 1, s + 1, n - 1);
 }
 
-void fields_select(const struct field_rules *fr, const char *db, size_t db_len,
-                   const char *coll, size_t coll_len, struct field_sel *sel)
+void fields_select(const struct field_rules *fr, const char *db, size_t db_len, const char *coll,
+                   size_t coll_len, struct field_sel *sel)
 {
     sel->count = 0;
     sel->truncated = false;
@@ -235,8 +234,8 @@ static bool apply_doc(const bson_t *src, bson_t *dst, const struct field_rule *r
     return true;
 }
 
-const bson_t *fields_apply_document(const struct field_sel *sel, const bson_t *doc,
-                                    bson_t pair[2], const char **clash)
+const bson_t *fields_apply_document(const struct field_sel *sel, const bson_t *doc, bson_t pair[2],
+                                    const char **clash)
 {
     const bson_t *cur = doc;
     int w = 0;
@@ -381,8 +380,7 @@ const bson_t *fields_apply_updated(const struct field_sel *sel, const bson_t *up
     return cur;
 }
 
-bool fields_map_name(const struct field_sel *sel, const char *name, size_t n,
-                     struct ejson_buf *out)
+bool fields_map_name(const struct field_sel *sel, const char *name, size_t n, struct ejson_buf *out)
 {
     struct segs sg;
     split_name(name, n, &sg);

@@ -38,17 +38,16 @@ static bool compile_list(struct pattern_list *pl, const struct mcdc_strlist *sl,
     for (size_t i = 0; i < sl->count; i++) {
         int code = 0;
         PCRE2_SIZE off = 0;
-        pcre2_code *re = pcre2_compile(
-            (PCRE2_SPTR)sl->items[i], PCRE2_ZERO_TERMINATED,
-            PCRE2_CASELESS | PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_ANCHORED |
-                PCRE2_ENDANCHORED,
-            &code, &off, NULL);
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)sl->items[i], PCRE2_ZERO_TERMINATED,
+                                       PCRE2_CASELESS | PCRE2_UTF | PCRE2_MATCH_INVALID_UTF |
+                                           PCRE2_ANCHORED | PCRE2_ENDANCHORED,
+                                       &code, &off, NULL);
         if (re == NULL) {
             PCRE2_UCHAR msg[120];
             pcre2_get_error_message(code, msg, sizeof msg);
             return mcdc_error_set(err, MCDC_ERR_CONFIG, code,
-                                  "%s: invalid regular expression \"%s\" at offset %zu: %s",
-                                  what, sl->items[i], (size_t)off, (const char *)msg);
+                                  "%s: invalid regular expression \"%s\" at offset %zu: %s", what,
+                                  sl->items[i], (size_t)off, (const char *)msg);
         }
         (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* best effort */
         pl->code[i] = re;
@@ -70,10 +69,10 @@ bool filters_init(struct filters *f, const struct mcdc_config *cfg, struct mcdc_
 {
     memset(f, 0, sizeof *f);
     f->literal = cfg->filters_match_mode == MCDC_FILTER_MATCH_LITERAL;
-    if (!compile_list(&f->db_include, &cfg->database_include, f->literal,
-                      "database.include.list", err) ||
-        !compile_list(&f->db_exclude, &cfg->database_exclude, f->literal,
-                      "database.exclude.list", err) ||
+    if (!compile_list(&f->db_include, &cfg->database_include, f->literal, "database.include.list",
+                      err) ||
+        !compile_list(&f->db_exclude, &cfg->database_exclude, f->literal, "database.exclude.list",
+                      err) ||
         !compile_list(&f->coll_include, &cfg->collection_include, f->literal,
                       "collection.include.list", err) ||
         !compile_list(&f->coll_exclude, &cfg->collection_exclude, f->literal,

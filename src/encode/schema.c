@@ -12,8 +12,8 @@
 
 #include <string.h>
 
-#define JSON_FIELD(name) \
-    "{\"type\":\"string\",\"optional\":true,\"name\":\"io.debezium.data.Json\",\"version\":1," \
+#define JSON_FIELD(name)                                                                           \
+    "{\"type\":\"string\",\"optional\":true,\"name\":\"io.debezium.data.Json\",\"version\":1,"     \
     "\"field\":\"" name "\"}"
 
 static void lit(struct ejson_buf *out, const char *s)
@@ -22,8 +22,7 @@ static void lit(struct ejson_buf *out, const char *s)
 }
 
 /* "name":"<adjusted name>" (preceded by a comma). */
-static void adjusted_name(struct encoder *enc, struct ejson_buf *out, const char *a,
-                          const char *b)
+static void adjusted_name(struct encoder *enc, struct ejson_buf *out, const char *a, const char *b)
 {
     ejson_buf_reset(&enc->name);
     ejson_buf_append(&enc->name, a, strlen(a));
@@ -104,12 +103,14 @@ static void update_description_schema(struct encoder *enc, struct ejson_buf *out
 {
     lit(out, "{\"type\":\"struct\",\"fields\":["
              "{\"type\":\"array\",\"items\":{\"type\":\"string\",\"optional\":false},"
-             "\"optional\":true,\"field\":\"removedFields\"}," JSON_FIELD("updatedFields") ","
-             "{\"type\":\"array\",\"items\":{\"type\":\"struct\",\"fields\":["
-             "{\"type\":\"string\",\"optional\":false,\"field\":\"field\"},"
-             "{\"type\":\"int32\",\"optional\":false,\"field\":\"size\"}],"
-             "\"optional\":false,"
-             "\"name\":\"io.debezium.connector.mongodb.changestream.truncatedarray\"");
+             "\"optional\":true,\"field\":\"removedFields\"}," JSON_FIELD(
+                 "updatedFields") ","
+                                  "{\"type\":\"array\",\"items\":{\"type\":\"struct\",\"fields\":["
+                                  "{\"type\":\"string\",\"optional\":false,\"field\":\"field\"},"
+                                  "{\"type\":\"int32\",\"optional\":false,\"field\":\"size\"}],"
+                                  "\"optional\":false,"
+                                  "\"name\":\"io.debezium.connector.mongodb.changestream."
+                                  "truncatedarray\"");
     version1(enc, out);
     lit(out, "},\"optional\":true,\"field\":\"truncatedArrays\"}],\"optional\":true,"
              "\"name\":\"io.debezium.connector.mongodb.changestream.updatedescription\"");

@@ -57,8 +57,8 @@ static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
 
 static bool topic_char_ok(uint32_t c)
 {
-    return c == '.' || c == '_' || c == '-' || (c >= 'A' && c <= 'Z') ||
-           (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    return c == '.' || c == '_' || c == '-' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+           (c >= '0' && c <= '9');
 }
 
 void topics_sanitize(struct ejson_buf *out, const char *name, size_t n)

@@ -131,8 +131,7 @@ static bool doc_or_null(const bson_iter_t *it, const char *name, bson_t *view, b
     if (BSON_ITER_HOLDS_NULL(it))
         return true;
     if (!BSON_ITER_HOLDS_DOCUMENT(it))
-        return mcdc_error_set(err, MCDC_ERR_ENCODE, 0, "change event: %s is not a document",
-                              name);
+        return mcdc_error_set(err, MCDC_ERR_ENCODE, 0, "change event: %s is not a document", name);
     view_of(it, view);
     *has = true;
     return true;
@@ -176,8 +175,7 @@ static bool parse_member(const bson_iter_t *it, struct mcdc_event *ev, const cha
             return doc_or_null(it, k, &ev->before, &ev->has_before, err);
         return true;
     case 'u':
-        return strcmp(k, "updateDescription") == 0 ? parse_update_description(it, ev, err)
-                                                   : true;
+        return strcmp(k, "updateDescription") == 0 ? parse_update_description(it, ev, err) : true;
     case 'c':
         if (strcmp(k, "clusterTime") == 0) {
             if (!BSON_ITER_HOLDS_TIMESTAMP(it))
@@ -211,8 +209,7 @@ static bool parse_member(const bson_iter_t *it, struct mcdc_event *ev, const cha
     }
 }
 
-bool event_from_change(const bson_t *doc, struct mcdc_event *ev, bool *emit,
-                       struct mcdc_error *err)
+bool event_from_change(const bson_t *doc, struct mcdc_event *ev, bool *emit, struct mcdc_error *err)
 {
     bson_iter_t it;
     const char *type = NULL;
@@ -238,8 +235,7 @@ bool event_from_change(const bson_t *doc, struct mcdc_event *ev, bool *emit,
                               type, ev->db, ev->coll);
     if (ev->op == MCDC_OP_UPDATE && !ev->has_updated_fields)
         return mcdc_error_set(err, MCDC_ERR_ENCODE, 0,
-                              "update event on %s.%s without updateDescription", ev->db,
-                              ev->coll);
+                              "update event on %s.%s without updateDescription", ev->db, ev->coll);
     /* insert and replace always carry the new document (MongoDB "Change
      * Events": fullDocument is present for insert and replace events). */
     if ((ev->op == MCDC_OP_INSERT || ev->op == MCDC_OP_REPLACE) && !ev->has_full_document)

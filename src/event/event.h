@@ -42,7 +42,7 @@ struct mcdc_event {
     enum mcdc_op op;
     enum mcdc_snapshot_flag snapshot;
 
-    const char *db;   /* namespace database (borrowed) */
+    const char *db; /* namespace database (borrowed) */
     size_t db_len;
     const char *coll; /* namespace collection (borrowed) */
     size_t coll_len;
@@ -53,13 +53,13 @@ struct mcdc_event {
 
     bson_t full_document; /* after; insert, replace, update with lookup/post-image, read */
     bool has_full_document;
-    bson_t before;        /* pre-image (fullDocumentBeforeChange) */
+    bson_t before; /* pre-image (fullDocumentBeforeChange) */
     bool has_before;
 
     /* updateDescription (change streams, op UPDATE) */
-    bson_t updated_fields;   /* document of dotted paths */
+    bson_t updated_fields; /* document of dotted paths */
     bool has_updated_fields;
-    bson_t removed_fields;   /* array of strings */
+    bson_t removed_fields; /* array of strings */
     bool has_removed_fields;
     bson_t truncated_arrays; /* array of {field, newSize} */
     bool has_truncated_arrays;
@@ -69,8 +69,8 @@ struct mcdc_event {
     bool has_oplog_patch;
     bson_t oplog_filter;
     bool has_oplog_filter;
-    int64_t oplog_h;      /* oplog `h` (0 on MongoDB >= 4.2) */
-    int64_t oplog_tord;   /* 1-based index inside applyOps, 0 = none */
+    int64_t oplog_h;          /* oplog `h` (0 on MongoDB >= 4.2) */
+    int64_t oplog_tord;       /* 1-based index inside applyOps, 0 = none */
     const char *oplog_stxnid; /* "<uuid>:<txnNumber>" or NULL */
 
     /* position */
@@ -79,7 +79,7 @@ struct mcdc_event {
     bool has_cluster_time;
     int64_t wall_time_ms; /* wallTime (MongoDB >= 6.0); valid if has_wall_time */
     bool has_wall_time;
-    bson_t resume_token;  /* _id of the change event; the position after it */
+    bson_t resume_token; /* _id of the change event; the position after it */
     bool has_resume_token;
 
     /* transaction */

@@ -168,8 +168,8 @@ static void keys_table(void **state)
         struct mcdc_event ev;
         struct mcdc_error err = MCDC_ERROR_INIT;
         struct mcdc_records out = {0};
-        assert_true(event_from_snapshot_doc(doc, "inventory", "customers", MCDC_SNAP_TRUE, &ev,
-                                            &err));
+        assert_true(
+            event_from_snapshot_doc(doc, "inventory", "customers", MCDC_SNAP_TRUE, &ev, &err));
         assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
         assert_int_equal(out.count, 1);
         assert_text(out.items[0].key, goldens[i].fields[1]);
@@ -316,7 +316,8 @@ static void value_schemas(void **state)
                  golden(cases[i].payload));
         assert_text(out.items[0].value, want);
         /* keys stay bare unless key schemas are on */
-        assert_text(out.items[0].key, "{\"id\":\"{\\\"$oid\\\": \\\"6501f5c3e4b0a1b2c3d4e5f6\\\"}\"}");
+        assert_text(out.items[0].key,
+                    "{\"id\":\"{\\\"$oid\\\": \\\"6501f5c3e4b0a1b2c3d4e5f6\\\"}\"}");
         records_release(&out);
         bson_destroy(doc);
         encoder_destroy(enc);
@@ -345,8 +346,8 @@ static void snapshot_reads(void **state)
         struct mcdc_event ev;
         struct mcdc_error err = MCDC_ERROR_INIT;
         struct mcdc_records out = {0};
-        assert_true(event_from_snapshot_doc(doc, "inventory", "customers", cases[i].flag, &ev,
-                                            &err));
+        assert_true(
+            event_from_snapshot_doc(doc, "inventory", "customers", cases[i].flag, &ev, &err));
         ev.rs = "rs0";
         ev.has_cluster_time = cases[i].has_pos;
         ev.ts_sec = cases[i].sec;
@@ -396,9 +397,26 @@ static void oplog_patch_and_filter(void **state)
     assert_text(out.items[0].key, "{\"id\":\"1004\"}");
     assert_text(out.items[0].value, golden("oplog_update_19"));
     records_release(&out);
+    encoder_destroy(enc);
+
+    /* field selection reaches the patch: dotted rules inside $set/$unset */
+    static char *excl[] = {"inventory.customers.first_name"};
+    static char *ren[] = {"inventory.customers.nick:alias"};
+    cfg.field_exclude = (struct mcdc_strlist){excl, 1};
+    cfg.field_renames = (struct mcdc_strlist){ren, 1};
+    enc = enc_new(&cfg);
+    bson_t *patch2 = from_json("{\"$v\": 1, \"$set\": {\"first_name\": \"A\", \"age\": 3},"
+                               " \"$unset\": {\"nick\": true}}");
+    assert_true(bson_init_static(&ev.oplog_patch, bson_get_data(patch2), patch2->len));
+    assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+    char *pj = json_member(out.items[0].value, "patch");
+    assert_text(pj, "{\"$v\": 1,\"$set\": {\"age\": 3},\"$unset\": {\"alias\": true}}");
+    free(pj);
+    records_release(&out);
+    encoder_destroy(enc);
+    bson_destroy(patch2);
     bson_destroy(patch);
     bson_destroy(filter);
-    encoder_destroy(enc);
 }
 
 /* §2.5: the after text (STRICT compact) and the same document as updatedFields
@@ -456,8 +474,7 @@ static void worked_example(void **state)
 
 /* ---- transactions (§3.4) -------------------------------------------------- */
 
-static bson_t *txn_event(const bson_t *lsid, const char *coll, int id, uint32_t sec,
-                         int64_t wall)
+static bson_t *txn_event(const bson_t *lsid, const char *coll, int id, uint32_t sec, int64_t wall)
 {
     bson_t *b = bson_new();
     if (lsid) {
@@ -466,8 +483,8 @@ static bson_t *txn_event(const bson_t *lsid, const char *coll, int id, uint32_t 
     }
     BCON_APPEND(b, "_id", "{", "_data", "82", "}", "operationType", "insert", "clusterTime",
                 BCON_TIMESTAMP(sec, 1), "wallTime", BCON_DATE_TIME(wall), "fullDocument", "{",
-                "_id", BCON_INT32(id), "}", "ns", "{", "db", "testDB", "coll", BCON_UTF8(coll),
-                "}", "documentKey", "{", "_id", BCON_INT32(id), "}");
+                "_id", BCON_INT32(id), "}", "ns", "{", "db", "testDB", "coll", BCON_UTF8(coll), "}",
+                "documentKey", "{", "_id", BCON_INT32(id), "}");
     return b;
 }
 
@@ -610,8 +627,8 @@ static void transaction_collections_in_hashmap_order(void **state)
     snprintf(names, sizeof names, "%s", golden("hashmap_order"));
     size_t w = 0;
     for (char *n = strtok(names, ","); n; n = strtok(NULL, ","))
-        w += (size_t)snprintf(want + w, sizeof want - w, "%s{\"data_collection\":\"%s\",\"event_count\":1}",
-                              w ? "," : "", n);
+        w += (size_t)snprintf(want + w, sizeof want - w,
+                              "%s{\"data_collection\":\"%s\",\"event_count\":1}", w ? "," : "", n);
     assert_non_null(strstr(out.items[0].value, want));
     records_release(&out);
     bson_destroy(end);
@@ -647,6 +664,73 @@ static void heartbeats(void **state)
     encoder_destroy(enc);
 }
 
+/* Kafka's JsonConverter (Jackson) escaping of plain strings: quotes,
+ * backslashes, short escapes, \u00XX (uppercase) for other controls, the rest raw. */
+static void jackson_string_escaping(void **state)
+{
+    (void)state;
+    struct mcdc_config cfg;
+    cfg_init(&cfg, MCDC_DIALECT_3_X);
+    struct encoder *enc = enc_new(&cfg);
+    bson_t *doc = from_json("{\"_id\": 1}");
+    struct mcdc_event ev;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct mcdc_records out = {0};
+    assert_true(event_from_snapshot_doc(doc, "caf\xc3\xa9", "q\"b\\s\x01\x1f\t\n/", MCDC_SNAP_TRUE,
+                                        &ev, &err));
+    assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+    assert_non_null(strstr(out.items[0].value, "\"db\":\"caf\xc3\xa9\",\"sequence\":null,"));
+    assert_non_null(strstr(out.items[0].value,
+                           "\"collection\":\"q\\\"b\\\\s\\u0001\\u001F\\t\\n/\",\"ord\":-1,"));
+    assert_string_equal(out.items[0].topic, "fulfillment.caf_.q_b_s_____");
+    records_release(&out);
+    bson_destroy(doc);
+    encoder_destroy(enc);
+}
+
+/* The word-at-a-time escaper against a byte-at-a-time reference, over
+ * random strings dense in quotes, backslashes and controls (fixed seed). */
+static void jackson_escaper_matches_reference(void **state)
+{
+    (void)state;
+    static const char alphabet[] = "ab\"\\\x01\x1f\n\t\xc3\xa9 {}:,";
+    struct ejson_buf got = {0}, want = {0};
+    unsigned seed = 12345;
+    for (int round = 0; round < 2000; round++) {
+        char s[64];
+        seed = seed * 1103515245u + 12345u;
+        size_t n = (seed >> 16) % sizeof s;
+        for (size_t i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            s[i] = alphabet[(seed >> 16) % (sizeof alphabet - 1)];
+        }
+        ejson_buf_reset(&got);
+        ejson_buf_reset(&want);
+        json_append_string(&got, s, n);
+        ejson_buf_append(&want, "\"", 1);
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)s[i];
+            char tmp[8];
+            if (c == '"' || c == '\\')
+                snprintf(tmp, sizeof tmp, "\\%c", c);
+            else if (c == '\n')
+                snprintf(tmp, sizeof tmp, "\\n");
+            else if (c == '\t')
+                snprintf(tmp, sizeof tmp, "\\t");
+            else if (c < 0x20)
+                snprintf(tmp, sizeof tmp, "\\u%04X", c);
+            else
+                snprintf(tmp, sizeof tmp, "%c", c);
+            ejson_buf_append(&want, tmp, strlen(tmp));
+        }
+        ejson_buf_append(&want, "\"", 1);
+        assert_int_equal(got.len, want.len);
+        assert_memory_equal(got.data, want.data, got.len);
+    }
+    ejson_buf_free(&got);
+    ejson_buf_free(&want);
+}
+
 /* ---- topics and schema names (§3) ----------------------------------------- */
 
 static void topic_sanitisation(void **state)
@@ -655,10 +739,8 @@ static void topic_sanitisation(void **state)
     static const struct {
         const char *db, *coll, *want;
     } cases[] = {
-        {"db", "my coll$x", "prefix.db.my_coll_x"},
-        {"db", "a.b", "prefix.db.a.b"},
-        {"inv", "caf\xc3\xa9", "prefix.inv.caf_"},
-        {"inv", "e\xf0\x9f\x98\x80", "prefix.inv.e__"},
+        {"db", "my coll$x", "prefix.db.my_coll_x"}, {"db", "a.b", "prefix.db.a.b"},
+        {"inv", "caf\xc3\xa9", "prefix.inv.caf_"},  {"inv", "e\xf0\x9f\x98\x80", "prefix.inv.e__"},
         {"my-db", "x_y", "prefix.my-db.x_y"},
     };
     struct mcdc_config cfg;
@@ -759,7 +841,7 @@ static void namespace_filters(void **state)
         {1, "inventory", "secrets", false},
         {1, "inventory", "Secret_plans", false},
         {1, "inventory", "public", true},
-        {1, "sig", "signals", true},      /* the signal collection, always */
+        {1, "sig", "signals", true}, /* the signal collection, always */
         {1, "sig", "other", false},
         /* 2: literal mode: case-insensitive exact */
         {2, "shop", "orders", true},
@@ -854,8 +936,10 @@ static void stream_match_stage(void **state)
     static const char *want_regex =
         "{\"$match\": {\"$and\": [{\"$or\": [{\"$and\": ["
         "{\"ns.db\": {\"$nin\": [\"admin\", \"config\", \"local\"]}},"
-        "{\"ns.db\": {\"$regularExpression\": {\"pattern\": \"^(?:(?:inv.*)|(?:shop))$\", \"options\": \"i\"}}},"
-        "{\"$expr\": {\"$not\": [{\"$regexMatch\": {\"input\": {\"$concat\": [\"$ns.db\", \".\", \"$ns.coll\"]},"
+        "{\"ns.db\": {\"$regularExpression\": {\"pattern\": \"^(?:(?:inv.*)|(?:shop))$\", "
+        "\"options\": \"i\"}}},"
+        "{\"$expr\": {\"$not\": [{\"$regexMatch\": {\"input\": {\"$concat\": [\"$ns.db\", \".\", "
+        "\"$ns.coll\"]},"
         " \"regex\": \"^(?:(?:inv\\\\.secret))$\", \"options\": \"i\"}}]}}]},"
         "{\"ns.db\": \"sig\", \"ns.coll\": \"signals\"}]},"
         "{\"operationType\": {\"$in\": [\"insert\", \"update\", \"replace\"]}}]}}";
@@ -901,8 +985,7 @@ static void stream_match_stage(void **state)
 /* ---- field selection (§7.2) ----------------------------------------------- */
 
 /* Encodes a snapshot read of doc_json and returns the `after` text. */
-static char *after_of(struct encoder *enc, const char *doc_json, struct mcdc_error *err,
-                      bool *ok)
+static char *after_of(struct encoder *enc, const char *doc_json, struct mcdc_error *err, bool *ok)
 {
     bson_t *doc = from_json(doc_json);
     struct mcdc_event ev;
@@ -922,19 +1005,23 @@ static void field_selection_documents(void **state)
     (void)state;
     static char *excl[] = {"inventory.customers.addr.zip", "*.cust*.items.sku",
                            "other.customers.name"};
-    static char *ren[] = {"inventory.customers.name:new_name", "inventory.customers.active:new_active",
+    static char *ren[] = {"inventory.customers.name:new_name",
+                          "inventory.customers.active:new_active",
                           "inventory.customers.missing:whatever"};
     static const struct {
         const char *in, *want;
     } cases[] = {
         /* nested exclusion, arrays of documents, rename moves to the end (FieldRenamesIT) */
-        {"{\"_id\": 1, \"name\": \"Sally\", \"phone\": 123, \"active\": true, \"scores\": [1.2, 3.4],"
+        {"{\"_id\": 1, \"name\": \"Sally\", \"phone\": 123, \"active\": true, \"scores\": [1.2, "
+         "3.4],"
          " \"addr\": {\"city\": \"Oslo\", \"zip\": \"0150\"},"
          " \"items\": [{\"sku\": \"A\", \"qty\": 1}, 5, {\"qty\": 2}, {\"sku\": \"B\"}]}",
          "{\"_id\": 1,\"phone\": 123,\"scores\": [1.2,3.4],\"addr\": {\"city\": \"Oslo\"},"
-         "\"items\": [{\"qty\": 1},5,{\"qty\": 2},{}],\"new_name\": \"Sally\",\"new_active\": true}"},
+         "\"items\": [{\"qty\": 1},5,{\"qty\": 2},{}],\"new_name\": \"Sally\",\"new_active\": "
+         "true}"},
         /* paths through non-documents are left alone */
-        {"{\"_id\": 2, \"addr\": \"none\", \"items\": 3}", "{\"_id\": 2,\"addr\": \"none\",\"items\": 3}"},
+        {"{\"_id\": 2, \"addr\": \"none\", \"items\": 3}",
+         "{\"_id\": 2,\"addr\": \"none\",\"items\": 3}"},
     };
     struct mcdc_config cfg;
     cfg_init(&cfg, MCDC_DIALECT_3_X);
@@ -951,8 +1038,10 @@ static void field_selection_documents(void **state)
     }
     /* rename onto an existing field fails the event, naming key, collection and field */
     bool ok;
-    char *after = after_of(enc, "{\"_id\": {\"$oid\": \"596e275826f08b2730779e1f\"}, \"name\": \"a\","
-                                " \"new_name\": \"b\"}", &err, &ok);
+    char *after = after_of(enc,
+                           "{\"_id\": {\"$oid\": \"596e275826f08b2730779e1f\"}, \"name\": \"a\","
+                           " \"new_name\": \"b\"}",
+                           &err, &ok);
     assert_false(ok);
     assert_null(after);
     assert_int_equal(err.domain, MCDC_ERR_ENCODE);
@@ -1012,10 +1101,11 @@ static void field_selection_update_description(void **state)
     bson_free(removed);
     assert_true(bson_iter_recurse(&it, &sub));
     assert_true(bson_iter_find(&sub, "updatedFields"));
-    assert_text(bson_iter_utf8(&sub, NULL),
-                "{\"contact\": {\"phone\": 1}, \"items.1\": {\"n\": 2}, \"items.0.n\": 3, "
-                "\"addr\": {\"zip\": \"5003\", \"town\": \"Bergen\"}, \"pwdx\": 1, \"name\": \"n\", "
-                "\"addr.town\": \"Oslo\"}");
+    assert_text(
+        bson_iter_utf8(&sub, NULL),
+        "{\"contact\": {\"phone\": 1}, \"items.1\": {\"n\": 2}, \"items.0.n\": 3, "
+        "\"addr\": {\"zip\": \"5003\", \"town\": \"Bergen\"}, \"pwdx\": 1, \"name\": \"n\", "
+        "\"addr.town\": \"Oslo\"}");
     assert_true(bson_iter_recurse(&it, &sub));
     assert_true(bson_iter_find(&sub, "truncatedArrays"));
     bson_iter_array(&sub, &len, &data);
@@ -1042,7 +1132,8 @@ static void removed_fields_null_when_all_hidden(void **state)
         "{\"_id\": {\"_data\": \"82\"}, \"operationType\": \"update\","
         " \"ns\": {\"db\": \"inventory\", \"coll\": \"customers\"}, \"documentKey\": {\"_id\": 1},"
         " \"updateDescription\": {\"updatedFields\": {\"secret\": 1},"
-        "  \"removedFields\": [\"secret\"], \"truncatedArrays\": [{\"field\": \"secret\", \"newSize\": 0}]}}");
+        "  \"removedFields\": [\"secret\"], \"truncatedArrays\": [{\"field\": \"secret\", "
+        "\"newSize\": 0}]}}");
     struct mcdc_records out = {0};
     encode_change(enc, doc, &out);
     assert_non_null(strstr(out.items[0].value,
@@ -1071,6 +1162,8 @@ int main(void)
         cmocka_unit_test(transaction_switch_and_eager_end),
         cmocka_unit_test(transaction_collections_in_hashmap_order),
         cmocka_unit_test(heartbeats),
+        cmocka_unit_test(jackson_string_escaping),
+        cmocka_unit_test(jackson_escaper_matches_reference),
         cmocka_unit_test(topic_sanitisation),
         cmocka_unit_test(schema_name_adjustment),
         cmocka_unit_test(namespace_filters),

@@ -69,14 +69,17 @@ static void update_event_has_update_description(void **state)
     (void)state;
     bson_t *doc = from_json(
         "{\"txnNumber\": {\"$numberLong\": \"7\"},"
-        " \"lsid\": {\"id\": {\"$binary\": {\"base64\": \"FA7YEzXgQXSX9OxmzllH2w==\", \"subType\": \"04\"}}},"
+        " \"lsid\": {\"id\": {\"$binary\": {\"base64\": \"FA7YEzXgQXSX9OxmzllH2w==\", \"subType\": "
+        "\"04\"}}},"
         " \"_id\": {\"_data\": \"82\"}, \"operationType\": \"update\","
         " \"clusterTime\": {\"$timestamp\": {\"t\": 1700000001, \"i\": 2}},"
         " \"ns\": {\"db\": \"shop\", \"coll\": \"orders\"},"
         " \"documentKey\": {\"_id\": 1},"
         " \"updateDescription\": {\"updatedFields\": {\"status\": \"shipped\", \"items.0.qty\": 3},"
-        "   \"removedFields\": [\"note\"], \"truncatedArrays\": [{\"field\": \"items\", \"newSize\": 1}]},"
-        " \"fullDocument\": null, \"fullDocumentBeforeChange\": {\"_id\": 1, \"status\": \"new\"}}");
+        "   \"removedFields\": [\"note\"], \"truncatedArrays\": [{\"field\": \"items\", "
+        "\"newSize\": 1}]},"
+        " \"fullDocument\": null, \"fullDocumentBeforeChange\": {\"_id\": 1, \"status\": "
+        "\"new\"}}");
     struct mcdc_event ev;
     struct mcdc_error err = MCDC_ERROR_INIT;
     bool emit = false;
@@ -99,13 +102,15 @@ static void update_event_has_update_description(void **state)
 static void replace_and_delete_map_to_u_and_d(void **state)
 {
     (void)state;
-    bson_t *rep = from_json("{\"_id\": {\"_data\": \"82\"}, \"operationType\": \"replace\","
-                            " \"clusterTime\": {\"$timestamp\": {\"t\": 5, \"i\": 1}},"
-                            " \"fullDocument\": {\"_id\": 1, \"qty\": 5},"
-                            " \"ns\": {\"db\": \"d\", \"coll\": \"c\"}, \"documentKey\": {\"_id\": 1}}");
-    bson_t *del = from_json("{\"_id\": {\"_data\": \"82\"}, \"operationType\": \"delete\","
-                            " \"clusterTime\": {\"$timestamp\": {\"t\": 5, \"i\": 2}},"
-                            " \"ns\": {\"db\": \"d\", \"coll\": \"c\"}, \"documentKey\": {\"_id\": 1}}");
+    bson_t *rep =
+        from_json("{\"_id\": {\"_data\": \"82\"}, \"operationType\": \"replace\","
+                  " \"clusterTime\": {\"$timestamp\": {\"t\": 5, \"i\": 1}},"
+                  " \"fullDocument\": {\"_id\": 1, \"qty\": 5},"
+                  " \"ns\": {\"db\": \"d\", \"coll\": \"c\"}, \"documentKey\": {\"_id\": 1}}");
+    bson_t *del =
+        from_json("{\"_id\": {\"_data\": \"82\"}, \"operationType\": \"delete\","
+                  " \"clusterTime\": {\"$timestamp\": {\"t\": 5, \"i\": 2}},"
+                  " \"ns\": {\"db\": \"d\", \"coll\": \"c\"}, \"documentKey\": {\"_id\": 1}}");
     struct mcdc_event ev;
     struct mcdc_error err = MCDC_ERROR_INIT;
     bool emit = false;
@@ -129,15 +134,19 @@ static void non_data_events_are_not_emitted(void **state)
     (void)state;
     static const char *const docs[] = {
         "{\"_id\": {\"_data\": \"82\"}, \"operationType\": \"drop\","
-        " \"clusterTime\": {\"$timestamp\": {\"t\": 9, \"i\": 1}}, \"ns\": {\"db\": \"shop\", \"coll\": \"orders\"}}",
+        " \"clusterTime\": {\"$timestamp\": {\"t\": 9, \"i\": 1}}, \"ns\": {\"db\": \"shop\", "
+        "\"coll\": \"orders\"}}",
         "{\"_id\": {\"_data\": \"82\"}, \"operationType\": \"invalidate\","
         " \"clusterTime\": {\"$timestamp\": {\"t\": 9, \"i\": 1}}}",
-        "{\"to\": {\"db\": \"shop\", \"coll\": \"o2\"}, \"_id\": {\"_data\": \"82\"}, \"operationType\": \"rename\","
-        " \"clusterTime\": {\"$timestamp\": {\"t\": 9, \"i\": 1}}, \"ns\": {\"db\": \"shop\", \"coll\": \"orders\"}}",
+        "{\"to\": {\"db\": \"shop\", \"coll\": \"o2\"}, \"_id\": {\"_data\": \"82\"}, "
+        "\"operationType\": \"rename\","
+        " \"clusterTime\": {\"$timestamp\": {\"t\": 9, \"i\": 1}}, \"ns\": {\"db\": \"shop\", "
+        "\"coll\": \"orders\"}}",
         "{\"_id\": {\"_data\": \"82\"}, \"operationType\": \"dropDatabase\","
         " \"clusterTime\": {\"$timestamp\": {\"t\": 9, \"i\": 1}}, \"ns\": {\"db\": \"shop\"}}",
         "{\"_id\": {\"_data\": \"82\"}, \"operationType\": \"createIndexes\","
-        " \"clusterTime\": {\"$timestamp\": {\"t\": 9, \"i\": 1}}, \"ns\": {\"db\": \"shop\", \"coll\": \"orders\"},"
+        " \"clusterTime\": {\"$timestamp\": {\"t\": 9, \"i\": 1}}, \"ns\": {\"db\": \"shop\", "
+        "\"coll\": \"orders\"},"
         " \"operationDescription\": {\"indexes\": []}}",
     };
     for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
@@ -164,16 +173,21 @@ static void malformed_events_fail(void **state)
     } cases[] = {
         {"{\"_id\": {\"_data\": \"82\"}}", "without operationType"},
         {"{\"operationType\": 3}", "operationType is not a string"},
-        {"{\"operationType\": \"insert\", \"fullDocument\": {\"_id\": 1}, \"documentKey\": {\"_id\": 1}}",
+        {"{\"operationType\": \"insert\", \"fullDocument\": {\"_id\": 1}, \"documentKey\": "
+         "{\"_id\": 1}}",
          "without ns"},
-        {"{\"operationType\": \"insert\", \"ns\": {\"db\": \"a\", \"coll\": \"b\"}, \"fullDocument\": {\"_id\": 1},"
+        {"{\"operationType\": \"insert\", \"ns\": {\"db\": \"a\", \"coll\": \"b\"}, "
+         "\"fullDocument\": {\"_id\": 1},"
          " \"documentKey\": {\"x\": 1}}",
          "without documentKey._id"},
-        {"{\"operationType\": \"update\", \"ns\": {\"db\": \"a\", \"coll\": \"b\"}, \"documentKey\": {\"_id\": 1}}",
+        {"{\"operationType\": \"update\", \"ns\": {\"db\": \"a\", \"coll\": \"b\"}, "
+         "\"documentKey\": {\"_id\": 1}}",
          "without updateDescription"},
-        {"{\"operationType\": \"replace\", \"ns\": {\"db\": \"a\", \"coll\": \"b\"}, \"documentKey\": {\"_id\": 1}}",
+        {"{\"operationType\": \"replace\", \"ns\": {\"db\": \"a\", \"coll\": \"b\"}, "
+         "\"documentKey\": {\"_id\": 1}}",
          "without fullDocument"},
-        {"{\"operationType\": \"insert\", \"ns\": {\"db\": \"a\", \"coll\": \"b\"}, \"documentKey\": {\"_id\": 1},"
+        {"{\"operationType\": \"insert\", \"ns\": {\"db\": \"a\", \"coll\": \"b\"}, "
+         "\"documentKey\": {\"_id\": 1},"
          " \"fullDocument\": 5}",
          "fullDocument is not a document"},
         {"{\"operationType\": \"insert\", \"clusterTime\": 5}", "clusterTime is not a timestamp"},
