@@ -218,14 +218,12 @@ static int run_daemon(const struct mcdc_config *cfg)
         return MCDC_EXIT_FAILURE;
     }
     mcdc_log_set_component("main");
-    mongoc_init();
     mongoc_log_set_handler(mongoc_log_bridge, NULL);
     config_redact_uri(cfg->connection_string, uri, sizeof uri);
     LOG_INFO("mongocdc %s starting: config %s, topic.prefix %s, Debezium %s layout, %s",
              MCDC_VERSION, cfg->path, cfg->topic_prefix, dialect_names[cfg->dialect], uri);
     warn_unsupported(cfg, true);
     int rc = run_capture(cfg);
-    mongoc_cleanup();
     mcdc_log_close();
     return rc;
 }
@@ -258,9 +256,11 @@ int main(int argc, char **argv)
         return MCDC_EXIT_USAGE;
     }
     struct mcdc_error err = MCDC_ERROR_INIT;
+    mongoc_init(); /* before any libmongoc call, the loader's URI check included */
     struct mcdc_config *cfg = config_load(cli.config, stderr, &err);
     if (!cfg) {
         fprintf(stderr, "mongocdc: %s\n", err.msg);
+        mongoc_cleanup();
         return MCDC_EXIT_USAGE;
     }
     if (cli.validate) {
@@ -271,5 +271,6 @@ int main(int argc, char **argv)
         rc = run_daemon(cfg);
     }
     config_free(cfg);
+    mongoc_cleanup();
     return rc;
 }

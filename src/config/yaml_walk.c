@@ -157,7 +157,7 @@ static void walk_map(yaml_document_t *doc, yaml_node_t *map, const char *prefix,
         if (o && o->type == OPT_MAP) {
             if (v->type == YAML_MAPPING_NODE)
                 walk_kafka(doc, v, out, d);
-            else
+            else if (!cfg_is_null(v)) /* `kafka:` with nothing under it is an empty map */
                 cfg_report(d, (int)v->start_mark.line + 1, (int)v->start_mark.column + 1, key,
                            "not a map (expected a map of librdkafka properties)");
             free(key);
@@ -165,6 +165,10 @@ static void walk_map(yaml_document_t *doc, yaml_node_t *map, const char *prefix,
             add_entry(out, key, k, v, o, false, d);
         } else if (v->type == YAML_MAPPING_NODE && option_prefix(key)) {
             walk_map(doc, v, key, out, d);
+            free(key);
+        } else if (option_prefix(key)) {
+            cfg_report(d, (int)v->start_mark.line + 1, (int)v->start_mark.column + 1, key,
+                       "not a map (expected a map of %s options, or dotted keys %s.*)", key, key);
             free(key);
         } else if (strncmp(key, "kafka.", 6) == 0) {
             add_entry(out, xstrdup(key + 6), k, v, NULL, true, d);
@@ -194,7 +198,17 @@ bool cfg_walk_file(const char *path, yaml_document_t *doc, struct cfg_entries *o
     yaml_parser_initialize(&parser);
     yaml_parser_set_input_file(&parser, f);
     bool loaded = yaml_parser_load(&parser, doc) != 0;
-    if (!loaded) {
+    if (loaded) {
+        /* A second document would be ignored silently: say so instead. */
+        yaml_document_t next;
+        if (yaml_parser_load(&parser, &next)) {
+            yaml_node_t *root = yaml_document_get_root_node(&next);
+            if (root)
+                cfg_report(d, (int)root->start_mark.line + 1, (int)root->start_mark.column + 1,
+                           "yaml", "a second YAML document (expected one document)");
+            yaml_document_delete(&next);
+        }
+    } else {
         /* problem_mark is where libyaml gave up; context names what was open. */
         cfg_report(d, (int)parser.problem_mark.line + 1, (int)parser.problem_mark.column + 1,
                    "yaml", "%s%s%s", parser.problem ? parser.problem : "syntax error",

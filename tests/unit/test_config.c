@@ -364,6 +364,14 @@ static void test_syntax_error(void **state)
     (void)state;
     assert_problem("topic.prefix: [unclosed\n", "F:2:1: yaml: did not find expected ',' or ']'");
     assert_problem("- a\n- b\n", "F:1:1: (top level): not a map (expected a map of options)");
+    assert_problem(BASE "---\ntopic.prefix: u\n",
+                   "F:6:1: yaml: a second YAML document (expected one document)");
+    assert_problem(BASE "log: debug\n",
+                   "F:5:6: log: not a map (expected a map of log options, or dotted keys log.*)");
+    struct loaded l = load(BASE "kafka:\n");
+    assert_non_null(l.cfg);
+    assert_int_equal(l.cfg->kafka.count, 0);
+    unload(&l);
 }
 
 static char *capture(void (*print)(FILE *))
