@@ -2,35 +2,66 @@
 # The whole test suite, from a fresh clone: installs what is missing, builds a
 # normal and an ASan+UBSan tree, starts a local Kafka broker when Java is
 # present (else the tests use librdkafka's mock cluster and say so), runs ctest
-# in both trees (cmocka unit tests + the pytest integration suite), and exits
-# non-zero on any failure.
+# in both trees, and exits non-zero on any failure.
+#
+#   normal tree     every test: cmocka unit tests (label unit) and the pytest
+#                   integration suite (label integration)
+#   ASan+UBSan tree the unit tests; MCDC_ASAN_INTEGRATION=1 adds the
+#                   integration suite (it roughly doubles the run time)
+#
+# Environment: MCDC_TEST_KAFKA (a broker address, or "mock") skips starting the
+# local broker; MONGO_TEST_URI is passed on to the integration suite;
+# JOBS sets build and ctest parallelism (default: number of cores);
+# MCDC_TEST_BUILD_DIR and MCDC_TEST_ASAN_BUILD_DIR name the two build trees
+# (default build and build-asan).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-ROOT=$(pwd)
 JOBS=${JOBS:-$(nproc)}
+B=${MCDC_TEST_BUILD_DIR:-build}
+BA=${MCDC_TEST_ASAN_BUILD_DIR:-build-asan}
+T0=$SECONDS
 
-scripts/install-deps.sh || exit 1
+scripts/install-deps.sh || { echo "test.sh: installing dependencies failed"; exit 1; }
 
 build() { # dir, extra cmake args...
   local dir=$1; shift
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMCDC_WERROR=ON "$@" >"$dir.cmake.log" 2>&1 \
     || { cat "$dir.cmake.log"; return 1; }
-  cmake --build "$dir" -j "$JOBS" 2>&1 | grep -vE '^\[ *[0-9]+%\]' || true
-  [ "${PIPESTATUS[0]}" -eq 0 ]
+  local st
+  cmake --build "$dir" -j "$JOBS" 2>&1 | grep -vE '^\[ *[0-9]+%\]'
+  st=${PIPESTATUS[0]}
+  [ "$st" -eq 0 ]
 }
 
-mkdir -p build build-asan
-build build || { echo "test.sh: build failed"; exit 1; }
-build build-asan -DMCDC_SANITIZE=address,undefined || { echo "test.sh: ASan build failed"; exit 1; }
+mkdir -p "$B" "$BA"
+echo "== build (normal, $B)"
+build "$B" || { echo "test.sh: build failed"; exit 1; }
+echo "== build (ASan+UBSan, $BA)"
+build "$BA" -DMCDC_SANITIZE=address,undefined || { echo "test.sh: ASan build failed"; exit 1; }
 
-# A real Kafka broker for the integration tests, when we can have one.
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# A real Kafka broker for the integration tests, when we can have one. Stopped
+# at exit only if this run started it. Without KAFKA_PORT, the first free pair
+# of ports from 19092 up, so a broker of another checkout does not get in the way.
 KAFKA_STARTED=0
-if [ -z "${MCDC_TEST_KAFKA:-}" ] && [ -x scripts/kafka-local.sh ]; then
+if [ -z "${MCDC_TEST_KAFKA:-}" ]; then
+  export KAFKA_LOCAL_DIR=${KAFKA_LOCAL_DIR:-$PWD/$B/kafka-local}
+  if ! scripts/kafka-local.sh status >/dev/null 2>&1; then
+    KAFKA_STARTED=1
+    if [ -z "${KAFKA_PORT:-}" ]; then
+      for p in 19092 19094 19096 19098 19100 19102 19104 19106; do
+        if port_free "$p" && port_free $((p + 1)); then export KAFKA_PORT=$p; break; fi
+      done
+    fi
+  fi
+  echo "== starting the local Kafka broker (scripts/kafka-local.sh)"
   if out=$(scripts/kafka-local.sh start 2>&1); then
     export MCDC_TEST_KAFKA=$(printf '%s\n' "$out" | tail -n 1)
-    KAFKA_STARTED=1
-    echo "test.sh: using local Kafka broker at $MCDC_TEST_KAFKA"
+    printf '%s\n' "$out" | grep -v "^$MCDC_TEST_KAFKA\$" | tail -n 3
+    echo "test.sh: using a real Kafka broker at $MCDC_TEST_KAFKA"
   else
+    KAFKA_STARTED=0
     printf '%s\n' "$out" | tail -n 5
     export MCDC_TEST_KAFKA=mock
     echo "test.sh: NO REAL KAFKA: falling back to librdkafka's mock cluster"
@@ -39,12 +70,60 @@ fi
 cleanup() { if [ "$KAFKA_STARTED" = 1 ]; then scripts/kafka-local.sh stop >/dev/null 2>&1 || true; fi; }
 trap cleanup EXIT
 
-rc=0
-echo "== ctest (normal build)"
-(cd build && ctest --output-on-failure -j "$JOBS") || rc=1
-echo "== ctest (ASan+UBSan build)"
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$JOBS") || rc=1
+PASSED=0
+FAILED=0
+# Runs ctest in a tree; adds its counts to PASSED/FAILED ("N tests failed out
+# of M" is ctest's own summary line).
+run_ctest() { # name dir ctest-args...
+  local name=$1 dir=$2 log rc summary
+  shift 2
+  log="$dir/ctest.log"
+  echo "== ctest ($name)"
+  (cd "$dir" && ctest --output-on-failure --timeout 600 -j "$JOBS" "$@") 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  summary=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1)
+  if [[ "$summary" =~ ([0-9]+)\ tests?\ failed\ out\ of\ ([0-9]+) ]]; then
+    FAILED=$((FAILED + BASH_REMATCH[1]))
+    PASSED=$((PASSED + BASH_REMATCH[2] - BASH_REMATCH[1]))
+  elif [ "$rc" -ne 0 ]; then
+    FAILED=$((FAILED + 1))
+  fi
+  if [ "$rc" -ne 0 ]; then return 1; fi
+  grep -qE 'out of [1-9]' "$log" || { echo "test.sh: ctest ($name) ran no test"; return 1; }
+}
 
-if [ $rc -ne 0 ]; then echo "test.sh: FAILED"; else echo "test.sh: all tests passed"; fi
+# pytest's own counts, from the JUnit file the integration test writes.
+pytest_counts() { # dir
+  local f="$1/integration-junit.xml"
+  [ -f "$f" ] || return 0
+  /usr/bin/python3 - "$f" <<'EOF'
+import sys, xml.etree.ElementTree as ET
+r = ET.parse(sys.argv[1]).getroot()
+s = r if r.tag == "testsuite" else r.find("testsuite")
+t, f, e, k = (int(s.get(a, 0)) for a in ("tests", "failures", "errors", "skipped"))
+print("integration (pytest): %d passed, %d failed, %d skipped" % (t - f - e - k, f + e, k))
+EOF
+}
+
+rc=0
+rm -f "$B/integration-junit.xml" "$BA/integration-junit.xml"
+run_ctest "normal build" "$B" || rc=1
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+if [ "${MCDC_ASAN_INTEGRATION:-0}" = 1 ]; then
+  run_ctest "ASan+UBSan build" "$BA" || rc=1
+else
+  run_ctest "ASan+UBSan build, unit tests" "$BA" -L unit || rc=1
+fi
+
+echo "== summary"
+echo "Kafka: ${MCDC_TEST_KAFKA:-unset}   MongoDB: ${MONGO_TEST_URI:-simulator}   time: $((SECONDS - T0))s"
+pytest_counts "$B"
+if [ "${MCDC_ASAN_INTEGRATION:-0}" = 1 ]; then pytest_counts "$BA"; fi
+if [ $rc -ne 0 ]; then
+  echo "test.sh: FAILED"
+  [ "$FAILED" -eq 0 ] && FAILED=1
+else
+  echo "test.sh: all tests passed"
+fi
+echo "ctest: $PASSED passed, $FAILED failed"
 exit $rc
