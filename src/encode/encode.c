@@ -264,10 +264,10 @@ static bool select_doc(struct encoder *enc, const struct mcdc_event *ev, const b
 {
     const char *clash = NULL;
     *res = doc;
-    if (doc == NULL || enc->sel.count == 0)
+    if (doc == NULL || enc->sel->count == 0)
         return true;
-    *res = dotted ? fields_apply_updated(&enc->sel, doc, pair, &clash)
-                  : fields_apply_document(&enc->sel, doc, pair, &clash);
+    *res = dotted ? fields_apply_updated(enc->sel, doc, pair, &clash)
+                  : fields_apply_document(enc->sel, doc, pair, &clash);
     return *res ? true : rename_clash(enc, ev, clash, err);
 }
 
@@ -280,7 +280,7 @@ static bool select_patch(struct encoder *enc, const struct mcdc_event *ev, const
     bson_iter_t it;
     bool modifier = false;
     *res = patch;
-    if (patch == NULL || enc->sel.count == 0 || !bson_iter_init(&it, patch))
+    if (patch == NULL || enc->sel->count == 0 || !bson_iter_init(&it, patch))
         return true;
     while (bson_iter_next(&it))
         modifier |= bson_iter_key(&it)[0] == '$';
@@ -334,13 +334,12 @@ bool encoder_encode(struct encoder *enc, const struct mcdc_event *ev, int64_t ts
     out->count = 0;
     if (ev->db == NULL || ev->coll == NULL)
         return mcdc_error_set(err, MCDC_ERR_ENCODE, 0, "event without namespace");
-    if (!filters_captures(&enc->filters, ev->db, ev->db_len, ev->coll, ev->coll_len))
-        return true;
     if (enc->skip_op[ev->op])
         return true;
-
     struct topic_entry *te = topics_lookup(enc, ev->db, ev->db_len, ev->coll, ev->coll_len);
-    fields_select(&enc->fields, ev->db, ev->db_len, ev->coll, ev->coll_len, &enc->sel);
+    if (!te->captured)
+        return true;
+    enc->sel = &te->sel;
 
     /* Which documents the envelope carries (§1.3, §1.4). */
     const bson_t *after = NULL, *before = NULL, *updated = NULL;

@@ -94,12 +94,23 @@ const char *sfield_name(enum sfield f);
 
 /* ---- topics (topics.c) ---------------------------------------------------- */
 
+struct field_rule;
+
+/* Rules that apply to one collection, in application order; resolved once
+ * per namespace and kept in its topic cache entry. */
+struct field_sel {
+    const struct field_rule **rules; /* owned array of borrowed rules; NULL when none */
+    size_t count;
+};
+
 struct topic_entry {
     char *db;
     size_t db_len;
     char *coll;
     size_t coll_len;
-    char *topic; /* sanitised <prefix>.<db>.<coll> */
+    char *topic;          /* sanitised <prefix>.<db>.<coll> */
+    bool captured;        /* filters_captures(), resolved once */
+    struct field_sel sel; /* field rules of this collection, resolved once */
     uint64_t hash;
 };
 
@@ -172,17 +183,13 @@ struct field_rules {
     size_t exclude_count;
 };
 
-/* Rules that apply to one collection, resolved once per event. */
-struct field_sel {
-    const struct field_rule *rules[64];
-    size_t count;
-    bool truncated; /* more than 64 rules matched (the rest are ignored) */
-};
-
 bool fields_init(struct field_rules *fr, const struct mcdc_config *cfg, struct mcdc_error *err);
 void fields_free(struct field_rules *fr);
+/* Fills sel with the rules matching db.coll (allocates sel->rules; free it
+ * with fields_sel_free). */
 void fields_select(const struct field_rules *fr, const char *db, size_t db_len, const char *coll,
                    size_t coll_len, struct field_sel *sel);
+void fields_sel_free(struct field_sel *sel);
 
 /* Applies sel to doc (exclusions, then renames, each in list order, each on
  * the previous result). Returns doc itself when sel is empty, else one of
@@ -248,7 +255,7 @@ struct encoder {
     struct ejson_buf name; /* scratch for names */
     struct filters filters;
     struct field_rules fields;
-    struct field_sel sel; /* rules of the current event's collection */
+    const struct field_sel *sel; /* rules of the current event's collection */
     struct topic_cache topics;
     struct txn_state txn;
     char *txn_topic;

@@ -268,7 +268,7 @@ static void write_removed(struct encoder *enc, const struct mcdc_event *ev)
             uint32_t len = 0;
             const char *s = bson_iter_utf8(&it, &len);
             ejson_buf_reset(&enc->name);
-            if (!fields_map_name(&enc->sel, s, len, &enc->name))
+            if (!fields_map_name(enc->sel, s, len, &enc->name))
                 continue;
             if (n++)
                 ejson_buf_append(out, ",", 1);
@@ -303,7 +303,7 @@ static void write_truncated(struct encoder *enc, const struct mcdc_event *ev)
                     size = bson_iter_as_int64(&child);
             }
             ejson_buf_reset(&enc->name);
-            if (field == NULL || !fields_map_name(&enc->sel, field, flen, &enc->name))
+            if (field == NULL || !fields_map_name(enc->sel, field, flen, &enc->name))
                 continue;
             if (n++)
                 ejson_buf_append(out, ",", 1);

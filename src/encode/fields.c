@@ -148,18 +148,23 @@ static bool glob_match(const char *pat, const char *s, size_t n)
 void fields_select(const struct field_rules *fr, const char *db, size_t db_len, const char *coll,
                    size_t coll_len, struct field_sel *sel)
 {
+    sel->rules = NULL;
     sel->count = 0;
-    sel->truncated = false;
     for (size_t i = 0; i < fr->count; i++) {
         const struct field_rule *r = &fr->rules[i];
         if (!glob_match(r->db_glob, db, db_len) || !glob_match(r->coll_glob, coll, coll_len))
             continue;
-        if (sel->count == sizeof sel->rules / sizeof sel->rules[0]) {
-            sel->truncated = true;
-            break;
-        }
+        if (sel->rules == NULL)
+            sel->rules = xcalloc(fr->count, sizeof *sel->rules);
         sel->rules[sel->count++] = r;
     }
+}
+
+void fields_sel_free(struct field_sel *sel)
+{
+    free(sel->rules);
+    sel->rules = NULL;
+    sel->count = 0;
 }
 
 /* ---- documents ---------------------------------------------------------- */

@@ -5,8 +5,10 @@
  * Data topics are <topic.prefix><delim><db><delim><collection>, sanitised as
  * Debezium's AbstractTopicNamingStrategy does, and cached per namespace for
  * the encoder's lifetime: records borrow the topic string, so entries are
- * never evicted (the cache holds one entry per captured collection, which is
- * what Debezium's topic.cache.size LRU holds in practice too).
+ * never evicted (one entry per namespace seen, which is what Debezium's
+ * topic.cache.size LRU holds in practice too). An entry also caches the
+ * per-namespace decisions that would otherwise cost regex and glob matching
+ * on every event: whether the namespace is captured, and its field rules.
  */
 #include "encode/encode_internal.h"
 
@@ -214,6 +216,8 @@ struct topic_entry *topics_lookup(struct encoder *enc, const char *db, size_t db
     te->coll_len = coll_len;
     te->topic = xstrndup(clean.data ? clean.data : "", clean.len);
     te->hash = h;
+    te->captured = filters_captures(&enc->filters, db, db_len, coll, coll_len);
+    fields_select(&enc->fields, db, db_len, coll, coll_len, &te->sel);
     ejson_buf_free(&joined);
     ejson_buf_free(&clean);
 
@@ -234,6 +238,7 @@ void topics_cache_free(struct topic_cache *tc)
         free(te->db);
         free(te->coll);
         free(te->topic);
+        fields_sel_free(&te->sel);
         free(te);
     }
     free(tc->slots);

@@ -16,6 +16,11 @@
  * filtered event, a post-batch resume token): every event of one MongoDB
  * transaction carries the commit's clusterTime, so a later position means
  * the transaction is complete.
+ *
+ * Oplog mode (1.9, §3.5) differs from Debezium 1.9 in two ways: the END of an
+ * applyOps transaction follows the same lazy rule (or the eager option)
+ * instead of being emitted right after its last operation, and events outside
+ * transactions are not given the oplog `h` as a transaction id of their own.
  */
 #include "encode/encode_internal.h"
 

@@ -538,6 +538,27 @@ static void transaction_begin_end(void **state)
     }
 }
 
+static void transaction_records_with_schemas(void **state)
+{
+    (void)state;
+    struct mcdc_config cfg;
+    cfg_init(&cfg, MCDC_DIALECT_3_X);
+    cfg.provide_transaction_metadata = true;
+    cfg.key_schemas_enable = cfg.value_schemas_enable = true;
+    struct encoder *enc = enc_new(&cfg);
+    bson_t *lsid = from_json(golden("in_lsid"));
+    bson_t *e1 = txn_event(lsid, "collectiona", 1, 1694627139, 1694627139123);
+    struct mcdc_records out = {0};
+    encode_change(enc, e1, &out);
+    assert_int_equal(out.count, 2);
+    assert_text(out.items[0].key, golden("txn_key_schema_3x"));
+    assert_text(out.items[0].value, golden("txn_begin_schema_3x"));
+    records_release(&out);
+    bson_destroy(e1);
+    bson_destroy(lsid);
+    encoder_destroy(enc);
+}
+
 static void transaction_switch_and_eager_end(void **state)
 {
     (void)state;
@@ -1159,6 +1180,7 @@ int main(void)
         cmocka_unit_test(oplog_patch_and_filter),
         cmocka_unit_test(worked_example),
         cmocka_unit_test(transaction_begin_end),
+        cmocka_unit_test(transaction_records_with_schemas),
         cmocka_unit_test(transaction_switch_and_eager_end),
         cmocka_unit_test(transaction_collections_in_hashmap_order),
         cmocka_unit_test(heartbeats),
