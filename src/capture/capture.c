@@ -66,8 +66,7 @@ void capture_failure_from(const bson_error_t *error, const bson_t *reply,
         f.label_non_resumable = mongoc_error_has_label(reply, "NonResumableChangeStreamError");
     }
     action = resume_classify(&(struct resume_failure){f.domain, f.code, error->message,
-                                                      f.label_resumable,
-                                                      f.label_non_resumable});
+                                                      f.label_resumable, f.label_non_resumable});
     mcdc_error_from_bson(err, error->code, error->message, action == RESUME_ACTION_RETRY);
     f.message = err->msg;
     if (fail != NULL)

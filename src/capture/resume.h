@@ -48,10 +48,10 @@ void resume_start_point(const struct mcdc_position *pos, int64_t start_op_time,
 /* ---- snapshot decision (debezium-format.md §5.1) ---- */
 
 enum resume_plan {
-    RESUME_PLAN_STREAM = 0,          /* stream from the stored position (or now) */
+    RESUME_PLAN_STREAM = 0, /* stream from the stored position (or now) */
     RESUME_PLAN_SNAPSHOT_THEN_STREAM,
-    RESUME_PLAN_SNAPSHOT_ONLY,       /* initial_only without a complete offset */
-    RESUME_PLAN_NOTHING,             /* initial_only whose snapshot already completed */
+    RESUME_PLAN_SNAPSHOT_ONLY, /* initial_only without a complete offset */
+    RESUME_PLAN_NOTHING,       /* initial_only whose snapshot already completed */
 };
 
 /*

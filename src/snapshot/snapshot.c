@@ -193,8 +193,7 @@ static bool plan_add(struct snapshot_plan *plan, size_t *cap, mongoc_client_t *c
         if (!bson_init_from_json(&c->filter, o->query, -1, &error)) {
             bson_init(&c->filter);
             return mcdc_error_set(err, MCDC_ERR_CONFIG, 0,
-                                  "snapshot.collection.filter.overrides.%s: %s", ns,
-                                  error.message);
+                                  "snapshot.collection.filter.overrides.%s: %s", ns, error.message);
         }
     }
     mc = mongoc_client_get_collection(client, db, coll);
@@ -285,9 +284,9 @@ struct snapshot {
     pthread_cond_t not_empty, not_full;
     struct snapshot_doc *head, *tail;
     size_t queued, queued_bytes;
-    size_t next_coll;     /* next collection to hand to a reader */
+    size_t next_coll; /* next collection to hand to a reader */
     size_t readers_alive;
-    bool quit;            /* snapshot_destroy: readers leave */
+    bool quit; /* snapshot_destroy: readers leave */
     bool failed;
     struct resume_failure fail;
     struct mcdc_error err;
@@ -416,8 +415,7 @@ static void *reader_main(void *p)
         pthread_mutex_lock(&s->lock);
         c->finished_ms = now_ms();
         pthread_mutex_unlock(&s->lock);
-        LOG_INFO("snapshot of %s.%s finished: %lld documents", c->db, c->coll,
-                 (long long)c->done);
+        LOG_INFO("snapshot of %s.%s finished: %lld documents", c->db, c->coll, (long long)c->done);
     }
     mongoc_client_pool_push(s->pool, client);
     pthread_mutex_lock(&s->lock);
@@ -485,16 +483,15 @@ static void log_progress(struct snapshot *s, bool final)
             continue;
         if (c->estimated > 0) {
             double pct = 100.0 * (double)c->done / (double)c->estimated;
-            double eta = rate > 0 && c->estimated > c->done
-                             ? (double)(c->estimated - c->done) / rate
-                             : 0.0;
+            double eta =
+                rate > 0 && c->estimated > c->done ? (double)(c->estimated - c->done) / rate : 0.0;
             LOG_INFO("snapshot progress %s.%s: %lld/%lld documents (%.1f%%), %.0f docs/s, ETA "
                      "%.0f s",
                      c->db, c->coll, (long long)c->done, (long long)c->estimated,
                      pct > 100.0 ? 100.0 : pct, rate, eta);
         } else {
-            LOG_INFO("snapshot progress %s.%s: %lld documents (total unknown), %.0f docs/s",
-                     c->db, c->coll, (long long)c->done, rate);
+            LOG_INFO("snapshot progress %s.%s: %lld documents (total unknown), %.0f docs/s", c->db,
+                     c->coll, (long long)c->done, rate);
         }
     }
     if (final) {

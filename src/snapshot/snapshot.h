@@ -56,8 +56,8 @@ struct snapshot_plan {
 
 /* A document handed from a reader to the task thread. */
 struct snapshot_doc {
-    bson_t *doc;      /* owned */
-    const char *db;   /* borrowed from the plan, valid until snapshot_destroy */
+    bson_t *doc;    /* owned */
+    const char *db; /* borrowed from the plan, valid until snapshot_destroy */
     const char *coll;
     struct snapshot_doc *next;
 };

@@ -70,8 +70,7 @@ static void on_notice(struct ev_loop *loop, ev_async *w, int revents)
         if (!worker_finished(t->tasks[i])) {
             alive++;
         } else if (worker_failed(t->tasks[i]) && !t->stopping) {
-            LOG_ERROR("capture task %s failed; stopping the other tasks",
-                      worker_name(t->tasks[i]));
+            LOG_ERROR("capture task %s failed; stopping the other tasks", worker_name(t->tasks[i]));
             topology_request_stop(t);
         }
     }
@@ -144,8 +143,8 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     t->loop = loop;
     t->uri = mongoc_uri_new_with_error(cfg->connection_string, &error);
     if (t->uri == NULL) {
-        mcdc_error_set(err, MCDC_ERR_CONFIG, (int)error.code,
-                       "mongodb.connection.string %s: %s", redacted, error.message);
+        mcdc_error_set(err, MCDC_ERR_CONFIG, (int)error.code, "mongodb.connection.string %s: %s",
+                       redacted, error.message);
         goto fail;
     }
     if (mongoc_uri_get_appname(t->uri) == NULL)
@@ -164,8 +163,8 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
                                        (int32_t)cfg->socket_timeout_ms);
     t->pool = mongoc_client_pool_new_with_error(t->uri, &error);
     if (t->pool == NULL) {
-        mcdc_error_set(err, MCDC_ERR_CONFIG, (int)error.code,
-                       "mongodb.connection.string %s: %s", redacted, error.message);
+        mcdc_error_set(err, MCDC_ERR_CONFIG, (int)error.code, "mongodb.connection.string %s: %s",
+                       redacted, error.message);
         goto fail;
     }
     mongoc_client_pool_set_error_api(t->pool, MONGOC_ERROR_API_VERSION_2);

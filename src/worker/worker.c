@@ -128,8 +128,9 @@ enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
                 break;
             }
             w->err = err;
-            mcdc_error_prefix(&w->err, "record for %.*s.%.*s key %s (%zu bytes key, %zu bytes value) "
-                                       "cannot be delivered",
+            mcdc_error_prefix(&w->err,
+                              "record for %.*s.%.*s key %s (%zu bytes key, %zu bytes value) "
+                              "cannot be delivered",
                               (int)ev->db_len, ev->db, (int)ev->coll_len, ev->coll, key, key_len,
                               value_len);
             ph = PHASE_FATAL;
@@ -225,7 +226,8 @@ static enum phase setup(struct worker *w, bool *proceed)
                  "streaming from the snapshot's start; documents not yet copied are not emitted");
     w->stream_pos.initsync = false;
     w->have_stored = found && (w->stream_pos.has_resume_token || w->stream_pos.sec > 0);
-    w->need_snapshot = plan == RESUME_PLAN_SNAPSHOT_THEN_STREAM || plan == RESUME_PLAN_SNAPSHOT_ONLY;
+    w->need_snapshot =
+        plan == RESUME_PLAN_SNAPSHOT_THEN_STREAM || plan == RESUME_PLAN_SNAPSHOT_ONLY;
     w->snapshot_only = plan == RESUME_PLAN_SNAPSHOT_ONLY;
     if (plan == RESUME_PLAN_NOTHING) {
         LOG_INFO("snapshot.mode initial_only and the snapshot is complete: nothing to do");
@@ -302,7 +304,8 @@ static enum phase stream(struct worker *w)
              * idle, so the stored position never ages out of the oplog. */
             token = capture_resume_token(cap);
             if (token != NULL && !bson_empty(token) &&
-                !(w->stream_pos.has_resume_token && bson_equal(token, &w->stream_pos.resume_token))) {
+                !(w->stream_pos.has_resume_token &&
+                  bson_equal(token, &w->stream_pos.resume_token))) {
                 position_clear(&pos);
                 bson_destroy(&pos.resume_token);
                 bson_copy_to(token, &pos.resume_token);
@@ -354,8 +357,8 @@ static enum phase backoff(struct worker *w)
         return PHASE_FATAL;
     }
     delay = resume_backoff_ms(w->cfg->backoff_initial_ms, w->cfg->backoff_max_ms, w->attempts);
-    LOG_WARN("%s failed: %s (attempt %lld of %lld); reconnecting in %lld ms and resuming from "
-             "the last delivered position",
+    LOG_WARN("change stream on %s failed: %s (attempt %lld of %lld); reconnecting in %lld ms "
+             "and resuming from the last delivered position",
              w->rs, w->err.msg, (long long)w->attempts, (long long)w->cfg->connect_max_attempts,
              (long long)delay);
     /* Records already produced stay with the producer; wait for them so that the
@@ -378,7 +381,7 @@ static enum phase history_lost(struct worker *w)
                  w->rs, d, w->err.msg, d,
                  w->cfg->snapshot_mode == MCDC_SNAPSHOT_WHEN_NEEDED ? "when_needed"
                  : w->cfg->snapshot_mode == MCDC_SNAPSHOT_ALWAYS    ? "always"
-                                                                     : "initial");
+                                                                    : "initial");
         w->need_snapshot = true;
         w->have_stored = false; /* the new snapshot's own start position is used */
         position_clear(&w->stream_pos);
@@ -457,8 +460,7 @@ static void finish(struct worker *w, enum phase ph)
         if (!sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err))
             LOG_WARN("%zu records not acknowledged within offsets.flush.timeout.ms (%lld ms): %s; "
                      "the stored position stays before them",
-                     sink_in_flight(w->sink), (long long)w->cfg->offsets_flush_timeout_ms,
-                     err.msg);
+                     sink_in_flight(w->sink), (long long)w->cfg->offsets_flush_timeout_ms, err.msg);
         struct mcdc_error keep = w->err;
         if (worker_service(w, true) == PHASE_FATAL) {
             if (ph == PHASE_FATAL)

@@ -47,7 +47,7 @@ struct worker {
     bool has_pipeline;
 
     struct mcdc_position stream_pos; /* after the last processed event: where to resume */
-    bool have_stored;   /* stream_pos came from the store (or a finished snapshot) */
+    bool have_stored;                /* stream_pos came from the store (or a finished snapshot) */
     bool need_snapshot;
     bool snapshot_only; /* initial_only: stop after the snapshot */
     int64_t attempts;   /* failed connection attempts in a row */

@@ -56,8 +56,8 @@ enum phase worker_snapshot(struct worker *w)
     position_init(&start);
     position_init(&resume);
     position_init(&during);
-    if (!snapshot_record_start(w->client, cfg, w->has_pipeline ? &w->pipeline : NULL, &start,
-                               &fail, &err)) {
+    if (!snapshot_record_start(w->client, cfg, w->has_pipeline ? &w->pipeline : NULL, &start, &fail,
+                               &err)) {
         ph = worker_phase_from_failure(w, &fail, &err);
         mcdc_error_prefix(&w->err, "cannot record the snapshot's start position");
         goto cleanup;

@@ -142,8 +142,7 @@ static void classify_table(void **state)
         {MONGOC_ERROR_QUERY, 40576, "resume point may no longer be in the oplog", false, false,
          RESUME_ACTION_HISTORY_LOST},
         {MONGOC_ERROR_SERVER, 10107, "not primary", true, false, RESUME_ACTION_RETRY},
-        {MONGOC_ERROR_SERVER, 11602, "operation was interrupted", true, false,
-         RESUME_ACTION_RETRY},
+        {MONGOC_ERROR_SERVER, 11602, "operation was interrupted", true, false, RESUME_ACTION_RETRY},
         {MONGOC_ERROR_SERVER, 189, "PrimarySteppedDown", true, false, RESUME_ACTION_RETRY},
         {MONGOC_ERROR_SERVER, 91, "The server is in quiesce mode", true, false,
          RESUME_ACTION_RETRY},
@@ -172,8 +171,8 @@ static void classify_table(void **state)
          "Failed to connect to target host: 127.0.0.1:1", false, false, RESUME_ACTION_RETRY},
         {MONGOC_ERROR_SERVER_SELECTION, MONGOC_ERROR_SERVER_SELECTION_FAILURE,
          "No suitable servers found", false, false, RESUME_ACTION_RETRY},
-        {MONGOC_ERROR_PROTOCOL, MONGOC_ERROR_PROTOCOL_INVALID_REPLY, "Invalid reply", false,
-         false, RESUME_ACTION_RETRY},
+        {MONGOC_ERROR_PROTOCOL, MONGOC_ERROR_PROTOCOL_INVALID_REPLY, "Invalid reply", false, false,
+         RESUME_ACTION_RETRY},
         {MONGOC_ERROR_CLIENT, MONGOC_ERROR_CLIENT_AUTHENTICATE, "Authentication failed", false,
          false, RESUME_ACTION_FATAL},
     };
@@ -182,16 +181,16 @@ static void classify_table(void **state)
                                    rows[i].non_resumable};
         enum resume_action got = resume_classify(&f);
         if (got != rows[i].want)
-            fail_msg("row %zu (code %u): got %s, want %s", i, rows[i].code,
-                     resume_action_name(got), resume_action_name(rows[i].want));
+            fail_msg("row %zu (code %u): got %s, want %s", i, rows[i].code, resume_action_name(got),
+                     resume_action_name(rows[i].want));
     }
 }
 
 static void backoff_doubles_up_to_max(void **state)
 {
     (void)state;
-    static const int64_t want[] = {1000,  2000,   4000,   8000,   16000,
-                                   32000, 64000,  120000, 120000, 120000};
+    static const int64_t want[] = {1000,  2000,  4000,   8000,   16000,
+                                   32000, 64000, 120000, 120000, 120000};
     for (int64_t a = 1; a <= 10; a++)
         assert_int_equal(resume_backoff_ms(1000, 120000, a), want[a - 1]);
     assert_int_equal(resume_backoff_ms(100, 250, 3), 250);

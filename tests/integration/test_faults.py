@@ -1,0 +1,361 @@
+"""Faults around the capture pipeline, on the simulator (file sink unless the
+broker is the point):
+
+  - primary step-down, dropped connections, killed cursors and a window with
+    no reachable member: no change lost, no duplicate beyond the uncommitted
+    tail, exponential backoff visible in the log;
+  - history lost under each snapshot.mode (re-snapshot with a WARN naming the
+    range, or exit 1 with an error that says what to do);
+  - resume from an offset written by Debezium <= 2.6 (hex-only token);
+  - an idle captured collection while another one is busy and the oplog rolls
+    over: the stored position stays valid;
+  - SIGTERM: bounded shutdown with the final offset written;
+  - the Kafka broker paused mid-stream: no loss, memory bounded.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from bson import BSON
+import base64
+
+from conftest import BUILD_DIR, SOURCE_DIR, wait_until
+from pipeline_support import (Sim, data_records, dataset_loads, key_id_text, log_text,
+                              offsets_value, read_jsonl, read_topics, write_config)
+
+PREFIX = "it"
+
+
+def streamed(path, topic=None):
+    recs = [r for r in data_records(read_jsonl(path), PREFIX) if r.op in ("c", "u", "d")]
+    if topic:
+        recs = [r for r in recs if r.topic == PREFIX + "." + topic]
+    return recs
+
+
+def ids(recs, op=None):
+    return [json.loads(key_id_text(r)) for r in recs if op is None or r.op == op]
+
+
+def wait_streaming(workdir, d, timeout_s=60):
+    def ok():
+        if not d.running():
+            raise AssertionError("mongocdc exited: " + log_text(workdir)[-3000:])
+        return "streaming changes from" in log_text(workdir)
+    wait_until(ok, timeout_s, "streaming to start")
+
+
+def insert_retrying(coll, doc, attempts=60):
+    """insert_one that survives elections and dropped connections; a
+    duplicate-key error after a lost reply means the first try was applied."""
+    from pymongo.errors import DuplicateKeyError, PyMongoError
+    for _ in range(attempts):
+        try:
+            coll.insert_one(doc)
+            return
+        except DuplicateKeyError:
+            return
+        except PyMongoError:
+            time.sleep(0.25)
+    raise AssertionError("insert of %r kept failing" % (doc,))
+
+
+@pytest.fixture
+def users_sim(tmp_workdir, shared_dir):
+    sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users"}))
+    yield sim
+    sim.stop()
+
+
+def test_stepdown_and_dropped_connections_lose_nothing(tmp_workdir, users_sim, start_mongocdc):
+    sim = users_sim
+    cfg = write_config(tmp_workdir, sim.uri, **{"mongodb.server.selection.timeout.ms": 1000,
+                                                "connect.backoff.initial.delay.ms": 250,
+                                                "connect.backoff.max.delay.ms": 1000,
+                                                "connect.max.attempts": 40})
+    d = start_mongocdc("-c", cfg)
+    wait_streaming(tmp_workdir, d)
+    c = sim.client(retryWrites=True)
+    coll = c.itdb.faults
+    n = 0
+
+    def batch(k):
+        nonlocal n
+        for _ in range(k):
+            insert_retrying(coll, {"_id": n, "v": 0})
+            n += 1
+
+    batch(20)
+    sim.control("stepdown", no_primary_ms=1500)
+    batch(20)
+    sim.control("drop_connections")
+    batch(20)
+    sim.control("kill_cursors", kind="changeStream")
+    batch(20)
+    sim.control("fail", commands=["getMore"], closeConnection=True, times=2)
+    batch(20)
+    # every member unreachable for a while: capture must back off, then resume
+    members = sim.control("status")["members"]
+    for m in members:
+        sim.control("unreachable", member=m["idx"], elect=False)
+    time.sleep(4)
+    for m in members:
+        sim.control("reachable", member=m["idx"])
+    sim.control("elect", member=0)
+    batch(20)
+
+    wait_until(lambda: len(set(ids(streamed(tmp_workdir / "events.jsonl")))) >= n, 90,
+               "all %d inserts" % n)
+    got = ids(streamed(tmp_workdir / "events.jsonl"), "c")
+    assert sorted(set(got)) == list(range(n)), "a change is missing"
+    first = {}
+    for i, k in enumerate(got):
+        first.setdefault(k, i)
+    assert sorted(first, key=first.get) == list(range(n)), "inserts out of order"
+    dups = len(got) - n
+    log = log_text(tmp_workdir)
+    delays = [int(x) for x in re.findall(r"reconnecting in (\d+) ms", log)]
+    assert delays, "no reconnect in the log"
+    assert any(b > a for a, b in zip(delays, delays[1:])), "backoff did not grow: %s" % delays
+    print("\nfaults: %d inserts, %d duplicates, reconnect delays %s" % (n, dups, delays))
+    assert d.stop(timeout_s=30) == 0
+
+
+def _stored_then_lost(sim, tmp_workdir, start_mongocdc, mode):
+    """Runs mongocdc once (mode), stores a position, stops it; then writes
+    and truncates the oplog so that the stored position is gone."""
+    cfg = write_config(tmp_workdir, sim.uri, name="run1.yaml",
+                       sink_path=tmp_workdir / "run1.jsonl", **{"snapshot.mode": mode})
+    d = start_mongocdc("-c", cfg)
+    wait_streaming(tmp_workdir, d)
+    c = sim.client()
+    c.itdb.lost.insert_one({"_id": "before", "v": 0})
+    wait_until(lambda: ids(streamed(tmp_workdir / "run1.jsonl")) == ["before"], 30, "run 1 event")
+    assert d.stop(timeout_s=30) == 0
+    stored = offsets_value(tmp_workdir)
+    assert stored and "resume_token" in stored
+    for i in range(20):
+        c.itdb.lost.insert_one({"_id": "gone%d" % i, "v": 0})
+    sim.control("truncate_oplog", keep=3)
+    c.itdb.lost.insert_one({"_id": "after", "v": 0})
+    return c
+
+
+@pytest.mark.parametrize("mode", ["initial", "when_needed"])
+def test_history_lost_resnapshots(tmp_workdir, users_sim, start_mongocdc, mode):
+    c = _stored_then_lost(users_sim, tmp_workdir, start_mongocdc, mode)
+    cfg = write_config(tmp_workdir, users_sim.uri, name="run2.yaml",
+                       sink_path=tmp_workdir / "run2.jsonl", **{"snapshot.mode": mode})
+    d = start_mongocdc("-c", cfg)
+    wait_until(lambda: "snapshot complete" in log_text(tmp_workdir), 60, "re-snapshot")
+    log = log_text(tmp_workdir)
+    assert re.search(r"WARN .*history lost.*no longer in the oplog", log), log[-2000:]
+    assert "Timestamp(" in log  # the WARN names where the lost range starts
+    c.itdb.lost.insert_one({"_id": "later", "v": 0})
+    wait_until(lambda: "later" in ids(streamed(tmp_workdir / "run2.jsonl")), 30, "streaming")
+    recs = data_records(read_jsonl(tmp_workdir / "run2.jsonl"), PREFIX)
+    reads = set(ids([r for r in recs if r.topic == PREFIX + ".itdb.lost"], "r"))
+    # the lost inserts are not skipped silently: the new snapshot has them
+    assert {"gone%d" % i for i in range(20)} | {"before", "after"} <= reads
+    assert d.stop(timeout_s=30) == 0
+
+
+@pytest.mark.parametrize("mode", ["never", "no_data"])
+def test_history_lost_stops_with_a_clear_error(tmp_workdir, users_sim, start_mongocdc,
+                                               run_mongocdc, mode):
+    _stored_then_lost(users_sim, tmp_workdir, start_mongocdc, mode)
+    cfg = write_config(tmp_workdir, users_sim.uri, name="run2.yaml",
+                       sink_path=tmp_workdir / "run2.jsonl", **{"snapshot.mode": mode})
+    r = run_mongocdc("-c", cfg, timeout_s=60)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1, err[-2000:]
+    assert "no longer in the oplog" in err and "snapshot.mode" in err, err[-2000:]
+    assert not read_jsonl(tmp_workdir / "run2.jsonl")
+
+
+def test_resume_from_an_old_hex_only_token(tmp_workdir, users_sim, start_mongocdc):
+    sim = users_sim
+    cfg = write_config(tmp_workdir, sim.uri, name="run1.yaml", sink_path=tmp_workdir / "run1.jsonl")
+    d = start_mongocdc("-c", cfg)
+    wait_streaming(tmp_workdir, d)
+    c = sim.client()
+    c.itdb.hex.insert_one({"_id": 1})
+    wait_until(lambda: ids(streamed(tmp_workdir / "run1.jsonl")) == [1], 30, "run 1")
+    assert d.stop(timeout_s=30) == 0
+    # rewrite the stored value as Debezium <= 2.6 wrote it: the `_data` hex only
+    path = tmp_workdir / "offsets.json"
+    doc = json.loads(path.read_text())
+    key = next(iter(doc))
+    val = doc[key]
+    tok = BSON(base64.b64decode(val["resume_token"])).decode()
+    doc[key] = {"sec": val["sec"], "ord": val["ord"], "h": None, "resume_token": tok["_data"]}
+    path.write_text(json.dumps(doc))
+    for i in range(2, 6):
+        c.itdb.hex.insert_one({"_id": i})
+    cfg2 = write_config(tmp_workdir, sim.uri, name="run2.yaml", sink_path=tmp_workdir / "run2.jsonl")
+    d2 = start_mongocdc("-c", cfg2)
+    wait_until(lambda: len(streamed(tmp_workdir / "run2.jsonl")) >= 4, 30, "run 2")
+    time.sleep(0.5)
+    recs = data_records(read_jsonl(tmp_workdir / "run2.jsonl"), PREFIX)
+    assert not [r for r in recs if r.op == "r"], "an old token must not trigger a snapshot"
+    assert ids(streamed(tmp_workdir / "run2.jsonl")) == [2, 3, 4, 5]
+    assert d2.stop(timeout_s=30) == 0
+
+
+def test_idle_collection_position_survives_oplog_rollover(tmp_workdir, users_sim, start_mongocdc):
+    sim = users_sim
+    cfg = write_config(tmp_workdir, sim.uri, **{"collection.include.list": "itdb\\.idle"})
+    d = start_mongocdc("-c", cfg)
+    wait_streaming(tmp_workdir, d)
+    c = sim.client()
+    c.itdb.idle.insert_one({"_id": "first"})
+    wait_until(lambda: ids(streamed(tmp_workdir / "events.jsonl")) == ["first"], 30, "first")
+    time.sleep(0.5)
+    at_first = offsets_value(tmp_workdir)
+    # only the other collection is busy
+    for i in range(300):
+        c.itdb.busy.insert_one({"_id": i, "pad": "x" * 100})
+    def moved():
+        v = offsets_value(tmp_workdir)
+        return v != at_first and v
+    wait_until(moved, 30, "the stored position to advance while idle")
+    time.sleep(1.0)
+    assert d.stop(timeout_s=30) == 0
+    # the oplog rolls over: only the newest entries remain
+    sim.control("truncate_oplog", keep=5)
+    c.itdb.idle.insert_one({"_id": "second"})
+    d2 = start_mongocdc("-c", cfg)
+    wait_until(lambda: "second" in ids(streamed(tmp_workdir / "events.jsonl")), 30, "second")
+    log = log_text(tmp_workdir)
+    assert "history lost" not in log and "snapshot complete" not in log
+    assert ids(streamed(tmp_workdir / "events.jsonl")) == ["first", "second"]
+    assert not [r for r in read_jsonl(tmp_workdir / "events.jsonl")
+                if r.topic.startswith(PREFIX + ".itdb.busy")]
+    assert d2.stop(timeout_s=30) == 0
+
+
+@pytest.mark.parametrize("phase", ["streaming", "snapshot"])
+def test_sigterm_shutdown_is_bounded_and_writes_offsets(tmp_workdir, shared_dir, start_mongocdc,
+                                                        phase):
+    loads = dataset_loads(shared_dir) if phase == "snapshot" else \
+        dataset_loads(shared_dir, only={"sample_mflix.users"})
+    sim = Sim(tmp_workdir, loads)
+    try:
+        await_ms, flush_ms = 1000, 2000
+        cfg = write_config(tmp_workdir, sim.uri, **{"cursor.max.await.time.ms": await_ms,
+                                                    "offsets.flush.timeout.ms": flush_ms,
+                                                    "offsets.flush.interval.ms": 60000})
+        d = start_mongocdc("-c", cfg)
+        if phase == "snapshot":
+            wait_until(lambda: "initial snapshot starting" in log_text(tmp_workdir), 30, "snapshot")
+            time.sleep(0.2)
+        else:
+            wait_streaming(tmp_workdir, d)
+            c = sim.client()
+            stop = threading.Event()
+
+            def write():
+                i = 0
+                while not stop.is_set():
+                    c.itdb.term.insert_one({"_id": i})
+                    i += 1
+                    time.sleep(0.005)
+            t = threading.Thread(target=write, daemon=True)
+            t.start()
+            time.sleep(1.5)
+        t0 = time.monotonic()
+        rc = d.stop(timeout_s=30)
+        took = time.monotonic() - t0
+        assert rc == 0, log_text(tmp_workdir)[-2000:]
+        assert took <= (await_ms + flush_ms) / 1000.0 + 1.0, "shutdown took %.2fs" % took
+        off = offsets_value(tmp_workdir)
+        assert off, "no final offsets"
+        if phase == "streaming":
+            stop.set()
+            t.join(timeout=5)
+            recs = streamed(tmp_workdir / "events.jsonl")
+            assert recs
+            # the final offset is the last record written (flushed before exit)
+            last = recs[-1].payload["source"]
+            v = json.loads(off)
+            v = v[next(iter(v))]
+            assert (v["sec"], v["ord"]) == (last["ts_ms"] // 1000, last["ord"])
+        else:
+            assert "initsync" in off  # stopped mid-snapshot: it is redone next time
+        print("\nSIGTERM during %s: exit 0 after %.2fs" % (phase, took))
+    finally:
+        sim.stop()
+
+
+def _kafka_local_pid(bootstrap):
+    """pid of the local broker when this run started it on `bootstrap`, else None."""
+    port = bootstrap.rsplit(":", 1)[-1]
+    dirs = [os.environ.get("KAFKA_LOCAL_DIR"), str(BUILD_DIR / "kafka-local")]
+    for d in dirs:
+        if not d:
+            continue
+        for pidfile in Path(d).glob("*.pid"):
+            try:
+                pid = int(pidfile.read_text().split()[0])
+                cmd = Path("/proc/%d/cmdline" % pid).read_bytes().decode(errors="replace")
+            except (OSError, ValueError, IndexError):
+                continue
+            if "kafka" in cmd.lower():
+                props = list(Path(d).glob("**/*.properties"))
+                if any(("127.0.0.1:%s" % port) in p.read_text(errors="replace") for p in props):
+                    return pid
+    return None
+
+
+def test_kafka_broker_paused_mid_stream_loses_nothing(tmp_workdir, users_sim, kafka,
+                                                      start_mongocdc):
+    if kafka.is_mock:
+        pytest.skip("needs the real local broker (the mock cluster cannot be stopped from here)")
+    pid = _kafka_local_pid(kafka.bootstrap)
+    if pid is None:
+        pytest.skip("the broker at %s was not started by this run; not pausing it" % kafka.bootstrap)
+    outage = float(os.environ.get("MCDC_BROKER_OUTAGE_S", "60"))
+    sim = users_sim
+    prefix = "outage%d" % int(time.time())
+    cfg = write_config(tmp_workdir, sim.uri, kafka={"bootstrap.servers": kafka.bootstrap},
+                       **{"topic.prefix": prefix, "snapshot.mode": "no_data"})
+    d = start_mongocdc("-c", cfg)
+    wait_streaming(tmp_workdir, d)
+    c = sim.client()
+    n, peak_rss = 0, 0
+    for i in range(50):
+        c.itdb.outage.insert_one({"_id": n, "pad": "x" * 500}); n += 1
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        t_end = time.monotonic() + outage
+        while time.monotonic() < t_end:
+            for _ in range(20):
+                c.itdb.outage.insert_one({"_id": n, "pad": "x" * 500}); n += 1
+            rss = int(re.search(r"VmRSS:\s+(\d+)", Path("/proc/%d/status" % d.proc.pid)
+                                .read_text()).group(1))
+            peak_rss = max(peak_rss, rss)
+            assert d.running(), log_text(tmp_workdir)[-2000:]
+            time.sleep(0.5)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    for _ in range(50):
+        c.itdb.outage.insert_one({"_id": n, "pad": "x" * 500}); n += 1
+    topic = "%s.itdb.outage" % prefix
+
+    def all_there():
+        recs = read_topics(kafka.bootstrap, [topic], idle_s=2, timeout_s=30)
+        got = set(json.loads(key_id_text(r)) for r in recs if r.op == "c")
+        return got if len(got) >= n else None
+    got = wait_until(all_there, 180, "every insert in Kafka after the outage", interval_s=2)
+    assert got == set(range(n))
+    assert peak_rss < 256 * 1024, "RSS grew to %d kB during the outage" % peak_rss
+    print("\nbroker outage %.0fs: %d inserts, all delivered; peak RSS %d kB"
+          % (outage, n, peak_rss))
+    assert d.stop(timeout_s=60) == 0
