@@ -331,9 +331,14 @@ bool encoder_encode(struct encoder *enc, const struct mcdc_event *ev, int64_t ts
     struct envelope_parts p = {0};
     struct txn_block blk = {0};
 
+    bson_iter_t id;
     out->count = 0;
     if (ev->db == NULL || ev->coll == NULL)
         return mcdc_error_set(err, MCDC_ERR_ENCODE, 0, "event without namespace");
+    /* Checked before any state changes (transaction counters). */
+    if (!ev->has_document_key || !bson_iter_init_find(&id, &ev->document_key, "_id"))
+        return mcdc_error_set(err, MCDC_ERR_ENCODE, 0, "event on %.*s.%.*s has no document _id",
+                              (int)ev->db_len, ev->db, (int)ev->coll_len, ev->coll);
     if (enc->skip_op[ev->op])
         return true;
     struct topic_entry *te = topics_lookup(enc, ev->db, ev->db_len, ev->coll, ev->coll_len);

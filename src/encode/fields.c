@@ -358,7 +358,8 @@ static bool apply_updated(const bson_t *src, bson_t *dst, const struct field_rul
                 continue;
             ejson_buf_reset(&nb);
             renamed_name(&nb, key, n, &sg, r->depth - 1, r->rename_to);
-            if (has_key(dst, nb.data, nb.len) || has_key(src, nb.data, nb.len)) {
+            bool same = nb.len == n && memcmp(nb.data, key, n) == 0;
+            if (!same && (has_key(dst, nb.data, nb.len) || has_key(src, nb.data, nb.len))) {
                 *clash = r->rename_to;
                 ok = false;
                 break;

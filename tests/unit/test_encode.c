@@ -1140,6 +1140,41 @@ static void field_selection_update_description(void **state)
     encoder_destroy(enc);
 }
 
+/* An event without a document _id fails before touching transaction state. */
+static void event_without_id_fails(void **state)
+{
+    (void)state;
+    struct mcdc_config cfg;
+    cfg_init(&cfg, MCDC_DIALECT_3_X);
+    cfg.provide_transaction_metadata = true;
+    struct encoder *enc = enc_new(&cfg);
+    bson_t *key = from_json("{\"x\": 1}");
+    bson_t *lsid = from_json(golden("in_lsid"));
+    struct mcdc_event ev;
+    event_init(&ev);
+    ev.op = MCDC_OP_DELETE;
+    ev.db = "inventory";
+    ev.db_len = 9;
+    ev.coll = "customers";
+    ev.coll_len = 9;
+    assert_true(bson_init_static(&ev.document_key, bson_get_data(key), key->len));
+    ev.has_document_key = true;
+    assert_true(bson_init_static(&ev.lsid, bson_get_data(lsid), lsid->len));
+    ev.has_lsid = true;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct mcdc_records out = {0};
+    assert_false(encoder_encode(enc, &ev, NOW, &out, &err));
+    assert_int_equal(out.count, 0);
+    assert_int_equal(err.domain, MCDC_ERR_ENCODE);
+    assert_non_null(strstr(err.msg, "inventory.customers has no document _id"));
+    /* no transaction was opened: the eager check finds nothing to close */
+    cfg.transaction_eager_end = true;
+    assert_false(encoder_transaction_passed(enc, 10, 1, 10000, &out));
+    bson_destroy(key);
+    bson_destroy(lsid);
+    encoder_destroy(enc);
+}
+
 /* Hidden names leave null, not [] (§1.3). */
 static void removed_fields_null_when_all_hidden(void **state)
 {
@@ -1194,6 +1229,7 @@ int main(void)
         cmocka_unit_test(field_selection_documents),
         cmocka_unit_test(field_selection_update_description),
         cmocka_unit_test(removed_fields_null_when_all_hidden),
+        cmocka_unit_test(event_without_id_fails),
     };
     return cmocka_run_group_tests(tests, load_goldens, free_goldens);
 }
