@@ -56,10 +56,47 @@ static const int insig_pow2[64] = {0,  0,  0,  0,  1,  1,  1,  2,  2,  2,  3,  3
                                    9,  9,  10, 10, 10, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 14,
                                    14, 14, 15, 15, 15, 15, 16, 16, 16, 17, 17, 17, 18, 18, 18, 19};
 
+/* 5^n, n < 28 (the JDK's LONG_5_POW range and one more) */
+static const uint64_t pow5_tab[28] = {
+    UINT64_C(1),
+    UINT64_C(5),
+    UINT64_C(25),
+    UINT64_C(125),
+    UINT64_C(625),
+    UINT64_C(3125),
+    UINT64_C(15625),
+    UINT64_C(78125),
+    UINT64_C(390625),
+    UINT64_C(1953125),
+    UINT64_C(9765625),
+    UINT64_C(48828125),
+    UINT64_C(244140625),
+    UINT64_C(1220703125),
+    UINT64_C(6103515625),
+    UINT64_C(30517578125),
+    UINT64_C(152587890625),
+    UINT64_C(762939453125),
+    UINT64_C(3814697265625),
+    UINT64_C(19073486328125),
+    UINT64_C(95367431640625),
+    UINT64_C(476837158203125),
+    UINT64_C(2384185791015625),
+    UINT64_C(11920928955078125),
+    UINT64_C(59604644775390625),
+    UINT64_C(298023223876953125),
+    UINT64_C(1490116119384765625),
+    UINT64_C(7450580596923828125),
+};
+
+/* 5^n; beyond the table it wraps as Java's long arithmetic would (the
+ * callers stay inside the table). */
 static uint64_t pow5_u64(int n)
 {
-    uint64_t r = 1;
-    while (n-- > 0) {
+    if (n < 28) {
+        return pow5_tab[n];
+    }
+    uint64_t r = pow5_tab[27];
+    for (int i = 27; i < n; i++) {
         r *= 5;
     }
     return r;
@@ -113,7 +150,8 @@ static int estimate_dec_exp(uint64_t fract, int bin_exp)
     double d2;
     memcpy(&d2, &b, sizeof d2);
     double d = (d2 - 1.5) * 0.289529654 + 0.176091259 + (double)bin_exp * 0.301029995663981;
-    return (int)floor(d);
+    int f = (int)d; /* |d| < 400: no overflow */
+    return f - (d < (double)f);
 }
 
 /* ---- fixed-size unsigned big integers for the arbitrary-precision path */
@@ -322,6 +360,99 @@ static inline int quo_rem_u64(uint64_t b, uint64_t s, double inv_s, uint64_t *re
     return (int)q;
 }
 
+#ifdef __SIZEOF_INT128__
+__extension__ typedef unsigned __int128 u128;
+
+static const uint64_t pow10_tab[17] = {1u,
+                                       10u,
+                                       100u,
+                                       1000u,
+                                       10000u,
+                                       100000u,
+                                       1000000u,
+                                       10000000u,
+                                       100000000u,
+                                       1000000000u,
+                                       10000000000u,
+                                       100000000000u,
+                                       1000000000000u,
+                                       10000000000000u,
+                                       100000000000000u,
+                                       1000000000000000u,
+                                       10000000000000000u};
+
+#define CHUNK_MAX 15
+#define I64_LIMIT ((u128)1 << 63)
+
+/*
+ * Runs up to CHUNK_MAX iterations of the 64-bit digit loop with one
+ * division instead of one per digit, with the same result as iterating
+ * (digits, final b and m, low/high).
+ *
+ * The next J quotient digits are the decimal digits of
+ * Q = floor(b * 10^(J-1) / s) (long division, since b < 10s), so once Q is
+ * known each iteration's remainder is b - digit * s: a multiplication. The
+ * stop test then runs digit by digit exactly as in the loop.
+ *
+ * Java computes m and b + m in wrapping 64-bit arithmetic; J is chosen so
+ * that m stays below 2^63, and b + m only reaches 2^63 at a stop, where we
+ * bail out. Returns false, changing nothing, when it cannot guarantee that
+ * (the caller then iterates).
+ */
+static bool chunk_digits(struct jdigits *out, uint64_t *pb, uint64_t *pm, uint64_t s, uint64_t tens,
+                         double inv_s, bool *low, bool *high)
+{
+    uint64_t b = *pb, m = *pm;
+    int J = CHUNK_MAX;
+    while (J > 0 && (u128)m * pow10_tab[J] >= I64_LIMIT) {
+        J--;
+    }
+    if (J == 0 || out->n + J > MAX_DIGITS) {
+        return false;
+    }
+    /* Q = floor(b * 10^(J-1) / s), exactly */
+    u128 T = (u128)b * pow10_tab[J - 1];
+    uint64_t Q = (uint64_t)((double)b * (double)pow10_tab[J - 1] * inv_s);
+    u128 QS = (u128)Q * s;
+    while (QS > T) {
+        Q--;
+        QS -= s;
+    }
+    while (T - QS >= s) {
+        Q++;
+        QS += s;
+    }
+    uint8_t dq[CHUNK_MAX];
+    for (int k = J - 1; k >= 0; k--) {
+        dq[k] = (uint8_t)(Q % 10u);
+        Q /= 10u;
+    }
+    bool lo = false, hi = false;
+    int j = 0;
+    while (j < J) {
+        b = 10u * (b - dq[j] * s);
+        m *= 10u;
+        j++;
+        lo = b < m;
+        hi = b + m > tens;
+        if (lo || hi) {
+            if (b + m >= (uint64_t)1 << 63) {
+                return false; /* Java's b + m would wrap: iterate instead */
+            }
+            break;
+        }
+    }
+    for (int k = 0; k < j; k++) {
+        out->d[out->n++] = (char)('0' + dq[k]);
+    }
+    *low = lo;
+    *high = hi;
+    *pb = b;
+    *pm = m;
+    return true;
+}
+#endif
+
 static void digits_long(struct jdigits *out, uint64_t fract, int B5, int B2, int S5, int S2,
                         int M5, int M2, int *dec_exp, bool *low, bool *high, int64_t *ldd)
 {
@@ -346,6 +477,16 @@ static void digits_long(struct jdigits *out, uint64_t fract, int B5, int B2, int
     if (*dec_exp < -3 || *dec_exp >= 8) {
         *high = *low = false;
     }
+#ifdef __SIZEOF_INT128__
+    while (!*low && !*high && m > 0) {
+        uint64_t ub = (uint64_t)b, um = (uint64_t)m;
+        if (!chunk_digits(out, &ub, &um, (uint64_t)s, (uint64_t)tens, inv_s, low, high)) {
+            break;
+        }
+        b = (int64_t)ub;
+        m = (int64_t)um;
+    }
+#endif
     while (!*low && !*high) {
         q = quo_rem_u64((uint64_t)b, (uint64_t)s, inv_s, &rem);
         b = i64(10u * rem);
@@ -362,8 +503,6 @@ static void digits_long(struct jdigits *out, uint64_t fract, int B5, int B2, int
 }
 
 #ifdef __SIZEOF_INT128__
-__extension__ typedef unsigned __int128 u128;
-
 static u128 pow52_u128(uint64_t f, int p5, int p2)
 {
     u128 v = f;
