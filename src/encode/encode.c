@@ -198,6 +198,7 @@ static bool parse_skipped(struct encoder *enc, const struct mcdc_strlist *sl,
 
 struct encoder *encoder_new(const struct mcdc_config *cfg, struct mcdc_error *err)
 {
+    BSON_ASSERT(cfg->topic_prefix != NULL); /* required by config validation */
     struct encoder *enc = xcalloc(1, sizeof *enc);
     enc->cfg = cfg;
     enc->d = dialect_get(cfg->dialect);
