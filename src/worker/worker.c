@@ -195,6 +195,42 @@ static enum phase discover(struct worker *w)
 
 /* ---- setup ---- */
 
+/*
+ * The stages after $changeStream: the encoder's $match on namespaces and
+ * operation types (debezium-format.md §7.2, the signal collection included),
+ * then cursor.pipeline (Debezium's default order, internal stages first).
+ */
+static bool build_pipeline(struct worker *w, struct mcdc_error *err)
+{
+    bson_t stage, user;
+    bson_error_t error;
+    uint32_t n = 0;
+    char idx[16];
+    const char *key;
+
+    bson_reinit(&w->pipeline);
+    if (!encoder_build_stream_match(w->enc, &stage, err))
+        return false;
+    bson_uint32_to_string(n++, &key, idx, sizeof idx);
+    BSON_APPEND_DOCUMENT(&w->pipeline, key, &stage);
+    bson_destroy(&stage);
+    if (w->cfg->cursor_pipeline != NULL && w->cfg->cursor_pipeline[0] != '\0') {
+        /* A JSON array parses as a document with keys "0", "1", ... */
+        bson_iter_t it;
+        if (!bson_init_from_json(&user, w->cfg->cursor_pipeline, -1, &error))
+            return mcdc_error_set(err, MCDC_ERR_CONFIG, 0, "cursor.pipeline: %s", error.message);
+        if (bson_iter_init(&it, &user)) {
+            while (bson_iter_next(&it)) {
+                bson_uint32_to_string(n++, &key, idx, sizeof idx);
+                bson_append_iter(&w->pipeline, key, -1, &it);
+            }
+        }
+        bson_destroy(&user);
+    }
+    w->has_pipeline = true;
+    return true;
+}
+
 /* Opens encoder, sink, tracker and store, loads the position and decides the plan.
  * *proceed false: the task ends with the returned phase. */
 static enum phase setup(struct worker *w, bool *proceed)
@@ -207,6 +243,8 @@ static enum phase setup(struct worker *w, bool *proceed)
     *proceed = false;
     w->enc = encoder_new(w->cfg, &err);
     if (w->enc == NULL)
+        goto fail;
+    if (!build_pipeline(w, &err))
         goto fail;
     w->inf = inflight_new();
     w->sink = sink_new(w->cfg, w->rs, on_delivery, w, &err);

@@ -511,6 +511,53 @@ def _match_elem_ops(e, ops):
                for op, operand in ops.items() if op != "$options")
 
 
+def eval_expr(doc, e):
+    """A small subset of aggregation expressions for $expr (what connectors put in a
+    change-stream $match): field paths, $literal, $concat, $regexMatch, $and, $or, $not,
+    $eq, $ne, $in. Anything else is BadValue, as an unknown operator would be."""
+    if isinstance(e, str):
+        if e.startswith("$$"):
+            raise SimError(2, "BadValue", "variables are not supported by the simulator")
+        if e.startswith("$"):
+            vals = get_path_values(doc, e[1:])
+            return vals[0] if vals else None
+        return e
+    if isinstance(e, list):
+        return [eval_expr(doc, x) for x in e]
+    if not isinstance(e, dict) or not e or not next(iter(e)).startswith("$"):
+        return e
+    op, arg = next(iter(e.items()))
+    args = arg if isinstance(arg, list) else [arg]
+    if op == "$literal":
+        return arg
+    if op == "$concat":
+        parts = [eval_expr(doc, a) for a in args]
+        if any(p is None for p in parts):
+            return None
+        return "".join(parts)
+    if op == "$regexMatch":
+        inp = eval_expr(doc, arg.get("input"))
+        rx = _regex_of(eval_expr(doc, arg.get("regex")), eval_expr(doc, arg.get("options")) or "")
+        return isinstance(inp, str) and rx.search(inp) is not None
+    if op == "$and":
+        return all(_expr_true(eval_expr(doc, a)) for a in args)
+    if op == "$or":
+        return any(_expr_true(eval_expr(doc, a)) for a in args)
+    if op == "$not":
+        return not _expr_true(eval_expr(doc, args[0]))
+    if op in ("$eq", "$ne"):
+        a, b = (eval_expr(doc, x) for x in args)
+        return values_equal(a, b) == (op == "$eq")
+    if op == "$in":
+        a, b = (eval_expr(doc, x) for x in args)
+        return any(values_equal(a, x) for x in (b or []))
+    raise SimError(168, "InvalidPipelineOperator", "Unrecognized expression '%s'" % op)
+
+
+def _expr_true(v):
+    return v is not None and v is not False and not (isinstance(v, (int, float)) and v == 0)
+
+
 def matches(doc, query):
     """True if doc matches a MongoDB query document (subset of the query language, §1.9)."""
     for k, cond in query.items():
@@ -524,7 +571,8 @@ def matches(doc, query):
             if any(matches(doc, q) for q in cond):
                 return False
         elif k == "$expr":
-            raise SimError(2, "BadValue", "$expr is not supported by the simulator")
+            if not _expr_true(eval_expr(doc, cond)):
+                return False
         elif k == "$comment":
             continue
         elif k.startswith("$"):
