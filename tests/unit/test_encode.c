@@ -1140,6 +1140,112 @@ static void field_selection_update_description(void **state)
     encoder_destroy(enc);
 }
 
+/* Random nested documents and random rules (fixed seed): every event either
+ * encodes to parseable JSON whose documents no longer hold an excluded
+ * top-level field, or fails with the rename-clash error. Run under ASan in
+ * the sanitizer tree, this is the field walker's robustness check. */
+static unsigned rnd_state = 2024;
+static unsigned rnd(unsigned n)
+{
+    rnd_state = rnd_state * 1103515245u + 12345u;
+    return (rnd_state >> 16) % n;
+}
+
+static void random_doc(bson_t *b, int depth)
+{
+    static const char *const keys[] = {"a", "b", "c", "0", "d.e"};
+    size_t n = 1 + rnd(4);
+    for (size_t i = 0; i < n; i++) {
+        const char *k = keys[rnd(5)];
+        bson_t child;
+        switch (depth < 3 ? rnd(4) : 0) {
+        case 0:
+            BSON_APPEND_INT32(b, k, (int32_t)rnd(100));
+            break;
+        case 1:
+            BSON_APPEND_UTF8(b, k, "v\"\\");
+            break;
+        case 2:
+            BSON_APPEND_DOCUMENT_BEGIN(b, k, &child);
+            random_doc(&child, depth + 1);
+            bson_append_document_end(b, &child);
+            break;
+        default: {
+            BSON_APPEND_ARRAY_BEGIN(b, k, &child);
+            size_t m = rnd(3);
+            for (size_t j = 0; j < m; j++) {
+                char ik[24];
+                snprintf(ik, sizeof ik, "%zu", j);
+                bson_t el;
+                if (rnd(2)) {
+                    BSON_APPEND_DOCUMENT_BEGIN(&child, ik, &el);
+                    random_doc(&el, depth + 1);
+                    bson_append_document_end(&child, &el);
+                } else {
+                    BSON_APPEND_INT32(&child, ik, (int32_t)j);
+                }
+            }
+            bson_append_array_end(b, &child);
+        }
+        }
+    }
+}
+
+static void field_selection_random(void **state)
+{
+    (void)state;
+    static char *excl[] = {"db.coll.a", "db.coll.b.c", "db.coll.c.a.b", "*.*.0"};
+    static char *ren[] = {"db.coll.b.a:x", "db.coll.c:b", "db.coll.a.a:a"};
+    struct mcdc_config cfg;
+    cfg_init(&cfg, MCDC_DIALECT_3_X);
+    cfg.field_exclude = (struct mcdc_strlist){excl, 4};
+    cfg.field_renames = (struct mcdc_strlist){ren, 3};
+    struct encoder *enc = enc_new(&cfg);
+    size_t ok = 0, clashes = 0;
+    for (int round = 0; round < 400; round++) {
+        bson_t *doc = bson_new();
+        BSON_APPEND_INT32(doc, "_id", round);
+        random_doc(doc, 0);
+        struct mcdc_event ev;
+        struct mcdc_error err = MCDC_ERROR_INIT;
+        struct mcdc_records out = {0};
+        assert_true(event_from_snapshot_doc(doc, "db", "coll", MCDC_SNAP_TRUE, &ev, &err));
+        if (round % 2) {
+            /* the same document as an update's updatedFields and removedFields */
+            ev.op = MCDC_OP_UPDATE;
+            ev.snapshot = MCDC_SNAP_FALSE;
+            ev.updated_fields = ev.full_document;
+            ev.has_updated_fields = true;
+            ev.has_full_document = false;
+        }
+        if (!encoder_encode(enc, &ev, NOW, &out, &err)) {
+            assert_int_equal(err.domain, MCDC_ERR_ENCODE);
+            assert_non_null(strstr(err.msg, "already contains field"));
+            assert_int_equal(out.count, 0);
+            clashes++;
+        } else {
+            assert_int_equal(out.count, 1);
+            bson_t *v = from_json(out.items[0].value);
+            bson_iter_t it;
+            const char *member = round % 2 ? "updateDescription" : "after";
+            assert_true(bson_iter_init_find(&it, v, member));
+            if (round % 2 == 0) {
+                bson_t *after = from_json(bson_iter_utf8(&it, NULL));
+                assert_false(bson_has_field(after, "a"));
+                assert_false(bson_has_field(after, "c"));
+                bson_destroy(after);
+            }
+            bson_destroy(v);
+            ok++;
+        }
+        records_release(&out);
+        bson_destroy(doc);
+    }
+    assert_true(ok > 100);
+    assert_true(clashes > 0);
+    encoder_destroy(enc);
+}
+
 /* An event without a document _id fails before touching transaction state. */
 static void event_without_id_fails(void **state)
 {
@@ -1230,6 +1336,7 @@ int main(void)
         cmocka_unit_test(field_selection_update_description),
         cmocka_unit_test(removed_fields_null_when_all_hidden),
         cmocka_unit_test(event_without_id_fails),
+        cmocka_unit_test(field_selection_random),
     };
     return cmocka_run_group_tests(tests, load_goldens, free_goldens);
 }
