@@ -140,16 +140,23 @@ static void check_capture(struct checker *c)
     if (cfg->backoff_initial_ms > cfg->backoff_max_ms)
         problem(c, "connect.backoff.initial.delay.ms",
                 "larger than connect.backoff.max.delay.ms (expected at most the maximum)");
-    const struct mcdc_strlist *ops = &cfg->skipped_operations;
+    struct mcdc_strlist *ops = &cfg->skipped_operations;
+    bool bad_ops = false;
     for (size_t i = 0; i < ops->count; i++) {
         const char *op = ops->items[i];
-        if (strcmp(op, "none") == 0 && ops->count > 1)
+        if (strcmp(op, "none") == 0 && ops->count > 1) {
             problem(c, "skipped.operations",
                     "\"none\" with other operations (expected none alone)");
-        else if (strcmp(op, "none") != 0 && (strlen(op) != 1 || !strchr("cudt", op[0])))
+            bad_ops = true;
+        } else if (strcmp(op, "none") != 0 && (strlen(op) != 1 || !strchr("cudt", op[0]))) {
             problem(c, "skipped.operations", "invalid operation \"%s\" (expected %s)", op,
                     "c, u, d, t or none");
+            bad_ops = true;
+        }
     }
+    /* Debezium's "none" means nothing is skipped: readers see an empty list. */
+    if (!bad_ops && ops->count == 1 && strcmp(ops->items[0], "none") == 0)
+        cfg_strlist_free(ops);
 }
 
 static void check_json_array(struct checker *c, const char *key, const char *text)

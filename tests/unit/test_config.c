@@ -133,6 +133,10 @@ static void test_defaults_3_x(void **state)
     assert_int_equal(l.cfg->skipped_operations.count, 1);
     assert_string_equal(l.cfg->skipped_operations.items[0], "t");
     unload(&l);
+    l = load(BASE "debezium.compatibility: 3.x\nskipped.operations: none\n");
+    assert_non_null(l.cfg);
+    assert_int_equal(l.cfg->skipped_operations.count, 0); /* "none": nothing skipped */
+    unload(&l);
 }
 
 static void test_values_set(void **state)
