@@ -65,7 +65,7 @@ def build(args):
     cl = simserver.Cluster(members=args.members, set_name=args.set_name, server_version=args.server_version,
                            oplog_size_mb=args.oplog_size_mb, seed=args.data_seed,
                            noop_interval=args.noop_interval, pre_images=args.pre_images, ports=ports)
-    sim = simwire.Sim(cl, control_port=(args.base_port + args.members) if args.base_port else 0)
+    sim = simwire.Sim([cl], control_port=(args.base_port + args.members) if args.base_port else 0)
     sim.start()
     for spec in args.load:
         path, ns = spec, None

@@ -225,6 +225,8 @@ class Dispatcher(object):
         r["minWireVersion"] = 0
         r["maxWireVersion"] = cl.wire
         r["readOnly"] = False
+        if getattr(cl, "configsvr", False):
+            r["configsvr"] = 2
         if "saslSupportedMechs" in body:
             r["saslSupportedMechs"] = ["SCRAM-SHA-1", "SCRAM-SHA-256"]
         r["ok"] = 1.0

@@ -99,6 +99,17 @@ class Clock(object):
         return self.last
 
 
+class Shared(object):
+    """State shared by the replica sets of one deployment."""
+
+    def __init__(self, seed=None):
+        self.lock = threading.RLock()
+        self.oplog_cond = threading.Condition(self.lock)
+        self.topo_cond = threading.Condition(self.lock)
+        self.clock = Clock(seed)
+        self.shard_keys = {}  # "db.coll" -> shard key pattern (sharded collections)
+
+
 class Collection(object):
     def __init__(self, name, uid, options=None):
         self.name = name
@@ -237,16 +248,24 @@ class Cluster(object):
     """A replica set of N members sharing one store and oplog."""
 
     def __init__(self, members=3, set_name="rs0", server_version="6.0", oplog_size_mb=0,
-                 seed=None, noop_interval=10.0, pre_images=False, host="127.0.0.1", ports=None):
-        self.lock = threading.RLock()
-        self.oplog_cond = threading.Condition(self.lock)
-        self.topo_cond = threading.Condition(self.lock)
+                 seed=None, noop_interval=10.0, pre_images=False, host="127.0.0.1", ports=None,
+                 shared=None, configsvr=False):
+        # several replica sets of one sharded cluster share a lock, conditions and the clock
+        # (cluster time is gossiped between them in a real cluster)
+        if shared is None:
+            shared = Shared(seed)
+        self.shared = shared
+        self.lock = shared.lock
+        self.oplog_cond = shared.oplog_cond
+        self.topo_cond = shared.topo_cond
+        self.configsvr = configsvr
+        self.shard_keys = shared.shard_keys
         self.version = server_version
         self.wire = WIRE[server_version]
         self.set_name = set_name
         self.rand = random.Random(seed)
         self.seed = seed
-        self.clock = Clock(seed)
+        self.clock = shared.clock
         self.oid_counter = 0
         self.term = 0
         self.set_version = 1
@@ -546,6 +565,19 @@ class Writer(object):
             self.txn.ops.append(entry)
             self.txn.images.append(images)
 
+    def doc_key(self, coll, doc):
+        """documentKey: shard key fields in key order, then _id (spec §3.8)."""
+        key = self.cl.shard_keys.get("%s.%s" % (self.db, coll))
+        if not key:
+            return {"_id": doc["_id"]}
+        out = {}
+        for f in key:
+            v = sb.get_field(doc, f)
+            out[f] = v
+        if "_id" not in out:
+            out["_id"] = doc["_id"]
+        return out
+
     # statements ------------------------------------------------------------------
     def insert_one(self, coll, doc):
         c = self.cl.ensure_coll(self.db, coll)
@@ -566,7 +598,7 @@ class Writer(object):
         self._put(c, key, doc)
         entry = {"op": "i", "ns": "%s.%s" % (self.db, coll), "ui": c.uuid, "o": doc}
         if self.cl.wire >= 17:  # o2 on inserts from 5.3 (spec §3.8)
-            entry["o2"] = {"_id": doc["_id"]}
+            entry["o2"] = self.doc_key(coll, doc)
         self._log(entry)
         return doc
 
@@ -593,7 +625,7 @@ class Writer(object):
                 if unsets:
                     o["$unset"] = unsets
         images = (copy.deepcopy(old), copy.deepcopy(new_doc)) if self.cl.wants_images(c) else None
-        self._log({"op": "u", "ns": ns, "ui": c.uuid, "o": o, "o2": {"_id": old["_id"]}}, images)
+        self._log({"op": "u", "ns": ns, "ui": c.uuid, "o": o, "o2": self.doc_key(coll, old)}, images)
         return True
 
     def update(self, coll, q, u, upsert=False, multi=False, sort=None):
@@ -666,7 +698,7 @@ class Writer(object):
         for d in matched:
             self._put(c, sb.id_key(d["_id"]), None)
             images = (copy.deepcopy(d), None) if self.cl.wants_images(c) else None
-            self._log({"op": "d", "ns": "%s.%s" % (self.db, coll), "ui": c.uuid, "o": {"_id": d["_id"]}}, images)
+            self._log({"op": "d", "ns": "%s.%s" % (self.db, coll), "ui": c.uuid, "o": self.doc_key(coll, d)}, images)
         return matched
 
 

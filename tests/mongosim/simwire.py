@@ -78,9 +78,10 @@ class Conn(object):
 class MemberServer(object):
     """Listening socket and connection threads of one replica-set member."""
 
-    def __init__(self, sim, member):
+    def __init__(self, sim, member, cl, dispatcher):
         self.sim = sim
-        self.cl = sim.cl
+        self.cl = cl
+        self.dispatcher = dispatcher
         self.member = member
         self.listener = None
 
@@ -325,7 +326,7 @@ class MemberServer(object):
                                    rule.errmsg or "Failing command via 'failCommand' failpoint", rule.labels)
                 if rule is not None and rule.wce:
                     wce = rule.wce
-                h = getattr(self.sim.dispatcher, "cmd_" + name, None)
+                h = getattr(self.dispatcher, "cmd_" + name, None)
                 if h is None:
                     raise SimError(59, "CommandNotFound", "no such command: '%s'" % raw_name)
                 if name == "hello":
@@ -355,23 +356,58 @@ def ss_write_names():
 # control API
 
 class Sim(object):
-    """A running simulated deployment: cluster + member servers + control server."""
+    """A running simulated deployment: replica sets (one, or config + shards), their member
+    servers, optional mongos routers, and the HTTP control server.
 
-    def __init__(self, cl, control_port=0):
-        self.cl = cl
-        self.dispatcher = Dispatcher(cl)
-        self.servers = [MemberServer(self, m) for m in cl.members]
+    Control actions act on one replica set, chosen by the request's "shard" field (a set
+    name, or "config"); the default is the replica set itself, or the first shard."""
+
+    def __init__(self, clusters, control_port=0, router=None):
+        import collections as _c
+        self.clusters = _c.OrderedDict((cl.set_name, cl) for cl in clusters)
+        self.all_servers = {}
+        self.dispatchers = {}
+        for cl in clusters:
+            self.add_cluster_servers(cl)
+        self.router = router
         self.control_port = control_port
+        self.control_lock = threading.Lock()
         self.httpd = None
+        self.default = None
+        for name, cl in self.clusters.items():
+            if not cl.configsvr:
+                self.default = name
+                break
+        self.select(self.default)
 
-    def start(self):
-        for s in self.servers:
+    def add_cluster_servers(self, cl):
+        self.clusters[cl.set_name] = cl
+        d = Dispatcher(cl)
+        self.dispatchers[cl.set_name] = d
+        self.all_servers[cl.set_name] = [MemberServer(self, m, cl, d) for m in cl.members]
+
+    def select(self, name):
+        if name == "config":
+            name = next((n for n, c in self.clusters.items() if c.configsvr), None)
+        if name not in self.clusters:
+            raise SimError(2, "BadValue", "unknown replica set %r" % (name,))
+        self.cl = self.clusters[name]
+        self.servers = self.all_servers[name]
+        self.dispatcher = self.dispatchers[name]
+
+    def start_cluster(self, cl):
+        for s in self.all_servers[cl.set_name]:
             s.listen()
-        cl = self.cl
         with cl.lock:
             cl.append_entry({"op": "n", "ns": "", "o": {"msg": "initiating set"}})
             cl.elect(0)
-        threading.Thread(target=cl.noop_loop, daemon=True, name="noop").start()
+        threading.Thread(target=cl.noop_loop, daemon=True, name="noop-" + cl.set_name).start()
+
+    def start(self):
+        for cl in self.clusters.values():
+            self.start_cluster(cl)
+        if self.router is not None:
+            self.router.start()
         threading.Thread(target=self._reaper, daemon=True, name="reaper").start()
         self._start_control()
 
@@ -381,29 +417,40 @@ class Sim(object):
             time.sleep(5)
             with self.cl.lock:
                 now = time.time()
-                for m in self.cl.members:
+                nodes = [m for cl in self.clusters.values() for m in cl.members]
+                if self.router is not None:
+                    nodes += self.router.nodes
+                for m in nodes:
                     for cid in [k for k, v in m.cursors.items() if now - v.last_used > 600]:
                         del m.cursors[cid]
 
     def stop(self):
-        self.cl.stopping = True
+        for cl in self.clusters.values():
+            cl.stopping = True
+        if self.router is not None:
+            self.router.stopping = True
         with self.cl.lock:
             self.cl.oplog_cond.notify_all()
             self.cl.topo_cond.notify_all()
-        for s in self.servers:
+        servers = [s for ss_ in self.all_servers.values() for s in ss_]
+        if self.router is not None:
+            servers += self.router.servers
+        for s in servers:
             s.stop_listening()
             s.drop_connections()
         if self.httpd is not None:
             self.httpd.shutdown()
 
     def info(self):
-        cl = self.cl
-        hosts = ",".join(m.address for m in cl.members)
-        return {"ready": True,
-                "uri": "mongodb://%s/?replicaSet=%s" % (hosts, cl.set_name),
-                "control": "http://127.0.0.1:%d" % self.control_port,
-                "members": [{"host": m.address, "port": m.port, "state": m.state} for m in cl.members],
-                "mongos": [], "config": [], "setName": cl.set_name, "serverVersion": cl.version}
+        base = {"ready": True, "control": "http://127.0.0.1:%d" % self.control_port}
+        if self.router is None:
+            cl = self.cl
+            hosts = ",".join(m.address for m in cl.members)
+            base.update({"uri": "mongodb://%s/?replicaSet=%s" % (hosts, cl.set_name),
+                         "members": [{"host": m.address, "port": m.port, "state": m.state} for m in cl.members],
+                         "mongos": [], "config": [], "setName": cl.set_name, "serverVersion": cl.version})
+            return base
+        return self.router.info(base)
 
     # ---------------------------------------------------------------- actions
     def member_arg(self, a, default_primary=True):
@@ -627,11 +674,16 @@ class Sim(object):
             def _do(self, body):
                 action = self.path.strip("/").split("?")[0] or "status"
                 fn = getattr(sim, "act_" + action, None)
+                if fn is None and sim.router is not None:
+                    fn = getattr(sim.router, "act_" + action, None)
                 if fn is None:
                     self._send(404, {"error": "unknown action %s" % action})
                     return
                 try:
-                    self._send(200, fn(body))
+                    with sim.control_lock:
+                        sim.select(body.get("shard") or sim.default)
+                        out = fn(body)
+                    self._send(200, out)
                 except SimError as e:
                     self._send(400, {"error": e.errmsg, "code": e.code})
                 except Exception as e:

@@ -76,8 +76,10 @@ def test_resume_token_advances_while_idle(sim, probe):
 
 def test_watch_survives_stepdown_and_dropped_connections(sim, probe):
     """mongo-sim-spec §2.6 and §3.13 / jstests replsets/change_stream_stepdown.js: after a
-    step-down and a network drop mongoc resumes on the new primary without losing or
-    repeating events."""
+    step-down and a network drop the stream continues on the new primary without losing or
+    repeating events. mongoc resumes by itself; when its resume aggregate lands on a pooled
+    socket the drop killed, the stream is dead (§3.13) and the probe reopens it from the last
+    token, as the capture pipeline must."""
     c = sim.client(retryWrites=True)
     p = subprocess.Popen([probe, "watch", sim.uri, "4", "20000"], stdout=subprocess.PIPE, text=True)
     try:

@@ -6,6 +6,8 @@
  *       cluster-level change stream (mongoc_client_watch); prints each event as
  *       one canonical Extended JSON line, then "TOKEN <json>" with the cached
  *       resume token (the postBatchResumeToken when the batch is exhausted).
+ *       A stream that mongoc could not resume is reopened from the last token
+ *       ("REOPEN ..."), as the capture pipeline does.
  *   mongoc_probe wait   URI TIMEOUT_MS
  *       opens a cluster stream, returns after TIMEOUT_MS without events and
  *       prints "TOKEN <json>" (shows the resume token advancing while idle).
@@ -39,30 +41,50 @@ static int report(const bson_error_t *err, const bson_t *reply) {
   return 3;
 }
 
-static int do_watch(mongoc_client_pool_t *pool, int n, int64_t timeout_ms, const char *token_json, int idle) {
-  mongoc_client_t *client = mongoc_client_pool_pop(pool);
+static mongoc_change_stream_t *open_stream(mongoc_client_t *client, const bson_t *token) {
   bson_t opts = BSON_INITIALIZER;
   bson_t pipeline = BSON_INITIALIZER;
+  BSON_APPEND_INT64(&opts, "maxAwaitTimeMS", 300);
+  if (token) BSON_APPEND_DOCUMENT(&opts, "resumeAfter", token);
+  mongoc_change_stream_t *cs = mongoc_client_watch(client, &pipeline, &opts);
+  bson_destroy(&pipeline);
+  bson_destroy(&opts);
+  return cs;
+}
+
+/* Like the capture pipeline: when mongoc's own resume fails (the stream is dead, e.g. its
+ * resume aggregate met a connection the network dropped), open a new stream from the last
+ * token delivered ("REOPEN"), at most 3 times. */
+static int do_watch(mongoc_client_pool_t *pool, int n, int64_t timeout_ms, const char *token_json, int idle) {
+  mongoc_client_t *client = mongoc_client_pool_pop(pool);
   bson_error_t err;
   const bson_t *doc = NULL;
   const bson_t *reply = NULL;
-  int got = 0, rc = 0;
-  BSON_APPEND_INT64(&opts, "maxAwaitTimeMS", 300);
+  bson_t *last = NULL;
+  int got = 0, rc = 0, reopens = 0;
   if (token_json) {
-    bson_t *tok = bson_new_from_json((const uint8_t *) token_json, -1, &err);
-    if (!tok) return report(&err, NULL);
-    BSON_APPEND_DOCUMENT(&opts, "resumeAfter", tok);
-    bson_destroy(tok);
+    last = bson_new_from_json((const uint8_t *) token_json, -1, &err);
+    if (!last) return report(&err, NULL);
   }
-  mongoc_change_stream_t *cs = mongoc_client_watch(client, &pipeline, &opts);
+  mongoc_change_stream_t *cs = open_stream(client, last);
   int64_t deadline = now_ms() + timeout_ms;
   while ((idle || got < n) && now_ms() < deadline) {
     if (mongoc_change_stream_next(cs, &doc)) {
       print_doc("EVENT ", doc);
       got++;
+      bson_destroy(last);
+      last = bson_copy(mongoc_change_stream_get_resume_token(cs));
       continue;
     }
     if (mongoc_change_stream_error_document(cs, &err, &reply)) {
+      if (reopens < 3 && (err.domain == MONGOC_ERROR_STREAM || err.domain == MONGOC_ERROR_SERVER_SELECTION)) {
+        printf("REOPEN %u %u %s\n", err.domain, err.code, err.message);
+        fflush(stdout);
+        reopens++;
+        mongoc_change_stream_destroy(cs);
+        cs = open_stream(client, last);
+        continue;
+      }
       rc = report(&err, reply);
       break;
     }
@@ -72,9 +94,8 @@ static int do_watch(mongoc_client_pool_t *pool, int n, int64_t timeout_ms, const
     if (tok) print_doc("TOKEN ", tok);
     if (!idle && got < n) rc = 4;
   }
+  bson_destroy(last);
   mongoc_change_stream_destroy(cs);
-  bson_destroy(&pipeline);
-  bson_destroy(&opts);
   mongoc_client_pool_push(pool, client);
   return rc;
 }
