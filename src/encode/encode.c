@@ -380,6 +380,9 @@ bool encoder_encode(struct encoder *enc, const struct mcdc_event *ev, int64_t ts
     /* Tombstone: same key, null value, after each streamed delete (§1.6). */
     if (ev->op == MCDC_OP_DELETE && cfg->tombstones_on_delete)
         records_push(out, te->topic, r->key, r->key_len, NULL, 0);
+    /* Oplog mode: the applyOps is complete after its last operation (§3.5). */
+    if (cfg->provide_transaction_metadata && ev->oplog_txn_last)
+        txn_close(enc, p.source_ts_ms, out);
     return true;
 }
 

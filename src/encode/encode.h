@@ -31,8 +31,9 @@ struct mcdc_record {
     size_t value_len;
 };
 
-/* An event yields at most: transaction END, BEGIN, the data record, a tombstone. */
-#define MCDC_RECORDS_MAX 4
+/* An event yields at most: transaction END, BEGIN, the data record, a
+ * tombstone, and (oplog mode) the END of the applyOps it closes. */
+#define MCDC_RECORDS_MAX 5
 
 struct mcdc_records {
     struct mcdc_record items[MCDC_RECORDS_MAX];
@@ -67,7 +68,9 @@ bool encoder_captures(const struct encoder *enc, const char *db, const char *col
  * transaction and the BEGIN of a new one (provide.transaction.metadata,
  * debezium-format.md §3.4), the data record on <prefix>.<db>.<coll>, and a
  * tombstone (same key, value NULL) after a delete when tombstones.on.delete
- * (§1.6). An event whose namespace is not captured (encoder_captures) or whose
+ * (§1.6); in oplog mode an event with oplog_txn_last set is followed by its
+ * transaction's END, as Debezium 1.9 emits it right after the last operation
+ * of an applyOps (§3.5). An event whose namespace is not captured (encoder_captures) or whose
  * operation is in skipped.operations yields no records and returns true.
  * The same field selection (field.exclude.list, field.renames, §7.2) applies
  * to snapshot reads and streamed events. Returns false and fills err (domain

@@ -17,10 +17,12 @@
  * transaction carries the commit's clusterTime, so a later position means
  * the transaction is complete.
  *
- * Oplog mode (1.9, §3.5) differs from Debezium 1.9 in two ways: the END of an
- * applyOps transaction follows the same lazy rule (or the eager option)
- * instead of being emitted right after its last operation, and events outside
- * transactions are not given the oplog `h` as a transaction id of their own.
+ * Oplog mode (1.9, §3.5): the capture marks the last operation of an applyOps
+ * (oplog_txn_last) and its END follows that operation's record, as Debezium
+ * 1.9 emits it; if that operation is not emitted (filtered), the lazy or eager
+ * rule above closes the transaction instead. Unlike Debezium 1.9, events
+ * outside transactions are not given the oplog `h` as a transaction id of
+ * their own (a quirk that wraps every event of MongoDB < 4.2 in BEGIN/END).
  */
 #include "encode/encode_internal.h"
 

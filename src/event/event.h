@@ -72,6 +72,7 @@ struct mcdc_event {
     int64_t oplog_h;          /* oplog `h` (0 on MongoDB >= 4.2) */
     int64_t oplog_tord;       /* 1-based index inside applyOps, 0 = none */
     const char *oplog_stxnid; /* "<uuid>:<txnNumber>" or NULL */
+    bool oplog_txn_last;      /* last operation of its applyOps: its END follows it */
 
     /* position */
     uint32_t ts_sec; /* clusterTime.t; valid if has_cluster_time */

@@ -399,6 +399,39 @@ static void oplog_patch_and_filter(void **state)
     records_release(&out);
     encoder_destroy(enc);
 
+    /* applyOps transaction (§3.5): BEGIN before the first operation, END right
+     * after the last one; tord/stxnid in the source */
+    cfg.provide_transaction_metadata = true;
+    enc = enc_new(&cfg);
+    ev.oplog_tord = 1;
+    assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+    assert_int_equal(out.count, 2);
+    assert_string_equal(out.items[0].topic, "fulfillment.transaction");
+    assert_text(out.items[0].value,
+                "{\"status\":\"BEGIN\",\"id\":\"a2c1e1a4-2c9b-3b8e-9d2f-"
+                "6f0e0e5d7b11:5\",\"event_count\":null,\"data_collections\":null}");
+    assert_non_null(strstr(out.items[1].value, "\"tord\":1,\"stxnid\":\"a2c1e1a4-2c9b-3b8e-9d2f-"
+                                               "6f0e0e5d7b11:5\""));
+    records_release(&out);
+    ev.oplog_tord = 2;
+    ev.op = MCDC_OP_DELETE;
+    ev.has_oplog_patch = false;
+    ev.oplog_txn_last = true;
+    assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+    assert_int_equal(out.count, 3); /* data, tombstone, END */
+    assert_null(out.items[1].value);
+    assert_text(out.items[2].value,
+                "{\"status\":\"END\",\"id\":\"a2c1e1a4-2c9b-3b8e-9d2f-6f0e0e5d7b11:5\","
+                "\"event_count\":2,\"data_collections\":[{\"data_collection\":"
+                "\"rs0.inventory.customers\",\"event_count\":2}]}");
+    records_release(&out);
+    encoder_destroy(enc);
+    ev.op = MCDC_OP_UPDATE;
+    ev.has_oplog_patch = true;
+    ev.oplog_txn_last = false;
+    ev.oplog_tord = 2;
+    cfg.provide_transaction_metadata = false;
+
     /* field selection reaches the patch: dotted rules inside $set/$unset */
     static char *excl[] = {"inventory.customers.first_name"};
     static char *ren[] = {"inventory.customers.nick:alias"};
