@@ -17,17 +17,17 @@
 
 #define SLEEP_STEP_MS 100
 
+int64_t worker_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int64_t worker_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
@@ -96,23 +96,18 @@ enum phase worker_service(struct worker *w, bool force_commit)
     return PHASE_OK;
 }
 
-enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
-                       const struct mcdc_position *pos)
+/* Produces recs (taking their buffers); the last one carries pos. what names
+ * the source of the records in errors. */
+enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
+                          const struct mcdc_position *pos, const char *what)
 {
-    struct mcdc_records recs = {.count = 0};
     struct mcdc_error err = MCDC_ERROR_INIT;
     enum phase ph = PHASE_OK;
 
-    if (!encoder_encode(w->enc, ev, wall_ms(), &recs, &err)) {
-        w->err = err;
-        mcdc_error_prefix(&w->err, "cannot encode a change of %.*s.%.*s", (int)ev->db_len, ev->db,
-                          (int)ev->coll_len, ev->coll);
-        return PHASE_FATAL;
-    }
-    if (recs.count == 0)
+    if (recs->count == 0 && pos != NULL)
         inflight_advance(w->inf, pos);
-    for (size_t i = 0; i < recs.count; i++) {
-        struct mcdc_record *r = &recs.items[i];
+    for (size_t i = 0; i < recs->count; i++) {
+        struct mcdc_record *r = &recs->items[i];
         size_t key_len = r->key_len, value_len = r->value_len;
         char key[120];
         void *cookie;
@@ -121,7 +116,7 @@ enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
                  r->key ? r->key : "");
         /* Only an event's last record carries its position: the event is
          * committed once all of its records are acknowledged. */
-        cookie = inflight_add(w->inf, i + 1 == recs.count ? pos : NULL);
+        cookie = inflight_add(w->inf, i + 1 == recs->count ? pos : NULL);
         if (!sink_produce(w->sink, r, cookie, &w->stop, &err)) {
             if (w->stop) {
                 ph = PHASE_STOPPED;
@@ -129,17 +124,33 @@ enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
             }
             w->err = err;
             mcdc_error_prefix(&w->err,
-                              "record for %.*s.%.*s key %s (%zu bytes key, %zu bytes value) "
-                              "cannot be delivered",
-                              (int)ev->db_len, ev->db, (int)ev->coll_len, ev->coll, key, key_len,
-                              value_len);
+                              "record for %s key %s (%zu bytes key, %zu bytes value) cannot be "
+                              "delivered",
+                              what, key, key_len, value_len);
             ph = PHASE_FATAL;
             break;
         }
         w->records++;
     }
-    records_release(&recs);
+    records_release(recs);
     return ph;
+}
+
+enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
+                       const struct mcdc_position *pos)
+{
+    struct mcdc_records recs = {.count = 0};
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    char what[300];
+
+    snprintf(what, sizeof what, "%.*s.%.*s", (int)ev->db_len, ev->db ? ev->db : "",
+             (int)ev->coll_len, ev->coll ? ev->coll : "");
+    if (!encoder_encode(w->enc, ev, worker_wall_ms(), &recs, &err)) {
+        w->err = err;
+        mcdc_error_prefix(&w->err, "cannot encode a change of %s", what);
+        return PHASE_FATAL;
+    }
+    return worker_produce(w, &recs, pos, what);
 }
 
 enum phase worker_phase_from_failure(struct worker *w, const struct resume_failure *fail,
@@ -280,92 +291,6 @@ fail:
     return PHASE_FATAL;
 }
 
-/* ---- streaming ---- */
-
-static enum phase stream(struct worker *w)
-{
-    struct resume_failure fail;
-    struct mcdc_error err = MCDC_ERROR_INIT;
-    struct mcdc_position pos;
-    struct capture *cap;
-    enum phase ph = PHASE_OK;
-    char d[128];
-    bool from_stored = w->stream_pos.has_resume_token || w->stream_pos.sec > 0;
-
-    cap = capture_open(w->client, w->cfg, w->has_pipeline ? &w->pipeline : NULL,
-                       from_stored ? &w->stream_pos : NULL, &fail, &err);
-    if (cap == NULL)
-        return worker_phase_from_failure(w, &fail, &err);
-    resume_describe_position(from_stored ? &w->stream_pos : NULL, d, sizeof d);
-    LOG_INFO("streaming changes from %s", from_stored ? d : "now (no stored position)");
-    position_init(&pos);
-    while (!w->stop && ph == PHASE_OK) {
-        const bson_t *doc = NULL, *token;
-        struct mcdc_event ev;
-        bool emit = false;
-
-        switch (capture_next(cap, &doc)) {
-        case CAPTURE_EVENT:
-            w->attempts = 0;
-            w->events++;
-            if (!capture_event_position(doc, &pos)) {
-                ph = PHASE_FATAL;
-                mcdc_error_set(&w->err, MCDC_ERR_MONGO, 0, "change event without a resume token");
-                break;
-            }
-            event_init(&ev);
-            if (!event_from_change(doc, &ev, &emit, &err)) {
-                w->err = err;
-                mcdc_error_prefix(&w->err, "unreadable change event");
-                ph = PHASE_FATAL;
-                break;
-            }
-            ev.rs = w->rs;
-            if (emit) {
-                char db[256], coll[256];
-                snprintf(db, sizeof db, "%.*s", (int)ev.db_len, ev.db ? ev.db : "");
-                snprintf(coll, sizeof coll, "%.*s", (int)ev.coll_len, ev.coll ? ev.coll : "");
-                emit = encoder_captures(w->enc, db, coll);
-            }
-            if (emit) {
-                ph = worker_emit(w, &ev, &pos);
-            } else {
-                /* Not captured: no record, but the position moves past it. */
-                w->skipped++;
-                inflight_advance(w->inf, &pos);
-            }
-            position_copy(&w->stream_pos, &pos);
-            break;
-        case CAPTURE_IDLE:
-            w->attempts = 0;
-            /* The post-batch resume token moves on while captured collections are
-             * idle, so the stored position never ages out of the oplog. */
-            token = capture_resume_token(cap);
-            if (token != NULL && !bson_empty(token) &&
-                !(w->stream_pos.has_resume_token &&
-                  bson_equal(token, &w->stream_pos.resume_token))) {
-                position_clear(&pos);
-                bson_destroy(&pos.resume_token);
-                bson_copy_to(token, &pos.resume_token);
-                pos.has_resume_token = true;
-                inflight_advance(w->inf, &pos);
-                position_copy(&w->stream_pos, &pos);
-            }
-            break;
-        case CAPTURE_ERROR:
-        default:
-            capture_failure(cap, &fail, &err);
-            ph = worker_phase_from_failure(w, &fail, &err);
-            break;
-        }
-        if (ph == PHASE_OK)
-            ph = worker_service(w, false);
-    }
-    position_clear(&pos);
-    capture_destroy(cap);
-    return ph == PHASE_OK && w->stop ? PHASE_STOPPED : ph;
-}
-
 /* ---- backoff ---- */
 
 /* Sleeps ms while serving delivery reports; returns false if stop was requested. */
@@ -464,7 +389,7 @@ static enum phase run(struct worker *w)
                 continue;
             }
         } else {
-            ph = stream(w);
+            ph = worker_stream(w);
         }
         switch (ph) {
         case PHASE_OK:

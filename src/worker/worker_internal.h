@@ -57,7 +57,19 @@ struct worker {
     uint64_t events, records, skipped;
 };
 
-int64_t worker_now_ms(void);
+int64_t worker_now_ms(void);  /* monotonic */
+int64_t worker_wall_ms(void); /* epoch */
+
+/*
+ * Produces recs (taking their buffers) through the sink, each registered in
+ * the in-flight tracker; only the last carries pos (NULL: none). what names
+ * the records' source in errors. PHASE_OK, PHASE_STOPPED or PHASE_FATAL.
+ */
+enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
+                          const struct mcdc_position *pos, const char *what);
+
+/* The streaming phase until stop or failure (worker_stream.c). */
+enum phase worker_stream(struct worker *w);
 
 /*
  * Encodes ev and produces its records, each registered in the in-flight
