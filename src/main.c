@@ -197,10 +197,9 @@ static void warn_unsupported(const struct mcdc_config *cfg, bool to_log)
     size_t n = config_unsupported_set(cfg, names, UNSUPPORTED_MAX);
     for (size_t i = 0; i < n && i < UNSUPPORTED_MAX; i++) {
         if (to_log)
-            LOG_WARN("%s: not supported yet; the setting has no effect", names[i]);
+            LOG_WARN("%s: not supported yet", names[i]);
         else
-            fprintf(stderr, "%s: warning: %s: not supported yet; the setting has no effect\n",
-                    cfg->path, names[i]);
+            fprintf(stderr, "%s: warning: %s: not supported yet\n", cfg->path, names[i]);
     }
 }
 

@@ -59,7 +59,7 @@ bool cfg_kafka_key_is_secret(const char *key)
            strcmp(key, "sasl.oauthbearer.config") == 0 || strcmp(key, "ssl_key") == 0;
 }
 
-static void add_unsupported(struct mcdc_config *cfg, const char *name)
+void cfg_add_unsupported(struct mcdc_config *cfg, const char *name)
 {
     cfg->unsupported = xrealloc(cfg->unsupported, (cfg->unsupported_count + 1) * sizeof(char *));
     cfg->unsupported[cfg->unsupported_count++] = name;
@@ -83,7 +83,7 @@ static void apply_entry(struct mcdc_config *cfg, struct cfg_entry *e, const stru
     bool nondefault = false;
     e->bad = !cfg_set_value(cfg, e, doc, d, &nondefault);
     if (!e->bad && nondefault && (o->flags & OPT_F_UNSUPPORTED))
-        add_unsupported(cfg, o->key);
+        cfg_add_unsupported(cfg, o->key);
 }
 
 static void apply_kafka(struct mcdc_config *cfg, const struct cfg_entry *e, struct cfg_diag *d)

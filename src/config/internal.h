@@ -137,6 +137,10 @@ void cfg_strlist_free(struct mcdc_strlist *l);
  * ... folded in), reporting at the connection string's location. */
 void cfg_check_uri(struct mcdc_config *cfg, const struct cfg_entries *e, struct cfg_diag *d);
 
+/* config.c: records that cfg asks for something not delivered yet; name is a
+ * static string (an option key, or "key: value"). */
+void cfg_add_unsupported(struct mcdc_config *cfg, const char *name);
+
 /* check.c: the cross-field rules, the connection string and kafka:. */
 void config_check(struct mcdc_config *cfg, const struct cfg_entries *e, struct cfg_diag *d);
 /* Replaces every occurrence of the secrets of uri (password, secret options) in

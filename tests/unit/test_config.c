@@ -361,6 +361,12 @@ static void test_unsupported_set(void **state)
     assert_string_equal(names[1], "capture.scope");
     assert_int_equal(config_unsupported_set(l.cfg, names, 1), 2);
     unload(&l);
+    l = load(BASE "capture.mode: oplog\nmax.batch.size: 10\n");
+    assert_non_null(l.cfg);
+    assert_int_equal(config_unsupported_set(l.cfg, names, 8), 2);
+    assert_string_equal(names[0], "max.batch.size");
+    assert_string_equal(names[1], "capture.mode: oplog");
+    unload(&l);
 }
 
 static void test_syntax_error(void **state)
