@@ -110,9 +110,6 @@ static void check_sink_and_offsets(struct checker *c)
             problem(c, "offsets.storage",
                     "kafka offset storage needs brokers (expected kafka.bootstrap.servers to be "
                     "set)");
-        if (!cfg->offsets_topic)
-            problem(c, "offsets.topic",
-                    "missing: offsets.storage is kafka (expected the offset topic name)");
     }
 }
 

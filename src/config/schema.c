@@ -287,7 +287,7 @@ const struct opt mcdc_options[] = {
       "Where positions are stored: file, or kafka (a compacted topic)"),
     S("offsets.file.path", NULL, F(offsets_file), 0, G_OFFS,
       "Offset file (offsets.storage file); written atomically"),
-    S("offsets.topic", NULL, F(offsets_topic), 0, G_OFFS,
+    S("offsets.topic", "mongocdc-offsets", F(offsets_topic), 0, G_OFFS,
       "Compacted offset topic, Kafka Connect format (offsets.storage kafka)"),
     N("offsets.flush.interval.ms", "60000", 1, I32, F(offsets_flush_interval_ms), 0, G_OFFS,
       "How often delivered positions are written, ms"),
