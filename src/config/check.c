@@ -91,6 +91,19 @@ static bool has_brokers(const struct mcdc_config *cfg)
            kafka_has(cfg, "test.mock.num.brokers");
 }
 
+/* Debezium rejects a topic.prefix that is not a valid topic name part
+ * (CommonConnectorConfig's topic name check: letters, digits, '.', '_', '-'). */
+static void check_topic_names(struct checker *c)
+{
+    const char *p = c->cfg->topic_prefix;
+    if (p &&
+        strspn(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(p))
+        problem(c, "topic.prefix",
+                "invalid topic name \"%s\" (expected letters, digits, '.', '_' and '-' only)", p);
+    else if (p && strlen(p) > 249)
+        problem(c, "topic.prefix", "longer than 249 characters (expected a Kafka topic name)");
+}
+
 static void check_sink_and_offsets(struct checker *c)
 {
     struct mcdc_config *cfg = c->cfg;
@@ -284,6 +297,7 @@ void config_check(struct mcdc_config *cfg, const struct cfg_entries *e, struct c
     struct checker c = {cfg, e, d};
     cfg_check_uri(cfg, e, d);
     check_kafka(&c);
+    check_topic_names(&c);
     check_sink_and_offsets(&c);
     check_capture(&c);
     check_filters(&c);

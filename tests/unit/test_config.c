@@ -250,6 +250,10 @@ static void test_missing_required(void **state)
 static void test_cross_field(void **state)
 {
     (void)state;
+    assert_problem("topic.prefix: my server\nmongodb.connection.string: mongodb://h\n"
+                   "sink.type: stdout\noffsets.file.path: x\n",
+                   "F:1:1: topic.prefix: invalid topic name \"my server\" (expected letters, "
+                   "digits, '.', '_' and '-' only)");
     assert_problem(BASE "collection.include.list: a\ncollection.exclude.list: b\n",
                    "F:6:1: collection.exclude.list: cannot be used with collection.include.list");
     assert_problem("topic.prefix: t\nmongodb.connection.string: mongodb://h\nsink.type: file\n"
