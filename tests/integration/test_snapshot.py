@@ -1,0 +1,151 @@
+"""Initial snapshot options and modes on the simulator (debezium-format.md
+§5.1-5.2): snapshot.include.collection.list, snapshot.collection.filter.
+overrides, snapshot.max.threads / fetch.size, initial_only, always, no_data,
+a failing snapshot reader, heartbeats, and the refusal of a standalone server.
+"""
+
+import json
+import socket
+import time
+
+import pytest
+
+from conftest import wait_until
+from pipeline_support import (Sim, data_records, dataset_docs, dataset_loads, expected_key,
+                              key_id_text, log_text, offsets_value, read_jsonl, write_config)
+
+PREFIX = "it"
+
+
+def recs_of(path):
+    return data_records(read_jsonl(path), PREFIX)
+
+
+@pytest.fixture
+def three_sim(tmp_workdir, shared_dir):
+    sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users", "classic.products",
+                                                           "sample_mflix.theaters"}))
+    yield sim
+    sim.stop()
+
+
+def test_include_list_filter_override_and_threads(tmp_workdir, shared_dir, three_sim,
+                                                  start_mongocdc):
+    sim = three_sim
+    cfg = write_config(tmp_workdir, sim.uri, raw={
+        "snapshot.include.collection.list": "sample_mflix\\.users,classic\\.products",
+        "snapshot.collection.filter.overrides": "classic.products",
+        "snapshot.collection.filter.overrides.classic.products": '{"type": "phone"}',
+        "snapshot.max.threads": 3,
+        "snapshot.fetch.size": 7,
+    })
+    d = start_mongocdc("-c", cfg)
+    wait_until(lambda: "snapshot complete" in log_text(tmp_workdir), 60, "snapshot")
+    reads = [r for r in recs_of(tmp_workdir / "events.jsonl") if r.op == "r"]
+    topics = {r.topic for r in reads}
+    assert topics == {PREFIX + ".sample_mflix.users", PREFIX + ".classic.products"}
+    users = dataset_docs(shared_dir / "datasets/sample_mflix/users.json")
+    products = dataset_docs(shared_dir / "datasets/classic/products.json")
+    phones = [p for p in products if p.get("type") == "phone"]
+    assert sorted(r.key for r in reads if r.topic.endswith(".products")) == \
+        sorted(expected_key(p["_id"]) for p in phones)
+    assert len([r for r in reads if r.topic.endswith(".users")]) == len(users)
+    assert [r.snapshot for r in reads].count("last") == 1
+    # collections outside the snapshot list are still streamed
+    c = sim.client()
+    c.sample_mflix.theaters.insert_one({"_id": "new-theater", "theaterId": 9999})
+    wait_until(lambda: any(r.op == "c" for r in recs_of(tmp_workdir / "events.jsonl")), 30,
+               "the insert")
+    assert d.stop(timeout_s=30) == 0
+
+
+def test_initial_only_copies_then_exits(tmp_workdir, three_sim, run_mongocdc):
+    cfg = write_config(tmp_workdir, three_sim.uri, **{"snapshot.mode": "initial_only"})
+    r = run_mongocdc("-c", cfg, timeout_s=60)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    first = recs_of(tmp_workdir / "events.jsonl")
+    assert first and all(x.op == "r" for x in first)
+    off = offsets_value(tmp_workdir)
+    assert off and "initsync" not in off
+    r = run_mongocdc("-c", cfg, timeout_s=60)
+    assert r.returncode == 0
+    assert b"nothing to do" in r.stderr
+    assert len(recs_of(tmp_workdir / "events.jsonl")) == len(first)
+
+
+def test_always_resnapshots_and_streams_what_happened_meanwhile(tmp_workdir, three_sim,
+                                                                start_mongocdc):
+    sim = three_sim
+    cfg1 = write_config(tmp_workdir, sim.uri, name="run1.yaml", sink_path=tmp_workdir / "run1.jsonl",
+                        **{"snapshot.mode": "always"})
+    d = start_mongocdc("-c", cfg1)
+    wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60, "run 1")
+    assert d.stop(timeout_s=30) == 0
+    c = sim.client()
+    c.itdb.meanwhile.insert_one({"_id": "m1"})
+    c.itdb.meanwhile.delete_one({"_id": "m1"})
+    cfg2 = write_config(tmp_workdir, sim.uri, name="run2.yaml", sink_path=tmp_workdir / "run2.jsonl",
+                        **{"snapshot.mode": "always"})
+    d = start_mongocdc("-c", cfg2)
+    wait_until(lambda: [r.op for r in recs_of(tmp_workdir / "run2.jsonl")
+                        if r.topic == PREFIX + ".itdb.meanwhile"] == ["c", "d", "tombstone"], 60,
+               "the changes made while stopped")
+    run1 = [r for r in recs_of(tmp_workdir / "run1.jsonl") if r.op == "r"]
+    run2 = [r for r in recs_of(tmp_workdir / "run2.jsonl") if r.op == "r"]
+    assert len(run2) == len(run1) > 0
+    assert d.stop(timeout_s=30) == 0
+
+
+def test_no_data_streams_without_copying(tmp_workdir, three_sim, start_mongocdc):
+    cfg = write_config(tmp_workdir, three_sim.uri, **{"snapshot.mode": "no_data"})
+    d = start_mongocdc("-c", cfg)
+    wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60, "streaming")
+    three_sim.client().itdb.nodata.insert_one({"_id": 1})
+    wait_until(lambda: recs_of(tmp_workdir / "events.jsonl"), 30, "the insert")
+    recs = recs_of(tmp_workdir / "events.jsonl")
+    assert [r.op for r in recs] == ["c"]
+    assert d.stop(timeout_s=30) == 0
+
+
+def test_failing_snapshot_reader_fails_the_snapshot(tmp_workdir, three_sim, run_mongocdc):
+    three_sim.control("fail", commands=["find"], code=13, errmsg="not authorized on sample_mflix",
+                      times=1000)
+    cfg = write_config(tmp_workdir, three_sim.uri, **{"snapshot.max.threads": 2})
+    r = run_mongocdc("-c", cfg, timeout_s=60)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1, err[-2000:]
+    assert "snapshot of " in err and "not authorized" in err
+    off = offsets_value(tmp_workdir)
+    # the stored value still says "snapshot running": the next start redoes it
+    assert off is None or "initsync" in off
+    assert not [x for x in recs_of(tmp_workdir / "events.jsonl") if x.snapshot == "last"]
+    three_sim.control("clear_faults")
+
+
+def test_heartbeats(tmp_workdir, three_sim, start_mongocdc):
+    cfg = write_config(tmp_workdir, three_sim.uri, **{"snapshot.mode": "no_data",
+                                                      "heartbeat.interval.ms": 300})
+    d = start_mongocdc("-c", cfg)
+    wait_until(lambda: len([r for r in read_jsonl(tmp_workdir / "events.jsonl")
+                            if r.topic.startswith("__debezium-heartbeat")]) >= 3, 30, "heartbeats")
+    hb = [r for r in read_jsonl(tmp_workdir / "events.jsonl")
+          if r.topic.startswith("__debezium-heartbeat")][0]
+    assert hb.topic == "__debezium-heartbeat." + PREFIX
+    assert json.loads(hb.key) == {"serverName": PREFIX}
+    assert d.stop(timeout_s=30) == 0
+
+
+def test_standalone_server_is_refused(tmp_workdir, run_mongocdc):
+    from mockupdb import MockupDB
+    s = MockupDB(auto_ismaster={"ismaster": True, "maxWireVersion": 17, "minWireVersion": 0})
+    s.autoresponds("hello", ismaster=True, isWritablePrimary=True, maxWireVersion=17,
+                   minWireVersion=0)
+    s.run()
+    try:
+        cfg = write_config(tmp_workdir, "mongodb://127.0.0.1:%d/" % s.port)
+        r = run_mongocdc("-c", cfg, timeout_s=60)
+    finally:
+        s.stop()
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode != 0
+    assert "standalone" in err and "oplog" in err and "replica set" in err, err[-1000:]
