@@ -23,7 +23,9 @@ import org.bson.json.JsonWriterSettings;
  *   key      getDocumentId(): {"_": <_id>} with SIMPLE_JSON_SETTINGS, first 6
  *            characters and the last one cut off
  *
- * Usage: java -cp classes:bson.jar org.mongocdc.oracle.Oracle strict|relaxed|default|key
+ *   all      the four above, one line each, in that order, per document
+ *
+ * Usage: java -cp classes:bson.jar org.mongocdc.oracle.Oracle strict|relaxed|default|key|all
  */
 public final class Oracle {
     private static final JsonWriterSettings COMPACT = JsonWriterSettings.builder()
@@ -35,45 +37,44 @@ public final class Oracle {
     }
 
     public static void main(String[] args) throws IOException {
-        if (args.length != 1) {
-            System.err.println("usage: Oracle strict|relaxed|default|key");
+        if (args.length != 1 || !args[0].matches("strict|relaxed|default|key|all")) {
+            System.err.println("usage: Oracle strict|relaxed|default|key|all");
             System.exit(2);
         }
         String variant = args[0];
         DataInputStream in = new DataInputStream(new java.io.BufferedInputStream(System.in, 1 << 16));
         PrintStream out = new PrintStream(new BufferedOutputStream(System.out, 1 << 16), false, "UTF-8");
+        String[] variants = variant.equals("all")
+                ? new String[] {"strict", "relaxed", "default", "key"} : new String[] {variant};
         byte[] doc;
         while ((doc = readDocument(in)) != null) {
             RawBsonDocument raw = new RawBsonDocument(doc);
-            String text;
-            switch (variant) {
-                case "strict":
-                    text = raw.toJson(COMPACT);
-                    break;
-                case "relaxed":
-                    text = raw.toJson(SIMPLE);
-                    break;
-                case "default":
-                    text = raw.toJson();
-                    break;
-                case "key":
-                    BsonValue id = raw.get("_id");
-                    if (id == null) {
-                        text = "";
-                    } else {
-                        String wrapped = new BsonDocument("_", id).toJson(SIMPLE);
-                        text = wrapped.substring(6, wrapped.length() - 1);
-                    }
-                    break;
-                default:
-                    System.err.println("unknown variant " + variant);
-                    System.exit(2);
-                    return;
+            for (String v : variants) {
+                out.print(render(raw, v));
+                out.print('\n');
             }
-            out.print(text);
-            out.print('\n');
         }
         out.flush();
+    }
+
+    private static String render(RawBsonDocument raw, String variant) {
+        switch (variant) {
+            case "strict":
+                return raw.toJson(COMPACT);
+            case "relaxed":
+                return raw.toJson(SIMPLE);
+            case "default":
+                return raw.toJson();
+            case "key":
+                BsonValue id = raw.get("_id");
+                if (id == null) {
+                    return "";
+                }
+                String wrapped = new BsonDocument("_", id).toJson(SIMPLE);
+                return wrapped.substring(6, wrapped.length() - 1);
+            default:
+                throw new IllegalArgumentException("unknown variant " + variant);
+        }
     }
 
     private static byte[] readDocument(DataInputStream in) throws IOException {
