@@ -39,8 +39,11 @@ if HERE not in sys.path:
 
 def _parse_args(argv):
     p = argparse.ArgumentParser(description="MongoDB simulator")
-    p.add_argument("--topology", default="replset", choices=["replset"])
-    p.add_argument("--members", type=int, default=3)
+    p.add_argument("--topology", default="replset", choices=["replset", "sharded"])
+    p.add_argument("--members", type=int, default=3, help="members per replica set (shards too)")
+    p.add_argument("--shards", type=int, default=2, help="sharded: number of shard replica sets")
+    p.add_argument("--config-members", type=int, default=1, help="sharded: config server members")
+    p.add_argument("--mongos", type=int, default=1, help="sharded: number of mongos routers")
     p.add_argument("--base-port", type=int, default=0)
     p.add_argument("--set-name", default="rs0")
     p.add_argument("--load", action="append", default=[], help="FILE[:db.coll] JSON lines, Extended JSON")
@@ -59,6 +62,8 @@ def build(args):
     """Create and start a Sim from parsed arguments; returns it after loading data."""
     import simserver
     import simwire
+    if args.topology == "sharded":
+        return build_sharded(args)
     ports = None
     if args.base_port:
         ports = [args.base_port + i for i in range(args.members)]
@@ -73,6 +78,48 @@ def build(args):
             path, ns = spec.rsplit(":", 1)
         cl.load(path, ns)
     return sim
+
+
+def build_sharded(args):
+    """Config server replica set + N shard replica sets + mongos routers (spec §6.1)."""
+    import simserver
+    import simshard
+    import simwire
+    shared = simserver.Shared(args.data_seed)
+    common = dict(server_version=args.server_version, oplog_size_mb=args.oplog_size_mb, seed=args.data_seed,
+                  noop_interval=args.noop_interval, pre_images=args.pre_images, shared=shared)
+    cfg = simserver.Cluster(members=args.config_members, set_name="configRepl", configsvr=True, **common)
+    shards = [simserver.Cluster(members=args.members, set_name="shard%02d" % (i + 1), **common)
+              for i in range(args.shards)]
+    sim = simwire.Sim([cfg] + shards, control_port=0)
+
+    def make_shard(members):
+        c = simserver.Cluster(members=members, set_name="shard%02d" % (len(sim.router.shards) + 1), **common)
+        sim.add_cluster_servers(c)
+        sim.start_cluster(c)
+        return c
+
+    sim.router = simshard.Router(sim, shared, cfg, shards, args.mongos, args.server_version,
+                                 seed=args.data_seed, make_shard=make_shard)
+    sim.start()
+    for spec in args.load:
+        path, ns = spec, None
+        if ":" in spec and not os.path.exists(spec):
+            path, ns = spec.rsplit(":", 1)
+        load_via_router(sim.router, path, ns)
+    return sim
+
+
+def load_via_router(router, path, ns):
+    """Load a JSON-lines file into the database's primary shard (unsharded collection)."""
+    import simserver
+    with router.lock:
+        if ns is None:
+            d = os.path.basename(os.path.dirname(os.path.abspath(path)))
+            ns = "%s.%s" % (d, os.path.splitext(os.path.basename(path))[0])
+        db = ns.split(".", 1)[0]
+        prim = router.db_primary(db, create=True)
+    router.shards[prim].load(path, ns)
 
 
 def main(argv=None):
@@ -102,11 +149,14 @@ class MongoSim(object):
     stop() (or leaving the with block) sends SIGTERM and waits (then SIGKILL)."""
 
     def __init__(self, topology="replset", members=3, load=(), server_version="6.0", oplog_size_mb=0,
-                 data_seed=None, noop_interval=10.0, pre_images=False, start_timeout=30, extra_args=()):
+                 data_seed=None, noop_interval=10.0, pre_images=False, start_timeout=30, extra_args=(),
+                 shards=2, mongos=1, config_members=1):
         self.argv = [sys.executable if os.path.basename(sys.executable).startswith("python") else "/usr/bin/python3",
                      os.path.join(HERE, "mongosim.py"), "--topology", topology, "--members", str(members),
                      "--base-port", "0", "--server-version", server_version,
                      "--noop-interval", str(noop_interval)]
+        if topology == "sharded":
+            self.argv += ["--shards", str(shards), "--mongos", str(mongos), "--config-members", str(config_members)]
         for l in load:
             self.argv += ["--load", l]
         if oplog_size_mb:
@@ -139,6 +189,9 @@ class MongoSim(object):
         self.uri = self.info["uri"]
         self.control_url = self.info["control"]
         self.members = [m["host"] for m in self.info["members"]]
+        self.mongos = self.info.get("mongos", [])
+        self.shard_uris = self.info.get("shard_uris", {})
+        self.config_uri = self.info.get("config_uri")
         return self
 
     def control(self, action, timeout=30, **kw):

@@ -111,7 +111,7 @@ class ChangeStream(object):
 
     kind = "changeStream"
 
-    def __init__(self, cl, member, level, db, coll, spec, stages):
+    def __init__(self, cl, member, level, db, coll, spec, stages, merge=False):
         self.cl = cl
         self.member = member
         self.level = level  # "collection" | "database" | "cluster"
@@ -160,7 +160,9 @@ class ChangeStream(object):
             self.resume = r
             self.resume_version = r["version"]
             self.skip_data = r["data"]
-            self.found = not (r["token_type"] == 128 and not r["from_invalidate"])
+            # a shard stream under mongos treats the token as a high-water mark: only the shard
+            # that wrote the event will meet it (spec §6.4)
+            self.found = merge or not (r["token_type"] == 128 and not r["from_invalidate"])
             start_key = sb.ts_key(r["ts"])
             self.scan_key = start_key - 1
             self.pbrt = {"_data": r["data"]}

@@ -1,0 +1,845 @@
+"""Sharded topology of the simulator: config server replica set, shard replica sets, mongos
+routers (mongo-sim-spec.md §6).
+
+Every replica set is a simserver.Cluster sharing one lock, clock and shard-key table. mongos
+routes in-process: writes go to the shard that owns the document's chunk (or the database's
+primary shard), reads gather from the shards and finish at the router, and change streams
+merge one shard stream per shard by resume token, releasing an event only when every shard's
+high-water mark has passed it (§6.4). Sharding metadata lives as ordinary documents in the
+config servers' `config` database (config.shards, databases, collections, chunks, mongos),
+written through the config replica set's own oplog.
+"""
+
+import collections
+import copy
+import functools
+import time
+
+from bson.int64 import Int64
+from bson.max_key import MaxKey
+from bson.min_key import MinKey
+from bson.objectid import ObjectId
+from bson.timestamp import Timestamp
+
+import simbson as sb
+from simbson import SimError
+import simserver as ss
+from simcommands import Dispatcher, ListCursor, cursor_reply, ok_reply, DEFAULT_BATCH
+from simstream import ChangeStream, ALLOWED_STAGES, apply_stage
+
+STATE_CODES = {10107, 13435, 13436, 189, 11602, 91, 11600}
+
+
+class MongosNode(object):
+    """One mongos process (same attributes the wire layer uses on a replica-set member)."""
+
+    def __init__(self, idx, host, port=0):
+        self.idx = idx
+        self.host = host
+        self.port = port
+        self.state = "MONGOS"
+        self.process_id = ObjectId()
+        self.counter = 0
+        self.cursors = {}
+        self.conns = set()
+        self.reachable = True
+        self.conn_counter = 0
+
+    @property
+    def address(self):
+        return "%s:%d" % (self.host, self.port)
+
+    def topology_version(self):
+        return {"processId": self.process_id, "counter": Int64(self.counter)}
+
+
+class Router(object):
+    """The mongos tier plus sharding metadata operations. Exposes the attributes the wire
+    layer and the generic Dispatcher use on a Cluster (lock, counters, fail rules, ...)."""
+
+    def __init__(self, sim, shared, config_cl, shard_cls, count, version, host="127.0.0.1", seed=None,
+                 make_shard=None):
+        import random
+        self.sim = sim
+        self.shared = shared
+        self.lock = shared.lock
+        self.oplog_cond = shared.oplog_cond
+        self.topo_cond = shared.topo_cond
+        self.clock = shared.clock
+        self.shard_keys = shared.shard_keys
+        self.config = config_cl
+        self.shards = collections.OrderedDict((c.set_name, c) for c in shard_cls)
+        self.version = version
+        self.wire = ss.WIRE[version]
+        self.rand = random.Random(seed)
+        self.counters = collections.Counter()
+        self.member_counters = collections.defaultdict(collections.Counter)
+        self.fail_rules = []
+        self.delays = {}
+        self.sessions = {}
+        self.stopping = False
+        self.nodes = [MongosNode(i, host) for i in range(count)]
+        self.members = self.nodes
+        self.make_shard = make_shard
+        self.token_version = 1 if self.wire < 21 else 2
+        self.dispatcher = MongosDispatcher(self)
+        self.servers = []
+        self.oplog = None
+        self.configsvr = False
+        self.set_name = "mongos"
+        self.undo_floor = 0
+
+    def get_coll(self, db, coll):
+        for c in self.shards.values():
+            x = c.get_coll(db, coll)
+            if x is not None:
+                return x
+        return None
+
+    def snapshot_docs(self, db, coll, ts):
+        out = []
+        for name in self.shards_for(db, coll):
+            out.extend(self.shards[name].snapshot_docs(db, coll, ts))
+        return out
+
+    # ---- generic attributes ---------------------------------------------------------
+    def cluster_time(self):
+        return self.clock.last
+
+    def new_cursor_id(self):
+        while True:
+            cid = self.rand.getrandbits(62) + 1
+            if not any(cid in m.cursors for m in self.nodes):
+                return cid
+
+    def start(self):
+        import simwire
+        for n in self.nodes:
+            srv = simwire.MemberServer(self.sim, n, self, self.dispatcher)
+            srv.listen()
+            self.servers.append(srv)
+        with self.lock:
+            for c in self.shards.values():
+                self._register_shard(c)
+            for n in self.nodes:
+                self._cfg().insert_one("mongos", {"_id": n.address, "ping": self.clock.wall_dt(),
+                                                  "up": Int64(0), "waiting": True,
+                                                  "mongoVersion": ss.FULL_VERSION[self.version],
+                                                  "advisoryHostFQDNs": []})
+
+    def info(self, base):
+        cfg = self.config
+        base.update({
+            "uri": "mongodb://%s/" % ",".join(n.address for n in self.nodes),
+            "members": [{"shard": name, "host": m.address, "port": m.port, "state": m.state}
+                        for name, c in self.shards.items() for m in c.members],
+            "mongos": [n.address for n in self.nodes],
+            "config": [m.address for m in cfg.members],
+            "config_uri": "mongodb://%s/?replicaSet=%s" % (",".join(m.address for m in cfg.members), cfg.set_name),
+            "shards": {name: self.conn_string(c) for name, c in self.shards.items()},
+            "shard_uris": {name: "mongodb://%s/?replicaSet=%s" % (",".join(m.address for m in c.members), name)
+                           for name, c in self.shards.items()},
+            "serverVersion": self.version})
+        return base
+
+    # ---- metadata -------------------------------------------------------------------
+    @staticmethod
+    def conn_string(c):
+        return "%s/%s" % (c.set_name, ",".join(m.address for m in c.members))
+
+    def _cfg(self):
+        if self.config.primary is None:
+            raise SimError(133, "FailedToSatisfyReadPreference", "Could not find host matching read preference { mode: \"primary\" } for set %s" % self.config.set_name)
+        return ss.Writer(self.config, "config", None)
+
+    def _register_shard(self, c):
+        c.append_entry({"op": "n", "ns": "", "o": {"msg": "shard identity"}})
+        ss.Writer(c, "admin", None).insert_one("system.version", {
+            "_id": "shardIdentity", "shardName": c.set_name, "clusterId": self.config.members[0].process_id,
+            "configsvrConnectionString": self.conn_string(self.config)})
+        self._cfg().insert_one("shards", {"_id": c.set_name, "host": self.conn_string(c), "state": 1,
+                                          "topologyTime": self.clock.tick()})
+
+    def shard_docs(self):
+        c = self.config.get_coll("config", "shards")
+        return [copy.deepcopy(d) for d in c.docs.values()] if c is not None else []
+
+    def shard_cl(self, name):
+        c = self.shards.get(name)
+        if c is None:
+            raise SimError(70, "ShardNotFound", "Shard %s not found" % name)
+        return c
+
+    def primary_of(self, c):
+        p = c.primary
+        if p is None:
+            # mongos rewrites shard state-change errors to HostUnreachable (spec §4.6, 5.0+)
+            if self.wire >= 13:
+                raise SimError(6, "HostUnreachable", "Could not find host matching read preference { mode: \"primary\" } for set %s (NOT_PRIMARY)" % c.set_name)
+            raise SimError(133, "FailedToSatisfyReadPreference", "Could not find host matching read preference { mode: \"primary\" } for set %s" % c.set_name)
+        return p
+
+    def db_primary(self, db, create=False):
+        dbs = self.config.get_coll("config", "databases")
+        d = dbs.docs.get(sb.id_key(db)) if dbs is not None else None
+        if d is not None:
+            return d["primary"]
+        if not create:
+            return next(iter(self.shards))
+        # the shard with the fewest databases becomes primary (like the real placement)
+        counts = collections.Counter(x["primary"] for x in (dbs.docs.values() if dbs else []))
+        name = min(self.shards, key=lambda n: (counts.get(n, 0), list(self.shards).index(n)))
+        doc = {"_id": db, "primary": name, "version": {"uuid": self.config.new_uuid(), "lastMod": 1}}
+        if self.wire >= 13:
+            doc["version"]["timestamp"] = self.clock.tick()
+        else:
+            doc["partitioned"] = False
+        self._cfg().insert_one("databases", doc)
+        return name
+
+    def coll_meta(self, ns):
+        c = self.config.get_coll("config", "collections")
+        return c.docs.get(sb.id_key(ns)) if c is not None else None
+
+    def chunks(self, ns):
+        meta = self.coll_meta(ns)
+        c = self.config.get_coll("config", "chunks")
+        if meta is None or c is None:
+            return []
+        if self.wire >= 13:
+            out = [d for d in c.docs.values() if d.get("uuid") == meta["uuid"]]
+        else:
+            out = [d for d in c.docs.values() if d.get("ns") == ns]
+        return sorted(out, key=functools.cmp_to_key(lambda a, b: sb.cmp_values(a["min"], b["min"])))
+
+    @staticmethod
+    def key_of(doc, pattern):
+        return {f: sb.get_field(doc, f) for f in pattern}
+
+    def chunk_for(self, ns, keydoc):
+        for ch in self.chunks(ns):
+            if sb.cmp_values(ch["min"], keydoc) <= 0 and sb.cmp_values(keydoc, ch["max"]) < 0:
+                return ch
+        raise SimError(1, "InternalError", "no chunk for %r in %s" % (keydoc, ns))
+
+    def shards_for(self, db, coll, q=None):
+        """Shard names that may hold documents of db.coll matching q."""
+        ns = "%s.%s" % (db, coll)
+        pattern = self.shard_keys.get(ns)
+        if not pattern:
+            return [self.db_primary(db)]
+        if q:
+            keydoc = {}
+            for f in pattern:
+                v = q.get(f)
+                if v is None or (isinstance(v, dict) and any(k.startswith("$") for k in v)):
+                    keydoc = None
+                    break
+                keydoc[f] = v
+            if keydoc is not None:
+                return [self.chunk_for(ns, keydoc)["shard"]]
+        seen = []
+        for ch in self.chunks(ns):
+            if ch["shard"] not in seen:
+                seen.append(ch["shard"])
+        return seen or [self.db_primary(db)]
+
+    # ---- sharding operations (wire commands and control actions share them) ------------
+    def shard_collection(self, ns, key, unique=False):
+        db, coll = ns.split(".", 1)
+        if self.coll_meta(ns) is not None:
+            raise SimError(20, "AlreadyInitialized", "sharding already enabled for collection %s" % ns)
+        for v in key.values():
+            if v not in (1, 1.0, -1) and v != "hashed":
+                raise SimError(2, "BadValue", "unsupported shard key pattern %r" % (key,))
+        if any(v == "hashed" for v in key.values()):
+            raise SimError(2, "BadValue", "hashed shard keys are not supported by the simulator")
+        prim = self.db_primary(db, create=True)
+        pc = self.shard_cl(prim)
+        c = pc.ensure_coll(db, coll)
+        for d in c.docs.values():
+            for f in key:
+                if not sb.has_path(d, f):
+                    raise SimError(61, "ShardKeyNotFound", "document %r has no shard key field %s" % (d.get("_id"), f))
+        self.shard_keys[ns] = dict(key)
+        now = self.clock.tick()
+        meta = {"_id": ns, "lastmodEpoch": ObjectId(), "lastmod": self.clock.wall_dt()}
+        if self.wire >= 13:
+            meta["timestamp"] = now
+        else:
+            meta["dropped"] = False
+        meta.update({"uuid": c.uuid, "key": dict(key), "unique": bool(unique), "noBalance": False})
+        cfg = self._cfg()
+        cfg.insert_one("collections", meta)
+        chunk = {"_id": ObjectId()}
+        if self.wire >= 13:
+            chunk["uuid"] = c.uuid
+        else:
+            chunk["ns"] = ns
+            chunk["lastmodEpoch"] = meta["lastmodEpoch"]
+        chunk.update({"min": {f: MinKey() for f in key}, "max": {f: MaxKey() for f in key},
+                      "shard": prim, "lastmod": Timestamp(1, 0), "history": [{"validAfter": now, "shard": prim}]})
+        cfg.insert_one("chunks", chunk)
+        pc.append_entry({"op": "n", "ns": ns, "ui": c.uuid, "o": {"msg": {"shardCollection": ns}},
+                         "o2": {"shardCollection": ns, "key": dict(key), "unique": bool(unique),
+                                "numInitialChunks": Int64(0), "presplitHashedZones": False}})
+        return {"collectionsharded": ns, "collectionUUID": c.uuid}
+
+    def split(self, ns, middle):
+        pattern = self.shard_keys.get(ns)
+        if not pattern:
+            raise SimError(61, "ShardNotFound", "collection %s is not sharded" % ns)
+        mid = self.key_of(middle, pattern)
+        ch = self.chunk_for(ns, mid)
+        if sb.cmp_values(ch["min"], mid) == 0:
+            return {}
+        cfg = self._cfg()
+        lm = ch["lastmod"]
+        cfg.update("chunks", {"_id": ch["_id"]}, {"$set": {"max": mid, "lastmod": Timestamp(lm.time, lm.inc + 1)}})
+        new = {k: v for k, v in ch.items() if k not in ("_id",)}
+        new = dict([("_id", ObjectId())] + list(new.items()))
+        new["min"] = mid
+        new["lastmod"] = Timestamp(lm.time, lm.inc + 2)
+        cfg.insert_one("chunks", new)
+        return {}
+
+    def move_chunk(self, ns, find, to):
+        """Move the chunk holding `find` to shard `to` (spec §6.6): recipient inserts with
+        fromMigrate, donor no-op migrateChunkToNewShard when the recipient had no chunk,
+        config.chunks update, donor range deletion with fromMigrate."""
+        pattern = self.shard_keys.get(ns)
+        if not pattern:
+            raise SimError(61, "ShardNotFound", "collection %s is not sharded" % ns)
+        db, coll = ns.split(".", 1)
+        ch = self.chunk_for(ns, self.key_of(find, pattern))
+        src_name = ch["shard"]
+        if src_name == to:
+            return {"millis": 0}
+        donor = self.shard_cl(src_name)
+        recip = self.shard_cl(to)
+        self.primary_of(donor)
+        self.primary_of(recip)
+        had_chunk = any(c["shard"] == to for c in self.chunks(ns))
+        dcoll = donor.get_coll(db, coll)
+        rcoll = recip.get_coll(db, coll)
+        if rcoll is None:
+            rcoll = recip.ensure_coll(db, coll)
+            rcoll.uuid = dcoll.uuid  # a sharded collection has one UUID on every shard
+        moving = [d for d in list(dcoll.docs.values()) if
+                  sb.cmp_values(ch["min"], self.key_of(d, pattern)) <= 0 and sb.cmp_values(self.key_of(d, pattern), ch["max"]) < 0]
+        w = ss.Writer(recip, db, None)
+        for d in moving:
+            rcoll.docs[sb.id_key(d["_id"])] = d
+            e = {"op": "i", "ns": ns, "ui": rcoll.uuid, "o": d, "fromMigrate": True}
+            if recip.wire >= 17:
+                e["o2"] = w.doc_key(coll, d)
+            recip.append_entry(e)
+        if not had_chunk:
+            donor.append_entry({"op": "n", "ns": ns, "ui": dcoll.uuid,
+                                "o": {"msg": {"migrateChunkToNewShard": ns}},
+                                "o2": {"migrateChunkToNewShard": ns, "fromShardId": src_name, "toShardId": to}})
+        now = self.clock.tick()
+        lm = ch["lastmod"]
+        hist = [{"validAfter": now, "shard": to}] + list(ch.get("history", []))
+        self._cfg().update("chunks", {"_id": ch["_id"]},
+                           {"$set": {"shard": to, "lastmod": Timestamp(lm.time + 1, 0), "history": hist}})
+        wd = ss.Writer(donor, db, None)
+        for d in moving:
+            dcoll.docs.pop(sb.id_key(d["_id"]), None)
+            donor.append_entry({"op": "d", "ns": ns, "ui": dcoll.uuid, "o": wd.doc_key(coll, d), "fromMigrate": True})
+        return {"millis": 0, "moved": len(moving)}
+
+    def add_shard(self, members=1):
+        if self.make_shard is None:
+            raise SimError(2, "BadValue", "cannot create shards here")
+        c = self.make_shard(members)
+        self.shards[c.set_name] = c
+        self._register_shard(c)
+        return {"shardAdded": c.set_name, "host": self.conn_string(c)}
+
+    def remove_shard(self, name):
+        """First call: draining; second call (once the shard holds no chunks and is no
+        database's primary): the config.shards document is removed (spec §6.2)."""
+        self.shard_cl(name)
+        sdoc = self.config.get_coll("config", "shards").docs.get(sb.id_key(name))
+        cfg = self._cfg()
+        if not sdoc.get("draining"):
+            cfg.update("shards", {"_id": name}, {"$set": {"draining": True}})
+            return {"msg": "draining started successfully", "state": "started", "shard": name}
+        chunks = self.config.get_coll("config", "chunks")
+        left = sum(1 for ch in (chunks.docs.values() if chunks else []) if ch["shard"] == name)
+        dbs = self.config.get_coll("config", "databases")
+        prim = [d["_id"] for d in (dbs.docs.values() if dbs else []) if d["primary"] == name]
+        if left or prim:
+            return {"msg": "draining ongoing", "state": "ongoing",
+                    "remaining": {"chunks": Int64(left), "dbs": Int64(len(prim))}, "dbsToMove": prim}
+        cfg.delete("shards", {"_id": name}, 1)
+        del self.shards[name]
+        return {"msg": "removeshard completed successfully", "state": "completed", "shard": name}
+
+    # ---- control actions --------------------------------------------------------------
+    def act_shard_collection(self, a):
+        with self.lock:
+            return self.shard_collection(a["ns"], a["key"], bool(a.get("unique")))
+
+    def act_split(self, a):
+        with self.lock:
+            return self.split(a["ns"], a["middle"])
+
+    def act_move_chunk(self, a):
+        with self.lock:
+            return self.move_chunk(a["ns"], a["find"], a["to"])
+
+    def act_add_shard(self, a):
+        with self.lock:
+            return self.add_shard(int(a.get("members", 1)))
+
+    def act_remove_shard(self, a):
+        with self.lock:
+            return self.remove_shard(a["name"])
+
+
+class MergedStream(object):
+    """A change stream through mongos: one shard stream per shard, merged by token with the
+    minimum high-water-mark gate (spec §6.4)."""
+
+    kind = "changeStream"
+
+    def __init__(self, router, level, db, coll, spec, stages):
+        self.router = router
+        self.level, self.db, self.coll = level, db, coll
+        for st in stages:
+            name = next(iter(st))
+            if name not in ALLOWED_STAGES:
+                raise SimError(40324, "Location40324", "Unrecognized pipeline stage name: '%s'" % name)
+        self.spec = dict(spec)
+        self.stages = stages
+        self.streams = collections.OrderedDict()
+        self.hwm = {}
+        self.buffer = []  # (data, event, is_invalidate)
+        self.closed = False
+        for name, c in router.shards.items():
+            self._open(name, c, dict(self.spec))
+        self.pbrt = min((s.pbrt for s in self.streams.values()), key=lambda t: t["_data"])
+
+    def _open(self, name, c, spec):
+        st = ChangeStream(c, router_primary(self.router, c), self.level, self.db, self.coll, spec, [], merge=True)
+        self.streams[name] = st
+        self.hwm[name] = st.pbrt["_data"]
+
+    def _refresh_shards(self):
+        for name, c in self.router.shards.items():
+            if name not in self.streams:
+                # a shard added later is read from its beginning (its add time, spec §6.4)
+                spec = {k: v for k, v in self.spec.items() if k not in ("resumeAfter", "startAfter", "startAtOperationTime")}
+                spec["startAtOperationTime"] = c.oplog.entries[0]["ts"]
+                self._open(name, c, spec)
+        for name in list(self.streams):
+            if name not in self.router.shards:
+                del self.streams[name]
+                del self.hwm[name]
+
+    def next_batch(self, limit, wait_ms):
+        r = self.router
+        deadline = time.time() + max(0, wait_ms) / 1000.0
+        limit = DEFAULT_BATCH if limit is None else limit
+        while True:
+            self._refresh_shards()
+            for name, st in self.streams.items():
+                evs, closed, pbrt = st.next_batch(100000, 0)
+                for e in evs:
+                    self.buffer.append((e["_id"]["_data"], e, e.get("operationType") == "invalidate"))
+                self.hwm[name] = pbrt["_data"]
+            self.buffer.sort(key=lambda x: x[0])
+            gate = min(self.hwm.values()) if self.hwm else ""
+            ready = [b for b in self.buffer if b[0] <= gate]
+            if ready or wait_ms <= 0 or limit == 0:
+                break
+            rem = deadline - time.time()
+            if rem <= 0 or r.stopping:
+                break
+            r.oplog_cond.wait(rem)
+        out = []
+        taken = 0
+        for data, ev, inv in ready:
+            if len(out) >= limit:
+                break
+            taken += 1
+            if inv:
+                out.append(ev)
+                self.closed = True
+                break
+            docs = [ev]
+            for st in self.stages:
+                docs = apply_stage(st, docs)
+            for d in docs:
+                if not isinstance(d.get("_id"), dict) or d["_id"].get("_data") != data:
+                    raise SimError(280, "ChangeStreamFatalError",
+                                   "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline.",
+                                   ["NonResumableChangeStreamError"])
+                out.append(d)
+        last_data = ready[taken - 1][0] if taken else None
+        self.buffer = self.buffer[taken:]
+        more_ready = len(ready) > taken
+        if more_ready and last_data is not None:
+            cand = {"_data": last_data}
+        else:
+            cand = {"_data": gate} if gate else None
+            if last_data is not None and (cand is None or last_data > cand["_data"]):
+                cand = {"_data": last_data}
+        if cand is not None and cand["_data"] > self.pbrt["_data"]:
+            self.pbrt = cand
+        return out, self.closed, self.pbrt
+
+
+def router_primary(router, c):
+    return c.primary or c.members[0]
+
+
+class MongosDispatcher(Dispatcher):
+    """Commands as a mongos answers them; unknown ones fall back to CommandNotFound."""
+
+    def hello_reply(self, member, body, name):
+        r = {}
+        if body.get("helloOk"):
+            r["helloOk"] = True
+        flag = "isWritablePrimary" if name == "hello" else "ismaster"
+        r[flag] = True
+        r["msg"] = "isdbgrid"
+        r["topologyVersion"] = member.topology_version()
+        r["maxBsonObjectSize"] = 16777216
+        r["maxMessageSizeBytes"] = 48000000
+        r["maxWriteBatchSize"] = 100000
+        r["localTime"] = self.cl.clock.wall_dt()
+        r["logicalSessionTimeoutMinutes"] = 30
+        r["connectionId"] = member.conn_counter
+        r["maxWireVersion"] = self.cl.wire
+        r["minWireVersion"] = 0
+        r["ok"] = 1.0
+        return r
+
+    def _check_read(self, member, body):
+        return None
+
+    def _check_primary(self, member, name):
+        return None
+
+    def _txn_for(self, body):
+        if body.get("autocommit") is False:
+            raise SimError(20, "IllegalOperation", "transactions through mongos are not supported by the simulator")
+        return None
+
+    # ---- topology commands ----------------------------------------------------------
+    def cmd_serverStatus(self, member, body, conn):
+        r = self.cl
+        cfg = r.config
+        last = cfg.oplog.entries[-1]
+        return ok_reply(host=member.address, version=ss.FULL_VERSION[r.version], process="mongos",
+                        localTime=r.clock.wall_dt(), connections={"current": len(member.conns)},
+                        sharding={"configsvrConnectionString": r.conn_string(cfg),
+                                  "lastSeenConfigServerOpTime": {"ts": last["ts"], "t": last["t"]},
+                                  "maxChunkSizeInBytes": Int64(128 * 1024 * 1024)})
+
+    def cmd_listShards(self, member, body, conn):
+        return ok_reply(shards=self.cl.shard_docs())
+
+    def cmd_getShardMap(self, member, body, conn):
+        r = self.cl
+        m, hosts, cs = {}, {}, {}
+        for c in [r.config] + list(r.shards.values()):
+            name = "config" if c is r.config else c.set_name
+            s = r.conn_string(c)
+            m[name] = s
+            cs[s] = name
+            for x in c.members:
+                hosts[x.address] = name
+        return ok_reply(map=m, hosts=hosts, connStrings=cs)
+
+    def cmd_enableSharding(self, member, body, conn):
+        self.cl.db_primary(body["enableSharding"], create=True)
+        return ok_reply()
+
+    def cmd_shardCollection(self, member, body, conn):
+        r = self.cl.shard_collection(body["shardCollection"], body["key"], bool(body.get("unique")))
+        return ok_reply(**r)
+
+    def cmd_split(self, member, body, conn):
+        self.cl.split(body["split"], body["middle"])
+        return ok_reply()
+
+    def cmd_moveChunk(self, member, body, conn):
+        return ok_reply(**self.cl.move_chunk(body["moveChunk"], body["find"], body["to"]))
+
+    def cmd_addShard(self, member, body, conn):
+        raise SimError(2, "BadValue", "use the control API 'add_shard' to start a new shard replica set")
+
+    def cmd_removeShard(self, member, body, conn):
+        return ok_reply(**self.cl.remove_shard(body["removeShard"]))
+
+    # ---- namespaces -----------------------------------------------------------------
+    def _sub(self, c):
+        """A plain Dispatcher on a shard (or the config server) for delegated commands."""
+        return Dispatcher(c)
+
+    def _on_primary(self, shard_name, name, body):
+        c = self.cl.shard_cl(shard_name)
+        p = self.cl.primary_of(c)
+        return getattr(self._sub(c), "cmd_" + name)(p, body, None)
+
+    def cmd_listDatabases(self, member, body, conn):
+        r = self.cl
+        names = {"admin", "config"}
+        for c in r.shards.values():
+            names.update(n for n, colls in c.store.items() if colls and n not in ("admin", "local"))
+        dbs = [{"name": n} if body.get("nameOnly") else {"name": n, "sizeOnDisk": Int64(8192), "empty": False}
+               for n in sorted(names)]
+        if body.get("nameOnly"):
+            return ok_reply(databases=dbs)
+        return ok_reply(databases=dbs, totalSize=Int64(8192 * len(dbs)), totalSizeMb=Int64(0))
+
+    def _config_read(self, body, db):
+        c = self.cl.config
+        return self._sub(c), (c.primary or c.members[0])
+
+    def cmd_listCollections(self, member, body, conn):
+        db = body["$db"]
+        if db == "config":
+            d, m = self._config_read(body, db)
+            return d.cmd_listCollections(m, body, None)
+        seen = {}
+        for c in self.cl.shards.values():
+            for info in Dispatcher(c)._coll_infos(db, bool(body.get("nameOnly"))):
+                if db == "local":
+                    continue
+                seen.setdefault(info["name"], info)
+        out = [seen[k] for k in sorted(seen)]
+        flt = body.get("filter")
+        if flt:
+            out = [d for d in out if sb.matches(d, flt)]
+        return cursor_reply(True, out, 0, "%s.$cmd.listCollections" % db)
+
+    def cmd_create(self, member, body, conn):
+        return self._on_primary(self.cl.db_primary(body["$db"], create=True), "create", body)
+
+    def cmd_drop(self, member, body, conn):
+        r = self.cl
+        db, coll = body["$db"], body["drop"]
+        ns = "%s.%s" % (db, coll)
+        found = False
+        for name, c in r.shards.items():
+            if c.get_coll(db, coll) is not None:
+                self._on_primary(name, "drop", body)
+                found = True
+        if r.coll_meta(ns) is not None:
+            cfg = r._cfg()
+            meta = r.coll_meta(ns)
+            if r.wire >= 13:
+                cfg.delete("chunks", {"uuid": meta["uuid"]}, 0)
+            else:
+                cfg.delete("chunks", {"ns": ns}, 0)
+            cfg.delete("collections", {"_id": ns}, 1)
+            r.shard_keys.pop(ns, None)
+        if not found and r.wire < 21:
+            raise SimError(26, "NamespaceNotFound", "ns not found")
+        return ok_reply(ns=ns, nIndexesWas=1)
+
+    def cmd_dropDatabase(self, member, body, conn):
+        r = self.cl
+        db = body["$db"]
+        for coll in {n for c in r.shards.values() for n in c.store.get(db, {})}:
+            self.cmd_drop(member, {"drop": coll, "$db": db}, conn)
+        for name, c in r.shards.items():
+            if db in c.store or name == r.db_primary(db):
+                if c.primary is not None:
+                    Dispatcher(c).cmd_dropDatabase(c.primary, {"dropDatabase": 1, "$db": db}, None)
+        r._cfg().delete("databases", {"_id": db}, 1)
+        return ok_reply(dropped=db)
+
+    def cmd_collMod(self, member, body, conn):
+        out = None
+        for name, c in self.cl.shards.items():
+            if c.get_coll(body["$db"], body["collMod"]) is not None:
+                out = self._on_primary(name, "collMod", body)
+        if out is None:
+            raise SimError(26, "NamespaceNotFound", "ns does not exist")
+        return out
+
+    def cmd_createIndexes(self, member, body, conn):
+        out = None
+        for name in self.cl.shards_for(body["$db"], body["createIndexes"]):
+            out = self._on_primary(name, "createIndexes", body)
+        return out
+
+    def cmd_renameCollection(self, member, body, conn):
+        src = body["renameCollection"]
+        if src in self.cl.shard_keys:
+            raise SimError(20, "IllegalOperation", "cannot rename a sharded collection")
+        db = src.split(".", 1)[0]
+        return self._on_primary(self.cl.db_primary(db), "renameCollection", body)
+
+    # ---- writes -----------------------------------------------------------------------
+    def _target_insert(self, db, coll, doc):
+        ns = "%s.%s" % (db, coll)
+        pattern = self.cl.shard_keys.get(ns)
+        if not pattern:
+            return self.cl.db_primary(db, create=True)
+        return self.cl.chunk_for(ns, self.cl.key_of(doc, pattern))["shard"]
+
+    def cmd_insert(self, member, body, conn):
+        s, prev = self._retry_check(body)
+        if prev is not None:
+            return prev
+        db, coll = body["$db"], body["insert"]
+        ss.check_ns(db, coll)
+        r = self.cl
+        n = 0
+        errs = []
+        last = None
+        for i, doc in enumerate(body.get("documents", [])):
+            name = self._target_insert(db, coll, doc)
+            c = r.shard_cl(name)
+            r.primary_of(c)
+            w = ss.Writer(c, db, None)
+            try:
+                w.insert_one(coll, doc)
+                n += 1
+                last = w.last_op_ts
+            except ss.DupKey as e:
+                errs.append({"index": i, "code": 11000, "keyPattern": {"_id": 1},
+                             "keyValue": {"_id": e.key_value}, "errmsg": e.errmsg})
+                if body.get("ordered", True):
+                    break
+        out = {"n": n}
+        if errs:
+            out["writeErrors"] = errs
+        out["ok"] = 1.0
+        if last is not None:
+            out["__opTime"] = last
+        if s is not None:
+            s["replies"][body["txnNumber"]] = out
+        return out
+
+    def cmd_update(self, member, body, conn):
+        s, prev = self._retry_check(body)
+        if prev is not None:
+            return prev
+        db, coll = body["$db"], body["update"]
+        r = self.cl
+        n = nmod = 0
+        upserted, errs = [], []
+        for i, st in enumerate(body.get("updates", [])):
+            q, u = st.get("q", {}), st.get("u", {})
+            multi, upsert = bool(st.get("multi")), bool(st.get("upsert"))
+            try:
+                done = False
+                for name in r.shards_for(db, coll, q):
+                    c = r.shard_cl(name)
+                    r.primary_of(c)
+                    m, mod, uid, _, _ = ss.Writer(c, db, None).update(coll, q, u, False, multi)
+                    n += m
+                    nmod += mod
+                    if m and not multi:
+                        done = True
+                        break
+                if not done and n == 0 and upsert:
+                    base = {k: v for k, v in q.items() if not k.startswith("$") and not isinstance(v, dict)}
+                    name = self._target_insert(db, coll, base)
+                    c = r.shard_cl(name)
+                    m, mod, uid, _, _ = ss.Writer(c, db, None).update(coll, q, u, True, multi)
+                    if uid is not None:
+                        n += 1
+                        upserted.append({"index": i, "_id": uid})
+            except SimError as e:
+                errs.append({"index": i, "code": e.code, "errmsg": e.errmsg})
+                if body.get("ordered", True):
+                    break
+        out = {"n": n, "nModified": nmod}
+        if upserted:
+            out["upserted"] = upserted
+        if errs:
+            out["writeErrors"] = errs
+        out["ok"] = 1.0
+        if s is not None:
+            s["replies"][body["txnNumber"]] = out
+        return out
+
+    def cmd_delete(self, member, body, conn):
+        s, prev = self._retry_check(body)
+        if prev is not None:
+            return prev
+        db, coll = body["$db"], body["delete"]
+        r = self.cl
+        n = 0
+        for st in body.get("deletes", []):
+            limit = int(st.get("limit", 0))
+            for name in r.shards_for(db, coll, st.get("q", {})):
+                c = r.shard_cl(name)
+                r.primary_of(c)
+                k = len(ss.Writer(c, db, None).delete(coll, st.get("q", {}), limit))
+                n += k
+                if limit and k:
+                    break
+        out = {"n": n, "ok": 1.0}
+        if s is not None:
+            s["replies"][body["txnNumber"]] = out
+        return out
+
+    def cmd_findAndModify(self, member, body, conn):
+        db = body["$db"]
+        coll = body.get("findAndModify", body.get("findandmodify"))
+        r = self.cl
+        q = body.get("query") or {}
+        targets = r.shards_for(db, coll, q)
+        for name in targets:
+            c = r.shard_cl(name)
+            if any(sb.matches(d, q) for d in ss.Writer(c, db, None).docs(coll)) or name == targets[-1]:
+                return self._on_primary(name, "findAndModify", body)
+        return ok_reply(lastErrorObject={"n": 0, "updatedExisting": False}, value=None)
+
+    # ---- reads -------------------------------------------------------------------------
+    def _docs(self, body, db, coll):
+        r = self.cl
+        if db == "config":
+            c = r.config.get_coll("config", coll)
+            return list(c.docs.values()) if c is not None else []
+        if db == "local":
+            raise SimError(20, "IllegalOperation", "Can't use 'local' database through mongos")
+        out = []
+        for name in r.shards_for(db, coll, (body.get("filter") or body.get("query") or {}) if isinstance(body, dict) else None):
+            c = r.shard_cl(name)
+            out.extend(ss.Writer(c, db, None).docs(coll))
+        return out
+
+    def cmd_find(self, member, body, conn):
+        if body["$db"] == "local":
+            raise SimError(20, "IllegalOperation", "Can't use 'local' database through mongos")
+        if body.get("tailable"):
+            raise SimError(2, "BadValue", "tailable cursors are not supported through mongos on non-capped collections")
+        return Dispatcher.cmd_find(self, member, body, conn)
+
+    def cmd_aggregate(self, member, body, conn):
+        if body["$db"] == "local":
+            raise SimError(20, "IllegalOperation", "Can't use 'local' database through mongos")
+        return Dispatcher.cmd_aggregate(self, member, body, conn)
+
+    def _change_stream(self, member, body, db, target, pipeline, bs, lsid):
+        spec = pipeline[0]["$changeStream"]
+        if target == 1:
+            if spec.get("allChangesForCluster"):
+                if db != "admin":
+                    raise SimError(73, "InvalidNamespace", "A $changeStream with 'allChangesForCluster:true' may only be opened on the 'admin' database")
+                level, coll = "cluster", None
+            else:
+                if db in ("admin", "config", "local"):
+                    raise SimError(73, "InvalidNamespace", "$changeStream may not be opened on the internal %s database" % db)
+                level, coll = "database", None
+            ns = "%s.$cmd.aggregate" % db
+        else:
+            if db in ("admin", "config", "local"):
+                raise SimError(73, "InvalidNamespace", "$changeStream may not be opened on the internal %s database" % db)
+            level, coll = "collection", target
+            ns = "%s.%s" % (db, target)
+        ms = MergedStream(self.cl, level, db, coll, spec, pipeline[1:])
+        batch, closed, pbrt = ms.next_batch(bs if bs is not None else DEFAULT_BATCH, 0)
+        cid = 0 if closed else self._register_cursor(member, ns, ms, lsid, True, True)
+        return cursor_reply(True, batch, cid, ns, pbrt)

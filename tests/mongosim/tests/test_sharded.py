@@ -1,0 +1,154 @@
+"""Sharded topology: config servers, shards, mongos routing and merged change streams
+(mongo-sim-spec §6)."""
+
+import subprocess
+import time
+
+import pymongo
+import pytest
+from bson import json_util
+from bson.max_key import MaxKey
+from bson.min_key import MinKey
+
+from conftest import MongoSim, run_probe, wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with MongoSim(topology="sharded", shards=2, members=2, noop_interval=0.5) as s:
+        yield s
+
+
+def test_discovery_of_shards_and_config_servers(cluster):
+    """mongo-sim-spec §6.1/§6.2 (manual `reference/config-database`, `listShards`,
+    `getShardMap`): mongos answers hello with msg isdbgrid; config.shards on the config
+    server replica set (configsvr: 2) lists every shard's seed list; shards carry
+    shardIdentity."""
+    c = cluster.client()
+    assert c.admin.command("hello")["msg"] == "isdbgrid"
+    shards = c.admin.command("listShards")["shards"]
+    assert [s["_id"] for s in shards] == ["shard01", "shard02"]
+    assert all(s["state"] == 1 and s["host"].startswith(s["_id"] + "/") for s in shards)
+    m = c.admin.command("getShardMap")
+    assert m["map"]["config"].startswith("configRepl/")
+    st = c.admin.command("serverStatus")
+    assert st["sharding"]["configsvrConnectionString"] == m["map"]["config"]
+    cfg = pymongo.MongoClient(cluster.config_uri, serverSelectionTimeoutMS=5000)
+    try:
+        assert cfg.admin.command("hello")["configsvr"] == 2
+        assert [d["_id"] for d in cfg.config.shards.find()] == ["shard01", "shard02"]
+        assert cfg.config.mongos.count_documents({}) == 1
+    finally:
+        cfg.close()
+    sh = pymongo.MongoClient(cluster.shard_uris["shard02"], serverSelectionTimeoutMS=5000)
+    try:
+        ident = sh.admin.system.version.find_one({"_id": "shardIdentity"})
+        assert ident["shardName"] == "shard02" and ident["configsvrConnectionString"] == m["map"]["config"]
+    finally:
+        sh.close()
+
+
+def test_routing_migration_and_per_shard_streams(cluster):
+    """mongo-sim-spec §3.8 (documentKey with the shard key), §6.3 (config.chunks), §6.6
+    (migration: recipient inserts and donor deletes with fromMigrate, donor no-op
+    migrateChunkToNewShard) and §6.5 (per-shard streams never show migrations)."""
+    c = cluster.client()
+    c.admin.command("shardCollection", "shop.orders", key={"region": 1, "_id": 1})
+    s1 = pymongo.MongoClient(cluster.shard_uris["shard01"], serverSelectionTimeoutMS=5000)
+    s2 = pymongo.MongoClient(cluster.shard_uris["shard02"], serverSelectionTimeoutMS=5000)
+    try:
+        w1 = s1.watch(max_await_time_ms=100)
+        w2 = s2.watch(max_await_time_ms=100)
+        c.shop.orders.insert_many([{"_id": i, "region": r} for i, r in enumerate(["EU", "US", "EU", "US"])])
+        c.admin.command("split", "shop.orders", middle={"region": "F", "_id": 0})
+        r = c.admin.command("moveChunk", "shop.orders", find={"region": "US", "_id": 0}, to="shard02")
+        assert r["moved"] == 2
+        c.shop.orders.update_one({"_id": 1, "region": "US"}, {"$set": {"x": 1}})
+        ev1 = [w1.next() for _ in range(4)]
+        ev2 = w2.next()
+        assert all(e["operationType"] == "insert" for e in ev1)
+        assert ev1[1]["documentKey"] == {"region": "US", "_id": 1}
+        assert ev2["operationType"] == "update" and ev2["documentKey"] == {"region": "US", "_id": 1}
+        assert w1.try_next() is None and w2.try_next() is None  # no migration events
+        mig = list(s2.local.oplog.rs.find({"fromMigrate": True}))
+        assert sorted(e["o"]["_id"] for e in mig if e["op"] == "i") == [1, 3]
+        assert s1.local.oplog.rs.count_documents({"op": "d", "fromMigrate": True}) == 2
+        assert s1.local.oplog.rs.count_documents({"o2.migrateChunkToNewShard": "shop.orders"}) == 1
+        cfg = pymongo.MongoClient(cluster.config_uri, serverSelectionTimeoutMS=5000)
+        chunks = list(cfg.config.chunks.find({}, {"_id": 0, "min": 1, "max": 1, "shard": 1}).sort("min", 1))
+        cfg.close()
+        assert chunks[0] == {"min": {"region": MinKey(), "_id": MinKey()}, "max": {"region": "F", "_id": 0}, "shard": "shard01"}
+        assert chunks[1]["shard"] == "shard02" and chunks[1]["max"] == {"region": MaxKey(), "_id": MaxKey()}
+        assert sorted(d["_id"] for d in s2.shop.orders.find()) == [1, 3]
+        assert c.shop.orders.count_documents({}) == 4
+        w1.close()
+        w2.close()
+    finally:
+        s1.close()
+        s2.close()
+
+
+def test_mongos_stream_merges_shards_in_token_order(cluster):
+    """mongo-sim-spec §6.4: a mongos stream merges the shards' events by resume token, gated
+    by the slowest shard's high-water mark (an idle shard holds events back until its
+    periodic no-op), and resumes from its own tokens."""
+    c = cluster.client()
+    c.admin.command("shardCollection", "m.c", key={"k": 1})
+    c.admin.command("split", "m.c", middle={"k": 100})
+    c.admin.command("moveChunk", "m.c", find={"k": 100}, to="shard02")
+    with c.m.c.watch(max_await_time_ms=1000) as s:
+        for k in (1, 150, 2, 151):
+            c.m.c.insert_one({"_id": k, "k": k})
+        evs = [s.next() for _ in range(4)]
+    assert [e["documentKey"]["k"] for e in evs] == [1, 150, 2, 151]
+    toks = [e["_id"]["_data"] for e in evs]
+    assert toks == sorted(toks)
+    with c.m.c.watch(resume_after=evs[1]["_id"], max_await_time_ms=1000) as s2:
+        assert [s2.next()["documentKey"]["k"] for _ in range(2)] == [2, 151]
+
+
+def test_add_and_remove_shard(cluster):
+    """mongo-sim-spec §6.2/§6.4: a new shard appears in config.shards and a mongos stream
+    reads it from its add time; removeShard drains (draining: true) then removes the
+    document."""
+    c = cluster.client()
+    c.admin.command("enableSharding", "n")  # primary shard chosen before shard03 exists
+    with c.watch(max_await_time_ms=1000) as s:
+        r = cluster.control("add_shard", members=1)
+        name = r["shardAdded"]
+        assert name == "shard03"
+        assert [x["_id"] for x in c.admin.command("listShards")["shards"]][-1] == "shard03"
+        c.admin.command("shardCollection", "n.c", key={"k": 1})
+        c.n.c.insert_one({"_id": 1, "k": 1})
+        c.admin.command("moveChunk", "n.c", find={"k": 1}, to="shard03")
+        c.n.c.update_one({"_id": 1, "k": 1}, {"$set": {"v": 2}})
+        ops = []
+        while len(ops) < 2:
+            ops.append(s.next())
+    assert [e["operationType"] for e in ops] == ["insert", "update"]
+    r = c.admin.command("removeShard", "shard03")
+    assert r["state"] == "started"
+    assert c.admin.command("listShards")["shards"][-1]["draining"] is True
+    assert c.admin.command("removeShard", "shard03")["state"] == "ongoing"
+    c.admin.command("moveChunk", "n.c", find={"k": 1}, to="shard01")
+    assert c.admin.command("removeShard", "shard03")["state"] == "completed"
+    assert [x["_id"] for x in c.admin.command("listShards")["shards"]] == ["shard01", "shard02"]
+
+
+def test_libmongoc_per_shard_stream(cluster, probe):
+    """mongo-sim-spec §6.5: the per-shard connector connects to each shard replica set with a
+    pooled client and streams its events (cluster-level stream on the shard)."""
+    c = cluster.client()
+    c.admin.command("enableSharding", "ps")
+    prim = c.config.databases.find_one({"_id": "ps"})["primary"]
+    uri = cluster.shard_uris[prim]
+    p = subprocess.Popen([probe, "watch", uri, "1", "10000"], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        c.ps.c.insert_one({"_id": "x"})
+        out, _ = p.communicate(timeout=20)
+    finally:
+        p.kill()
+    evs = [json_util.loads(l[6:]) for l in out.splitlines() if l.startswith("EVENT ")]
+    assert p.returncode == 0, out
+    assert evs[0]["ns"] == {"db": "ps", "coll": "c"}
