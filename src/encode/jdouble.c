@@ -381,8 +381,23 @@ static const uint64_t pow10_tab[17] = {1u,
                                        1000000000000000u,
                                        10000000000000000u};
 
-#define CHUNK_MAX 15
+#define CHUNK_MAX 8 /* Q < 10^8: its digits come from 32-bit arithmetic */
 #define I64_LIMIT ((u128)1 << 63)
+
+static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                     "25262728293031323334353637383940414243444546474849"
+                                     "50515253545556575859606162636465666768697071727374"
+                                     "75767778798081828384858687888990919293949596979899";
+
+/* The 8 decimal digits of q < 10^8, zero-padded, as characters. */
+static inline void eight_digits(uint32_t q, char *out)
+{
+    uint32_t hi = q / 10000u, lo = q % 10000u;
+    memcpy(out, digit_pairs + 2 * (hi / 100u), 2);
+    memcpy(out + 2, digit_pairs + 2 * (hi % 100u), 2);
+    memcpy(out + 4, digit_pairs + 2 * (lo / 100u), 2);
+    memcpy(out + 6, digit_pairs + 2 * (lo % 100u), 2);
+}
 
 /*
  * Runs up to CHUNK_MAX iterations of the 64-bit digit loop with one
@@ -422,15 +437,13 @@ static bool chunk_digits(struct jdigits *out, uint64_t *pb, uint64_t *pm, uint64
         Q++;
         QS += s;
     }
-    uint8_t dq[CHUNK_MAX];
-    for (int k = J - 1; k >= 0; k--) {
-        dq[k] = (uint8_t)(Q % 10u);
-        Q /= 10u;
-    }
+    char all[8];
+    eight_digits((uint32_t)Q, all);
+    const char *dq = all + 8 - J; /* the J digits of Q, as characters */
     bool lo = false, hi = false;
     int j = 0;
     while (j < J) {
-        b = 10u * (b - dq[j] * s);
+        b = 10u * (b - (uint64_t)(dq[j] - '0') * s);
         m *= 10u;
         j++;
         lo = b < m;
@@ -442,9 +455,8 @@ static bool chunk_digits(struct jdigits *out, uint64_t *pb, uint64_t *pm, uint64
             break;
         }
     }
-    for (int k = 0; k < j; k++) {
-        out->d[out->n++] = (char)('0' + dq[k]);
-    }
+    memcpy(out->d + out->n, dq, (size_t)j);
+    out->n += j;
     *low = lo;
     *high = hi;
     *pb = b;
