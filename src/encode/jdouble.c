@@ -102,6 +102,21 @@ static uint64_t pow5_u64(int n)
     return r;
 }
 
+/* Copies n <= 24 bytes; short copies inline instead of calling memcpy. */
+static inline void copy_small(char *dst, const char *src, size_t n)
+{
+    if (n <= 8) {
+        for (size_t i = 0; i < n; i++) {
+            dst[i] = src[i];
+        }
+        return;
+    }
+    memcpy(dst, src, 8);
+    for (size_t i = 8; i < n; i++) {
+        dst[i] = src[i];
+    }
+}
+
 struct jdigits {
     char d[MAX_DIGITS + 2];
     int n;
@@ -455,7 +470,7 @@ static bool chunk_digits(struct jdigits *out, uint64_t *pb, uint64_t *pm, uint64
             break;
         }
     }
-    memcpy(out->d + out->n, dq, (size_t)j);
+    copy_small(out->d + out->n, dq, (size_t)j);
     out->n += j;
     *low = lo;
     *high = hi;
@@ -756,7 +771,7 @@ static int java_digits(uint64_t bits, char *digits, int *dexp)
     bin_exp -= 1023;
     struct jdigits jd;
     dtoa(&jd, bin_exp, fract, n_sig_bits);
-    memcpy(digits, jd.d, (size_t)jd.n);
+    copy_small(digits, jd.d, (size_t)jd.n);
     *dexp = jd.dexp;
     return jd.n;
 }
@@ -785,7 +800,7 @@ size_t ejson_java_double(double v, char *out)
     if (dexp > 0 && dexp < 8) {
         /* 1 <= v < 1e7: integer part, '.', fraction (at least one digit) */
         int ip = n < dexp ? n : dexp;
-        memcpy(p, digits, (size_t)ip);
+        copy_small(p, digits, (size_t)ip);
         p += ip;
         if (ip < dexp) {
             memset(p, '0', (size_t)(dexp - ip));
@@ -795,7 +810,7 @@ size_t ejson_java_double(double v, char *out)
         } else {
             *p++ = '.';
             if (ip < n) {
-                memcpy(p, digits + ip, (size_t)(n - ip));
+                copy_small(p, digits + ip, (size_t)(n - ip));
                 p += n - ip;
             } else {
                 *p++ = '0';
@@ -807,13 +822,13 @@ size_t ejson_java_double(double v, char *out)
         *p++ = '.';
         memset(p, '0', (size_t)-dexp);
         p += -dexp;
-        memcpy(p, digits, (size_t)n);
+        copy_small(p, digits, (size_t)n);
         p += n;
     } else {
         *p++ = digits[0];
         *p++ = '.';
         if (n > 1) {
-            memcpy(p, digits + 1, (size_t)(n - 1));
+            copy_small(p, digits + 1, (size_t)(n - 1));
             p += n - 1;
         } else {
             *p++ = '0';
