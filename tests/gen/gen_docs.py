@@ -154,7 +154,7 @@ BIN_SUBTYPES = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0x0A, 0x7F, 0x80, 0x81, 0xAB, 0xFF
 
 
 def rand_binary(rng):
-    st = rng.choice(BIN_SUBTYPES)
+    st = rng.choice(BIN_SUBTYPES) if rng.random() < 0.7 else rng.randrange(256)
     n = 16 if st in (3, 4) and rng.random() < 0.8 else rng.randrange(0, 41)
     data = bytes(rng.getrandbits(8) for _ in range(n))
     if st == 2:
