@@ -67,12 +67,20 @@ enum phase worker_stream(struct worker *w)
     bool from_stored = w->stream_pos.has_resume_token || w->stream_pos.sec > 0;
     int64_t last_heartbeat_ms = worker_now_ms();
 
-    cap = capture_open(w->client, w->cfg, w->has_pipeline ? &w->pipeline : NULL,
-                       from_stored ? &w->stream_pos : NULL, &fail, &err);
+    /* No stored position: capture.start.op.time when set, else now (§4.3). */
+    cap = capture_open(w->client, w->cfg, w->has_pipeline ? &w->pipeline : NULL, &w->stream_pos,
+                       &fail, &err);
     if (cap == NULL)
         return worker_phase_from_failure(w, &fail, &err);
-    resume_describe_position(from_stored ? &w->stream_pos : NULL, d, sizeof d);
-    LOG_INFO("streaming changes from %s", from_stored ? d : "now (no stored position)");
+    resume_describe_position(&w->stream_pos, d, sizeof d);
+    if (from_stored)
+        LOG_INFO("streaming changes from %s", d);
+    else if (w->cfg->capture_start_op_time >= 0)
+        LOG_INFO("streaming changes from capture.start.op.time Timestamp(%u, %u)",
+                 (unsigned)((uint64_t)w->cfg->capture_start_op_time >> 32),
+                 (unsigned)((uint64_t)w->cfg->capture_start_op_time & 0xffffffffu));
+    else
+        LOG_INFO("streaming changes from now (no stored position)");
     position_init(&pos);
     while (!w->stop && ph == PHASE_OK) {
         const bson_t *doc = NULL, *token;

@@ -359,3 +359,27 @@ def test_kafka_broker_paused_mid_stream_loses_nothing(tmp_workdir, users_sim, ka
     print("\nbroker outage %.0fs: %d inserts, all delivered; peak RSS %d kB"
           % (outage, n, peak_rss))
     assert d.stop(timeout_s=60) == 0
+
+
+def test_record_too_large_stops_with_key_and_size(tmp_workdir, users_sim, kafka, run_mongocdc):
+    sim = users_sim
+    prefix = "big%d" % int(time.time())
+    c = sim.client()
+    with c.start_session() as s:
+        c.itdb.big.insert_one({"_id": "small"}, session=s)
+        ot = s.operation_time
+    cfg = write_config(tmp_workdir, sim.uri, kafka={"bootstrap.servers": kafka.bootstrap},
+                       **{"topic.prefix": prefix, "snapshot.mode": "no_data",
+                          "capture.start.op.time": (ot.time << 32) | ot.inc})
+    # a document over the producer's message.max.bytes (1 MB by default)
+    c.itdb.big.insert_one({"_id": "huge-doc", "blob": "x" * (1536 * 1024)})
+    r = run_mongocdc("-c", cfg, timeout_s=90)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1, err[-2000:]
+    assert "huge-doc" in err and re.search(r"\d{7} bytes", err), err[-2000:]
+    # nothing was skipped: the stored position is before the huge document
+    off = offsets_value(tmp_workdir)
+    if off:
+        v = json.loads(off)
+        v = v[next(iter(v))]
+        assert "huge-doc" not in off
