@@ -69,6 +69,7 @@ if [ -z "${MCDC_TEST_KAFKA:-}" ]; then
 fi
 cleanup() { if [ "$KAFKA_STARTED" = 1 ]; then scripts/kafka-local.sh stop >/dev/null 2>&1 || true; fi; }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 PASSED=0
 FAILED=0

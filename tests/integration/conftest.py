@@ -38,10 +38,12 @@ _kafka_used = []  # descriptions of the Kafka clusters this run used
 def _say(config, line):
     """Prints a line on the terminal even while pytest captures output."""
     tr = config.pluginmanager.getplugin("terminalreporter")
-    if tr is not None:
-        tr.write_line(line, bold=True)
-    else:
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if tr is None or capman is None:
         print(line, file=sys.__stderr__, flush=True)
+        return
+    with capman.global_and_fixture_disabled():
+        tr.write_line(line, bold=True)
 
 
 def pytest_report_header(config):
