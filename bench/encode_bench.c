@@ -193,7 +193,8 @@ static void make_synthetic(struct docset *set, size_t count)
         BSON_APPEND_UTF8(doc, "notes", w);
         rnd_word(w, 150);
         BSON_APPEND_UTF8(doc, "comment", w);
-        BSON_APPEND_UTF8(doc, "text", "Line one\nline \"two\" with a tab\tand unicode \xc3\xa9\xe2\x82\xac");
+        BSON_APPEND_UTF8(doc, "text",
+                         "Line one\nline \"two\" with a tab\tand unicode \xc3\xa9\xe2\x82\xac");
         set_add(set, doc);
     }
 }
@@ -281,7 +282,8 @@ int main(int argc, char **argv)
     if (shared) {
         load_datasets(&sets[0], shared);
     } else {
-        fprintf(stderr, "encode_bench: no shared folder (argv or MCDC_SHARED_DIR); datasets skipped\n");
+        fprintf(stderr,
+                "encode_bench: no shared folder (argv or MCDC_SHARED_DIR); datasets skipped\n");
     }
     make_synthetic(&sets[1], 20000);
     make_numbers(&sets[2], 5000);

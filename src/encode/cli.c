@@ -32,8 +32,9 @@ struct cli_opts {
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: mongocdc encode [--mode strict|relaxed] [--separators compact|default]\n"
-                    "                       [--input bson|json] [--key]\n");
+    fprintf(stderr,
+            "usage: mongocdc encode [--mode strict|relaxed] [--separators compact|default]\n"
+            "                       [--input bson|json] [--key]\n");
 }
 
 static bool parse_args(int argc, char **argv, struct cli_opts *o)

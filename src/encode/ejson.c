@@ -158,8 +158,8 @@ static void put_oid(struct ejson_buf *buf, const bson_oid_t *oid)
     PUT_LIT(buf, "\"}");
 }
 
-static void put_binary(struct ejson_buf *buf, bson_subtype_t subtype, const uint8_t *d,
-                       uint32_t n, enum ejson_mode mode, enum ejson_separators sep)
+static void put_binary(struct ejson_buf *buf, bson_subtype_t subtype, const uint8_t *d, uint32_t n,
+                       enum ejson_mode mode, enum ejson_separators sep)
 {
     /* String.format("%02X", subtype): two uppercase hex digits. */
     static const char hexu[] = "0123456789ABCDEF";
@@ -301,8 +301,8 @@ static void put_date(struct ejson_buf *buf, int64_t ms, enum ejson_mode mode)
     }
 }
 
-static void write_members(struct ejson_buf *buf, bson_iter_t *it, bool array,
-                          enum ejson_mode mode, enum ejson_separators sep);
+static void write_members(struct ejson_buf *buf, bson_iter_t *it, bool array, enum ejson_mode mode,
+                          enum ejson_separators sep);
 
 static void write_nested(struct ejson_buf *buf, const bson_iter_t *iter, bool array,
                          enum ejson_mode mode, enum ejson_separators sep)
@@ -478,8 +478,8 @@ void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejso
     }
 }
 
-static void write_members(struct ejson_buf *buf, bson_iter_t *it, bool array,
-                          enum ejson_mode mode, enum ejson_separators sep)
+static void write_members(struct ejson_buf *buf, bson_iter_t *it, bool array, enum ejson_mode mode,
+                          enum ejson_separators sep)
 {
     bool first = true;
     put(buf, array ? "[" : "{", 1);

@@ -35,8 +35,8 @@ struct ejson_buf {
     size_t cap;
 };
 
-void ejson_buf_reset(struct ejson_buf *buf);          /* len = 0, keeps memory */
-void ejson_buf_free(struct ejson_buf *buf);           /* frees memory */
+void ejson_buf_reset(struct ejson_buf *buf); /* len = 0, keeps memory */
+void ejson_buf_free(struct ejson_buf *buf);  /* frees memory */
 void ejson_buf_append(struct ejson_buf *buf, const char *s, size_t n);
 /* Ensures room for extra more bytes plus a NUL (capacity doubles, starting at
  * 256). Aborts on out-of-memory (xalloc). */

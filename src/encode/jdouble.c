@@ -480,8 +480,8 @@ static bool chunk_digits(struct jdigits *out, uint64_t *pb, uint64_t *pm, uint64
 }
 #endif
 
-static void digits_long(struct jdigits *out, uint64_t fract, int B5, int B2, int S5, int S2,
-                        int M5, int M2, int *dec_exp, bool *low, bool *high, int64_t *ldd)
+static void digits_long(struct jdigits *out, uint64_t fract, int B5, int B2, int S5, int S2, int M5,
+                        int M2, int *dec_exp, bool *low, bool *high, int64_t *ldd)
 {
     int64_t b = i64((fract * pow5_u64(B5)) << B2);
     int64_t s = i64(pow5_u64(S5) << S2);
@@ -554,8 +554,8 @@ static int bitlen_u128(u128 v)
  * operands that fit in 128 bits with room for the growing M: most doubles
  * with a fractional part and a moderate exponent land here.
  */
-static void digits_u128(struct jdigits *out, uint64_t fract, int B5, int B2, int S5, int S2,
-                        int M5, int M2, int *dec_exp, bool *low, bool *high, int64_t *ldd)
+static void digits_u128(struct jdigits *out, uint64_t fract, int B5, int B2, int S5, int S2, int M5,
+                        int M2, int *dec_exp, bool *low, bool *high, int64_t *ldd)
 {
     u128 S = pow52_u128(1, S5, S2);
     u128 B = pow52_u128(fract, B5, B2);

@@ -40,6 +40,7 @@ static uint8_t raw_bmp[65536 / 8];
 static pthread_once_t raw_bmp_once = PTHREAD_ONCE_INIT;
 
 /* ASCII action: 0 raw, 1 \u00XX, else the character after the backslash. */
+/* clang-format off */
 static const char ascii_escape[128] = {
     1,   1,   1,   1,   1,   1,   1,   1,   'b', 't', 'n', 1,   'f', 'r', 1,   1,
     1,   1,   1,   1,   1,   1,   1,   1,   1,   1,   1,   1,   1,   1,   1,   1,
@@ -50,6 +51,7 @@ static const char ascii_escape[128] = {
     0,   0,   0,   0,   0,   0,   0,   0,   0,   0,   0,   0,   0,   0,   0,   0,
     0,   0,   0,   0,   0,   0,   0,   0,   0,   0,   0,   0,   0,   0,   0,   1,
 };
+/* clang-format on */
 
 static bool java_raw_category(utf8proc_category_t cat)
 {
@@ -105,7 +107,7 @@ static void build_raw_bmp(void)
     }
     for (size_t i = 0; i < sizeof java17_unassigned / sizeof java17_unassigned[0]; i++) {
         for (uint32_t cp = java17_unassigned[i][0]; cp <= java17_unassigned[i][1]; cp++) {
-            raw_bmp[cp >> 3] &= (uint8_t)~(1u << (cp & 7));
+            raw_bmp[cp >> 3] &= (uint8_t) ~(1u << (cp & 7));
         }
     }
 }
@@ -185,9 +187,8 @@ static size_t decode_java(const uint8_t *s, size_t n, uint32_t *cp, bool *bad)
             *bad = false;
             return 4;
         }
-        if (b1 > 0xf4 ||
-            (n >= 2 && ((b1 == 0xf0 && (s[1] < 0x90 || s[1] > 0xbf)) ||
-                        (b1 == 0xf4 && (s[1] & 0xf0) != 0x80) || !cont(s[1])))) {
+        if (b1 > 0xf4 || (n >= 2 && ((b1 == 0xf0 && (s[1] < 0x90 || s[1] > 0xbf)) ||
+                                     (b1 == 0xf4 && (s[1] & 0xf0) != 0x80) || !cont(s[1])))) {
             return 1;
         }
         if (n == 3 && !cont(s[2])) {
@@ -211,8 +212,8 @@ static inline uint64_t has_zero_byte(uint64_t x)
  * 0x20..0x7e except '"' and '\\'. */
 static inline bool plain_ascii8(uint64_t w)
 {
-    uint64_t ctl = (w - ONES * 0x20) & ~w & HIGHS;     /* some byte < 0x20 */
-    uint64_t high = (w | (w + ONES)) & HIGHS;          /* some byte >= 0x7f */
+    uint64_t ctl = (w - ONES * 0x20) & ~w & HIGHS; /* some byte < 0x20 */
+    uint64_t high = (w | (w + ONES)) & HIGHS;      /* some byte >= 0x7f */
     uint64_t quote = has_zero_byte(w ^ (ONES * '"'));
     uint64_t bslash = has_zero_byte(w ^ (ONES * '\\'));
     return (ctl | high | quote | bslash) == 0;

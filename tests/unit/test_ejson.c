@@ -93,12 +93,14 @@ static void test_key_table(void **state)
     check_key("12.34", "12.34");
     check_key("10.0", "10.0");
     check_key("\"123\"", "\"123\"");
-    check_key("{\"$oid\": \"596e275826f08b2730779e1f\"}", "{\"$oid\": \"596e275826f08b2730779e1f\"}");
+    check_key("{\"$oid\": \"596e275826f08b2730779e1f\"}",
+              "{\"$oid\": \"596e275826f08b2730779e1f\"}");
     check_key("{\"company\": 32, \"dept\": \"home improvement\"}",
               "{\"company\": 32,\"dept\": \"home improvement\"}");
     check_key("{\"hi\": \"kafka\", \"nums\": [10.0, 100.0, 1000.0]}",
               "{\"hi\": \"kafka\",\"nums\": [10.0,100.0,1000.0]}");
-    check_key("{\"$date\": \"2015-03-20T10:15:30.120Z\"}", "{\"$date\": \"2015-03-20T10:15:30.12Z\"}");
+    check_key("{\"$date\": \"2015-03-20T10:15:30.120Z\"}",
+              "{\"$date\": \"2015-03-20T10:15:30.12Z\"}");
     check_key("{\"$numberDecimal\": \"123.45678\"}", "{\"$numberDecimal\": \"123.45678\"}");
     check_key("{\"$binary\": {\"base64\": \"a2Fma2E=\", \"subType\": \"00\"}}",
               "{\"$binary\": {\"base64\": \"a2Fma2E=\",\"subType\": \"00\"}}");
@@ -125,7 +127,8 @@ static void test_types_table(void **state)
     check_strict("{\"a\": {\"$numberInt\": \"42\"}}", "{\"a\": 42}");
     check_strict("{\"a\": {\"$numberLong\": \"42\"}}", "{\"a\": {\"$numberLong\": \"42\"}}");
     check_relaxed("{\"a\": {\"$numberLong\": \"42\"}}", "{\"a\": 42}");
-    check_strict("{\"a\": {\"$numberDecimal\": \"19.99\"}}", "{\"a\": {\"$numberDecimal\": \"19.99\"}}");
+    check_strict("{\"a\": {\"$numberDecimal\": \"19.99\"}}",
+                 "{\"a\": {\"$numberDecimal\": \"19.99\"}}");
     check_strict("{\"a\": \"text\", \"b\": true, \"c\": false, \"d\": null}",
                  "{\"a\": \"text\",\"b\": true,\"c\": false,\"d\": null}");
     check_strict("{\"a\": {\"$oid\": \"6501F5C3E4B0A1B2C3D4E5F6\"}}",
@@ -146,26 +149,32 @@ static void test_types_table(void **state)
                  "{\"a\": {\"$regex\": \"^ab\",\"$options\": \"im\"}}");
     check_relaxed("{\"a\": {\"$regularExpression\": {\"pattern\": \"^ab\", \"options\": \"mi\"}}}",
                   "{\"a\": {\"$regularExpression\": {\"pattern\": \"^ab\",\"options\": \"im\"}}}");
-    check_strict("{\"a\": {\"$dbPointer\": {\"$ref\": \"db.coll\", \"$id\": {\"$oid\": "
-                 "\"6501f5c3e4b0a1b2c3d4e5f6\"}}}}",
-                 "{\"a\": {\"$ref\": \"db.coll\",\"$id\": {\"$oid\": \"6501f5c3e4b0a1b2c3d4e5f6\"}}}");
-    check_relaxed("{\"a\": {\"$dbPointer\": {\"$ref\": \"db.coll\", \"$id\": {\"$oid\": "
-                  "\"6501f5c3e4b0a1b2c3d4e5f6\"}}}}",
-                  "{\"a\": {\"$ref\": \"db.coll\",\"$id\": {\"$oid\": \"6501f5c3e4b0a1b2c3d4e5f6\"}}}");
+    check_strict(
+        "{\"a\": {\"$dbPointer\": {\"$ref\": \"db.coll\", \"$id\": {\"$oid\": "
+        "\"6501f5c3e4b0a1b2c3d4e5f6\"}}}}",
+        "{\"a\": {\"$ref\": \"db.coll\",\"$id\": {\"$oid\": \"6501f5c3e4b0a1b2c3d4e5f6\"}}}");
+    check_relaxed(
+        "{\"a\": {\"$dbPointer\": {\"$ref\": \"db.coll\", \"$id\": {\"$oid\": "
+        "\"6501f5c3e4b0a1b2c3d4e5f6\"}}}}",
+        "{\"a\": {\"$ref\": \"db.coll\",\"$id\": {\"$oid\": \"6501f5c3e4b0a1b2c3d4e5f6\"}}}");
     check_strict("{\"a\": {\"$symbol\": \"abc\"}}", "{\"a\": {\"$symbol\": \"abc\"}}");
-    check_strict("{\"a\": {\"$code\": \"function(){}\"}}", "{\"a\": {\"$code\": \"function(){}\"}}");
+    check_strict("{\"a\": {\"$code\": \"function(){}\"}}",
+                 "{\"a\": {\"$code\": \"function(){}\"}}");
     check_strict("{\"a\": {\"$code\": \"f()\", \"$scope\": {\"x\": {\"$numberLong\": \"1\"}}}}",
                  "{\"a\": {\"$code\": \"f()\",\"$scope\": {\"x\": {\"$numberLong\": \"1\"}}}}");
     check_relaxed("{\"a\": {\"$code\": \"f()\", \"$scope\": {\"x\": {\"$numberLong\": \"1\"}}}}",
                   "{\"a\": {\"$code\": \"f()\",\"$scope\": {\"x\": 1}}}");
-    check_strict("{\"a\": {\"$minKey\": 1}, \"b\": {\"$maxKey\": 1}, \"c\": {\"$undefined\": true}}",
-                 "{\"a\": {\"$minKey\": 1},\"b\": {\"$maxKey\": 1},\"c\": {\"$undefined\": true}}");
-    check_strict("{\"a\": {}, \"b\": [], \"c\": [{}, [1]]}", "{\"a\": {},\"b\": [],\"c\": [{},[1]]}");
+    check_strict(
+        "{\"a\": {\"$minKey\": 1}, \"b\": {\"$maxKey\": 1}, \"c\": {\"$undefined\": true}}",
+        "{\"a\": {\"$minKey\": 1},\"b\": {\"$maxKey\": 1},\"c\": {\"$undefined\": true}}");
+    check_strict("{\"a\": {}, \"b\": [], \"c\": [{}, [1]]}",
+                 "{\"a\": {},\"b\": [],\"c\": [{},[1]]}");
     check_strict("{\"a\": {\"$numberDouble\": \"NaN\"}, \"b\": {\"$numberDouble\": \"Infinity\"}, "
                  "\"c\": {\"$numberDouble\": \"-Infinity\"}}",
                  "{\"a\": NaN,\"b\": Infinity,\"c\": -Infinity}");
-    check_relaxed("{\"a\": {\"$numberDouble\": \"NaN\"}, \"b\": {\"$numberDouble\": \"-Infinity\"}}",
-                  "{\"a\": {\"$numberDouble\": \"NaN\"},\"b\": {\"$numberDouble\": \"-Infinity\"}}");
+    check_relaxed(
+        "{\"a\": {\"$numberDouble\": \"NaN\"}, \"b\": {\"$numberDouble\": \"-Infinity\"}}",
+        "{\"a\": {\"$numberDouble\": \"NaN\"},\"b\": {\"$numberDouble\": \"-Infinity\"}}");
 }
 
 /* /ejson/types/extremes: int64, dates and timestamps at their limits */
@@ -191,10 +200,11 @@ static void test_extremes(void **state)
                   "{\"a\": {\"$date\": \"2000-02-29T00:00:00.1Z\"}}");
     check_strict("{\"a\": {\"$timestamp\": {\"t\": 4294967295, \"i\": 4294967295}}}",
                  "{\"a\": {\"$timestamp\": {\"t\": 4294967295,\"i\": 4294967295}}}");
-    check_strict("{\"a\": {\"$binary\": {\"base64\": \"\", \"subType\": \"80\"}}, \"b\": {\"$binary\": "
-                 "{\"base64\": \"AQ==\", \"subType\": \"0a\"}}}",
-                 "{\"a\": {\"$binary\": \"\",\"$type\": \"80\"},\"b\": {\"$binary\": \"AQ==\",\"$type\": "
-                 "\"0A\"}}");
+    check_strict(
+        "{\"a\": {\"$binary\": {\"base64\": \"\", \"subType\": \"80\"}}, \"b\": {\"$binary\": "
+        "{\"base64\": \"AQ==\", \"subType\": \"0a\"}}}",
+        "{\"a\": {\"$binary\": \"\",\"$type\": \"80\"},\"b\": {\"$binary\": \"AQ==\",\"$type\": "
+        "\"0A\"}}");
     check_strict("{\"a\": {\"$regularExpression\": {\"pattern\": \"x\", \"options\": \"xusmil\"}}}",
                  "{\"a\": {\"$regex\": \"x\",\"$options\": \"ilmsux\"}}");
 }
@@ -204,9 +214,15 @@ static void test_decimal128(void **state)
 {
     (void)state;
     static const char *const cases[][2] = {
-        {"1E+3", "1E+3"},         {"0.000001", "0.000001"}, {"1.0E-7", "1.0E-7"},
-        {"-0", "-0"},             {"NaN", "NaN"},           {"Infinity", "Infinity"},
-        {"-Infinity", "-Infinity"}, {"123.45678", "123.45678"}, {"0E+3", "0E+3"},
+        {"1E+3", "1E+3"},
+        {"0.000001", "0.000001"},
+        {"1.0E-7", "1.0E-7"},
+        {"-0", "-0"},
+        {"NaN", "NaN"},
+        {"Infinity", "Infinity"},
+        {"-Infinity", "-Infinity"},
+        {"123.45678", "123.45678"},
+        {"0E+3", "0E+3"},
         {"-1E-6176", "-1E-6176"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -231,33 +247,39 @@ static void test_decimal128(void **state)
 static void test_worked_example(void **state)
 {
     (void)state;
-    const char *doc = "{\"_id\": {\"$oid\": \"6501f5c3e4b0a1b2c3d4e5f6\"}, \"n\": {\"$numberInt\": \"1\"}, "
-                      "\"l\": {\"$numberLong\": \"5\"}, \"d\": 10.0, \"nan\": {\"$numberDouble\": \"NaN\"}, "
-                      "\"t\": {\"$timestamp\": {\"t\": 1694627139, \"i\": 3}}, "
-                      "\"b\": {\"$binary\": {\"base64\": \"ASNFZ4mrze8BI0VniavN7w==\", \"subType\": \"04\"}}, "
-                      "\"r\": {\"$regularExpression\": {\"pattern\": \"^ab\", \"options\": \"mi\"}}, "
-                      "\"e\": \"\xf0\x9f\x98\x80\"}";
-    check_strict(doc, "{\"_id\": {\"$oid\": \"6501f5c3e4b0a1b2c3d4e5f6\"},\"n\": 1,\"l\": {\"$numberLong\": "
-                      "\"5\"},\"d\": 10.0,\"nan\": NaN,\"t\": {\"$timestamp\": {\"t\": 1694627139,\"i\": 3}},"
-                      "\"b\": {\"$binary\": \"ASNFZ4mrze8BI0VniavN7w==\",\"$type\": \"04\"},\"r\": "
-                      "{\"$regex\": \"^ab\",\"$options\": \"im\"},\"e\": \"\\ud83d\\ude00\"}");
-    const char *upd = "{\"n\": {\"$numberInt\": \"1\"}, "
-                      "\"l\": {\"$numberLong\": \"5\"}, \"d\": 10.0, \"nan\": {\"$numberDouble\": \"NaN\"}, "
-                      "\"t\": {\"$timestamp\": {\"t\": 1694627139, \"i\": 3}}, "
-                      "\"b\": {\"$binary\": {\"base64\": \"ASNFZ4mrze8BI0VniavN7w==\", \"subType\": \"04\"}}, "
-                      "\"r\": {\"$regularExpression\": {\"pattern\": \"^ab\", \"options\": \"mi\"}}, "
-                      "\"e\": \"\xf0\x9f\x98\x80\"}";
-    check_doc(upd, EJSON_RELAXED, EJSON_SEP_DEFAULT,
-              "{\"n\": 1, \"l\": 5, \"d\": 10.0, \"nan\": {\"$numberDouble\": \"NaN\"}, \"t\": "
-              "{\"$timestamp\": {\"t\": 1694627139, \"i\": 3}}, \"b\": {\"$binary\": {\"base64\": "
-              "\"ASNFZ4mrze8BI0VniavN7w==\", \"subType\": \"04\"}}, \"r\": {\"$regularExpression\": "
-              "{\"pattern\": \"^ab\", \"options\": \"im\"}}, \"e\": \"\\ud83d\\ude00\"}");
+    const char *doc =
+        "{\"_id\": {\"$oid\": \"6501f5c3e4b0a1b2c3d4e5f6\"}, \"n\": {\"$numberInt\": \"1\"}, "
+        "\"l\": {\"$numberLong\": \"5\"}, \"d\": 10.0, \"nan\": {\"$numberDouble\": \"NaN\"}, "
+        "\"t\": {\"$timestamp\": {\"t\": 1694627139, \"i\": 3}}, "
+        "\"b\": {\"$binary\": {\"base64\": \"ASNFZ4mrze8BI0VniavN7w==\", \"subType\": \"04\"}}, "
+        "\"r\": {\"$regularExpression\": {\"pattern\": \"^ab\", \"options\": \"mi\"}}, "
+        "\"e\": \"\xf0\x9f\x98\x80\"}";
+    check_strict(
+        doc,
+        "{\"_id\": {\"$oid\": \"6501f5c3e4b0a1b2c3d4e5f6\"},\"n\": 1,\"l\": {\"$numberLong\": "
+        "\"5\"},\"d\": 10.0,\"nan\": NaN,\"t\": {\"$timestamp\": {\"t\": 1694627139,\"i\": 3}},"
+        "\"b\": {\"$binary\": \"ASNFZ4mrze8BI0VniavN7w==\",\"$type\": \"04\"},\"r\": "
+        "{\"$regex\": \"^ab\",\"$options\": \"im\"},\"e\": \"\\ud83d\\ude00\"}");
+    const char *upd =
+        "{\"n\": {\"$numberInt\": \"1\"}, "
+        "\"l\": {\"$numberLong\": \"5\"}, \"d\": 10.0, \"nan\": {\"$numberDouble\": \"NaN\"}, "
+        "\"t\": {\"$timestamp\": {\"t\": 1694627139, \"i\": 3}}, "
+        "\"b\": {\"$binary\": {\"base64\": \"ASNFZ4mrze8BI0VniavN7w==\", \"subType\": \"04\"}}, "
+        "\"r\": {\"$regularExpression\": {\"pattern\": \"^ab\", \"options\": \"mi\"}}, "
+        "\"e\": \"\xf0\x9f\x98\x80\"}";
+    check_doc(
+        upd, EJSON_RELAXED, EJSON_SEP_DEFAULT,
+        "{\"n\": 1, \"l\": 5, \"d\": 10.0, \"nan\": {\"$numberDouble\": \"NaN\"}, \"t\": "
+        "{\"$timestamp\": {\"t\": 1694627139, \"i\": 3}}, \"b\": {\"$binary\": {\"base64\": "
+        "\"ASNFZ4mrze8BI0VniavN7w==\", \"subType\": \"04\"}}, \"r\": {\"$regularExpression\": "
+        "{\"pattern\": \"^ab\", \"options\": \"im\"}}, \"e\": \"\\ud83d\\ude00\"}");
     /* §2.2 examples, both separator styles */
     check_strict("{\"_id\": {\"$oid\": \"5f1e00000000000000000000\"}, \"scores\": [1.2, 3.4, 5.6], "
                  "\"addr\": {\"city\": \"Oslo\"}}",
                  "{\"_id\": {\"$oid\": \"5f1e00000000000000000000\"},\"scores\": [1.2,3.4,5.6],"
                  "\"addr\": {\"city\": \"Oslo\"}}");
-    check_doc("{\"phone\": {\"$numberInt\": \"123\"}, \"scores\": [1.2, 3.4, 5.6], \"new_name\": \"Sally\"}",
+    check_doc("{\"phone\": {\"$numberInt\": \"123\"}, \"scores\": [1.2, 3.4, 5.6], \"new_name\": "
+              "\"Sally\"}",
               EJSON_RELAXED, EJSON_SEP_DEFAULT,
               "{\"phone\": 123, \"scores\": [1.2, 3.4, 5.6], \"new_name\": \"Sally\"}");
 }
@@ -298,13 +320,13 @@ static void test_escaping(void **state)
     check_string("\"\\\b\f\n\r\t", 7, "\"\\\"\\\\\\b\\f\\n\\r\\t\"");
     check_string("\0\x01\x1f\x7f", 4, "\"\\u0000\\u0001\\u001f\\u007f\"");
     check_string("/<>&'", 5, "\"/<>&'\"");
-    check_string("\xc2\x80\xc2\x9f", 4, "\"\\u0080\\u009f\"");                   /* C1 controls */
-    check_string("\xe2\x80\x8b\xef\xbb\xbf", 6, "\"\\u200b\\ufeff\"");          /* Cf */
-    check_string("e\xcc\x81", 3, "\"e\\u0301\"");                                /* Mn */
-    check_string("\xca\xb0\xe3\x83\xbc", 5, "\"\\u02b0\\u30fc\"");              /* Lm */
-    check_string("\xe2\x80\xa8\xe2\x80\xa9", 6, "\"\\u2028\\u2029\"");          /* Zl, Zp */
-    check_string("\xee\x80\x80", 3, "\"\\ue000\"");                             /* Co */
-    check_string("\xf0\x9f\x98\x80", 4, "\"\\ud83d\\ude00\"");                  /* non-BMP */
+    check_string("\xc2\x80\xc2\x9f", 4, "\"\\u0080\\u009f\"");         /* C1 controls */
+    check_string("\xe2\x80\x8b\xef\xbb\xbf", 6, "\"\\u200b\\ufeff\""); /* Cf */
+    check_string("e\xcc\x81", 3, "\"e\\u0301\"");                      /* Mn */
+    check_string("\xca\xb0\xe3\x83\xbc", 5, "\"\\u02b0\\u30fc\"");     /* Lm */
+    check_string("\xe2\x80\xa8\xe2\x80\xa9", 6, "\"\\u2028\\u2029\""); /* Zl, Zp */
+    check_string("\xee\x80\x80", 3, "\"\\ue000\"");                    /* Co */
+    check_string("\xf0\x9f\x98\x80", 4, "\"\\ud83d\\ude00\"");         /* non-BMP */
     check_string("\xc3\xa9\xe2\x82\xac\xe4\xb8\xad\xc2\xa0", 10,
                  "\"\xc3\xa9\xe2\x82\xac\xe4\xb8\xad\xc2\xa0\""); /* Ll, Sc, Lo, Zs raw */
     /* U+2E5C: assigned (Pe) in Unicode 14, unassigned in Java 17's 13.0 */
@@ -319,12 +341,20 @@ static void test_invalid_utf8(void **state)
 {
     (void)state;
     uint64_t before = ejson_invalid_utf8_count();
-    check_string("a\xff" "b", 3, "\"a\xef\xbf\xbd" "b\"");
+    check_string("a\xff"
+                 "b",
+                 3,
+                 "\"a\xef\xbf\xbd"
+                 "b\"");
     assert_int_equal(ejson_invalid_utf8_count() - before, 1);
-    check_string("\xed\xa0\x80", 3, "\"\xef\xbf\xbd\""); /* encoded surrogate: one U+FFFD */
-    check_string("\xc0\x80", 2, "\"\xef\xbf\xbd\xef\xbf\xbd\"");  /* overlong: two */
-    check_string("x\xe1\x80", 3, "\"x\xef\xbf\xbd\"");            /* truncated at end: one */
-    check_string("\xf0\x90\x80" "A", 4, "\"\xef\xbf\xbd" "A\"");
+    check_string("\xed\xa0\x80", 3, "\"\xef\xbf\xbd\"");         /* encoded surrogate: one U+FFFD */
+    check_string("\xc0\x80", 2, "\"\xef\xbf\xbd\xef\xbf\xbd\""); /* overlong: two */
+    check_string("x\xe1\x80", 3, "\"x\xef\xbf\xbd\"");           /* truncated at end: one */
+    check_string("\xf0\x90\x80"
+                 "A",
+                 4,
+                 "\"\xef\xbf\xbd"
+                 "A\"");
     check_string("\xf4\x90\x80\x80", 4,
                  "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""); /* > U+10FFFF */
     assert_int_equal(ejson_invalid_utf8_count() - before, 1 + 1 + 2 + 1 + 1 + 4);
@@ -362,11 +392,11 @@ static void test_buffer_reuse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_key_table),      cmocka_unit_test(test_key_missing),
-        cmocka_unit_test(test_types_table),    cmocka_unit_test(test_extremes),
-        cmocka_unit_test(test_decimal128),     cmocka_unit_test(test_worked_example),
-        cmocka_unit_test(test_doubles),        cmocka_unit_test(test_escaping),
-        cmocka_unit_test(test_invalid_utf8),   cmocka_unit_test(test_buffer_reuse),
+        cmocka_unit_test(test_key_table),    cmocka_unit_test(test_key_missing),
+        cmocka_unit_test(test_types_table),  cmocka_unit_test(test_extremes),
+        cmocka_unit_test(test_decimal128),   cmocka_unit_test(test_worked_example),
+        cmocka_unit_test(test_doubles),      cmocka_unit_test(test_escaping),
+        cmocka_unit_test(test_invalid_utf8), cmocka_unit_test(test_buffer_reuse),
     };
     return cmocka_run_group_tests_name("ejson", tests, NULL, NULL);
 }
