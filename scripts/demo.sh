@@ -13,7 +13,8 @@
 #   5. stops everything (SIGTERM; mongocdc writes its final offsets).
 #
 # Environment: MONGODB_URI, MCDC_SHARED_DIR, DEMO_KAFKA=1, DEMO_KEEP=1 (keep
-# the temporary folder), DEMO_TIMEOUT (seconds for the snapshot, default 180).
+# the temporary folder), DEMO_TIMEOUT (seconds for the snapshot, default 180),
+# DEMO_BUILD_DIR (build folder, default build/).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,7 +24,7 @@ PY=/usr/bin/python3
 SHARED=${MCDC_SHARED_DIR:-$ROOT/../shared}
 TIMEOUT=${DEMO_TIMEOUT:-180}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mongocdc-demo.XXXXXX")
-SIM_PID="" CDC_PID="" KAFKA_STARTED=""
+SIM_PID="" CDC_PID="" KAFKA_STARTED="" USE_KAFKA=""
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 die() { echo "demo: $*" >&2; exit 1; }
@@ -56,9 +57,10 @@ wait_for() {
 
 say "dependencies and build"
 scripts/install-deps.sh || echo "demo: install-deps failed; trying to build with what is installed"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build --target mongocdc -j"$(nproc)" >/dev/null
-BIN=$ROOT/build/mongocdc
+BUILD=${DEMO_BUILD_DIR:-$ROOT/build}
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD" --target mongocdc -j"$(nproc)" >/dev/null
+BIN=$BUILD/mongocdc
 "$BIN" --version
 
 if [ -n "${MONGODB_URI:-}" ]; then
@@ -87,8 +89,11 @@ SINK="sink.type: stdout"
 BOOTSTRAP=""
 if [ "${DEMO_KAFKA:-0}" = 1 ]; then
   say "starting the local Kafka broker"
+  WAS_RUNNING=""
+  if scripts/kafka-local.sh status >/dev/null 2>&1; then WAS_RUNNING=1; fi
   if BOOTSTRAP=$(scripts/kafka-local.sh start | tail -1); then
-    KAFKA_STARTED=1
+    [ -n "$WAS_RUNNING" ] || KAFKA_STARTED=1
+    USE_KAFKA=1
     SINK="sink.type: kafka
 kafka:
   bootstrap.servers: \"$BOOTSTRAP\""
@@ -146,7 +151,7 @@ print("  sample_mflix.users: delete of %s (%s)" % (u["_id"], u.get("name")))
 PYEOF
 
 streamed() {
-  if [ -n "$KAFKA_STARTED" ]; then return 0; fi
+  if [ -n "$USE_KAFKA" ]; then return 0; fi
   [ "$(grep -c '"op":"[cud]"' "$WORK/events.jsonl" || true)" -ge 7 ]
 }
 wait_for 30 streamed || echo "demo: not every change arrived within 30 s"
@@ -159,7 +164,7 @@ CDC_PID=""
 echo "mongocdc exited with status $rc"
 echo "final offsets: $(cat "$WORK/offsets.json" 2>/dev/null || echo none)"
 
-if [ -n "$KAFKA_STARTED" ]; then
+if [ -n "$USE_KAFKA" ]; then
   say "reading the topics back from Kafka"
   "$PY" - "$BOOTSTRAP" "$WORK/events.jsonl" <<'PYEOF'
 import json, sys
@@ -201,10 +206,11 @@ snap = [r for r in recs if op(r) == "r"]
 print("\nfirst snapshot records (of %d):" % len(snap))
 for r in snap[:2]:
     print(json.dumps(r, indent=2)[:1500])
-print("\nstreamed changes:")
-for r in recs:
-    if op(r) in ("c", "u", "d", "tombstone"):
-        print(json.dumps(r, indent=2))
+print("\nstreamed changes (one record per line, key and value bytes as produced):")
+for line in open(sys.argv[1], encoding="utf-8"):
+    line = line.strip()
+    if line and op(json.loads(line)) in ("c", "u", "d", "tombstone"):
+        print(line)
 PYEOF
 echo "exit status of mongocdc: $rc"
 exit "$rc"
