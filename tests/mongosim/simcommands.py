@@ -26,6 +26,11 @@ READ_COMMANDS = {"find", "aggregate", "count", "distinct", "listCollections", "l
 WRITE_COMMANDS = {"insert", "update", "delete", "findAndModify", "create", "drop", "dropDatabase",
                   "renameCollection", "collMod", "createIndexes", "dropIndexes"}
 DEFAULT_BATCH = 101
+AGGREGATE_FIELDS = {"aggregate", "pipeline", "cursor", "explain", "allowDiskUse", "maxTimeMS",
+                    "bypassDocumentValidation", "readConcern", "collation", "hint", "comment",
+                    "writeConcern", "let", "$db", "lsid", "$clusterTime", "txnNumber", "autocommit",
+                    "startTransaction", "$readPreference", "apiVersion", "apiStrict",
+                    "apiDeprecationErrors", "readPreference", "$client", "$audit"}
 MAX_BATCH_BYTES = 16 * 1024 * 1024
 
 
@@ -214,8 +219,13 @@ class Dispatcher(object):
         last = cl.oplog.entries[-1] if cl.oplog.entries else None
         if last is not None:
             opt = {"ts": last["ts"], "t": last["t"]}
+            maj, mopt = last, opt
+            if cl.majority_frozen is not None:
+                i = max(0, cl.oplog.index_after(cl.majority_frozen) - 1)
+                maj = cl.oplog.entries[i]
+                mopt = {"ts": maj["ts"], "t": maj["t"]}
             r["lastWrite"] = {"opTime": opt, "lastWriteDate": last["wall"],
-                              "majorityOpTime": opt, "majorityWriteDate": last["wall"]}
+                              "majorityOpTime": mopt, "majorityWriteDate": maj["wall"]}
         r["maxBsonObjectSize"] = 16777216
         r["maxMessageSizeBytes"] = 48000000
         r["maxWriteBatchSize"] = 100000
@@ -822,6 +832,11 @@ class Dispatcher(object):
         pipeline = body.get("pipeline")
         if not isinstance(pipeline, list):
             raise SimError(14, "TypeMismatch", "'pipeline' option must be specified as an array")
+        for k in body:
+            if k not in AGGREGATE_FIELDS:
+                if self.cl.wire >= 13:
+                    raise SimError(40415, "IDLUnknownField", "BSON field 'aggregate.%s' is an unknown field." % k)
+                raise SimError(9, "FailedToParse", "unrecognized field '%s'" % k)
         cur_opts = body.get("cursor")
         if cur_opts is None and not body.get("explain"):
             raise SimError(9, "FailedToParse", "The 'cursor' option is required, except for aggregate with the explain argument")

@@ -195,6 +195,8 @@ class FailRule(object):
         self.close = bool(spec.get("closeConnection"))
         # close only after the command ran (a reply lost on the network, spec §8.2)
         self.after_apply = bool(spec.get("afterApply"))
+        # send only the first half of the reply, then close (a reply cut mid-stream)
+        self.partial = bool(spec.get("partialReply"))
         self.block_ms = spec.get("blockTimeMS") if spec.get("blockConnection", True) else None
         self.member = spec.get("member")
         self.app_name = spec.get("appName")
@@ -222,6 +224,7 @@ class Member(object):
         self.conns = set()
         self.listener = None
         self.reachable = True
+        self.black_hole = False
         self.conn_counter = 0
 
     @property
@@ -292,6 +295,15 @@ class Cluster(object):
         self.undo_wall = []
         self.undo_floor = 0
         self.history_window = 300.0
+        self.txn_ops_per_entry = 0  # 0: a transaction is one applyOps entry
+        self.majority_frozen = None  # ts key of the frozen majority point (no-majority fault)
+        self.poison_pending = False
+        self.poison_keys = set()  # entries whose change event is "larger than 16 MiB"
+
+    def majority_key(self):
+        if self.majority_frozen is not None:
+            return self.majority_frozen
+        return self.oplog.last_key
 
     def record_undo(self, ts, items):
         k = sb.ts_key(ts)
@@ -423,6 +435,9 @@ class Cluster(object):
         e["v"] = Int64(2)
         e["wall"] = self.clock.wall_dt()
         e.update(extra)
+        if self.poison_pending and (e["op"] in ("i", "u", "d") or "applyOps" in e["o"]):
+            self.poison_pending = False
+            self.poison_keys.add(sb.ts_key(e["ts"]))
         self.oplog.append(e)
         self.last_write_wall = time.time()
         self.oplog_cond.notify_all()
@@ -695,6 +710,21 @@ class Writer(object):
             matched = sb.sort_docs(matched, sort)
         if limit:
             matched = matched[:1]
+        if self.txn is None and not limit and len(matched) > 1 and self.cl.wire >= 18:
+            # 6.1+: a multi-delete is logged as one applyOps without lsid (spec §5.4)
+            ops, imgs = [], []
+            for d in matched:
+                self._put(c, sb.id_key(d["_id"]), None)
+                ops.append({"op": "d", "ns": "%s.%s" % (self.db, coll), "ui": c.uuid, "o": self.doc_key(coll, d)})
+                imgs.append((copy.deepcopy(d), None) if self.cl.wants_images(c) else None)
+            e = self.cl.append_entry({"op": "c", "ns": "admin.$cmd", "o": {"applyOps": ops}})
+            self.last_op_ts = e["ts"]
+            self.cl.record_undo(e["ts"], self._undo)
+            self._undo = []
+            for i, img in enumerate(imgs):
+                if img is not None:
+                    self.cl.oplog.images[(sb.ts_key(e["ts"]), i)] = img
+            return matched
         for d in matched:
             self._put(c, sb.id_key(d["_id"]), None)
             images = (copy.deepcopy(d), None) if self.cl.wants_images(c) else None
@@ -730,13 +760,22 @@ def commit_txn(cl, lsid, txn):
             c.docs.pop(key, None)
         else:
             c.docs[key] = doc
-    ops = []
-    for op in txn.ops:
-        o = dict(op)
-        ops.append(o)
-    e = cl.append_entry({"op": "c", "ns": "admin.$cmd", "o": {"applyOps": ops},
-                         "lsid": {"id": lsid["id"], "uid": EMPTY_UID}, "txnNumber": Int64(txn.number),
-                         "prevOpTime": {"ts": Timestamp(0, 0), "t": Int64(-1)}})
+    ops = [dict(op) for op in txn.ops]
+    per = cl.txn_ops_per_entry or len(ops)
+    chunks = [ops[i:i + per] for i in range(0, len(ops), per)]
+    prev = {"ts": Timestamp(0, 0), "t": Int64(-1)}
+    lsid_doc = {"id": lsid["id"], "uid": EMPTY_UID}
+    for n, chunk in enumerate(chunks):
+        # a transaction larger than one entry is a chain of applyOps linked by prevOpTime; all
+        # but the last carry partialTxn, the last carries the total count (spec §5.4)
+        o = {"applyOps": chunk}
+        if n < len(chunks) - 1:
+            o["partialTxn"] = True
+        elif len(chunks) > 1:
+            o["count"] = Int64(len(ops))
+        e = cl.append_entry({"op": "c", "ns": "admin.$cmd", "o": o, "lsid": lsid_doc,
+                             "txnNumber": Int64(txn.number), "prevOpTime": prev})
+        prev = {"ts": e["ts"], "t": e["t"]}
     cl.record_undo(e["ts"], undo)
     for i, img in enumerate(txn.images):
         if img is not None:

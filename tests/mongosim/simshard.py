@@ -43,6 +43,7 @@ class MongosNode(object):
         self.cursors = {}
         self.conns = set()
         self.reachable = True
+        self.black_hole = False
         self.conn_counter = 0
 
     @property

@@ -353,12 +353,30 @@ class ChangeStream(object):
                 lsid = entry.get("lsid")
                 txn = entry.get("txnNumber")
                 out = []
-                for i, inner in enumerate(o["applyOps"]):
+                for i, inner in enumerate(self._txn_ops(entry)):
                     if inner.get("op") in ("i", "u", "d"):
                         out.extend(self._crud_event(entry, inner, i, lsid, txn, (key, i)))
                 return out
             return self._ddl_events(entry, o)
         return []
+
+    def _txn_ops(self, entry):
+        """All operations of a transaction ending at entry, following prevOpTime through the
+        partialTxn chain (spec §5.4)."""
+        chain = [entry]
+        prev = entry.get("prevOpTime")
+        oplog = self.cl.oplog
+        while prev is not None and prev["ts"].time != 0 and len(chain) < 100000:
+            i = oplog.index_at_or_after(sb.ts_key(prev["ts"]))
+            if i >= len(oplog.keys) or oplog.keys[i] != sb.ts_key(prev["ts"]):
+                break  # the chain's start was truncated away
+            e = oplog.entries[i]
+            chain.append(e)
+            prev = e.get("prevOpTime")
+        ops = []
+        for e in reversed(chain):
+            ops.extend(e["o"]["applyOps"])
+        return ops
 
     def _finish(self, ev, extra):
         """Add fullDocument lookups / images at reply time (spec §3.9)."""
@@ -392,9 +410,16 @@ class ChangeStream(object):
                            "Executor error during getMore :: caused by :: CollectionScan died due to position in capped collection being deleted. Last seen record id: RecordId(%d)" % self.scan_key)
         idx = oplog.index_after(self.scan_key)
         entries, keys = oplog.entries, oplog.keys
-        while idx < len(entries) and len(self.pending) < limit and not self.invalidated:
+        # only majority-committed entries are visible to change streams (spec §3.1)
+        end = len(entries) if self.cl.majority_frozen is None else oplog.index_after(self.cl.majority_frozen)
+        while idx < end and len(self.pending) < limit and not self.invalidated:
             entry = entries[idx]
-            for ev, is_inv, extra in self._events_for(entry):
+            evs = self._events_for(entry)
+            if evs and keys[idx] in self.cl.poison_keys and \
+                    (self.skip_data is None or evs[-1][0]["_id"]["_data"] > self.skip_data):
+                raise SimError(10334, "BSONObjectTooLarge",
+                               "Executor error during getMore :: caused by :: BSONObj size: 16793699 (0x1000163) is invalid. Size must be between 0 and 16793600(16MB) First element: _id: %r" % (evs[0][0]["_id"],))
+            for ev, is_inv, extra in evs:
                 data = ev["_id"]["_data"]
                 if self.skip_data is not None:
                     if data < self.skip_data:

@@ -60,6 +60,7 @@ class Conn(object):
         self.closed = False
         self.app_name = None
         self.req_seq = 0
+        self.partial_next = False
 
     def close(self):
         if self.closed:
@@ -160,6 +161,10 @@ class MemberServer(object):
         c.req_seq += 1
         msg = struct.pack("<iiii", 16 + len(payload), (self.member.idx << 24) | (c.req_seq & 0xFFFFFF),
                           resp_to, opcode) + payload
+        if c.partial_next:
+            c.sock.sendall(msg[:len(msg) // 2])
+            c.close()
+            return
         c.sock.sendall(msg)
 
     def _op_query(self, c, req_id, data):
@@ -308,9 +313,17 @@ class MemberServer(object):
                     if r.times <= 0:
                         cl.fail_rules.remove(r)
                 break
+        if member.black_hole:
+            # a hung host: accept the request, never answer (until the hole closes)
+            with cl.lock:
+                while member.black_hole and not c.closed and not cl.stopping:
+                    cl.topo_cond.wait(0.5)
+            return None
         if delay:
             time.sleep(delay / 1000.0)
         if rule is not None:
+            if rule.partial:
+                c.partial_next = True
             if rule.block_ms:
                 time.sleep(rule.block_ms / 1000.0)
             if rule.close and not rule.after_apply:
@@ -569,7 +582,7 @@ class Sim(object):
         if "commands" in spec and isinstance(spec["commands"], str):
             spec["commands"] = [spec["commands"]]
         if spec.get("code") is None and not spec.get("closeConnection") and not spec.get("blockTimeMS") \
-                and not spec.get("writeConcernError"):
+                and not spec.get("writeConcernError") and not spec.get("partialReply"):
             raise SimError(2, "BadValue", "fail needs code, closeConnection, blockTimeMS or writeConcernError")
         if "times" not in spec:
             spec["times"] = 1
@@ -603,6 +616,41 @@ class Sim(object):
                     del m.cursors[cid]
                     n += 1
         return {"killed": n}
+
+    def act_black_hole(self, a):
+        idx = self.member_arg(a)
+        with self.cl.lock:
+            self.cl.members[idx].black_hole = bool(a.get("on", True))
+            self.cl.topo_cond.notify_all()
+        return {"member": idx, "on": self.cl.members[idx].black_hole}
+
+    def act_no_majority(self, a):
+        """Freeze (on) or release (off) the majority commit point: w:1 writes still succeed,
+        change streams stall and their postBatchResumeToken stops (spec §3.1, §8.2)."""
+        cl = self.cl
+        with cl.lock:
+            cl.majority_frozen = cl.oplog.last_key if a.get("on", True) else None
+            cl.oplog_cond.notify_all()
+        return {"frozen": cl.majority_frozen is not None}
+
+    def act_poison_event(self, a):
+        """The next write's change event counts as larger than 16 MiB: streams reaching it fail
+        with 10334 BSONObjectTooLarge, again after every resume (spec §3.12)."""
+        with self.cl.lock:
+            self.cl.poison_pending = True
+        return {}
+
+    def act_txn_split(self, a):
+        """Operations per applyOps entry for later transactions (0: one entry)."""
+        with self.cl.lock:
+            self.cl.txn_ops_per_entry = int(a.get("ops_per_entry", 0))
+        return {}
+
+    def act_clock(self, a):
+        """Move the simulated wall clock forward by `advance` seconds (cluster times follow)."""
+        with self.cl.lock:
+            self.cl.clock.offset += float(a.get("advance", 0))
+            return {"wall": self.cl.clock.wall()}
 
     def act_noop_interval(self, a):
         self.cl.noop_interval = float(a.get("seconds", 10))

@@ -270,3 +270,103 @@ def test_pre_images_via_collmod(sim):
     with pytest.raises(OperationFailure) as ei:
         more("plain", cid)
     assert ei.value.code == 47
+
+
+def test_black_hole_member(sim):
+    """mongo-sim-spec §8.2 'black hole': the member accepts connections and never answers; the
+    client times out; once the hole closes the member answers again."""
+    c = sim.client(socketTimeoutMS=400, retryReads=False)
+    c.bh.c.insert_one({"_id": 1})
+    sim.control("black_hole", member=0, on=True)
+    try:
+        with pytest.raises(NetworkTimeout):
+            c.bh.c.find_one({})
+    finally:
+        sim.control("black_hole", member=0, on=False)
+    assert wait_for(lambda: _try(lambda: c.bh.c.find_one({})), timeout=15) == {"_id": 1}
+
+
+def _try(fn):
+    try:
+        return fn()
+    except pymongo.errors.PyMongoError:
+        return None
+
+
+def test_partial_reply_is_a_network_error(sim):
+    """mongo-sim-spec §8.2 'network drop mid-reply (partial bytes)': half a reply then EOF is
+    a network error for the client; a retryable read is retried once and succeeds."""
+    c = sim.client(retryReads=False)
+    c.pr.c.insert_one({"_id": 1})
+    sim.control("fail", commands=["find"], partialReply=True, times=1)
+    with pytest.raises(AutoReconnect):
+        c.pr.c.find_one({})
+    c2 = sim.client(retryReads=True)
+    sim.control("fail", commands=["find"], partialReply=True, times=1)
+    assert c2.pr.c.find_one({}) == {"_id": 1}
+
+
+def test_no_majority_stalls_streams(sim):
+    """mongo-sim-spec §3.1/§8.2 'no majority': w:1 writes succeed but change streams see
+    nothing and their postBatchResumeToken stops; hello's majorityOpTime is frozen; events
+    arrive once the majority point moves again."""
+    c = sim.client()
+    with c.nm.c.watch(max_await_time_ms=200) as s:
+        assert s.try_next() is None
+        sim.control("no_majority", on=True)
+        t0 = s.resume_token["_data"]
+        c.nm.c.insert_one({"_id": 1})
+        assert s.try_next() is None and s.try_next() is None
+        assert s.resume_token["_data"] == t0
+        lw = c.admin.command("hello")["lastWrite"]
+        assert lw["majorityOpTime"]["ts"] < lw["opTime"]["ts"]
+        sim.control("no_majority", on=False)
+        assert s.next()["documentKey"] == {"_id": 1}
+
+
+def test_poison_event_is_not_resumable(sim):
+    """mongo-sim-spec §3.12: an event larger than 16 MiB fails the getMore with 10334
+    BSONObjectTooLarge (no resumable label) and fails again on every resume."""
+    c = sim.client()
+    coll = c.big.c
+    with coll.watch(max_await_time_ms=200) as s:
+        coll.insert_one({"_id": 0})
+        tok = s.next()["_id"]
+        sim.control("poison_event")
+        coll.insert_one({"_id": 1})
+        with pytest.raises(OperationFailure) as ei:
+            s.next()
+        assert ei.value.code == 10334 and not ei.value.details.get("errorLabels")
+    # the resumed stream meets the event in its first batch: the aggregate itself fails
+    with pytest.raises(OperationFailure) as ei:
+        with coll.watch(resume_after=tok, max_await_time_ms=200) as s2:
+            s2.next()
+    assert ei.value.code == 10334
+
+
+def test_large_transaction_chain_and_clock(sim):
+    """mongo-sim-spec §5.4 (large transactions: applyOps chain with partialTxn, prevOpTime
+    links and count on the last entry; events emitted at the commit entry with increasing
+    txnOpIndex) and §8.2 'clock control' (cluster times jump with the wall clock)."""
+    c = sim.client()
+    before = c.admin.command("ping")["operationTime"]
+    sim.control("clock", advance=3600)
+    sim.control("txn_split", ops_per_entry=2)
+    with c.lt.c.watch(max_await_time_ms=200) as s:
+        sim.control("write", op="txn", ops=[{"op": "insert", "ns": "lt.c", "doc": {"_id": i}} for i in range(5)])
+        evs = [s.next() for _ in range(5)]
+    chain = list(c.local.oplog.rs.find({"o.applyOps": {"$exists": True}}).sort("$natural", 1))
+    assert [e["o"].get("partialTxn", False) for e in chain] == [True, True, False]
+    assert chain[-1]["o"]["count"] == 5 and chain[1]["prevOpTime"]["ts"] == chain[0]["ts"]
+    assert [e["documentKey"]["_id"] for e in evs] == [0, 1, 2, 3, 4]
+    assert len({e["clusterTime"] for e in evs}) == 1 and evs[0]["clusterTime"] == chain[-1]["ts"]
+    assert evs[0]["clusterTime"].time >= before.time + 3600
+
+
+def test_unknown_aggregate_field_rejected(sim):
+    """mongo-sim-spec §3.2: an unknown top-level aggregate field (what mongoc 1.23 does with an
+    option it does not know, e.g. showExpandedEvents) fails with 40415 on 5.0+."""
+    c = sim.client()
+    with pytest.raises(OperationFailure) as ei:
+        c.u.command("aggregate", "c", pipeline=[{"$changeStream": {}}], cursor={}, showExpandedEvents=True)
+    assert ei.value.code == 40415

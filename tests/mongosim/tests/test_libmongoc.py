@@ -119,3 +119,11 @@ def test_tailable_oplog_cursor(sim, probe):
     assert p.returncode == 0, out
     assert [e["op"] for e in ents] == ["c", "i", "d"]
     assert ents[0]["o"]["create"] == "p" and ents[1]["o"] == {"_id": 1}
+
+
+def test_single_threaded_client(sim, probe):
+    """mongo-sim-spec §1.6.1: a single-threaded mongoc_client_t (OP_QUERY handshake and
+    heartbeats on one socket per server) runs CRUD against the primary."""
+    rc, out, err = run_probe(probe, "crud-single", sim.uri)
+    assert rc == 0, (out, err)
+    assert "DUP 11000" in out and "COUNT 1" in out

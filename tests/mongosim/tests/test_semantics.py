@@ -118,6 +118,16 @@ def test_profile_70_v2_tokens_and_expanded_events():
         assert evs[1]["operationDescription"]["indexes"][0]["key"] == {"k": 1}
         assert isinstance(evs[0]["collectionUUID"], uuid.UUID)
         assert all(e["_id"]["_data"][18:22] == "2B04" for e in evs)
+        # 6.1+: deleteMany is one applyOps without lsid; its events share a clusterTime
+        c.x.c.insert_many([{"_id": i} for i in range(2, 5)])
+        c.x.c.delete_many({"_id": {"$gte": 2}})
+        evs = []
+        while len(evs) < 6:
+            evs += c.x.command("getMore", cid, collection="$cmd.aggregate", maxTimeMS=300)["cursor"]["nextBatch"]
+        dels = evs[3:]
+        assert [e["operationType"] for e in dels] == ["delete"] * 3
+        assert len({e["clusterTime"] for e in dels}) == 1 and "lsid" not in dels[0]
+        assert c.local.oplog.rs.find_one({"o.applyOps.op": "d"})["ns"] == "admin.$cmd"
 
 
 def test_golden_resume_tokens():

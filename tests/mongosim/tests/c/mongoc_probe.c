@@ -15,6 +15,8 @@
  *       tailable awaitData find on local.oplog.rs with {ts: {$gt: Timestamp}}.
  *   mongoc_probe crud   URI
  *       insert, find, update, count through a pooled client; prints results.
+ *   mongoc_probe crud-single URI
+ *       the same through a single-threaded mongoc_client_t.
  *
  * Exit status: 0 done, 2 usage, 3 driver error (printed as "ERROR domain code msg"),
  * 4 timeout before N results.
@@ -140,8 +142,7 @@ static int do_oplog(mongoc_client_pool_t *pool, uint32_t secs, uint32_t inc, int
   return rc;
 }
 
-static int do_crud(mongoc_client_pool_t *pool) {
-  mongoc_client_t *client = mongoc_client_pool_pop(pool);
+static int do_crud(mongoc_client_t *client) {
   mongoc_collection_t *coll = mongoc_client_get_collection(client, "probe", "items");
   bson_error_t err;
   bson_t reply;
@@ -189,7 +190,6 @@ static int do_crud(mongoc_client_pool_t *pool) {
 done:
   bson_destroy(doc);
   mongoc_collection_destroy(coll);
-  mongoc_client_pool_push(pool, client);
   return rc;
 }
 
@@ -213,7 +213,15 @@ int main(int argc, char **argv) {
     rc = do_oplog(pool, (uint32_t) strtoul(argv[3], NULL, 10), (uint32_t) strtoul(argv[4], NULL, 10),
                   atoi(argv[5]), atoll(argv[6]));
   } else if (strcmp(argv[1], "crud") == 0) {
-    rc = do_crud(pool);
+    mongoc_client_t *client = mongoc_client_pool_pop(pool);
+    rc = do_crud(client);
+    mongoc_client_pool_push(pool, client);
+  } else if (strcmp(argv[1], "crud-single") == 0) {
+    /* a single-threaded client: OP_QUERY hello heartbeats on the shared socket */
+    mongoc_client_t *client = mongoc_client_new_from_uri(uri);
+    mongoc_client_set_error_api(client, MONGOC_ERROR_API_VERSION_2);
+    rc = do_crud(client);
+    mongoc_client_destroy(client);
   } else {
     fprintf(stderr, "bad arguments\n");
   }
