@@ -301,27 +301,34 @@ static void put_date(struct ejson_buf *buf, int64_t ms, enum ejson_mode mode)
     }
 }
 
-static void write_members(struct ejson_buf *buf, bson_iter_t *it, bool array, enum ejson_mode mode,
-                          enum ejson_separators sep);
+static void write_members(struct ejson_buf *buf, bson_iter_t *it, const uint8_t *end, bool array,
+                          enum ejson_mode mode, enum ejson_separators sep);
 
 static void write_nested(struct ejson_buf *buf, const bson_iter_t *iter, bool array,
                          enum ejson_mode mode, enum ejson_separators sep)
 {
     bson_iter_t child;
-    if (!bson_iter_recurse(iter, &child)) {
+    uint32_t len = 0;
+    const uint8_t *data = NULL;
+    if (array) {
+        bson_iter_array(iter, &len, &data);
+    } else {
+        bson_iter_document(iter, &len, &data);
+    }
+    if (!data || !bson_iter_init_from_data(&child, data, len)) {
         /* libbson rejects a malformed sub-document; render it empty rather
          * than reading past it. Unreachable for documents that passed
-         * bson_init_static's length checks and a validating reader. */
+         * bson_iter_next's length checks. */
         put(buf, array ? "[]" : "{}", 2);
         return;
     }
-    write_members(buf, &child, array, mode, sep);
+    write_members(buf, &child, data + len, array, mode, sep);
 }
 
 void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejson_mode mode,
                        enum ejson_separators sep)
 {
-    switch (bson_iter_type(iter)) {
+    switch (bson_iter_type_unsafe(iter)) {
     case BSON_TYPE_DOUBLE:
         put_double(buf, bson_iter_double_unsafe(iter), mode);
         break;
@@ -423,7 +430,7 @@ void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejso
         PUT_LIT(buf, "\"$scope\": ");
         bson_iter_t child;
         if (bson_iter_init_from_data(&child, scope_data, scope_len)) {
-            write_members(buf, &child, false, mode, sep);
+            write_members(buf, &child, scope_data + scope_len, false, mode, sep);
         } else {
             PUT_LIT(buf, "{}");
         }
@@ -478,8 +485,9 @@ void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejso
     }
 }
 
-static void write_members(struct ejson_buf *buf, bson_iter_t *it, bool array, enum ejson_mode mode,
-                          enum ejson_separators sep)
+/* Members of the (sub-)document it iterates; end is the end of its bytes. */
+static void write_members(struct ejson_buf *buf, bson_iter_t *it, const uint8_t *end, bool array,
+                          enum ejson_mode mode, enum ejson_separators sep)
 {
     bool first = true;
     put(buf, array ? "[" : "{", 1);
@@ -489,7 +497,9 @@ static void write_members(struct ejson_buf *buf, bson_iter_t *it, bool array, en
         }
         first = false;
         if (!array) {
-            ejson_write_string(buf, bson_iter_key(it), bson_iter_key_len(it));
+            const char *key = bson_iter_key_unsafe(it);
+            ejson_write_string_bounded(buf, key, bson_iter_key_len(it),
+                                       (size_t)(end - (const uint8_t *)key));
             PUT_LIT(buf, ": ");
         }
         ejson_write_value(buf, it, mode, sep);
@@ -505,7 +515,7 @@ void ejson_write_document(struct ejson_buf *buf, const bson_t *doc, enum ejson_m
         PUT_LIT(buf, "{}");
         return;
     }
-    write_members(buf, &it, false, mode, sep);
+    write_members(buf, &it, bson_get_data(doc) + doc->len, false, mode, sep);
 }
 
 bool ejson_write_key(struct ejson_buf *buf, const bson_t *doc)

@@ -49,6 +49,12 @@ char *ejson_buf_steal(struct ejson_buf *buf, size_t *len);
  * is counted in ejson_invalid_utf8_count(). */
 void ejson_write_string(struct ejson_buf *buf, const char *s, size_t n);
 
+/* Same as ejson_write_string, for a string inside a larger buffer: readable
+ * is the number of bytes that may be read from s (>= n; for example up to
+ * the end of the enclosing BSON document), which lets short strings be
+ * checked and copied eight bytes at a time. */
+void ejson_write_string_bounded(struct ejson_buf *buf, const char *s, size_t n, size_t readable);
+
 /* Appends the whole document doc. */
 void ejson_write_document(struct ejson_buf *buf, const bson_t *doc, enum ejson_mode mode,
                           enum ejson_separators sep);

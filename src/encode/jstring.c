@@ -307,3 +307,31 @@ void ejson_write_string(struct ejson_buf *buf, const char *str, size_t n)
         atomic_fetch_add_explicit(&invalid_utf8_total, bad_count, memory_order_relaxed);
     }
 }
+
+void ejson_write_string_bounded(struct ejson_buf *buf, const char *str, size_t n, size_t readable)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* Short names (most keys): one 8-byte load and one test. The bytes past
+     * n are inside the caller's buffer (readable >= 8) and are stored but
+     * not counted. */
+    if (n <= 8 && readable >= 8) {
+        uint64_t w;
+        memcpy(&w, str, 8);
+        uint64_t mask = n == 8 ? ~UINT64_C(0) : (UINT64_C(1) << (8 * n)) - 1;
+        if (plain_ascii8((w & mask) | (ONES * 'a' & ~mask))) {
+            if (buf->cap - buf->len <= 10) {
+                ejson_buf_grow(buf, 10);
+            }
+            char *p = buf->data + buf->len;
+            p[0] = '"';
+            memcpy(p + 1, &w, 8);
+            p[1 + n] = '"';
+            buf->len += n + 2;
+            return;
+        }
+    }
+#else
+    (void)readable;
+#endif
+    ejson_write_string(buf, str, n);
+}
