@@ -455,6 +455,17 @@ static bool chunk_digits(struct jdigits *out, uint64_t *pb, uint64_t *pm, uint64
     char all[8];
     eight_digits((uint32_t)Q, all);
     const char *dq = all + 8 - J; /* the J digits of Q, as characters */
+    /* The stop test is monotone in the digit count (once true it stays
+     * true: the remainder at most grows tenfold while m grows tenfold), so
+     * if it fails after all J digits it failed after each of them. */
+    uint64_t bJ = (uint64_t)(10u * (T - QS)), mJ = m * pow10_tab[J];
+    if (!(bJ < mJ || bJ + mJ > tens)) {
+        copy_small(out->d + out->n, dq, (size_t)J);
+        out->n += J;
+        *pb = bJ;
+        *pm = mJ;
+        return true;
+    }
     bool lo = false, hi = false;
     int j = 0;
     while (j < J) {
