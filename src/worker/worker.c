@@ -294,7 +294,7 @@ fail:
 /* ---- backoff ---- */
 
 /* Sleeps ms while serving delivery reports; returns false if stop was requested. */
-static bool pause_ms(struct worker *w, int64_t ms)
+bool worker_pause_ms(struct worker *w, int64_t ms)
 {
     int64_t end = worker_now_ms() + ms;
     while (!w->stop && worker_now_ms() < end) {
@@ -328,7 +328,7 @@ static enum phase backoff(struct worker *w)
      * resume point is a delivered one. */
     if (w->sink != NULL && !sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err))
         LOG_WARN("%zu records still unacknowledged: %s", sink_in_flight(w->sink), err.msg);
-    return pause_ms(w, delay) ? PHASE_OK : PHASE_STOPPED;
+    return worker_pause_ms(w, delay) ? PHASE_OK : PHASE_STOPPED;
 }
 
 /* ---- the task ---- */
@@ -379,6 +379,13 @@ static enum phase run(struct worker *w)
                 continue;
             return ph;
         } else if (w->need_snapshot) {
+            if (!w->delayed_snapshot && w->cfg->snapshot_delay_ms > 0) {
+                LOG_INFO("snapshot.delay.ms: waiting %lld ms before the snapshot",
+                         (long long)w->cfg->snapshot_delay_ms);
+                w->delayed_snapshot = true;
+                if (!worker_pause_ms(w, w->cfg->snapshot_delay_ms))
+                    return PHASE_STOPPED;
+            }
             ph = worker_snapshot(w);
             if (ph == PHASE_OK) {
                 w->need_snapshot = false;
@@ -389,6 +396,13 @@ static enum phase run(struct worker *w)
                 continue;
             }
         } else {
+            if (!w->delayed_stream && w->cfg->streaming_delay_ms > 0) {
+                LOG_INFO("streaming.delay.ms: waiting %lld ms before streaming",
+                         (long long)w->cfg->streaming_delay_ms);
+                w->delayed_stream = true;
+                if (!worker_pause_ms(w, w->cfg->streaming_delay_ms))
+                    return PHASE_STOPPED;
+            }
             ph = worker_stream(w);
         }
         switch (ph) {

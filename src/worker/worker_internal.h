@@ -49,8 +49,9 @@ struct worker {
     struct mcdc_position stream_pos; /* after the last processed event: where to resume */
     bool have_stored;                /* stream_pos came from the store (or a finished snapshot) */
     bool need_snapshot;
-    bool snapshot_only; /* initial_only: stop after the snapshot */
-    int64_t attempts;   /* failed connection attempts in a row */
+    bool delayed_snapshot, delayed_stream; /* snapshot.delay.ms / streaming.delay.ms done */
+    bool snapshot_only;                    /* initial_only: stop after the snapshot */
+    int64_t attempts;                      /* failed connection attempts in a row */
     int64_t last_commit_ms;
     bool delivery_failed;
     struct mcdc_error delivery_err;
@@ -67,6 +68,9 @@ int64_t worker_wall_ms(void); /* epoch */
  */
 enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
                           const struct mcdc_position *pos, const char *what);
+
+/* Sleeps ms while serving delivery reports; false if stop was requested. */
+bool worker_pause_ms(struct worker *w, int64_t ms);
 
 /* The streaming phase until stop or failure (worker_stream.c). */
 enum phase worker_stream(struct worker *w);

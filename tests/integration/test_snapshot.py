@@ -5,6 +5,7 @@ a failing snapshot reader, heartbeats, and the refusal of a standalone server.
 """
 
 import json
+import re
 import socket
 import time
 
@@ -149,3 +150,26 @@ def test_standalone_server_is_refused(tmp_workdir, run_mongocdc):
     err = r.stderr.decode(errors="replace")
     assert r.returncode != 0
     assert "standalone" in err and "oplog" in err and "replica set" in err, err[-1000:]
+
+
+def test_progress_is_logged_every_10s(tmp_workdir, shared_dir, start_mongocdc):
+    sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users"}))
+    try:
+        # a slow server: each batch of 20 documents takes 1.5 s
+        sim.control("delay", command="getMore", ms=1500)
+        cfg = write_config(tmp_workdir, sim.uri, **{"snapshot.fetch.size": 20})
+        d = start_mongocdc("-c", cfg)
+        wait_until(lambda: "snapshot progress" in log_text(tmp_workdir), 30, "a progress line")
+        line = [l for l in log_text(tmp_workdir).splitlines() if "snapshot progress" in l][0]
+        m = re.search(r"sample_mflix\.users: (\d+)/185 documents \((\d+\.\d)%\), (\d+) docs/s, "
+                      r"ETA (\d+) s", line)
+        assert m, line
+        done = int(m.group(1))
+        assert 0 < done < 185 and abs(float(m.group(2)) - 100.0 * done / 185) < 0.1
+        sim.control("delay", command="getMore", ms=0)
+        wait_until(lambda: "snapshot complete" in log_text(tmp_workdir), 60, "the summary")
+        summary = [l for l in log_text(tmp_workdir).splitlines() if "snapshot complete" in l][0]
+        assert re.search(r"1 collections, 185 documents in [\d.]+ s \(\d+ docs/s\)", summary)
+        assert d.stop(timeout_s=30) == 0
+    finally:
+        sim.stop()
