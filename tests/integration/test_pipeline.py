@@ -216,3 +216,35 @@ def test_restart_after_sigkill_replays_only_after_the_committed_offset(tmp_workd
         c.close()
     finally:
         sim.stop()
+
+
+@pytest.mark.parametrize("mode", ["change_streams", "change_streams_update_full",
+                                  "change_streams_with_pre_image",
+                                  "change_streams_update_full_with_pre_image"])
+def test_capture_modes(tmp_workdir, start_mongocdc, mode):
+    sim = Sim(tmp_workdir, (), extra=("--pre-images",))
+    try:
+        cfg = write_config(tmp_workdir, sim.uri, **{"capture.mode": mode,
+                                                    "debezium.compatibility": "3.x",
+                                                    "snapshot.mode": "no_data"})
+        d = start_mongocdc("-c", cfg)
+        wait_log(tmp_workdir, "streaming changes from", 30, d)
+        c = sim.client()
+        c.itdb.modes.insert_one({"_id": 1, "a": 1})
+        c.itdb.modes.update_one({"_id": 1}, {"$set": {"a": 2}})
+        c.itdb.modes.delete_one({"_id": 1})
+        wait_until(lambda: len(stream_records(tmp_workdir / "events.jsonl")) >= 3, 30, "3 events")
+        ins, upd, dele = stream_records(tmp_workdir / "events.jsonl")[:3]
+        full = "update_full" in mode
+        pre = "pre_image" in mode
+        assert upd.op == "u" and upd.updated_fields() == {"a": 2}
+        assert (upd.after() is not None) == full
+        if full:
+            assert upd.after()["a"] == 2
+        assert (upd.payload.get("before") is not None) == pre
+        if pre:
+            assert json.loads(upd.payload["before"])["a"] == 1
+            assert json.loads(dele.payload["before"])["a"] == 2
+        assert d.stop(timeout_s=30) == 0
+    finally:
+        sim.stop()
