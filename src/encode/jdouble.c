@@ -560,10 +560,83 @@ static int bitlen_u128(u128 v)
     return lo ? 64 - __builtin_clzll(lo) : 0;
 }
 
+/* One step of the digit loop: q = B / S, B = 10 * (B % S). */
+static inline int quo_rem_u128(u128 *B, u128 S, int sh, double inv_s)
+{
+    u128 qq = (uint64_t)((double)(uint64_t)(*B >> sh) * inv_s);
+    u128 qs = qq * S;
+    while (qs > *B) {
+        qq--;
+        qs -= S;
+    }
+    u128 r = *B - qs;
+    while (r >= S) {
+        qq++;
+        r -= S;
+    }
+    *B = r * 10;
+    return (int)qq;
+}
+
+/*
+ * Up to four digits at once, as chunk_digits does for the 64-bit loop, with
+ * this loop's stop test (high is B + M >= 10S here). J is limited so that
+ * B * 10^(J-1) and M * 10^J fit in 127 bits. Returns false when no block of
+ * two or more digits fits (the caller then takes one step).
+ */
+static bool chunk_digits_u128(struct jdigits *out, u128 *pB, u128 *pM, u128 S, u128 tenS,
+                              double inv_s_full, bool *low, bool *high)
+{
+    u128 B = *pB, M = *pM;
+    int bb = bitlen_u128(B), bm = bitlen_u128(M);
+    int J = 4;
+    while (J >= 2 && (bb + 4 * (J - 1) > 126 || bm + 4 * J > 126 || out->n + J > MAX_DIGITS)) {
+        J--;
+    }
+    if (J < 2) {
+        return false;
+    }
+    u128 T = B * pow10_tab[J - 1];
+    u128 Q = (uint64_t)((double)T * inv_s_full);
+    u128 QS = Q * S;
+    while (QS > T) {
+        Q--;
+        QS -= S;
+    }
+    while (T - QS >= S) {
+        Q++;
+        QS += S;
+    }
+    char all[8];
+    eight_digits((uint32_t)Q, all);
+    const char *dq = all + 8 - J;
+    u128 bJ = (T - QS) * 10, mJ = M * pow10_tab[J];
+    if (!(bJ < mJ || bJ + mJ >= tenS)) {
+        copy_small(out->d + out->n, dq, (size_t)J);
+        out->n += J;
+        *pB = bJ;
+        *pM = mJ;
+        return true;
+    }
+    for (int j = 0; j < J; j++) {
+        B = (B - (u128)(uint64_t)(dq[j] - '0') * S) * 10;
+        M *= 10;
+        out->d[out->n++] = dq[j];
+        *low = B < M;
+        *high = B + M >= tenS;
+        if (*low || *high) {
+            break;
+        }
+    }
+    *pB = B;
+    *pM = M;
+    return true;
+}
+
 /*
  * The arbitrary-precision variant (same comparisons as digits_big) for
  * operands that fit in 128 bits with room for the growing M: most doubles
- * with a fractional part and a moderate exponent land here.
+ * below 1e-3 or with large exponents land here.
  */
 static void digits_u128(struct jdigits *out, uint64_t fract, int B5, int B2, int S5, int S2, int M5,
                         int M2, int *dec_exp, bool *low, bool *high, int64_t *ldd)
@@ -574,44 +647,27 @@ static void digits_u128(struct jdigits *out, uint64_t fract, int B5, int B2, int
     u128 tenS = S * 10;
     int sh = bitlen_u128(S) > 60 ? bitlen_u128(S) - 60 : 0;
     double inv_s = 1.0 / (double)(uint64_t)(S >> sh);
-    int q;
-    bool first = true;
-    for (;;) {
-        /* q = B / S, B = 10 * (B % S) */
-        u128 qq = (uint64_t)((double)(uint64_t)(B >> sh) * inv_s);
-        u128 qs = qq * S;
-        while (qs > B) {
-            qq--;
-            qs -= S;
+    double inv_s_full = 1.0 / (double)S;
+    int q = quo_rem_u128(&B, S, sh, inv_s);
+    *low = B < M;
+    *high = B + M >= tenS;
+    if (q == 0 && !*high) {
+        (*dec_exp)--;
+    } else {
+        put_digit(out, q);
+    }
+    if (*dec_exp < -3 || *dec_exp >= 8) {
+        *high = *low = false;
+    }
+    while (!*low && !*high) {
+        if (chunk_digits_u128(out, &B, &M, S, tenS, inv_s_full, low, high)) {
+            continue;
         }
-        u128 r = B - qs;
-        while (r >= S) {
-            qq++;
-            r -= S;
-        }
-        q = (int)qq;
-        B = r * 10;
-        if (!first) {
-            M *= 10;
-        }
+        q = quo_rem_u128(&B, S, sh, inv_s);
+        M *= 10;
         *low = B < M;
         *high = B + M >= tenS;
-        if (first) {
-            first = false;
-            if (q == 0 && !*high) {
-                (*dec_exp)--;
-            } else {
-                put_digit(out, q);
-            }
-            if (*dec_exp < -3 || *dec_exp >= 8) {
-                *high = *low = false;
-            }
-        } else {
-            put_digit(out, q);
-        }
-        if (*low || *high) {
-            break;
-        }
+        put_digit(out, q);
     }
     *ldd = 0;
     if (*high && *low) {
