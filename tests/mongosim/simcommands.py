@@ -59,8 +59,9 @@ class OplogCursor(object):
 
     kind = "oplog"
 
-    def __init__(self, cl, filt, start_key, tailable, await_data, limit):
+    def __init__(self, cl, filt, start_key, tailable, await_data, limit, member=None):
         self.cl = cl
+        self.member = member
         self.filter = filt
         # a start point before the oldest entry silently starts at the oldest (spec §5.6)
         self.pos = max(start_key, cl.oplog.truncated_up_to)
@@ -81,6 +82,8 @@ class OplogCursor(object):
             size = 0
             idx = oplog.index_after(self.pos)
             n = len(oplog.entries)
+            if self.member is not None and getattr(self.member, "lag_ms", 0):
+                n = min(n, oplog.index_after(cl.applied_key(self.member)))
             while idx < n:
                 if limit is not None and len(out) >= limit:
                     break
@@ -217,6 +220,8 @@ class Dispatcher(object):
         if member.state == "PRIMARY":
             r["electionId"] = cl.election_id()
         last = cl.oplog.entries[-1] if cl.oplog.entries else None
+        if last is not None and getattr(member, "lag_ms", 0):
+            last = cl.oplog.entries[max(0, cl.oplog.index_after(cl.applied_key(member)) - 1)]
         if last is not None:
             opt = {"ts": last["ts"], "t": last["t"]}
             maj, mopt = last, opt
@@ -627,6 +632,10 @@ class Dispatcher(object):
     # ------------------------------------------------------------------ reads
     def _docs(self, body, db, coll):
         txn = self._txn_for(body)
+        m = getattr(self, "cur_member", None)
+        if txn is None and m is not None and getattr(m, "lag_ms", 0) and m.state != "PRIMARY":
+            # a lagging secondary answers from the state at its last applied entry
+            return self.cl.snapshot_docs(db, coll, sb.key_ts(self.cl.applied_key(m)))
         return Writer(self.cl, db, txn).docs(coll)
 
     def cmd_find(self, member, body, conn):
@@ -721,7 +730,7 @@ class Dispatcher(object):
                 start = sb.ts_key(tsc["$gte"]) - 1
         elif hasattr(tsc, "time"):
             start = sb.ts_key(tsc) - 1
-        cur = OplogCursor(cl, filt, start, tailable, await_data, limit)
+        cur = OplogCursor(cl, filt, start, tailable, await_data, limit, member)
         if skip:
             cur.next_batch(skip, 0)
         first_n = bs if bs is not None else DEFAULT_BATCH

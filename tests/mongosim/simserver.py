@@ -225,6 +225,7 @@ class Member(object):
         self.listener = None
         self.reachable = True
         self.black_hole = False
+        self.lag_ms = 0
         self.conn_counter = 0
 
     @property
@@ -299,6 +300,18 @@ class Cluster(object):
         self.majority_frozen = None  # ts key of the frozen majority point (no-majority fault)
         self.poison_pending = False
         self.poison_keys = set()  # entries whose change event is "larger than 16 MiB"
+
+    def applied_key(self, member):
+        """ts key of the last entry `member` has applied: a secondary with a replication lag
+        (control 'lag') applies entries `lag_ms` after their wall time (spec §8.2)."""
+        lag = getattr(member, "lag_ms", 0)
+        if not lag or member.state == "PRIMARY" or not self.oplog.entries:
+            return self.oplog.last_key
+        cutoff = self.clock.wall_dt() - datetime.timedelta(milliseconds=lag)
+        i = len(self.oplog.entries) - 1
+        while i > 0 and self.oplog.entries[i]["wall"] > cutoff:
+            i -= 1
+        return self.oplog.keys[i]
 
     def majority_key(self):
         if self.majority_frozen is not None:

@@ -103,6 +103,10 @@ class Router(object):
             out.extend(self.shards[name].snapshot_docs(db, coll, ts))
         return out
 
+    @property
+    def primary(self):
+        return self.nodes[0]
+
     # ---- generic attributes ---------------------------------------------------------
     def cluster_time(self):
         return self.clock.last

@@ -412,6 +412,8 @@ class ChangeStream(object):
         entries, keys = oplog.entries, oplog.keys
         # only majority-committed entries are visible to change streams (spec §3.1)
         end = len(entries) if self.cl.majority_frozen is None else oplog.index_after(self.cl.majority_frozen)
+        if getattr(self.member, "lag_ms", 0):
+            end = min(end, oplog.index_after(self.cl.applied_key(self.member)))
         while idx < end and len(self.pending) < limit and not self.invalidated:
             entry = entries[idx]
             evs = self._events_for(entry)

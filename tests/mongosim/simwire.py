@@ -339,6 +339,7 @@ class MemberServer(object):
                                    rule.errmsg or "Failing command via 'failCommand' failpoint", rule.labels)
                 if rule is not None and rule.wce:
                     wce = rule.wce
+                self.dispatcher.cur_member = member  # handlers run under the cluster lock
                 h = getattr(self.dispatcher, "cmd_" + name, None)
                 if h is None:
                     raise SimError(59, "CommandNotFound", "no such command: '%s'" % raw_name)
@@ -400,6 +401,11 @@ class Sim(object):
         self.all_servers[cl.set_name] = [MemberServer(self, m, cl, d) for m in cl.members]
 
     def select(self, name):
+        if name == "mongos" and self.router is not None:
+            self.cl = self.router
+            self.servers = self.router.servers
+            self.dispatcher = self.router.dispatcher
+            return
         if name == "config":
             name = next((n for n, c in self.clusters.items() if c.configsvr), None)
         if name not in self.clusters:
@@ -616,6 +622,14 @@ class Sim(object):
                     del m.cursors[cid]
                     n += 1
         return {"killed": n}
+
+    def act_lag(self, a):
+        """Replication lag of a secondary in ms (0: none): its reads, oplog, change streams and
+        hello lastWrite trail the primary by that much wall time."""
+        idx = self.member_arg(a, False)
+        with self.cl.lock:
+            self.cl.members[idx].lag_ms = int(a.get("ms", 0))
+        return {"member": idx, "ms": self.cl.members[idx].lag_ms}
 
     def act_black_hole(self, a):
         idx = self.member_arg(a)

@@ -370,3 +370,23 @@ def test_unknown_aggregate_field_rejected(sim):
     with pytest.raises(OperationFailure) as ei:
         c.u.command("aggregate", "c", pipeline=[{"$changeStream": {}}], cursor={}, showExpandedEvents=True)
     assert ei.value.code == 40415
+
+
+def test_replication_lag_on_secondary(sim):
+    """mongo-sim-spec §8.2 'replication lag': a lagging secondary's reads, oplog and hello
+    lastWrite trail the primary; they catch up once the lag has passed."""
+    c = sim.client()
+    sim.control("lag", member=1, ms=1500)
+    c.lag.c.insert_one({"_id": 1})
+    d = pymongo.MongoClient(sim.members[1], directConnection=True, serverSelectionTimeoutMS=5000,
+                            readPreference="secondaryPreferred")
+    try:
+        assert d.lag.c.find_one({"_id": 1}) is None
+        tail = list(d.local.oplog.rs.find({"ns": "lag.c", "op": "i"}))
+        assert tail == []
+        p = c.admin.command("hello")["lastWrite"]["opTime"]["ts"]
+        s = d.admin.command("hello")["lastWrite"]["opTime"]["ts"]
+        assert s < p
+        assert wait_for(lambda: d.lag.c.find_one({"_id": 1}), timeout=5) == {"_id": 1}
+    finally:
+        d.close()

@@ -152,3 +152,25 @@ def test_libmongoc_per_shard_stream(cluster, probe):
     evs = [json_util.loads(l[6:]) for l in out.splitlines() if l.startswith("EVENT ")]
     assert p.returncode == 0, out
     assert evs[0]["ns"] == {"db": "ps", "coll": "c"}
+
+
+def test_faults_on_mongos_and_on_a_shard(cluster):
+    """Control targets ("shard": "mongos" or a shard name): an injected resumable error on the
+    mongos getMore is resumed by the driver; a shard without a primary makes mongos answer
+    6 HostUnreachable (the 5.0+ rewrite of state-change errors, spec §4.6)."""
+    c = cluster.client(retryWrites=False)
+    with c.fm.c.watch(max_await_time_ms=1000) as s:
+        before = cluster.control("counters", shard="mongos")["commands"].get("aggregate", 0)
+        cluster.control("fail", shard="mongos", commands=["getMore"], code=6, times=1)
+        c.fm.c.insert_one({"_id": 1})
+        assert s.next()["documentKey"] == {"_id": 1}
+        assert cluster.control("counters", shard="mongos")["commands"]["aggregate"] == before + 1
+    prim = c.config.databases.find_one({"_id": "fm"})["primary"]
+    cluster.control("stepdown", shard=prim, elect=None)
+    try:
+        with pytest.raises(pymongo.errors.PyMongoError) as ei:
+            c.fm.c.insert_one({"_id": 2})
+        assert getattr(ei.value, "code", None) == 6 or "HostUnreachable" in str(ei.value)
+    finally:
+        cluster.control("elect", shard=prim, member=0)
+    c.fm.c.insert_one({"_id": 3})
