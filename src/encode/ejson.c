@@ -41,12 +41,42 @@ static const char digit_pairs[201] = "000102030405060708091011121314151617181920
                                      "50515253545556575859606162636465666768697071727374"
                                      "75767778798081828384858687888990919293949596979899";
 
+static const uint64_t pow10_u64[20] = {
+    UINT64_C(1),
+    UINT64_C(10),
+    UINT64_C(100),
+    UINT64_C(1000),
+    UINT64_C(10000),
+    UINT64_C(100000),
+    UINT64_C(1000000),
+    UINT64_C(10000000),
+    UINT64_C(100000000),
+    UINT64_C(1000000000),
+    UINT64_C(10000000000),
+    UINT64_C(100000000000),
+    UINT64_C(1000000000000),
+    UINT64_C(10000000000000),
+    UINT64_C(100000000000000),
+    UINT64_C(1000000000000000),
+    UINT64_C(10000000000000000),
+    UINT64_C(100000000000000000),
+    UINT64_C(1000000000000000000),
+    UINT64_C(10000000000000000000),
+};
+
+/* Number of decimal digits of v (1..20): log10 from the bit length. */
+static inline int decimal_len(uint64_t v)
+{
+    int t = ((64 - __builtin_clzll(v | 1)) * 1233) >> 12;
+    return v < 10 ? 1 : t + 1 - (v < pow10_u64[t]);
+}
+
 /* Decimal text of v into out (at least 20 bytes); returns the length.
- * Two digits per step from the right, into a scratch buffer. */
+ * Two digits per step, written from the right straight into out. */
 static size_t fmt_u64(uint64_t v, char *out)
 {
-    char tmp[24];
-    char *p = tmp + sizeof tmp;
+    int n = decimal_len(v);
+    char *p = out + n;
     while (v >= 100) {
         unsigned r = (unsigned)(v % 100);
         v /= 100;
@@ -59,9 +89,7 @@ static size_t fmt_u64(uint64_t v, char *out)
     } else {
         *--p = (char)('0' + v);
     }
-    size_t k = (size_t)(tmp + sizeof tmp - p);
-    memcpy(out, p, k);
-    return k;
+    return (size_t)n;
 }
 
 static size_t fmt_i64(int64_t v, char *out)

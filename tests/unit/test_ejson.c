@@ -209,6 +209,30 @@ static void test_extremes(void **state)
                  "{\"a\": {\"$regex\": \"x\",\"$options\": \"ilmsux\"}}");
 }
 
+/* /ejson/types/integers_at_every_length: int64 text against printf at each
+ * power of ten and its neighbours, both signs, RELAXED and STRICT */
+static void test_integer_lengths(void **state)
+{
+    (void)state;
+    int64_t p = 1;
+    struct ejson_buf buf = {0};
+    for (int i = 0; i < 19; i++, p *= 10) {
+        int64_t vals[5] = {p, p - 1, p + 1, -p, -p + 1};
+        for (int k = 0; k < 5; k++) {
+            bson_t *doc = BCON_NEW("a", BCON_INT64(vals[k]), "b", BCON_INT32((int32_t)vals[k]));
+            char expected[128];
+            snprintf(expected, sizeof expected, "{\"a\": {\"$numberLong\": \"%lld\"},\"b\": %d}",
+                     (long long)vals[k], (int)(int32_t)vals[k]);
+            ejson_buf_reset(&buf);
+            ejson_write_document(&buf, doc, EJSON_STRICT, EJSON_SEP_COMPACT);
+            ejson_buf_append(&buf, "", 1);
+            assert_string_equal(buf.data, expected);
+            bson_destroy(doc);
+        }
+    }
+    ejson_buf_free(&buf);
+}
+
 /* /ejson/decimal128/text: Decimal128.toString() forms */
 static void test_decimal128(void **state)
 {
@@ -392,11 +416,12 @@ static void test_buffer_reuse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_key_table),    cmocka_unit_test(test_key_missing),
-        cmocka_unit_test(test_types_table),  cmocka_unit_test(test_extremes),
-        cmocka_unit_test(test_decimal128),   cmocka_unit_test(test_worked_example),
-        cmocka_unit_test(test_doubles),      cmocka_unit_test(test_escaping),
-        cmocka_unit_test(test_invalid_utf8), cmocka_unit_test(test_buffer_reuse),
+        cmocka_unit_test(test_key_table),       cmocka_unit_test(test_key_missing),
+        cmocka_unit_test(test_types_table),     cmocka_unit_test(test_extremes),
+        cmocka_unit_test(test_integer_lengths), cmocka_unit_test(test_decimal128),
+        cmocka_unit_test(test_worked_example),  cmocka_unit_test(test_doubles),
+        cmocka_unit_test(test_escaping),        cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_buffer_reuse),
     };
     return cmocka_run_group_tests_name("ejson", tests, NULL, NULL);
 }
