@@ -1088,16 +1088,16 @@ def make_token(ts, version=1, token_type=128, txn_op_index=0, from_invalidate=Fa
     tb = _TypeBits()
     out = bytearray()
     out += ks_value(ts, tb)
-    out += _ks_int(version)
-    out += _ks_int(token_type)
-    out += _ks_int(txn_op_index)
+    # version, tokenType and txnOpIndex are int32 values: two (zero) type bits each, which
+    # shift the bits of the eventIdentifier's numbers (key_string.h TypeBits)
+    for n in (version, token_type, txn_op_index):
+        tb.add(0, 0)
+        out += _ks_int(n)
     out += b"\x6f" if from_invalidate else b"\x6e"
     if uuid_ is not None:
         out += ks_value(uuid_, tb)
     elif version >= 2:
         out += b"\x14"
-    # only the eventIdentifier carries typeBits that can be non-zero (numbers, strings)
-    tb = _TypeBits()
     if event_id is not None:
         out += ks_value(event_id, tb)
     out += b"\x04"
