@@ -664,6 +664,22 @@ class Dispatcher(object):
             raise SimError(2, "BadValue", "error processing query: %s tailable cursor requested on non capped collection" % ns)
         src = self.cl.snapshot_docs(db, coll, at_time) if at_time is not None else self._docs(body, db, coll)
         docs = [d for d in src if sb.matches(d, filt)]
+        mn, mx = body.get("min"), body.get("max")
+        if mn is not None or mx is not None:
+            # min/max bound an index scan: they need a hint, compare across types (no type
+            # bracketing, spec §1.9) and come back in index order
+            hint = body.get("hint")
+            if hint is None:
+                raise SimError(51173, "Location51173", "When using min()/max() a hint of which index to use must be specified")
+            key = list(hint.keys()) if isinstance(hint, dict) else ["_id"]
+            if hint not in ({"_id": 1}, "_id_") or any(list(b.keys()) != key for b in (mn, mx) if b is not None):
+                raise SimError(51174, "Location51174", "The index implied by min() and max() must match the hint; the simulator only has the _id index")
+            if mn is not None:
+                docs = [d for d in docs if sb.cmp_values(d["_id"], mn["_id"]) >= 0]
+            if mx is not None:
+                docs = [d for d in docs if sb.cmp_values(d["_id"], mx["_id"]) < 0]
+            if not sort:
+                docs = sb.sort_docs(docs, {"_id": 1})
         if sort:
             docs = sb.sort_docs(docs, sort)
         docs = docs[skip:]

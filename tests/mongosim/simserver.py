@@ -74,16 +74,21 @@ def now_utc_ms():
 
 
 class Clock(object):
-    """Hybrid logical clock for optimes: seconds follow the (optionally seeded) wall clock,
-    the increment counts writes within a second (spec §8.1 item 3)."""
+    """Hybrid logical clock for optimes: seconds follow the wall clock, the increment counts
+    writes within a second (spec §8.1 item 3). With a data seed the wall clock is manual: it
+    starts at 1700000000 + 1000 * (seed % 1000) s and moves only through the `clock` control
+    action, so the same writes give the same optimes, wall times and resume tokens."""
 
     def __init__(self, seed=None):
         self.offset = 0.0
-        if seed is not None:
-            self.offset = 1700000000 + (seed % 1000) * 1000 - time.time()
+        self.manual = seed is not None
+        if self.manual:
+            self.offset = 1700000000.0 + (seed % 1000) * 1000
         self.last = Timestamp(0, 0)
 
     def wall(self):
+        if self.manual:
+            return self.offset
         return time.time() + self.offset
 
     def wall_dt(self):
@@ -283,6 +288,8 @@ class Cluster(object):
         self.counters = collections.Counter()
         self.member_counters = collections.defaultdict(collections.Counter)
         self.members = [Member(i, host, (ports[i] if ports else 0)) for i in range(members)]
+        for m in self.members:
+            m.process_id = self.new_oid()
         self.last_write_wall = time.time()
         self.stopping = False
         self.token_version = 2 if self.wire >= 21 else 1
@@ -351,8 +358,9 @@ class Cluster(object):
         if self.seed is None:
             return ObjectId()
         self.oid_counter += 1
-        return ObjectId(struct.pack(">I", int(self.clock.wall())) + struct.pack(">I", self.seed & 0xFFFFFFFF)
-                        + struct.pack(">I", self.oid_counter)[0:4])
+        return ObjectId(struct.pack(">I", int(self.clock.wall()) & 0xFFFFFFFF)
+                        + struct.pack(">Q", self.seed & 0xFFFFFFFFFF)[3:]
+                        + struct.pack(">I", self.oid_counter & 0xFFFFFF)[1:])
 
     def new_uuid(self):
         return uuid.UUID(int=self.rand.getrandbits(128), version=4)

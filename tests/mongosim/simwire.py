@@ -554,7 +554,7 @@ class Sim(object):
         with cl.lock:
             m = cl.members[idx]
             if a.get("restart"):
-                m.process_id = ObjectIdFactory()
+                m.process_id = cl.new_oid()
                 m.counter = 0
                 m.cursors.clear()
                 if m.state == "PRIMARY":

@@ -154,3 +154,30 @@ def test_golden_resume_tokens():
     p = sb.parse_token({"_data": "8269B03187000000022B0429296E1404"})
     assert (p["version"], p["token_type"], p["ts"]) == (2, 0, T(0x69B03187, 2))
     assert cases[3][0]["_data"] < cases[4][0]["_data"]  # invalidate sorts after its drop
+
+
+def test_min_max_with_hint_cross_types(shared_sim):
+    """mongo-sim-spec §1.9: find with hint {_id: 1} and min/max scans the _id index across
+    type classes (unlike $gt), in index order; without a hint the server refuses (51173)."""
+    c = shared_sim.client()
+    coll = c.minmax.c
+    coll.insert_many([{"_id": 5}, {"_id": "a"}, {"_id": 2.5}, {"_id": ObjectId("6553f1000000000000000001")}])
+    got = [d["_id"] for d in coll.find().hint([("_id", 1)]).min([("_id", 3)]).max([("_id", ObjectId("6553f1000000000000000000"))])]
+    assert got == [5, "a"]
+    with pytest.raises(OperationFailure) as ei:
+        c.minmax.command("find", "c", min={"_id": 3})
+    assert ei.value.code == 51173
+
+
+def test_data_seed_is_deterministic():
+    """--data-seed: the same writes give the same cluster times, ObjectIds and resume tokens."""
+    runs = []
+    for _ in range(2):
+        with MongoSim(members=1, data_seed=7, noop_interval=0) as s:
+            c = s.client()
+            with c.det.c.watch(max_await_time_ms=100) as st:
+                s.control("write", op="insert", ns="det.c", docs=[{"v": 1}, {"v": 2}])
+                evs = [st.next() for _ in range(2)]
+            runs.append([(e["_id"]["_data"], e["clusterTime"], e["documentKey"]["_id"]) for e in evs])
+    assert runs[0] == runs[1]
+    assert runs[0][0][1].time == 1700007000
