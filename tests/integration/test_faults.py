@@ -383,3 +383,33 @@ def test_record_too_large_stops_with_key_and_size(tmp_workdir, users_sim, kafka,
         v = json.loads(off)
         v = v[next(iter(v))]
         assert "huge-doc" not in off
+
+
+@pytest.mark.parametrize("mode,code", [("initial", 136), ("when_needed", 286), ("never", 136)])
+def test_history_lost_on_an_open_stream(tmp_workdir, users_sim, start_mongocdc, mode, code):
+    """The open cursor's position is overwritten (136 CappedPositionLost on
+    getMore) or a resume finds the history gone (286): never skipped."""
+    sim = users_sim
+    cfg = write_config(tmp_workdir, sim.uri, **{"snapshot.mode": mode})
+    d = start_mongocdc("-c", cfg)
+    wait_streaming(tmp_workdir, d)
+    msg = {136: "Executor error during getMore :: caused by :: CollectionScan died due to "
+                "position in capped collection being deleted. Last seen record id: RecordId(1)",
+           286: "Resume of change stream was not possible, as the resume point may no longer "
+                "be in the oplog."}[code]
+    sim.control("fail", commands=["getMore"], code=code, errmsg=msg, times=1,
+                errorLabels=["NonResumableChangeStreamError"] if code == 286 else [])
+    c = sim.client()
+    c.itdb.hl.insert_one({"_id": 1})
+    if mode == "never":
+        wait_until(lambda: not d.running(), 30, "mongocdc to stop")
+        assert d.proc.returncode == 1
+        assert "no longer in the oplog" in log_text(tmp_workdir)
+        return
+    wait_until(lambda: log_text(tmp_workdir).count("snapshot complete") >= 2, 30, "re-snapshot")
+    assert re.search(r"WARN .*history lost", log_text(tmp_workdir))
+    c.itdb.hl.insert_one({"_id": 2})
+    wait_until(lambda: 2 in ids(streamed(tmp_workdir / "events.jsonl")), 30, "streaming again")
+    recs = data_records(read_jsonl(tmp_workdir / "events.jsonl"), PREFIX)
+    assert 1 in ids([r for r in recs if r.topic == PREFIX + ".itdb.hl"])  # as c or as r
+    assert d.stop(timeout_s=30) == 0
