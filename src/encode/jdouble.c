@@ -20,13 +20,16 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "encode/jdouble_internal.h"
+
 /*
  * ---- Digit generation of JDK <= 18 (FloatingDecimal.BinaryToASCIIBuffer.dtoa)
  *
  * Re-implemented from the algorithm's description, step for step, because
- * its output is not always the shortest (JDK-4511638: 2.0E-3 style trailing
- * zeros, 4.9E-324, occasional 17th/18th digits) and Debezium's bytes are what
- * the JVM prints. The algorithm:
+ * its output is not always the shortest (JDK-4511638: 1.0E23 prints as
+ * 9.999999999999999E22, 2.82879384806159E17 as 2.82879384806159008E17,
+ * Double.MIN_VALUE as 4.9E-324) and Debezium's bytes are what the JVM
+ * prints. The algorithm:
  *
  *  1. "Easy" case: a value with no fraction bits that fits in 63 bits is an
  *     integer; print its decimal digits, first rounding away the low digits
@@ -35,7 +38,7 @@
  *  2. Otherwise Steele & White / dragon4 digit generation with integers
  *     B / S = v / 10^decExp and M = half an ulp (scaled alike), where decExp
  *     is a floating-point estimate of floor(log10 v). Digits are produced
- *     while B >= M ("low") and B + M <= 10S ("high") are both false; for
+ *     until B < M ("low") or B + M > 10S ("high") holds after one; for
  *     values printed in E-form the test is skipped after the first digit, so
  *     at least two digits are produced. The last digit is rounded up when
  *     only "high" holds, or when both hold and 2B > 10S (ties: to even).
@@ -45,8 +48,6 @@
  *     is mirrored here, 32/64-bit ones with Java's wrapping arithmetic.
  */
 
-#define MAX_DIGITS 20
-
 static const int n5bits[27] = {0,  3,  5,  7,  10, 12, 14, 17, 19, 21, 24, 26, 28, 31,
                                33, 35, 38, 40, 42, 45, 47, 49, 52, 54, 56, 59, 61};
 
@@ -55,73 +56,6 @@ static const int insig_pow2[64] = {0,  0,  0,  0,  1,  1,  1,  2,  2,  2,  3,  3
                                    4,  5,  5,  5,  6,  6,  6,  6,  7,  7,  7,  8,  8,  8,  9,  9,
                                    9,  9,  10, 10, 10, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 14,
                                    14, 14, 15, 15, 15, 15, 16, 16, 16, 17, 17, 17, 18, 18, 18, 19};
-
-/* 5^n, n < 28 (the JDK's LONG_5_POW range and one more) */
-static const uint64_t pow5_tab[28] = {
-    UINT64_C(1),
-    UINT64_C(5),
-    UINT64_C(25),
-    UINT64_C(125),
-    UINT64_C(625),
-    UINT64_C(3125),
-    UINT64_C(15625),
-    UINT64_C(78125),
-    UINT64_C(390625),
-    UINT64_C(1953125),
-    UINT64_C(9765625),
-    UINT64_C(48828125),
-    UINT64_C(244140625),
-    UINT64_C(1220703125),
-    UINT64_C(6103515625),
-    UINT64_C(30517578125),
-    UINT64_C(152587890625),
-    UINT64_C(762939453125),
-    UINT64_C(3814697265625),
-    UINT64_C(19073486328125),
-    UINT64_C(95367431640625),
-    UINT64_C(476837158203125),
-    UINT64_C(2384185791015625),
-    UINT64_C(11920928955078125),
-    UINT64_C(59604644775390625),
-    UINT64_C(298023223876953125),
-    UINT64_C(1490116119384765625),
-    UINT64_C(7450580596923828125),
-};
-
-/* 5^n; beyond the table it wraps as Java's long arithmetic would (the
- * callers stay inside the table). */
-static uint64_t pow5_u64(int n)
-{
-    if (n < 28) {
-        return pow5_tab[n];
-    }
-    uint64_t r = pow5_tab[27];
-    for (int i = 27; i < n; i++) {
-        r *= 5;
-    }
-    return r;
-}
-
-/* Copies n <= 24 bytes; short copies inline instead of calling memcpy. */
-static inline void copy_small(char *dst, const char *src, size_t n)
-{
-    if (n <= 8) {
-        for (size_t i = 0; i < n; i++) {
-            dst[i] = src[i];
-        }
-        return;
-    }
-    memcpy(dst, src, 8);
-    for (size_t i = 8; i < n; i++) {
-        dst[i] = src[i];
-    }
-}
-
-struct jdigits {
-    char d[MAX_DIGITS + 2];
-    int n;
-    int dexp; /* value = 0.d1d2...dn * 10^dexp */
-};
 
 static void develop_long_digits(struct jdigits *out, uint64_t lvalue, int insignificant)
 {
@@ -169,144 +103,7 @@ static int estimate_dec_exp(uint64_t fract, int bin_exp)
     return f - (d < (double)f);
 }
 
-/* ---- fixed-size unsigned big integers for the arbitrary-precision path */
-
-#define BIG_LIMBS 48 /* 1536 bits; the largest operand is about 2^1110 */
-
-struct big {
-    uint32_t w[BIG_LIMBS];
-    int n; /* limbs in use; w[n-1] != 0 unless n == 0 */
-};
-
-static void big_set(struct big *a, uint64_t v)
-{
-    a->w[0] = (uint32_t)v;
-    a->w[1] = (uint32_t)(v >> 32);
-    a->n = a->w[1] ? 2 : (a->w[0] ? 1 : 0);
-}
-
-static void big_mul_small(struct big *a, uint32_t m)
-{
-    uint64_t carry = 0;
-    for (int i = 0; i < a->n; i++) {
-        uint64_t t = (uint64_t)a->w[i] * m + carry;
-        a->w[i] = (uint32_t)t;
-        carry = t >> 32;
-    }
-    if (carry) {
-        a->w[a->n++] = (uint32_t)carry;
-    }
-}
-
-static void big_mul_pow5(struct big *a, int e)
-{
-    while (e >= 13) {
-        big_mul_small(a, 1220703125u); /* 5^13 */
-        e -= 13;
-    }
-    if (e > 0) {
-        big_mul_small(a, (uint32_t)pow5_u64(e));
-    }
-}
-
-static void big_shl(struct big *a, int s)
-{
-    if (a->n == 0 || s == 0) {
-        return;
-    }
-    int limbs = s / 32, bits = s % 32;
-    if (bits) {
-        uint32_t carry = 0;
-        for (int i = 0; i < a->n; i++) {
-            uint32_t w = a->w[i];
-            a->w[i] = (w << bits) | carry;
-            carry = w >> (32 - bits);
-        }
-        if (carry) {
-            a->w[a->n++] = carry;
-        }
-    }
-    if (limbs) {
-        memmove(a->w + limbs, a->w, (size_t)a->n * sizeof a->w[0]);
-        memset(a->w, 0, (size_t)limbs * sizeof a->w[0]);
-        a->n += limbs;
-    }
-}
-
-static int big_cmp(const struct big *a, const struct big *b)
-{
-    if (a->n != b->n) {
-        return a->n < b->n ? -1 : 1;
-    }
-    for (int i = a->n - 1; i >= 0; i--) {
-        if (a->w[i] != b->w[i]) {
-            return a->w[i] < b->w[i] ? -1 : 1;
-        }
-    }
-    return 0;
-}
-
-static void big_trim(struct big *a)
-{
-    while (a->n > 0 && a->w[a->n - 1] == 0) {
-        a->n--;
-    }
-}
-
-/* a -= b, requires a >= b */
-static void big_sub(struct big *a, const struct big *b)
-{
-    int64_t borrow = 0;
-    for (int i = 0; i < a->n; i++) {
-        int64_t t = (int64_t)a->w[i] - (i < b->n ? b->w[i] : 0) - borrow;
-        borrow = t < 0;
-        a->w[i] = (uint32_t)(t + (borrow ? (INT64_C(1) << 32) : 0));
-    }
-    big_trim(a);
-}
-
-static void big_add(struct big *r, const struct big *a, const struct big *b)
-{
-    int n = a->n > b->n ? a->n : b->n;
-    uint64_t carry = 0;
-    for (int i = 0; i < n; i++) {
-        uint64_t t = (uint64_t)(i < a->n ? a->w[i] : 0) + (i < b->n ? b->w[i] : 0) + carry;
-        r->w[i] = (uint32_t)t;
-        carry = t >> 32;
-    }
-    r->n = n;
-    if (carry) {
-        r->w[r->n++] = (uint32_t)carry;
-    }
-}
-
-/* q = b / s, b = 10 * (b % s) (FDBigInteger.quoRemIteration) */
-static int big_quo_rem(struct big *b, const struct big *s)
-{
-    int q = 0;
-    while (big_cmp(b, s) >= 0) {
-        big_sub(b, s);
-        q++;
-    }
-    big_mul_small(b, 10);
-    return q;
-}
-
-static void big_pow52(struct big *a, uint64_t f, int p5, int p2)
-{
-    big_set(a, f);
-    big_mul_pow5(a, p5);
-    big_shl(a, p2);
-}
-
 /* ---- the digit loop in its three precisions */
-
-static void put_digit(struct jdigits *out, int q)
-{
-    if (out->n < MAX_DIGITS) {
-        out->d[out->n++] = (char)('0' + q);
-    }
-}
 
 /* Java int arithmetic wraps; so does this (unsigned, then reinterpreted). */
 static int32_t i32(uint32_t v)
@@ -376,43 +173,8 @@ static inline int quo_rem_u64(uint64_t b, uint64_t s, double inv_s, uint64_t *re
 }
 
 #ifdef __SIZEOF_INT128__
-__extension__ typedef unsigned __int128 u128;
-
-static const uint64_t pow10_tab[17] = {1u,
-                                       10u,
-                                       100u,
-                                       1000u,
-                                       10000u,
-                                       100000u,
-                                       1000000u,
-                                       10000000u,
-                                       100000000u,
-                                       1000000000u,
-                                       10000000000u,
-                                       100000000000u,
-                                       1000000000000u,
-                                       10000000000000u,
-                                       100000000000000u,
-                                       1000000000000000u,
-                                       10000000000000000u};
-
 #define CHUNK_MAX 8 /* Q < 10^8: its digits come from 32-bit arithmetic */
 #define I64_LIMIT ((u128)1 << 63)
-
-static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
-                                     "25262728293031323334353637383940414243444546474849"
-                                     "50515253545556575859606162636465666768697071727374"
-                                     "75767778798081828384858687888990919293949596979899";
-
-/* The 8 decimal digits of q < 10^8, zero-padded, as characters. */
-static inline void eight_digits(uint32_t q, char *out)
-{
-    uint32_t hi = q / 10000u, lo = q % 10000u;
-    memcpy(out, digit_pairs + 2 * (hi / 100u), 2);
-    memcpy(out + 2, digit_pairs + 2 * (hi % 100u), 2);
-    memcpy(out + 4, digit_pairs + 2 * (lo / 100u), 2);
-    memcpy(out + 6, digit_pairs + 2 * (lo % 100u), 2);
-}
 
 /*
  * Runs up to CHUNK_MAX iterations of the 64-bit digit loop with one
@@ -540,178 +302,6 @@ static void digits_long(struct jdigits *out, uint64_t fract, int B5, int B2, int
     *ldd = i64(((uint64_t)b << 1) - (uint64_t)tens);
 }
 
-#ifdef __SIZEOF_INT128__
-static u128 pow52_u128(uint64_t f, int p5, int p2)
-{
-    u128 v = f;
-    while (p5-- > 0) {
-        v *= 5;
-    }
-    return v << p2;
-}
-
-static int bitlen_u128(u128 v)
-{
-    uint64_t hi = (uint64_t)(v >> 64);
-    if (hi) {
-        return 128 - __builtin_clzll(hi);
-    }
-    uint64_t lo = (uint64_t)v;
-    return lo ? 64 - __builtin_clzll(lo) : 0;
-}
-
-/* One step of the digit loop: q = B / S, B = 10 * (B % S). */
-static inline int quo_rem_u128(u128 *B, u128 S, int sh, double inv_s)
-{
-    u128 qq = (uint64_t)((double)(uint64_t)(*B >> sh) * inv_s);
-    u128 qs = qq * S;
-    while (qs > *B) {
-        qq--;
-        qs -= S;
-    }
-    u128 r = *B - qs;
-    while (r >= S) {
-        qq++;
-        r -= S;
-    }
-    *B = r * 10;
-    return (int)qq;
-}
-
-/*
- * Up to four digits at once, as chunk_digits does for the 64-bit loop, with
- * this loop's stop test (high is B + M >= 10S here). J is limited so that
- * B * 10^(J-1) and M * 10^J fit in 127 bits. Returns false when no block of
- * two or more digits fits (the caller then takes one step).
- */
-static bool chunk_digits_u128(struct jdigits *out, u128 *pB, u128 *pM, u128 S, u128 tenS,
-                              double inv_s_full, bool *low, bool *high)
-{
-    u128 B = *pB, M = *pM;
-    int bb = bitlen_u128(B), bm = bitlen_u128(M);
-    int J = 4;
-    while (J >= 2 && (bb + 4 * (J - 1) > 126 || bm + 4 * J > 126 || out->n + J > MAX_DIGITS)) {
-        J--;
-    }
-    if (J < 2) {
-        return false;
-    }
-    u128 T = B * pow10_tab[J - 1];
-    u128 Q = (uint64_t)((double)T * inv_s_full);
-    u128 QS = Q * S;
-    while (QS > T) {
-        Q--;
-        QS -= S;
-    }
-    while (T - QS >= S) {
-        Q++;
-        QS += S;
-    }
-    char all[8];
-    eight_digits((uint32_t)Q, all);
-    const char *dq = all + 8 - J;
-    u128 bJ = (T - QS) * 10, mJ = M * pow10_tab[J];
-    if (!(bJ < mJ || bJ + mJ >= tenS)) {
-        copy_small(out->d + out->n, dq, (size_t)J);
-        out->n += J;
-        *pB = bJ;
-        *pM = mJ;
-        return true;
-    }
-    for (int j = 0; j < J; j++) {
-        B = (B - (u128)(uint64_t)(dq[j] - '0') * S) * 10;
-        M *= 10;
-        out->d[out->n++] = dq[j];
-        *low = B < M;
-        *high = B + M >= tenS;
-        if (*low || *high) {
-            break;
-        }
-    }
-    *pB = B;
-    *pM = M;
-    return true;
-}
-
-/*
- * The arbitrary-precision variant (same comparisons as digits_big) for
- * operands that fit in 128 bits with room for the growing M: most doubles
- * below 1e-3 or with large exponents land here.
- */
-static void digits_u128(struct jdigits *out, uint64_t fract, int B5, int B2, int S5, int S2, int M5,
-                        int M2, int *dec_exp, bool *low, bool *high, int64_t *ldd)
-{
-    u128 S = pow52_u128(1, S5, S2);
-    u128 B = pow52_u128(fract, B5, B2);
-    u128 M = pow52_u128(1, M5 + 1, M2 + 1); /* 10 * M */
-    u128 tenS = S * 10;
-    int sh = bitlen_u128(S) > 60 ? bitlen_u128(S) - 60 : 0;
-    double inv_s = 1.0 / (double)(uint64_t)(S >> sh);
-    double inv_s_full = 1.0 / (double)S;
-    int q = quo_rem_u128(&B, S, sh, inv_s);
-    *low = B < M;
-    *high = B + M >= tenS;
-    if (q == 0 && !*high) {
-        (*dec_exp)--;
-    } else {
-        put_digit(out, q);
-    }
-    if (*dec_exp < -3 || *dec_exp >= 8) {
-        *high = *low = false;
-    }
-    while (!*low && !*high) {
-        if (chunk_digits_u128(out, &B, &M, S, tenS, inv_s_full, low, high)) {
-            continue;
-        }
-        q = quo_rem_u128(&B, S, sh, inv_s);
-        M *= 10;
-        *low = B < M;
-        *high = B + M >= tenS;
-        put_digit(out, q);
-    }
-    *ldd = 0;
-    if (*high && *low) {
-        u128 b2 = B << 1;
-        *ldd = b2 < tenS ? -1 : (b2 > tenS ? 1 : 0);
-    }
-}
-#endif
-
-static void digits_big(struct jdigits *out, uint64_t fract, int B5, int B2, int S5, int S2, int M5,
-                       int M2, int *dec_exp, bool *low, bool *high, int64_t *ldd)
-{
-    struct big S, B, M, tenS, sum;
-    big_pow52(&S, 1, S5, S2);
-    big_pow52(&B, fract, B5, B2);
-    big_pow52(&M, 1, M5 + 1, M2 + 1); /* 10 * M */
-    big_pow52(&tenS, 1, S5 + 1, S2 + 1);
-    int q = big_quo_rem(&B, &S);
-    *low = big_cmp(&B, &M) < 0;
-    big_add(&sum, &B, &M);
-    *high = big_cmp(&sum, &tenS) >= 0;
-    if (q == 0 && !*high) {
-        (*dec_exp)--;
-    } else {
-        put_digit(out, q);
-    }
-    if (*dec_exp < -3 || *dec_exp >= 8) {
-        *high = *low = false;
-    }
-    while (!*low && !*high) {
-        q = big_quo_rem(&B, &S);
-        big_mul_small(&M, 10);
-        *low = big_cmp(&B, &M) < 0;
-        big_add(&sum, &B, &M);
-        *high = big_cmp(&sum, &tenS) >= 0;
-        put_digit(out, q);
-    }
-    *ldd = 0;
-    if (*high && *low) {
-        big_shl(&B, 1);
-        *ldd = big_cmp(&B, &tenS);
-    }
-}
-
 static void roundup(struct jdigits *out)
 {
     int i = out->n - 1;
@@ -790,12 +380,12 @@ static void dtoa(struct jdigits *out, int bin_exp, uint64_t fract, int n_sig_bit
         /* 118 bits leaves room for M, which grows to < 100 S before the
          * loop stops, and for B + M. */
         if (b_bits <= 118 && ten_s_bits <= 118) {
-            digits_u128(out, fract, B5, B2, S5, S2, M5, M2, &dec_exp, &low, &high, &ldd);
+            jdouble_digits_u128(out, fract, B5, B2, S5, S2, M5, M2, &dec_exp, &low, &high, &ldd);
         } else {
-            digits_big(out, fract, B5, B2, S5, S2, M5, M2, &dec_exp, &low, &high, &ldd);
+            jdouble_digits_big(out, fract, B5, B2, S5, S2, M5, M2, &dec_exp, &low, &high, &ldd);
         }
 #else
-        digits_big(out, fract, B5, B2, S5, S2, M5, M2, &dec_exp, &low, &high, &ldd);
+        jdouble_digits_big(out, fract, B5, B2, S5, S2, M5, M2, &dec_exp, &low, &high, &ldd);
 #endif
     }
     out->dexp = dec_exp + 1;
