@@ -18,6 +18,8 @@
 
 #include <string.h>
 
+#include "common/xalloc.h"
+
 static inline void reserve(struct ejson_buf *buf, size_t n)
 {
     if (buf->cap - buf->len <= n) {
@@ -329,13 +331,12 @@ static void put_date(struct ejson_buf *buf, int64_t ms, enum ejson_mode mode)
     }
 }
 
-static void write_members(struct ejson_buf *buf, bson_iter_t *it, const uint8_t *end, bool array,
+static void write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t len, bool array,
                           enum ejson_mode mode, enum ejson_separators sep);
 
 static void write_nested(struct ejson_buf *buf, const bson_iter_t *iter, bool array,
                          enum ejson_mode mode, enum ejson_separators sep)
 {
-    bson_iter_t child;
     uint32_t len = 0;
     const uint8_t *data = NULL;
     if (array) {
@@ -343,14 +344,7 @@ static void write_nested(struct ejson_buf *buf, const bson_iter_t *iter, bool ar
     } else {
         bson_iter_document(iter, &len, &data);
     }
-    if (!data || !bson_iter_init_from_data(&child, data, len)) {
-        /* libbson rejects a malformed sub-document; render it empty rather
-         * than reading past it. Unreachable for documents that passed
-         * bson_iter_next's length checks. */
-        put(buf, array ? "[]" : "{}", 2);
-        return;
-    }
-    write_members(buf, &child, data + len, array, mode, sep);
+    write_members(buf, data, len, array, mode, sep);
 }
 
 void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejson_mode mode,
@@ -456,12 +450,7 @@ void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejso
         ejson_write_string(buf, code, n);
         put_sep(buf, sep);
         PUT_LIT(buf, "\"$scope\": ");
-        bson_iter_t child;
-        if (bson_iter_init_from_data(&child, scope_data, scope_len)) {
-            write_members(buf, &child, scope_data + scope_len, false, mode, sep);
-        } else {
-            PUT_LIT(buf, "{}");
-        }
+        write_members(buf, scope_data, scope_len, false, mode, sep);
         PUT_LIT(buf, "}");
         break;
     }
@@ -513,45 +502,287 @@ void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejso
     }
 }
 
-/* Members of the (sub-)document it iterates; end is the end of its bytes. */
-static void write_members(struct ejson_buf *buf, bson_iter_t *it, const uint8_t *end, bool array,
+/*
+ * ---- Repeated member names
+ *
+ * Debezium's documents are maps (BsonDocument, Document): a name repeated in
+ * one BSON document is printed once, at its first position, with its last
+ * value. While writing a document's members, a hash table of their names
+ * (in buf->keys, one region per nesting level, stacked) detects a repeat;
+ * then the document is rewound and written again by write_collapsed. An
+ * entry is (hash high 32 bits) << 32 | EMITTED flag | offset of the element
+ * in the document (never 0: the length prefix comes first).
+ */
+#define NAMES_MIN 16
+#define NAMES_MAX 4096 /* initial size limit; larger tables grow */
+#define NAME_EMITTED UINT64_C(0x80000000)
+#define NAME_OFFSET UINT64_C(0x7fffffff)
+
+static uint64_t name_hash(const char *k, size_t n, size_t readable)
+{
+    uint64_t h = (uint64_t)n * UINT64_C(0x9e3779b97f4a7c15);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, k + i, 8);
+        h = (h ^ w) * UINT64_C(0xff51afd7ed558ccd);
+    }
+    if (i < n) {
+        uint64_t w = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        if (readable - i >= 8) {
+            memcpy(&w, k + i, 8);
+            w &= (UINT64_C(1) << (8 * (n - i))) - 1;
+        } else {
+            memcpy(&w, k + i, n - i);
+        }
+#else
+        (void)readable;
+        memcpy(&w, k + i, n - i);
+#endif
+        h = (h ^ w) * UINT64_C(0xff51afd7ed558ccd);
+    }
+    return h ^ (h >> 29);
+}
+
+/* The names table of one document: size entries at buf->keys + base. */
+struct names {
+    size_t base;
+    size_t size;
+    size_t count;
+};
+
+static void names_reserve(struct ejson_buf *buf, size_t need)
+{
+    if (buf->keys_cap < need) {
+        size_t cap = buf->keys_cap ? buf->keys_cap : 256;
+        while (cap < need) {
+            cap *= 2;
+        }
+        buf->keys = xrealloc(buf->keys, cap * sizeof buf->keys[0]);
+        buf->keys_cap = cap;
+    }
+}
+
+/* Opens a table sized for a document of len bytes: an element with a
+ * short name and a number takes 8-12 bytes, so len / 6 slots keeps the load
+ * under one half without growing in the usual case. */
+static void names_open(struct ejson_buf *buf, struct names *t, uint32_t len)
+{
+    size_t want = len / 6, size = NAMES_MIN;
+    while (size < want && size < NAMES_MAX) {
+        size *= 2;
+    }
+    t->base = buf->keys_top;
+    t->size = size;
+    t->count = 0;
+    names_reserve(buf, t->base + t->size);
+    memset(buf->keys + t->base, 0, t->size * sizeof buf->keys[0]);
+    buf->keys_top = t->base + t->size;
+}
+
+static const char *entry_name(const uint8_t *data, uint64_t e, size_t *n)
+{
+    const char *k = (const char *)data + (e & NAME_OFFSET) + 1;
+    *n = strlen(k);
+    return k;
+}
+
+/*
+ * Finds name k (n bytes, hash h) in t; returns its slot, or the empty slot
+ * where it belongs (*found false).
+ */
+static size_t names_find(const struct ejson_buf *buf, const struct names *t, const uint8_t *data,
+                         const char *k, size_t n, uint64_t h, bool *found)
+{
+    size_t mask = t->size - 1;
+    size_t i = (size_t)h & mask;
+    for (;;) {
+        uint64_t e = buf->keys[t->base + i];
+        if (e == 0) {
+            *found = false;
+            return i;
+        }
+        if ((e >> 32) == (h >> 32)) {
+            size_t en;
+            const char *ek = entry_name(data, e, &en);
+            if (en == n && memcmp(ek, k, n) == 0) {
+                *found = true;
+                return i;
+            }
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/* Doubles the table (it is the top region of buf->keys). */
+static void names_grow(struct ejson_buf *buf, struct names *t, const uint8_t *data, uint32_t len)
+{
+    size_t old = t->base, osize = t->size, nsize = osize * 2;
+    names_reserve(buf, old + osize + nsize);
+    uint64_t *tmp = buf->keys + old + osize;
+    memset(tmp, 0, nsize * sizeof tmp[0]);
+    for (size_t i = 0; i < osize; i++) {
+        uint64_t e = buf->keys[old + i];
+        if (e == 0) {
+            continue;
+        }
+        size_t en;
+        const char *ek = entry_name(data, e, &en);
+        size_t readable = (size_t)(data + len - (const uint8_t *)ek);
+        size_t j = (size_t)name_hash(ek, en, readable) & (nsize - 1);
+        while (tmp[j] != 0) {
+            j = (j + 1) & (nsize - 1);
+        }
+        tmp[j] = e;
+    }
+    memmove(buf->keys + old, tmp, nsize * sizeof tmp[0]);
+    t->size = nsize;
+    buf->keys_top = old + nsize;
+}
+
+/*
+ * Adds the member named k (n bytes, inside data). Returns false if its name was seen
+ * before in this document (the entry then points at this later element).
+ */
+static bool names_add(struct ejson_buf *buf, struct names *t, const uint8_t *data, uint32_t len,
+                      const char *k, size_t n)
+{
+    if ((t->count + 1) * 2 > t->size) {
+        names_grow(buf, t, data, len);
+    }
+    uint64_t h = name_hash(k, n, (size_t)(data + len - (const uint8_t *)k));
+    bool found;
+    size_t i = names_find(buf, t, data, k, n, h, &found);
+    uint64_t off = (uint64_t)((const uint8_t *)k - 1 - data); /* the element's type byte */
+    if (found) {
+        buf->keys[t->base + i] = (buf->keys[t->base + i] & ~NAME_OFFSET) | off;
+        return false;
+    }
+    buf->keys[t->base + i] = (h & ~UINT64_C(0xffffffff)) | off;
+    t->count++;
+    return true;
+}
+
+/*
+ * Writes a document that repeats a name: each name once, at its first
+ * position, with its last value. t already holds every name with the offset
+ * of its last element (the first pass ran to the end).
+ */
+static void write_collapsed(struct ejson_buf *buf, struct names *t, const uint8_t *data,
+                            uint32_t len, enum ejson_mode mode, enum ejson_separators sep)
+{
+    bson_iter_t it;
+    bool first = true;
+    put(buf, "{", 1);
+    if (bson_iter_init_from_data(&it, data, len)) {
+        while (bson_iter_next(&it)) {
+            const char *k = bson_iter_key_unsafe(&it);
+            size_t n = bson_iter_key_len(&it);
+            uint64_t h = name_hash(k, n, (size_t)(data + len - (const uint8_t *)k));
+            bool found;
+            size_t i = names_find(buf, t, data, k, n, h, &found);
+            uint64_t e = buf->keys[t->base + i];
+            if (!found || (e & NAME_EMITTED)) {
+                continue;
+            }
+            buf->keys[t->base + i] = e | NAME_EMITTED;
+            bson_iter_t last;
+            if (!bson_iter_init_from_data_at_offset(&last, data, len, (uint32_t)(e & NAME_OFFSET),
+                                                    (uint32_t)n)) {
+                continue;
+            }
+            if (!first) {
+                put_sep(buf, sep);
+            }
+            first = false;
+            ejson_write_string(buf, k, n);
+            PUT_LIT(buf, ": ");
+            ejson_write_value(buf, &last, mode, sep);
+        }
+    }
+    put(buf, "}", 1);
+}
+
+/* Members of the (sub-)document or array at data (len bytes). */
+static void write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t len, bool array,
                           enum ejson_mode mode, enum ejson_separators sep)
 {
+    bson_iter_t it;
+    if (!data || !bson_iter_init_from_data(&it, data, len)) {
+        /* libbson rejects a malformed sub-document; render it empty rather
+         * than reading past it. Unreachable for documents that passed
+         * bson_iter_next's length checks. */
+        put(buf, array ? "[]" : "{}", 2);
+        return;
+    }
+    const uint8_t *end = data + len;
+    size_t start = buf->len;
+    struct names names = {0};
+    bool repeated = false;
+    if (!array) {
+        names_open(buf, &names, len);
+    }
     bool first = true;
     put(buf, array ? "[" : "{", 1);
-    while (bson_iter_next(it)) {
-        if (!first) {
+    while (bson_iter_next(&it)) {
+        if (!array) {
+            const char *key = bson_iter_key_unsafe(&it);
+            size_t n = bson_iter_key_len(&it);
+            if (!names_add(buf, &names, data, len, key, n)) {
+                repeated = true;
+                continue; /* finish the table, then start over */
+            }
+            if (repeated) {
+                continue;
+            }
+            if (!first) {
+                put_sep(buf, sep);
+            }
+            ejson_write_string_bounded(buf, key, n, (size_t)(end - (const uint8_t *)key));
+            PUT_LIT(buf, ": ");
+        } else if (!first) {
             put_sep(buf, sep);
         }
         first = false;
-        if (!array) {
-            const char *key = bson_iter_key_unsafe(it);
-            ejson_write_string_bounded(buf, key, bson_iter_key_len(it),
-                                       (size_t)(end - (const uint8_t *)key));
-            PUT_LIT(buf, ": ");
+        if (!repeated) {
+            ejson_write_value(buf, &it, mode, sep);
         }
-        ejson_write_value(buf, it, mode, sep);
     }
-    put(buf, array ? "]" : "}", 1);
+    if (repeated) {
+        buf->len = start;
+        write_collapsed(buf, &names, data, len, mode, sep);
+    } else {
+        put(buf, array ? "]" : "}", 1);
+    }
+    if (!array) {
+        buf->keys_top = names.base;
+    }
 }
 
 void ejson_write_document(struct ejson_buf *buf, const bson_t *doc, enum ejson_mode mode,
                           enum ejson_separators sep)
 {
-    bson_iter_t it;
-    if (!bson_iter_init(&it, doc)) {
-        PUT_LIT(buf, "{}");
-        return;
-    }
-    write_members(buf, &it, bson_get_data(doc) + doc->len, false, mode, sep);
+    write_members(buf, bson_get_data(doc), doc->len, false, mode, sep);
 }
 
 bool ejson_write_key(struct ejson_buf *buf, const bson_t *doc)
 {
-    bson_iter_t it;
-    if (!bson_iter_init_find(&it, doc, "_id")) {
+    bson_iter_t it, last;
+    bool found = false;
+    if (!bson_iter_init(&it, doc)) {
         return false;
     }
-    ejson_write_value(buf, &it, EJSON_RELAXED, EJSON_SEP_COMPACT);
+    /* the last _id: BsonDocument.get() sees the last of repeated names */
+    while (bson_iter_next(&it)) {
+        if (bson_iter_key_len(&it) == 3 && memcmp(bson_iter_key_unsafe(&it), "_id", 3) == 0) {
+            last = it;
+            found = true;
+        }
+    }
+    if (!found) {
+        return false;
+    }
+    ejson_write_value(buf, &last, EJSON_RELAXED, EJSON_SEP_COMPACT);
     return true;
 }

@@ -28,11 +28,17 @@ enum ejson_separators {
     EJSON_SEP_COUNT
 };
 
-/* A growable output buffer. Zero-initialise, reuse, free with ejson_buf_free. */
+/* A growable output buffer. Zero-initialise, reuse, free with ejson_buf_free.
+ * keys is the writer's scratch space (hash tables of member names, used to
+ * find repeated names, debezium-format.md §2 "Repeated field names"); it
+ * grows with the largest document written and is kept across events. */
 struct ejson_buf {
     char *data;
     size_t len;
     size_t cap;
+    uint64_t *keys;
+    size_t keys_cap; /* entries */
+    size_t keys_top; /* entries in use by the documents being written */
 };
 
 void ejson_buf_reset(struct ejson_buf *buf); /* len = 0, keeps memory */
@@ -55,7 +61,13 @@ void ejson_write_string(struct ejson_buf *buf, const char *s, size_t n);
  * checked and copied eight bytes at a time. */
 void ejson_write_string_bounded(struct ejson_buf *buf, const char *s, size_t n, size_t readable);
 
-/* Appends the whole document doc. */
+/* Appends the whole document doc.
+ *
+ * Repeated field names: Debezium holds documents as org.bson BsonDocument
+ * (or Document in 1.9), which are maps, so a name that occurs twice in one
+ * BSON (sub-)document is printed once, at its first position, with the value
+ * of its last occurrence. The writer does the same at every level (arrays
+ * have no names; a code-with-scope's scope is a document). */
 void ejson_write_document(struct ejson_buf *buf, const bson_t *doc, enum ejson_mode mode,
                           enum ejson_separators sep);
 
@@ -66,8 +78,9 @@ void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejso
 
 /* Appends the key text of doc (debezium-format.md §1.1): the RELAXED compact
  * rendering of its _id value, i.e. what Debezium's `{"_": <_id>}` trick leaves
- * after cutting `{"_": ` and the final `}`. Returns false (nothing appended)
- * when doc has no _id. */
+ * after cutting `{"_": ` and the final `}` (the last _id if the name repeats,
+ * as a map lookup finds it). Returns false (nothing appended) when doc has no
+ * _id. */
 bool ejson_write_key(struct ejson_buf *buf, const bson_t *doc);
 
 /* Java's Double.toString(v) into out (at least 32 bytes, not NUL-terminated);

@@ -13,14 +13,19 @@
 void ejson_buf_reset(struct ejson_buf *buf)
 {
     buf->len = 0;
+    buf->keys_top = 0;
 }
 
 void ejson_buf_free(struct ejson_buf *buf)
 {
     free(buf->data);
+    free(buf->keys);
     buf->data = NULL;
     buf->len = 0;
     buf->cap = 0;
+    buf->keys = NULL;
+    buf->keys_cap = 0;
+    buf->keys_top = 0;
 }
 
 void ejson_buf_grow(struct ejson_buf *buf, size_t extra)

@@ -267,6 +267,19 @@ def mixed_docs(rng, count):
     for i in range(count):
         t, gen = rng.choice(ID_KINDS)
         body = [elem(t, b"_id", gen(rng))]
+        if rng.random() < 0.05:
+            # Wide documents, some with repeated names (and a repeated _id):
+            # Debezium's map-backed documents keep the first position and
+            # the last value.
+            nkeys = rng.randrange(20, 300)
+            for j in range(nkeys):
+                k = ("f%d" % rng.randrange(nkeys * 2 if rng.random() < 0.5 else 10**6)).encode()
+                if rng.random() < 0.01:
+                    k = b"_id"
+                tv = rand_value(rng, 2)
+                body.append(elem(tv[0], k, tv[1]))
+            yield document(body)
+            continue
         for j in range(rng.randrange(0, 12)):
             tv = rand_value(rng, 0)
             body.append(elem(tv[0], rand_key(rng, j), tv[1]))

@@ -9,6 +9,11 @@ must be byte-identical, document by document:
   relaxed  RELAXED, compact separators
   default  RELAXED, default separators      (legacy updatedFields)
   key      the `{"_": <_id>}` key text       (key id, §1.1)
+  document STRICT compact through org.bson.Document, Debezium 1.9's `after`
+
+The harness decodes each document into a BsonDocument (or Document) first,
+as the driver hands it to Debezium; both are maps, so repeated field names
+collapse (first position, last value) and the writer must do the same.
 
 Inputs: every document of ../shared/datasets (converted file by file with
 bson.json_util.loads), 10,000 generated documents covering every BSON type
@@ -35,11 +40,13 @@ ORACLE_DIR = SOURCE_DIR / "tests" / "oracle"
 GEN = SOURCE_DIR / "tests" / "gen" / "gen_docs.py"
 
 DRIVERS = ["4.3.4", "4.11.1"]
+# In the order the harness prints them with "all".
 VARIANTS = {
     "strict": ["--mode", "strict", "--separators", "compact"],
     "relaxed": ["--mode", "relaxed", "--separators", "compact"],
     "default": ["--mode", "relaxed", "--separators", "default"],
     "key": ["--key"],
+    "document": ["--mode", "strict", "--separators", "compact"],
 }
 GENERATED_COUNT = 10000
 GENERATED_SEED = 20240917

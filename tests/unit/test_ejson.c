@@ -216,7 +216,10 @@ static void test_integer_lengths(void **state)
     (void)state;
     int64_t p = 1;
     struct ejson_buf buf = {0};
-    for (int i = 0; i < 19; i++, p *= 10) {
+    for (int i = 0; i < 19; i++) {
+        if (i > 0) {
+            p *= 10; /* 10^i, up to 10^18 */
+        }
         int64_t vals[5] = {p, p - 1, p + 1, -p, -p + 1};
         for (int k = 0; k < 5; k++) {
             bson_t *doc = BCON_NEW("a", BCON_INT64(vals[k]), "b", BCON_INT32((int32_t)vals[k]));
@@ -384,6 +387,76 @@ static void test_invalid_utf8(void **state)
     assert_int_equal(ejson_invalid_utf8_count() - before, 1 + 1 + 2 + 1 + 1 + 4);
 }
 
+static char *render(const bson_t *doc, enum ejson_mode mode)
+{
+    struct ejson_buf buf = {0};
+    ejson_write_document(&buf, doc, mode, EJSON_SEP_COMPACT);
+    size_t n;
+    char *s = ejson_buf_steal(&buf, &n);
+    ejson_buf_free(&buf);
+    return s;
+}
+
+/* /ejson/names/repeated_keep_first_position_last_value (BsonDocument is a
+ * map: debezium-format.md §2, ejson.h) */
+static void test_repeated_names(void **state)
+{
+    (void)state;
+    bson_t *doc = bson_new();
+    BSON_APPEND_INT32(doc, "_id", 1);
+    BSON_APPEND_INT32(doc, "a", 1);
+    BSON_APPEND_UTF8(doc, "b", "x");
+    BSON_APPEND_INT64(doc, "a", 3);
+    BSON_APPEND_INT32(doc, "_id", 2);
+    bson_t sub;
+    BSON_APPEND_DOCUMENT_BEGIN(doc, "s", &sub);
+    BSON_APPEND_INT32(&sub, "k", 1);
+    BSON_APPEND_INT32(&sub, "k", 2);
+    bson_append_document_end(doc, &sub);
+    bson_t arr;
+    BSON_APPEND_ARRAY_BEGIN(doc, "arr", &arr);
+    BSON_APPEND_INT32(&arr, "0", 7);
+    BSON_APPEND_INT32(&arr, "0", 8); /* array element names are not names */
+    bson_append_array_end(doc, &arr);
+    char *s = render(doc, EJSON_STRICT);
+    assert_string_equal(
+        s, "{\"_id\": 2,\"a\": {\"$numberLong\": \"3\"},\"b\": \"x\",\"s\": {\"k\": 2},"
+           "\"arr\": [7,8]}");
+    free(s);
+    struct ejson_buf buf = {0};
+    assert_true(ejson_write_key(&buf, doc));
+    ejson_buf_append(&buf, "", 1);
+    assert_string_equal(buf.data, "2");
+    ejson_buf_free(&buf);
+    bson_destroy(doc);
+
+    /* A wide document: 3000 names, every third one repeated later, so the
+     * name table grows and the rewrite path runs. */
+    doc = bson_new();
+    char key[16], expected_part[64];
+    struct ejson_buf want = {0};
+    ejson_buf_append(&want, "{", 1);
+    for (int i = 0; i < 3000; i++) {
+        snprintf(key, sizeof key, "n%d", i);
+        BSON_APPEND_INT32(doc, key, i);
+    }
+    for (int i = 0; i < 3000; i += 3) {
+        snprintf(key, sizeof key, "n%d", i);
+        BSON_APPEND_INT32(doc, key, -i);
+    }
+    for (int i = 0; i < 3000; i++) {
+        int n = snprintf(expected_part, sizeof expected_part, "%s\"n%d\": %d", i ? "," : "", i,
+                         i % 3 == 0 ? -i : i);
+        ejson_buf_append(&want, expected_part, (size_t)n);
+    }
+    ejson_buf_append(&want, "}", 2);
+    s = render(doc, EJSON_RELAXED);
+    assert_string_equal(s, want.data);
+    free(s);
+    ejson_buf_free(&want);
+    bson_destroy(doc);
+}
+
 /* /ejson/buffer/steady_state_does_not_grow */
 static void test_buffer_reuse(void **state)
 {
@@ -421,7 +494,7 @@ int main(void)
         cmocka_unit_test(test_integer_lengths), cmocka_unit_test(test_decimal128),
         cmocka_unit_test(test_worked_example),  cmocka_unit_test(test_doubles),
         cmocka_unit_test(test_escaping),        cmocka_unit_test(test_invalid_utf8),
-        cmocka_unit_test(test_buffer_reuse),
+        cmocka_unit_test(test_buffer_reuse),    cmocka_unit_test(test_repeated_names),
     };
     return cmocka_run_group_tests_name("ejson", tests, NULL, NULL);
 }
