@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <librdkafka/rdkafka.h>
+
 #include "capture/capture.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -98,11 +100,21 @@ enum phase worker_service(struct worker *w, bool force_commit)
 
 /* Produces recs (taking their buffers); the last one carries pos. what names
  * the source of the records in errors. */
+/* The topic is not known to the cluster (yet): librdkafka's local
+ * ERR__UNKNOWN_TOPIC or the broker's UNKNOWN_TOPIC_OR_PART. */
+static bool topic_not_ready(const struct mcdc_error *err)
+{
+    return err->domain == MCDC_ERR_KAFKA && (err->code == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
+                                             err->code == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
+}
+
 enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
                           const struct mcdc_position *pos, const char *what)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
     enum phase ph = PHASE_OK;
+    int64_t last_warn = 0;
+    bool ok;
 
     if (recs->count == 0 && pos != NULL)
         inflight_advance(w->inf, pos);
@@ -117,7 +129,22 @@ enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
         /* Only an event's last record carries its position: the event is
          * committed once all of its records are acknowledged. */
         cookie = inflight_add(w->inf, i + 1 == recs->count ? pos : NULL);
-        if (!sink_produce(w->sink, r, cookie, &w->stop, &err)) {
+        for (;;) {
+            err = (struct mcdc_error)MCDC_ERROR_INIT;
+            ok = sink_produce(w->sink, r, cookie, &w->stop, &err);
+            if (ok || w->stop || !topic_not_ready(&err))
+                break;
+            /* Auto-created topics appear a moment after the first produce, and a
+             * broker outage can leave the topic unknown for a while: wait (the
+             * record keeps its buffers), never drop. */
+            if (worker_now_ms() - last_warn >= 10000) {
+                LOG_WARN("%s: %s; retrying until the topic exists", r->topic, err.msg);
+                last_warn = worker_now_ms();
+            }
+            if (!worker_pause_ms(w, 200))
+                break;
+        }
+        if (!ok) {
             if (w->stop) {
                 ph = PHASE_STOPPED;
                 break;

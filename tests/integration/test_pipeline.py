@@ -232,6 +232,8 @@ def test_capture_modes(tmp_workdir, start_mongocdc, mode):
         c = sim.client()
         c.itdb.modes.insert_one({"_id": 1, "a": 1})
         c.itdb.modes.update_one({"_id": 1}, {"$set": {"a": 2}})
+        # updateLookup reads the document when the event is read: delete it only after
+        wait_until(lambda: len(stream_records(tmp_workdir / "events.jsonl")) >= 2, 30, "2 events")
         c.itdb.modes.delete_one({"_id": 1})
         wait_until(lambda: len(stream_records(tmp_workdir / "events.jsonl")) >= 3, 30, "3 events")
         ins, upd, dele = stream_records(tmp_workdir / "events.jsonl")[:3]
