@@ -112,8 +112,12 @@ def _convert_dataset_file(path):
     with open(path, encoding="utf-8") as f:
         for line in f:
             if line.strip():
-                out.append(bson.BSON.encode(json_util.loads(line, json_options=opts),
-                                            codec_options=codec))
+                # PyMongo moves a top-level _id to the front; a nested
+                # document keeps its order, so wrap and cut it back out.
+                outer = bson.BSON.encode({"d": json_util.loads(line, json_options=opts)},
+                                         codec_options=codec)
+                n = int.from_bytes(outer[7:11], "little")
+                out.append(bytes(outer[7:7 + n]))
     return out
 
 
