@@ -37,7 +37,10 @@ mkdir -p "$B" "$BA"
 echo "== build (normal, $B)"
 build "$B" || { echo "test.sh: build failed"; exit 1; }
 echo "== build (ASan+UBSan, $BA)"
-build "$BA" -DMCDC_SANITIZE=address,undefined || { echo "test.sh: ASan build failed"; exit 1; }
+# A failed sanitizer build fails the run, but the normal tree's tests still
+# run so the log shows everything that is wrong at once.
+ASAN_BUILT=1
+build "$BA" -DMCDC_SANITIZE=address,undefined || { echo "test.sh: ASan build FAILED"; ASAN_BUILT=0; }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -110,7 +113,11 @@ rc=0
 rm -f "$B/integration-junit.xml" "$BA/integration-junit.xml"
 run_ctest "normal build" "$B" || rc=1
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-if [ "${MCDC_ASAN_INTEGRATION:-0}" = 1 ]; then
+if [ "$ASAN_BUILT" = 0 ]; then
+  echo "== ctest (ASan+UBSan build): not run, the build failed"
+  rc=1
+  FAILED=$((FAILED + 1))
+elif [ "${MCDC_ASAN_INTEGRATION:-0}" = 1 ]; then
   run_ctest "ASan+UBSan build" "$BA" || rc=1
 else
   run_ctest "ASan+UBSan build, unit tests" "$BA" -L unit || rc=1
