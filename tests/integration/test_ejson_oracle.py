@@ -200,3 +200,17 @@ def test_writer_matches_java_driver(oracle, inputs, docset, driver):
     if failures:
         pytest.fail("differences from the Java driver %s on %s:\n%s"
                     % (driver, docset, "\n".join(failures)))
+
+
+def test_json_input_reads_the_same_documents(inputs):
+    """`mongocdc encode --input json` (libbson's extended-JSON reader, one
+    document per line) sees the same documents as the BSON path: over the
+    shared datasets, both print identical lines."""
+    docs, _ = inputs["datasets"]
+    files = sorted((SHARED_DIR / "datasets").glob("*/*.json"))
+    text = b"\n".join(f.read_bytes() for f in files)  # blank lines are skipped
+    from_json = _run(_encoder_cmd() + ["--input", "json"], text)
+    from_bson = _run(_encoder_cmd(), b"".join(docs))
+    assert len(from_json) == len(docs)
+    diffs = [i for i in range(len(docs)) if from_json[i] != from_bson[i]]
+    assert not diffs, "first difference at document %d" % diffs[0]
