@@ -5,9 +5,11 @@
 # any number of times; scripts/test.sh runs it first.
 #
 # REQUIRED packages must all be present or the script exits 1. OPTIONAL ones
-# only give the tests a real Kafka broker (a JRE and Maven to run the broker
-# from its jars, kcat to probe it): if they cannot be installed the script
-# warns and exits 0, and the suite falls back to librdkafka's mock cluster.
+# serve the tests that need Java: a JDK 17 and Maven run the real Kafka broker
+# from its jars (kcat probes it) and build the Java driver's JSON writer used
+# as the encoder's oracle. If they cannot be installed the script warns and
+# exits 0: the suite falls back to librdkafka's mock cluster and skips the
+# oracle test, saying so.
 set -euo pipefail
 
 REQUIRED=(
@@ -30,12 +32,12 @@ have=" $(dpkg-query -W -f='${Package} ${Status}\n' "${REQUIRED[@]}" "${OPTIONAL[
          awk '$NF == "installed" && $(NF-1) == "ok" { print $1 }' | tr '\n' ' ' || true) "
 installed() { [[ "$have" == *" $1 "* ]]; }
 
-# A JRE >= 17 and Maven count as present when on PATH, whatever package
-# brought them (a JDK, a newer JRE, a Maven outside apt).
+# A JDK >= 17 and Maven count as present when on PATH, whatever package
+# brought them (a newer JDK, a Maven outside apt).
 java_ok() {
-  command -v java >/dev/null 2>&1 || return 1
+  command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || return 1
   local v
-  v=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1)
+  v=$(javac -version 2>&1 | sed -n 's/^javac \([0-9]*\).*/\1/p' | head -n 1)
   [ -n "$v" ] && [ "$v" -ge 17 ]
 }
 
@@ -43,7 +45,7 @@ missing_req=()
 missing_opt=()
 for p in "${REQUIRED[@]}"; do installed "$p" || missing_req+=("$p"); done
 for p in "${OPTIONAL[@]}"; do installed "$p" || missing_opt+=("$p"); done
-java_ok || missing_opt+=(openjdk-17-jre-headless)
+java_ok || missing_opt+=(openjdk-17-jdk-headless)
 command -v mvn >/dev/null 2>&1 || missing_opt+=(maven)
 
 total=$(( ${#REQUIRED[@]} + ${#OPTIONAL[@]} + 2 ))
@@ -77,7 +79,7 @@ if [ ${#missing_opt[@]} -gt 0 ]; then
     if "${APT_INSTALL[@]}" "$p" >/dev/null; then
       echo "install-deps: installed $p"
     else
-      echo "install-deps: could not install $p: integration tests will use librdkafka's mock cluster instead of a real Kafka broker" >&2
+      echo "install-deps: could not install $p: the integration tests will use librdkafka's mock cluster instead of a real Kafka broker, and skip the Java oracle" >&2
     fi
   done
 fi
