@@ -29,9 +29,10 @@ enum ejson_separators {
 };
 
 /* A growable output buffer. Zero-initialise, reuse, free with ejson_buf_free.
- * keys is the writer's scratch space (hash tables of member names, used to
- * find repeated names, debezium-format.md §2 "Repeated field names"); it
- * grows with the largest document written and is kept across events. */
+ * Not shared between threads (one per worker). keys is the writer's scratch
+ * space (hash tables of member names, to find repeated names: see
+ * ejson_write_document); like data it grows with the largest document
+ * written and is kept across events, so the steady state allocates nothing. */
 struct ejson_buf {
     char *data;
     size_t len;
@@ -41,18 +42,26 @@ struct ejson_buf {
     size_t keys_top; /* entries in use by the documents being written */
 };
 
-void ejson_buf_reset(struct ejson_buf *buf); /* len = 0, keeps memory */
-void ejson_buf_free(struct ejson_buf *buf);  /* frees memory */
+/* Empties buf (len = 0), keeping its memory. */
+void ejson_buf_reset(struct ejson_buf *buf);
+/* Frees buf's memory and zeroes it; buf itself is the caller's. */
+void ejson_buf_free(struct ejson_buf *buf);
+/* Appends n bytes of s (copied; s may be NULL when n is 0). Aborts on
+ * out-of-memory (xalloc). */
 void ejson_buf_append(struct ejson_buf *buf, const char *s, size_t n);
 /* Ensures room for extra more bytes plus a NUL (capacity doubles, starting at
  * 256). Aborts on out-of-memory (xalloc). */
 void ejson_buf_grow(struct ejson_buf *buf, size_t extra);
-/* Returns the buffer's bytes as a new malloc'd NUL-terminated string (len in *len). */
+/* Returns a copy of the buffer's bytes as a new malloc'd, NUL-terminated
+ * string that the caller frees with free(); *len (if not NULL) gets the
+ * length without the NUL. buf is unchanged and stays reusable. */
 char *ejson_buf_steal(struct ejson_buf *buf, size_t *len);
 
-/* Appends s (n bytes of UTF-8) as a JSON string with quotes, escaped as Java's
- * writer escapes (debezium-format.md §2.2). Invalid UTF-8 becomes U+FFFD and
- * is counted in ejson_invalid_utf8_count(). */
+/* Appends s (n bytes of UTF-8, borrowed, may contain NUL) as a JSON string
+ * with quotes, escaped as the Java driver's writer escapes (debezium-format.md
+ * §2.2; character classes of Java 17, see jstring.c). Never fails: invalid
+ * UTF-8 decodes as JDK 17's String does (one U+FFFD per malformed sequence)
+ * and each replacement is counted in ejson_invalid_utf8_count(). */
 void ejson_write_string(struct ejson_buf *buf, const char *s, size_t n);
 
 /* Same as ejson_write_string, for a string inside a larger buffer: readable
@@ -61,7 +70,10 @@ void ejson_write_string(struct ejson_buf *buf, const char *s, size_t n);
  * checked and copied eight bytes at a time. */
 void ejson_write_string_bounded(struct ejson_buf *buf, const char *s, size_t n, size_t readable);
 
-/* Appends the whole document doc.
+/* Appends the whole document doc (borrowed) in mode with sep, exactly as
+ * Debezium's settings make the Java driver print it (debezium-format.md
+ * §2.1-§2.3). Never fails: a malformed sub-document prints as {} or [] and
+ * the walk stops where libbson's iterator stops.
  *
  * Repeated field names: Debezium holds documents as org.bson BsonDocument
  * (or Document in 1.9), which are maps, so a name that occurs twice in one
@@ -71,8 +83,9 @@ void ejson_write_string_bounded(struct ejson_buf *buf, const char *s, size_t n, 
 void ejson_write_document(struct ejson_buf *buf, const bson_t *doc, enum ejson_mode mode,
                           enum ejson_separators sep);
 
-/* Appends the value at iter (any BSON type), as the Java writer renders a
- * value inside a document (the key text uses this for _id). */
+/* Appends the value iter is positioned on (any BSON type; iter borrowed and
+ * not advanced), as the Java writer renders a value inside a document
+ * (§2.3). For the envelope's own fields (lsid, updatedFields values). */
 void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejson_mode mode,
                        enum ejson_separators sep);
 
@@ -84,18 +97,19 @@ void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejso
 bool ejson_write_key(struct ejson_buf *buf, const bson_t *doc);
 
 /* Java's Double.toString(v) into out (at least 32 bytes, not NUL-terminated);
- * returns the length. NaN/Infinity/-Infinity spelled as Java does. The digit
- * choice matches the JDK named in jdouble.c. */
+ * returns the length. NaN/Infinity/-Infinity spelled as Java does. The digits
+ * are JDK 17's, which are not always the shortest (JDK-4511638; jdouble.c). */
 size_t ejson_java_double(double v, char *out);
 
-/* Decimal digits Java's Double.toString uses for v (finite, > 0): writes up
- * to 20 digits (no dot, no trailing zeros) to digits, returns their count and
- * sets *dexp so that v ~= 0.d1d2...dn * 10^dexp. */
+/* The decimal digits JDK 17's Double.toString uses for v (finite, > 0):
+ * writes up to 20 digit characters (no dot; the JDK may leave a trailing
+ * zero) to digits, returns their count and sets *dexp so that
+ * v ~= 0.d1d2...dn * 10^dexp. */
 int ejson_java_digits(double v, char *digits, int *dexp);
 
-/* Decimal128.toString() of the Java driver (IEEE 754-2008 string form) into
- * out (at least 48 bytes, not NUL-terminated); returns
- * the length. */
+/* Decimal128.toString() of the Java driver (IEEE 754-2008 string form, with
+ * non-canonical coefficients printed in full as the driver does) into out (at
+ * least 48 bytes, not NUL-terminated); returns the length. */
 size_t ejson_decimal128_string(const bson_decimal128_t *dec, char *out);
 
 /* True if Java's writer emits the UTF-16 code unit raw (no \u escape) in a
@@ -103,7 +117,8 @@ size_t ejson_decimal128_string(const bson_decimal128_t *dec, char *out);
  * (debezium-format.md §2.2). Thread-safe. */
 bool ejson_java_char_is_raw(uint32_t unit);
 
-/* Total invalid UTF-8 sequences replaced since start (all threads). */
+/* Total invalid UTF-8 sequences replaced by U+FFFD since the process
+ * started, all threads (a relaxed atomic counter; for metrics and logs). */
 uint64_t ejson_invalid_utf8_count(void);
 
 #endif
