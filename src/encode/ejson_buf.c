@@ -41,6 +41,9 @@ void ejson_buf_grow(struct ejson_buf *buf, size_t extra)
 
 void ejson_buf_append(struct ejson_buf *buf, const char *s, size_t n)
 {
+    if (n == 0) {
+        return; /* s may be NULL */
+    }
     if (buf->cap - buf->len <= n) {
         ejson_buf_grow(buf, n);
     }
