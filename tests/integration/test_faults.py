@@ -17,6 +17,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -412,4 +413,68 @@ def test_history_lost_on_an_open_stream(tmp_workdir, users_sim, start_mongocdc, 
     wait_until(lambda: 2 in ids(streamed(tmp_workdir / "events.jsonl")), 30, "streaming again")
     recs = data_records(read_jsonl(tmp_workdir / "events.jsonl"), PREFIX)
     assert 1 in ids([r for r in recs if r.topic == PREFIX + ".itdb.hl"])  # as c or as r
+    assert d.stop(timeout_s=30) == 0
+
+
+def _free_port_block(n):
+    for base in range(23000, 30000, 10):
+        ok = True
+        for p in range(base, base + n + 1):
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                ok = False
+            finally:
+                s.close()
+        if ok:
+            return base
+    raise RuntimeError("no free ports")
+
+
+def test_started_before_mongodb_is_up(tmp_workdir, start_mongocdc):
+    """The first probe fails: the task discovers the replica set itself once
+    the servers answer, backing off meanwhile."""
+    base = _free_port_block(3)
+    uri = "mongodb://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/?replicaSet=rs0" % (base, base + 1,
+                                                                                base + 2)
+    cfg = write_config(tmp_workdir, uri, **{"mongodb.server.selection.timeout.ms": 1000,
+                                            "connect.backoff.initial.delay.ms": 300})
+    d = start_mongocdc("-c", cfg)
+    wait_until(lambda: "reconnecting in" in log_text(tmp_workdir), 30, "a reconnect")
+    sim = Sim(tmp_workdir, (), extra=("--base-port", str(base)))
+    try:
+        wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60, "streaming")
+        sim.client().itdb.late.insert_one({"_id": 1})
+        wait_until(lambda: ids(streamed(tmp_workdir / "events.jsonl")) == [1], 30, "the insert")
+        assert "[rs0]" in log_text(tmp_workdir)
+        assert d.stop(timeout_s=30) == 0
+    finally:
+        sim.stop()
+
+
+def test_offsets_in_kafka_resume_after_restart(tmp_workdir, users_sim, kafka, start_mongocdc):
+    sim = users_sim
+    prefix = "koff%d" % int(time.time())
+    cfg = write_config(tmp_workdir, sim.uri, kafka={"bootstrap.servers": kafka.bootstrap},
+                       **{"topic.prefix": prefix, "offsets.storage": "kafka",
+                          "offsets.topic": "mongocdc-offsets-" + prefix})
+    topics = [prefix + ".itdb.koff", prefix + ".sample_mflix.users"]
+
+    def records():
+        return read_topics(kafka.bootstrap, topics, idle_s=1.5, timeout_s=30)
+    d = start_mongocdc("-c", cfg)
+    wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60, "run 1")
+    c = sim.client()
+    c.itdb.koff.insert_one({"_id": 1})
+    wait_until(lambda: [r.op for r in records() if r.topic == topics[0]] == ["c"], 60, "run 1")
+    assert d.stop(timeout_s=30) == 0
+    c.itdb.koff.insert_one({"_id": 2})
+    d = start_mongocdc("-c", cfg)
+    wait_until(lambda: len([r for r in records() if r.topic == topics[0]]) >= 2, 60, "run 2")
+    recs = records()
+    assert [json.loads(key_id_text(r)) for r in recs if r.topic == topics[0]] == [1, 2]
+    assert len([r for r in recs if r.topic == topics[1]]) == 185, \
+        "the snapshot was redone: offsets in Kafka were not found again"
+    assert "snapshot" not in log_text(tmp_workdir)
     assert d.stop(timeout_s=30) == 0
