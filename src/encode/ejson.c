@@ -507,9 +507,9 @@ void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejso
  *
  * Debezium's documents are maps (BsonDocument, Document): a name repeated in
  * one BSON document is printed once, at its first position, with its last
- * value. While writing a document's members, a hash table of their names
- * (in buf->keys, one region per nesting level, stacked) detects a repeat;
- * then the document is rewound and written again by write_collapsed. An
+ * value. Names are equal when Java decodes them to the same string (jname). While writing a
+ * document's members, a hash table of their names (in buf->keys, one region per nesting level,
+ * stacked) detects a repeat; then the document is rewound and written again by write_collapsed. An
  * entry is (hash high 32 bits) << 32 | EMITTED flag | offset of the element
  * in the document (never 0: the length prefix comes first).
  */
@@ -543,6 +543,56 @@ static uint64_t name_hash(const char *k, size_t n, size_t readable)
         h = (h ^ w) * UINT64_C(0xff51afd7ed558ccd);
     }
     return h ^ (h >> 29);
+}
+
+/*
+ * A member name as Java sees it: its bytes, unless they are invalid UTF-8;
+ * then their JDK decoding re-encoded (each malformed sequence one U+FFFD), so
+ * that names Java reads as the same string compare equal here too.
+ */
+struct jname {
+    const char *p;
+    size_t n;
+    size_t readable; /* bytes readable from p, for name_hash */
+    char *owned;
+};
+
+static bool has_high_byte(const char *k, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, k + i, 8);
+        if (w & UINT64_C(0x8080808080808080)) {
+            return true;
+        }
+    }
+    for (; i < n; i++) {
+        if ((unsigned char)k[i] & 0x80) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void jname_get(struct jname *jn, const char *k, size_t n, size_t readable)
+{
+    jn->p = k;
+    jn->n = n;
+    jn->readable = readable;
+    jn->owned = NULL;
+    if (!has_high_byte(k, n) || ejson_utf8_valid_java(k, n)) {
+        return;
+    }
+    jn->owned = xmalloc(3 * n + 1); /* pathological names only */
+    jn->n = ejson_java_utf8(k, n, jn->owned);
+    jn->p = jn->owned;
+    jn->readable = jn->n;
+}
+
+static void jname_done(struct jname *jn)
+{
+    free(jn->owned);
 }
 
 /* The names table of one document: size entries at buf->keys + base. */
@@ -589,11 +639,11 @@ static const char *entry_name(const uint8_t *data, uint64_t e, size_t *n)
 }
 
 /*
- * Finds name k (n bytes, hash h) in t; returns its slot, or the empty slot
- * where it belongs (*found false).
+ * Finds name jn (hash h) in t; returns its slot, or the empty slot where it
+ * belongs (*found false).
  */
 static size_t names_find(const struct ejson_buf *buf, const struct names *t, const uint8_t *data,
-                         const char *k, size_t n, uint64_t h, bool *found)
+                         uint32_t len, const struct jname *jn, uint64_t h, bool *found)
 {
     size_t mask = t->size - 1;
     size_t i = (size_t)h & mask;
@@ -606,7 +656,11 @@ static size_t names_find(const struct ejson_buf *buf, const struct names *t, con
         if ((e >> 32) == (h >> 32)) {
             size_t en;
             const char *ek = entry_name(data, e, &en);
-            if (en == n && memcmp(ek, k, n) == 0) {
+            struct jname ej;
+            jname_get(&ej, ek, en, (size_t)(data + len - (const uint8_t *)ek));
+            bool same = ej.n == jn->n && memcmp(ej.p, jn->p, jn->n) == 0;
+            jname_done(&ej);
+            if (same) {
                 *found = true;
                 return i;
             }
@@ -629,8 +683,10 @@ static void names_grow(struct ejson_buf *buf, struct names *t, const uint8_t *da
         }
         size_t en;
         const char *ek = entry_name(data, e, &en);
-        size_t readable = (size_t)(data + len - (const uint8_t *)ek);
-        size_t j = (size_t)name_hash(ek, en, readable) & (nsize - 1);
+        struct jname ej;
+        jname_get(&ej, ek, en, (size_t)(data + len - (const uint8_t *)ek));
+        size_t j = (size_t)name_hash(ej.p, ej.n, ej.readable) & (nsize - 1);
+        jname_done(&ej);
         while (tmp[j] != 0) {
             j = (j + 1) & (nsize - 1);
         }
@@ -651,9 +707,12 @@ static bool names_add(struct ejson_buf *buf, struct names *t, const uint8_t *dat
     if ((t->count + 1) * 2 > t->size) {
         names_grow(buf, t, data, len);
     }
-    uint64_t h = name_hash(k, n, (size_t)(data + len - (const uint8_t *)k));
+    struct jname jn;
+    jname_get(&jn, k, n, (size_t)(data + len - (const uint8_t *)k));
+    uint64_t h = name_hash(jn.p, jn.n, jn.readable);
     bool found;
-    size_t i = names_find(buf, t, data, k, n, h, &found);
+    size_t i = names_find(buf, t, data, len, &jn, h, &found);
+    jname_done(&jn);
     uint64_t off = (uint64_t)((const uint8_t *)k - 1 - data); /* the element's type byte */
     if (found) {
         buf->keys[t->base + i] = (buf->keys[t->base + i] & ~NAME_OFFSET) | off;
@@ -679,17 +738,24 @@ static void write_collapsed(struct ejson_buf *buf, struct names *t, const uint8_
         while (bson_iter_next(&it)) {
             const char *k = bson_iter_key_unsafe(&it);
             size_t n = bson_iter_key_len(&it);
-            uint64_t h = name_hash(k, n, (size_t)(data + len - (const uint8_t *)k));
+            struct jname jn;
+            jname_get(&jn, k, n, (size_t)(data + len - (const uint8_t *)k));
+            uint64_t h = name_hash(jn.p, jn.n, jn.readable);
             bool found;
-            size_t i = names_find(buf, t, data, k, n, h, &found);
+            size_t i = names_find(buf, t, data, len, &jn, h, &found);
+            jname_done(&jn);
             uint64_t e = buf->keys[t->base + i];
             if (!found || (e & NAME_EMITTED)) {
                 continue;
             }
             buf->keys[t->base + i] = e | NAME_EMITTED;
+            /* the last occurrence's name may have other bytes (invalid
+             * UTF-8 that decodes alike), hence its own length */
+            size_t last_n;
+            entry_name(data, e, &last_n);
             bson_iter_t last;
             if (!bson_iter_init_from_data_at_offset(&last, data, len, (uint32_t)(e & NAME_OFFSET),
-                                                    (uint32_t)n)) {
+                                                    (uint32_t)last_n)) {
                 continue;
             }
             if (!first) {

@@ -117,6 +117,16 @@ size_t ejson_decimal128_string(const bson_decimal128_t *dec, char *out);
  * (debezium-format.md §2.2). Thread-safe. */
 bool ejson_java_char_is_raw(uint32_t unit);
 
+/* True if s (n bytes) is UTF-8 that JDK 17's String(bytes, UTF_8) decodes
+ * without a replacement (no overlong forms, surrogates or truncation). */
+bool ejson_utf8_valid_java(const char *s, size_t n);
+
+/* The string JDK 17 decodes from s (n bytes), encoded back as UTF-8 into out
+ * (at least 3 * n bytes): s itself when valid, otherwise each malformed
+ * sequence becomes U+FFFD (EF BF BD). Returns the length. Not counted in
+ * ejson_invalid_utf8_count(). Used to compare member names as Java does. */
+size_t ejson_java_utf8(const char *s, size_t n, char *out);
+
 /* Total invalid UTF-8 sequences replaced by U+FFFD since the process
  * started, all threads (a relaxed atomic counter; for metrics and logs). */
 uint64_t ejson_invalid_utf8_count(void);

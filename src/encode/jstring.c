@@ -335,3 +335,52 @@ void ejson_write_string_bounded(struct ejson_buf *buf, const char *str, size_t n
 #endif
     ejson_write_string(buf, str, n);
 }
+
+bool ejson_utf8_valid_java(const char *str, size_t n)
+{
+    const uint8_t *s = (const uint8_t *)str;
+    size_t i = 0;
+    while (i < n) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        uint32_t cp;
+        bool bad;
+        i += decode_java(s + i, n - i, &cp, &bad);
+        if (bad) {
+            return false;
+        }
+    }
+    return true;
+}
+
+size_t ejson_java_utf8(const char *str, size_t n, char *out)
+{
+    const uint8_t *s = (const uint8_t *)str;
+    uint8_t *p = (uint8_t *)out;
+    size_t i = 0;
+    while (i < n) {
+        if (s[i] < 0x80) {
+            *p++ = s[i++];
+            continue;
+        }
+        uint32_t cp;
+        bool bad;
+        i += decode_java(s + i, n - i, &cp, &bad);
+        if (cp < 0x800) {
+            *p++ = (uint8_t)(0xc0 | (cp >> 6));
+            *p++ = (uint8_t)(0x80 | (cp & 0x3f));
+        } else if (cp < 0x10000) {
+            *p++ = (uint8_t)(0xe0 | (cp >> 12));
+            *p++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
+            *p++ = (uint8_t)(0x80 | (cp & 0x3f));
+        } else {
+            *p++ = (uint8_t)(0xf0 | (cp >> 18));
+            *p++ = (uint8_t)(0x80 | ((cp >> 12) & 0x3f));
+            *p++ = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
+            *p++ = (uint8_t)(0x80 | (cp & 0x3f));
+        }
+    }
+    return (size_t)(p - (uint8_t *)out);
+}

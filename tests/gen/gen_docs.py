@@ -306,6 +306,11 @@ INVALID_SEQS = [b"\x80", b"\xbf", b"\xc0\x80", b"\xc1\xbf", b"\xc2", b"\xc2A", b
                 b"\xe0\x80", b"\xe0\xa0A", b"\xf4\x8f\xbf\xbf", b"\xf1\x80\x80"]
 
 
+# Sequences that JDK 17 decodes to a single U+FFFD when an ASCII byte follows.
+SINGLE_REPLACEMENT = [b"\xff", b"\xfe", b"\x80", b"\xed\xa0\x80", b"\xe1\x80", b"\xc2",
+                      b"\xf0\x90\x80"]
+
+
 def invalid_docs(rng, count):
     for i in range(count):
         parts = []
@@ -319,8 +324,15 @@ def invalid_docs(rng, count):
                 parts.append(rand_text(rng, 6, allow_nul=False))
         s = b"".join(parts)
         key = s.replace(b"\x00", b"") or b"k"
-        yield document([elem(0x10, b"_id", struct.pack("<i", i)), elem(0x02, b"s", bstring(s)),
-                        elem(0x02, key, bstring(b"v"))])
+        body = [elem(0x10, b"_id", struct.pack("<i", i)), elem(0x02, b"s", bstring(s)),
+                elem(0x02, key, bstring(b"v"))]
+        if rng.random() < 0.3:
+            # Two names with different bytes that Java decodes to the same
+            # string (one U+FFFD each): one map entry, first position, last value.
+            a, b = rng.sample(SINGLE_REPLACEMENT, 2)
+            body.insert(1, elem(0x10, b"x" + a + b"y", struct.pack("<i", 1)))
+            body.append(elem(0x10, b"x" + b + b"y", struct.pack("<i", 2)))
+        yield document(body)
 
 
 def main():

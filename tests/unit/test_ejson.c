@@ -430,6 +430,17 @@ static void test_repeated_names(void **state)
     ejson_buf_free(&buf);
     bson_destroy(doc);
 
+    /* Names with different bytes that Java decodes to the same string (each
+     * invalid sequence one U+FFFD) are one map entry as well. */
+    doc = bson_new();
+    assert_true(bson_append_int32(doc, "x\xffy", 3, 1));
+    BSON_APPEND_INT32(doc, "b", 2);
+    assert_true(bson_append_int32(doc, "x\xed\xa0\x80y", 5, 3));
+    s = render(doc, EJSON_STRICT);
+    assert_string_equal(s, "{\"x\xef\xbf\xbdy\": 3,\"b\": 2}");
+    free(s);
+    bson_destroy(doc);
+
     /* A wide document: 3000 names, every third one repeated later, so the
      * name table grows and the rewrite path runs. */
     doc = bson_new();
