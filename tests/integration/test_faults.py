@@ -478,3 +478,18 @@ def test_offsets_in_kafka_resume_after_restart(tmp_workdir, users_sim, kafka, st
         "the snapshot was redone: offsets in Kafka were not found again"
     assert "snapshot" not in log_text(tmp_workdir)
     assert d.stop(timeout_s=30) == 0
+
+
+def test_gives_up_after_connect_max_attempts(tmp_workdir, run_mongocdc):
+    base = _free_port_block(1)
+    cfg = write_config(tmp_workdir, "mongodb://127.0.0.1:%d/?replicaSet=rs0" % base,
+                       **{"mongodb.server.selection.timeout.ms": 500,
+                          "connect.backoff.initial.delay.ms": 100,
+                          "connect.backoff.max.delay.ms": 400,
+                          "connect.max.attempts": 4})
+    r = run_mongocdc("-c", cfg, timeout_s=60)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1, err[-2000:]
+    assert re.search(r"after 4 failed attempts", err), err[-2000:]
+    delays = [int(x) for x in re.findall(r"reconnecting in (\d+) ms", err)]
+    assert delays == [100, 200, 400], delays
