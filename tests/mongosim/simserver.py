@@ -802,3 +802,34 @@ def commit_txn(cl, lsid, txn):
         if img is not None:
             cl.oplog.images[(sb.ts_key(e["ts"]), i)] = img
     return e
+
+
+def prepare_txn(cl, lsid, txn):
+    """Participant side of a cross-shard transaction, step 1: log the operations as an
+    applyOps entry with prepare: true (nothing visible yet, spec §5.4)."""
+    return cl.append_entry({"op": "c", "ns": "admin.$cmd",
+                            "o": {"applyOps": [dict(op) for op in txn.ops], "prepare": True},
+                            "lsid": {"id": lsid["id"], "uid": EMPTY_UID}, "txnNumber": Int64(txn.number),
+                            "prevOpTime": {"ts": Timestamp(0, 0), "t": Int64(-1)}})
+
+
+def commit_prepared(cl, lsid, txn, prep, commit_ts):
+    """Step 2: apply the overlay and log commitTransaction with the coordinator's
+    commitTimestamp, linked to the prepare entry by prevOpTime (spec §5.4)."""
+    undo = []
+    for (db, coll, key), doc in txn.overlay.items():
+        c = cl.get_coll(db, coll) or cl.ensure_coll(db, coll)
+        undo.append((db, coll, key, c.docs.get(key)))
+        if doc is None:
+            c.docs.pop(key, None)
+        else:
+            c.docs[key] = doc
+    e = cl.append_entry({"op": "c", "ns": "admin.$cmd",
+                         "o": {"commitTransaction": 1, "commitTimestamp": commit_ts},
+                         "lsid": {"id": lsid["id"], "uid": EMPTY_UID}, "txnNumber": Int64(txn.number),
+                         "prevOpTime": {"ts": prep["ts"], "t": prep["t"]}})
+    cl.record_undo(e["ts"], undo)
+    for i, img in enumerate(txn.images):
+        if img is not None:
+            cl.oplog.images[(sb.ts_key(e["ts"]), i)] = img
+    return e

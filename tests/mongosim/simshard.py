@@ -501,6 +501,21 @@ def router_primary(router, c):
     return c.primary or c.members[0]
 
 
+class RouterTxn(object):
+    """A transaction through mongos: a simserver.Txn per participant shard."""
+
+    def __init__(self, number):
+        self.number = number
+        self.state = "in_progress"
+        self.parts = collections.OrderedDict()
+
+    def part(self, shard_name):
+        t = self.parts.get(shard_name)
+        if t is None:
+            t = self.parts[shard_name] = ss.Txn(self.number)
+        return t
+
+
 class MongosDispatcher(Dispatcher):
     """Commands as a mongos answers them; unknown ones fall back to CommandNotFound."""
 
@@ -530,9 +545,64 @@ class MongosDispatcher(Dispatcher):
         return None
 
     def _txn_for(self, body):
-        if body.get("autocommit") is False:
-            raise SimError(20, "IllegalOperation", "transactions through mongos are not supported by the simulator")
-        return None
+        """The session's transaction through mongos: one Txn per participant shard."""
+        if body.get("autocommit") is not False:
+            return None
+        lsid, num = body.get("lsid"), body.get("txnNumber")
+        if lsid is None or num is None:
+            raise SimError(50768, "Location50768", "txnNumber may only be provided for multi-document transactions and retryable write commands")
+        s = self._session(lsid)
+        if body.get("startTransaction"):
+            if num < s["txn"]:
+                raise SimError(225, "TransactionTooOld", "a newer transaction %d has already started" % s["txn"])
+            s["txn"] = int(num)
+            s["txn_obj"] = RouterTxn(int(num))
+        t = s["txn_obj"]
+        if t is None or t.number != num or t.state not in ("in_progress",) and next(iter(body)) != "commitTransaction":
+            raise SimError(251, "NoSuchTransaction", "Given transaction number %d does not match any in-progress transactions." % num,
+                           ["TransientTransactionError"])
+        return t
+
+    def _writer(self, c, db, body):
+        t = self._txn_for(body)
+        if t is None:
+            return ss.Writer(c, db, None)
+        return ss.Writer(c, db, t.part(c.set_name))
+
+    def cmd_commitTransaction(self, member, body, conn):
+        """One participant: an ordinary applyOps commit. Several: two-phase commit, each shard
+        logs a prepare entry, then commitTransaction with commitTimestamp = the latest prepare
+        time (spec §5.4, §6.5 item 5)."""
+        t = self._txn_for(body)
+        if t.state == "committed":
+            return ok_reply()
+        if t.state == "aborted":
+            raise SimError(251, "NoSuchTransaction", "Transaction %d has been aborted." % t.number, ["TransientTransactionError"])
+        r = self.cl
+        lsid = body["lsid"]
+        parts = [(r.shard_cl(n), p) for n, p in t.parts.items() if p.ops]
+        last = None
+        if len(parts) == 1:
+            c, p = parts[0]
+            r.primary_of(c)
+            last = ss.commit_txn(c, lsid, p)
+        elif parts:
+            for c, _ in parts:
+                r.primary_of(c)
+            preps = [(c, p, ss.prepare_txn(c, lsid, p)) for c, p in parts]
+            commit_ts = max((e["ts"] for _, _, e in preps), key=sb.ts_key)
+            for c, p, e in preps:
+                last = ss.commit_prepared(c, lsid, p, e, commit_ts)
+        t.state = "committed"
+        out = ok_reply()
+        if last is not None:
+            out["__opTime"] = last["ts"]
+        return out
+
+    def cmd_abortTransaction(self, member, body, conn):
+        t = self._txn_for(body)
+        t.state = "aborted"
+        return ok_reply()
 
     # ---- topology commands ----------------------------------------------------------
     def cmd_serverStatus(self, member, body, conn):
@@ -704,7 +774,7 @@ class MongosDispatcher(Dispatcher):
             name = self._target_insert(db, coll, doc)
             c = r.shard_cl(name)
             r.primary_of(c)
-            w = ss.Writer(c, db, None)
+            w = self._writer(c, db, body)
             try:
                 w.insert_one(coll, doc)
                 n += 1
@@ -740,7 +810,7 @@ class MongosDispatcher(Dispatcher):
                 for name in r.shards_for(db, coll, q):
                     c = r.shard_cl(name)
                     r.primary_of(c)
-                    m, mod, uid, _, _ = ss.Writer(c, db, None).update(coll, q, u, False, multi)
+                    m, mod, uid, _, _ = self._writer(c, db, body).update(coll, q, u, False, multi)
                     n += m
                     nmod += mod
                     if m and not multi:
@@ -750,7 +820,7 @@ class MongosDispatcher(Dispatcher):
                     base = {k: v for k, v in q.items() if not k.startswith("$") and not isinstance(v, dict)}
                     name = self._target_insert(db, coll, base)
                     c = r.shard_cl(name)
-                    m, mod, uid, _, _ = ss.Writer(c, db, None).update(coll, q, u, True, multi)
+                    m, mod, uid, _, _ = self._writer(c, db, body).update(coll, q, u, True, multi)
                     if uid is not None:
                         n += 1
                         upserted.append({"index": i, "_id": uid})
@@ -780,7 +850,7 @@ class MongosDispatcher(Dispatcher):
             for name in r.shards_for(db, coll, st.get("q", {})):
                 c = r.shard_cl(name)
                 r.primary_of(c)
-                k = len(ss.Writer(c, db, None).delete(coll, st.get("q", {}), limit))
+                k = len(self._writer(c, db, body).delete(coll, st.get("q", {}), limit))
                 n += k
                 if limit and k:
                     break
@@ -790,6 +860,8 @@ class MongosDispatcher(Dispatcher):
         return out
 
     def cmd_findAndModify(self, member, body, conn):
+        if body.get("autocommit") is False:
+            raise SimError(20, "IllegalOperation", "findAndModify inside a transaction through mongos is not supported by the simulator")
         db = body["$db"]
         coll = body.get("findAndModify", body.get("findandmodify"))
         r = self.cl
@@ -812,7 +884,7 @@ class MongosDispatcher(Dispatcher):
         out = []
         for name in r.shards_for(db, coll, (body.get("filter") or body.get("query") or {}) if isinstance(body, dict) else None):
             c = r.shard_cl(name)
-            out.extend(ss.Writer(c, db, None).docs(coll))
+            out.extend(self._writer(c, db, body).docs(coll))
         return out
 
     def cmd_find(self, member, body, conn):

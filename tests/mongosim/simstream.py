@@ -347,7 +347,7 @@ class ChangeStream(object):
             return self._crud_event(entry, entry, 0, None, None, (key, 0))
         if op == "c":
             o = entry["o"]
-            if "applyOps" in o:
+            if "applyOps" in o or "commitTransaction" in o:
                 if o.get("partialTxn") or o.get("prepare"):
                     return []
                 lsid = entry.get("lsid")
@@ -375,7 +375,7 @@ class ChangeStream(object):
             prev = e.get("prevOpTime")
         ops = []
         for e in reversed(chain):
-            ops.extend(e["o"]["applyOps"])
+            ops.extend(e["o"].get("applyOps", []))
         return ops
 
     def _finish(self, ev, extra):

@@ -174,3 +174,45 @@ def test_faults_on_mongos_and_on_a_shard(cluster):
     finally:
         cluster.control("elect", shard=prim, member=0)
     c.fm.c.insert_one({"_id": 3})
+
+
+def test_cross_shard_transaction_prepared_on_each_shard(cluster):
+    """mongo-sim-spec §5.4 (prepared transactions) and §6.5 item 5: a transaction through
+    mongos touching two shards is logged on each as applyOps prepare: true followed by
+    commitTransaction with one commitTimestamp and the same lsid/txnNumber; each shard's
+    stream emits its part at the commit entry; the mongos stream shows all of them."""
+    c = cluster.client()
+    c.admin.command("shardCollection", "tx.c", key={"k": 1})
+    c.admin.command("split", "tx.c", middle={"k": 100})
+    c.admin.command("moveChunk", "tx.c", find={"k": 100}, to="shard02")
+    c.admin.command("moveChunk", "tx.c", find={"k": 1}, to="shard01")
+    uid = c.config.collections.find_one({"_id": "tx.c"})["uuid"]
+    owner1 = c.config.chunks.find_one({"uuid": uid, "min.k": {"$type": "minKey"}})["shard"]
+    s1 = pymongo.MongoClient(cluster.shard_uris["shard01"], serverSelectionTimeoutMS=5000)
+    s2 = pymongo.MongoClient(cluster.shard_uris["shard02"], serverSelectionTimeoutMS=5000)
+    try:
+        w1, w2 = s1.tx.watch(max_await_time_ms=200), s2.tx.watch(max_await_time_ms=200)
+        with c.tx.watch(max_await_time_ms=1000) as ms:
+            with c.start_session() as sess:
+                with sess.start_transaction():
+                    c.tx.c.insert_one({"_id": 1, "k": 1}, session=sess)
+                    c.tx.c.insert_one({"_id": 2, "k": 150}, session=sess)
+                    assert c.tx.c.count_documents({}) == 0
+            merged = [ms.next() for _ in range(2)]
+        e1, e2 = w1.next(), w2.next()
+        w1.close()
+        w2.close()
+        assert owner1 == "shard01"
+        for sh in (s1, s2):
+            ents = list(sh.local.oplog.rs.find({"lsid": {"$exists": True}}).sort("$natural", 1))
+            assert ents[0]["o"]["prepare"] is True and "commitTransaction" in ents[1]["o"]
+            assert ents[1]["prevOpTime"]["ts"] == ents[0]["ts"]
+        cts = [sh.local.oplog.rs.find_one({"o.commitTransaction": 1})["o"]["commitTimestamp"] for sh in (s1, s2)]
+        assert cts[0] == cts[1]
+        assert e1["lsid"] == e2["lsid"] and e1["txnNumber"] == e2["txnNumber"]
+        assert (e1["documentKey"], e2["documentKey"]) == ({"k": 1, "_id": 1}, {"k": 150, "_id": 2})
+        assert sorted(e["documentKey"]["_id"] for e in merged) == [1, 2]
+        assert c.tx.c.count_documents({}) == 2
+    finally:
+        s1.close()
+        s2.close()
