@@ -8,8 +8,8 @@
  * Reads documents from stdin (raw concatenated BSON, or one extended-JSON
  * document per line) and prints one JSON text per line. --key prints the key
  * text of each document's _id instead (RELAXED compact, §1.1; an empty line
- * when the document has no _id). Exit 0 on success, 1 on unreadable input,
- * 2 on a usage error.
+ * when the document has no _id). Exit 0 on success (and for --help), 1 on
+ * unreadable input, 2 on a usage error.
  */
 #include "encode/encode.h"
 
@@ -28,13 +28,13 @@ struct cli_opts {
     enum ejson_separators sep;
     bool json_input;
     bool key;
+    bool help;
 };
 
-static void usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr,
-            "usage: mongocdc encode [--mode strict|relaxed] [--separators compact|default]\n"
-            "                       [--input bson|json] [--key]\n");
+    fprintf(f, "usage: mongocdc encode [--mode strict|relaxed] [--separators compact|default]\n"
+               "                       [--input bson|json] [--key]\n");
 }
 
 static bool parse_args(int argc, char **argv, struct cli_opts *o)
@@ -43,6 +43,7 @@ static bool parse_args(int argc, char **argv, struct cli_opts *o)
     o->sep = EJSON_SEP_COMPACT;
     o->json_input = false;
     o->key = false;
+    o->help = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -51,7 +52,8 @@ static bool parse_args(int argc, char **argv, struct cli_opts *o)
             continue;
         }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            return false;
+            o->help = true;
+            return true;
         }
         if (!v) {
             fprintf(stderr, "mongocdc encode: unknown or incomplete option '%s'\n", a);
@@ -153,8 +155,12 @@ int encode_cli_main(int argc, char **argv)
 {
     struct cli_opts o;
     if (!parse_args(argc, argv, &o)) {
-        usage();
+        usage(stderr);
         return MCDC_EXIT_USAGE;
+    }
+    if (o.help) {
+        usage(stdout);
+        return MCDC_EXIT_OK;
     }
     struct ejson_buf buf = {0};
     uint64_t bad_before = ejson_invalid_utf8_count();
