@@ -206,6 +206,18 @@ class Dispatcher(object):
         r = {}
         if body.get("helloOk"):
             r["helloOk"] = True
+        if getattr(member, "removed", False):
+            # a member removed from the config (spec §2.3 last example): RSGhost for clients
+            r["topologyVersion"] = member.topology_version()
+            r["isWritablePrimary" if name == "hello" else "ismaster"] = False
+            r["secondary"] = False
+            r["isreplicaset"] = True
+            r["info"] = "Does not have a valid replica set config"
+            r.update(maxBsonObjectSize=16777216, maxMessageSizeBytes=48000000, maxWriteBatchSize=100000,
+                     localTime=cl.clock.wall_dt(), logicalSessionTimeoutMinutes=30,
+                     connectionId=member.conn_counter, minWireVersion=0, maxWireVersion=cl.wire,
+                     readOnly=False, ok=1.0)
+            return r
         r["topologyVersion"] = member.topology_version()
         r["hosts"] = cl.hosts()
         r["setName"] = cl.set_name

@@ -231,6 +231,7 @@ class Member(object):
         self.reachable = True
         self.black_hole = False
         self.lag_ms = 0
+        self.removed = False  # dropped from the replica set config: answers as a ghost
         self.conn_counter = 0
 
     @property
@@ -380,7 +381,7 @@ class Cluster(object):
         return None
 
     def hosts(self):
-        return [m.address for m in self.members]
+        return [m.address for m in self.members if not m.removed]
 
     def cluster_time(self):
         return self.clock.last
@@ -402,8 +403,8 @@ class Cluster(object):
                 cur.state = "SECONDARY"
                 self.bump(cur)
             m = self.members[idx]
-            if not m.reachable:
-                raise SimError(133, "FailedToSatisfyReadPreference", "member %d is unreachable" % idx)
+            if not m.reachable or m.removed:
+                raise SimError(133, "FailedToSatisfyReadPreference", "member %d is unreachable or not in the config" % idx)
             self.term += 1
             m.state = "PRIMARY"
             self.bump(m)
@@ -426,7 +427,7 @@ class Cluster(object):
                     self.bump(o)
             if elect == "next":
                 cands = [m.idx for m in self.members[cur.idx + 1:] + self.members[:cur.idx + 1]
-                         if m.reachable and m is not cur]
+                         if m.reachable and m is not cur and not m.removed]
                 elect = cands[0] if cands else cur.idx
         if elect is not None:
             if no_primary_ms:

@@ -542,7 +542,7 @@ class Sim(object):
             with cl.lock:
                 m.state = "SECONDARY"
                 cl.bump(m)
-                others = [x.idx for x in cl.members if x.reachable]
+                others = [x.idx for x in cl.members if x.reachable and not x.removed]
             if others and a.get("elect", True):
                 elected = others[0]
                 cl.elect(elected)
@@ -622,6 +622,38 @@ class Sim(object):
                     del m.cursors[cid]
                     n += 1
         return {"killed": n}
+
+    def act_add_member(self, a):
+        """Reconfig: a new secondary joins (setVersion + 1, every member's topologyVersion
+        moves so monitors see the new host list, spec §2.4/§2.5)."""
+        cl = self.cl
+        with cl.lock:
+            m = ss.Member(len(cl.members), cl.host, 0)
+            m.process_id = cl.new_oid()
+            srv = MemberServer(self, m, cl, self.dispatcher)
+            srv.listen()
+            cl.members.append(m)
+            self.servers.append(srv)
+            cl.set_version += 1
+            for x in cl.members:
+                cl.bump(x)
+        return {"member": m.idx, "host": m.address, "setVersion": cl.set_version}
+
+    def act_remove_member(self, a):
+        """Reconfig: a secondary leaves the config (setVersion + 1); it keeps running and answers
+        hello as a member without a valid config (RSGhost)."""
+        idx = self.member_arg(a, False)
+        cl = self.cl
+        with cl.lock:
+            m = cl.members[idx]
+            if m.state == "PRIMARY":
+                raise SimError(2, "BadValue", "step the primary down before removing it")
+            m.removed = True
+            m.state = "REMOVED"
+            cl.set_version += 1
+            for x in cl.members:
+                cl.bump(x)
+        return {"member": idx, "setVersion": cl.set_version}
 
     def act_lag(self, a):
         """Replication lag of a secondary in ms (0: none): its reads, oplog, change streams and

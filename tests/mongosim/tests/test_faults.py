@@ -390,3 +390,26 @@ def test_replication_lag_on_secondary(sim):
         assert wait_for(lambda: d.lag.c.find_one({"_id": 1}), timeout=5) == {"_id": 1}
     finally:
         d.close()
+
+
+def test_reconfig_add_and_remove_member(sim):
+    """mongo-sim-spec §2.5 (a primary's host list is authoritative) and §8.2 'topology edit':
+    an added member appears in the client's topology with a higher setVersion; a removed one
+    answers as a ghost (isreplicaset, no setName) and leaves the topology."""
+    c = sim.client(heartbeatFrequencyMS=500)
+    c.admin.command("ping")
+    r = sim.control("add_member")
+    new = r["host"]
+    assert c.admin.command("hello")["setVersion"] == 2
+    wait_for(lambda: ("127.0.0.1", int(new.split(":")[1])) in c.nodes, timeout=10)
+    sim.control("remove_member", member=1)
+    gone = sim.members[1]
+    d = pymongo.MongoClient(gone, directConnection=True, serverSelectionTimeoutMS=3000)
+    try:
+        h = d.admin.command("isMaster")
+        assert h.get("isreplicaset") is True and "setName" not in h
+    finally:
+        d.close()
+    assert gone not in c.admin.command("hello")["hosts"]
+    wait_for(lambda: ("127.0.0.1", int(gone.split(":")[1])) not in c.nodes, timeout=10)
+    c.rc.c.insert_one({"_id": 1})
