@@ -222,7 +222,7 @@ static bool chunk_digits(struct jdigits *out, uint64_t *pb, uint64_t *pm, uint64
      * if it fails after all J digits it failed after each of them. */
     uint64_t bJ = (uint64_t)(10u * (T - QS)), mJ = m * pow10_tab[J];
     if (!(bJ < mJ || bJ + mJ > tens)) {
-        copy_small(out->d + out->n, dq, (size_t)J);
+        memcpy(out->d + out->n, dq, (size_t)J);
         out->n += J;
         *pb = bJ;
         *pm = mJ;
@@ -243,7 +243,7 @@ static bool chunk_digits(struct jdigits *out, uint64_t *pb, uint64_t *pm, uint64
             break;
         }
     }
-    copy_small(out->d + out->n, dq, (size_t)j);
+    memcpy(out->d + out->n, dq, (size_t)j);
     out->n += j;
     *low = lo;
     *high = hi;
