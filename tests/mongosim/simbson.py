@@ -893,36 +893,47 @@ def _array_diff(a, b):
 
 
 def diff_to_update_description(diff):
-    """`$v: 2` diff -> updateDescription {updatedFields, removedFields, truncatedArrays} (§3.7)."""
-    upd, rem, trunc = {}, [], []
+    """`$v: 2` diff -> (updatedFields, removedFields, truncatedArrays, disambiguatedPaths) (§3.7).
 
-    def walk_doc(df, prefix):
+    disambiguatedPaths (6.1+, expanded events) maps each reported dotted path that contains a
+    numeric object field name (not first) or a field name with a dot to its real components:
+    array indexes as int32, field names as strings."""
+    upd, rem, trunc, dis = {}, [], [], {}
+
+    def note(comps):
+        path = ".".join(str(c) for c in comps)
+        amb = any(isinstance(c, str) and (("." in c) or (i > 0 and c.isdigit())) for i, c in enumerate(comps))
+        if amb:
+            dis[path] = list(comps)
+        return path
+
+    def walk_doc(df, comps):
         for key in ("u", "i", "b"):
             for f, v in df.get(key, {}).items():
-                upd[prefix + f] = v
+                upd[note(comps + [f])] = v
         for f in df.get("d", {}):
-            rem.append(prefix + f)
+            rem.append(note(comps + [f]))
         for k, sd in df.items():
             if k.startswith("s") and isinstance(sd, dict):
                 if sd.get("a") is True:
-                    walk_arr(sd, prefix + k[1:])
+                    walk_arr(sd, comps + [k[1:]])
                 else:
-                    walk_doc(sd, prefix + k[1:] + ".")
+                    walk_doc(sd, comps + [k[1:]])
 
-    def walk_arr(df, path):
+    def walk_arr(df, comps):
         if "l" in df:
-            trunc.append({"field": path, "newSize": int(df["l"])})
+            trunc.append({"field": note(comps), "newSize": int(df["l"])})
         for k, v in df.items():
             if k.startswith("u") and k[1:].isdigit():
-                upd["%s.%s" % (path, k[1:])] = v
+                upd[note(comps + [int(k[1:])])] = v
             elif k.startswith("s") and k[1:].isdigit():
                 if isinstance(v, dict) and v.get("a") is True:
-                    walk_arr(v, "%s.%s" % (path, k[1:]))
+                    walk_arr(v, comps + [int(k[1:])])
                 else:
-                    walk_doc(v, "%s.%s." % (path, k[1:]))
+                    walk_doc(v, comps + [int(k[1:])])
 
-    walk_doc(diff, "")
-    return upd, rem, trunc
+    walk_doc(diff, [])
+    return upd, rem, trunc, dis
 
 
 def diff_to_v1(diff):

@@ -45,7 +45,7 @@ FULL_VERSION = {"4.4": "4.4.29", "5.0": "5.0.28", "6.0": "6.0.16", "7.0": "7.0.1
 RESUMABLE_CODES = {6, 7, 89, 91, 134, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436, 63, 150,
                    13388, 234, 133}
 RETRYABLE_WRITE_CODES = {6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436}
-STATE_CHANGE_CODES = {10107, 13435, 13436, 189, 11602}
+STATE_CHANGE_CODES = {10107, 13435, 13436, 189, 11602}  # replies carry topologyVersion
 CODE_NAMES = {
     2: "BadValue", 6: "HostUnreachable", 7: "HostNotFound", 9: "FailedToParse", 11: "UserNotFound",
     13: "Unauthorized", 20: "IllegalOperation", 26: "NamespaceNotFound", 43: "CursorNotFound",

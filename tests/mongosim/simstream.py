@@ -258,15 +258,16 @@ class ChangeStream(object):
         ev["ns"] = {"db": db, "coll": coll}
         ev["documentKey"] = dkey
         if op_type == "update":
+            dis = {}
             if o.get("$v") == 2:
-                upd, rem, trunc = sb.diff_to_update_description(o.get("diff", {}))
+                upd, rem, trunc, dis = sb.diff_to_update_description(o.get("diff", {}))
                 ud = {"updatedFields": upd, "removedFields": rem, "truncatedArrays": trunc}
             else:
                 ud = {"updatedFields": o.get("$set", {}), "removedFields": list(o.get("$unset", {}).keys())}
                 if self.cl.wire >= 13:
                     ud["truncatedArrays"] = []
             if self.expanded and self.cl.wire >= 18:
-                ud["disambiguatedPaths"] = {}
+                ud["disambiguatedPaths"] = dis
             ev["updateDescription"] = ud
         return [(ev, False, (img_key, op_type, db, coll, dkey))]
 

@@ -313,6 +313,9 @@ class MemberServer(object):
                     if r.times <= 0:
                         cl.fail_rules.remove(r)
                 break
+        # a write that was in flight on the primary when it stepped down fails with 11602
+        # (spec §2.6 step 1); one that arrives afterwards gets 10107
+        was_primary = member.state == "PRIMARY"
         if member.black_hole:
             # a hung host: accept the request, never answer (until the hole closes)
             with cl.lock:
@@ -339,6 +342,9 @@ class MemberServer(object):
                                    rule.errmsg or "Failing command via 'failCommand' failpoint", rule.labels)
                 if rule is not None and rule.wce:
                     wce = rule.wce
+                if was_primary and member.state != "PRIMARY" and name in ss_write_names():
+                    raise SimError(11602, "InterruptedDueToReplStateChange",
+                                   "operation was interrupted because of a replica set state change")
                 self.dispatcher.cur_member = member  # handlers run under the cluster lock
                 h = getattr(self.dispatcher, "cmd_" + name, None)
                 if h is None:

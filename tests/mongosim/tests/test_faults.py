@@ -413,3 +413,21 @@ def test_reconfig_add_and_remove_member(sim):
     assert gone not in c.admin.command("hello")["hosts"]
     wait_for(lambda: ("127.0.0.1", int(gone.split(":")[1])) not in c.nodes, timeout=10)
     c.rc.c.insert_one({"_id": 1})
+
+
+def test_write_in_flight_during_stepdown(sim):
+    """mongo-sim-spec §2.6 step 1: a write already running on the primary when it steps down
+    fails with 11602 InterruptedDueToReplStateChange (RetryableWriteError label); the driver
+    retries it once on the new primary and it is applied exactly once."""
+    c = sim.client(retryWrites=True)
+    c.ifl.c.insert_one({"_id": 0})
+    sim.control("delay", command="insert", ms=700, times=1)
+    t = threading.Thread(target=lambda: c.ifl.c.insert_one({"_id": 1}))
+    t.start()
+    time.sleep(0.3)
+    sim.control("stepdown", elect=1)
+    t.join(20)
+    assert not t.is_alive()
+    assert c.ifl.c.count_documents({}) == 2
+    per = sim.control("counters")["per_member"]
+    assert per["0"]["insert"] == 2 and per["1"]["insert"] == 1

@@ -118,6 +118,15 @@ def test_profile_70_v2_tokens_and_expanded_events():
         assert evs[1]["operationDescription"]["indexes"][0]["key"] == {"k": 1}
         assert isinstance(evs[0]["collectionUUID"], uuid.UUID)
         assert all(e["_id"]["_data"][18:22] == "2B04" for e in evs)
+        # 6.1+ disambiguatedPaths: "0" is a field name here, not an array index
+        c.x.d.insert_one({"_id": 1, "a": {"0": {"b": 1}}, "arr": [{"b": 1}]})
+        c.x.d.update_one({"_id": 1}, {"$set": {"a.0.b": 2, "arr.0.b": 2}})
+        evs2 = []
+        while len(evs2) < 3:
+            evs2 += c.x.command("getMore", cid, collection="$cmd.aggregate", maxTimeMS=300)["cursor"]["nextBatch"]
+        ud = evs2[-1]["updateDescription"]
+        assert ud["updatedFields"] == {"a.0.b": 2, "arr.0.b": 2}
+        assert ud["disambiguatedPaths"] == {"a.0.b": ["a", "0", "b"]}
         # 6.1+: deleteMany is one applyOps without lsid; its events share a clusterTime
         c.x.c.insert_many([{"_id": i} for i in range(2, 5)])
         c.x.c.delete_many({"_id": {"$gte": 2}})
