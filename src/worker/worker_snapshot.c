@@ -56,6 +56,19 @@ enum phase worker_snapshot(struct worker *w)
     position_init(&start);
     position_init(&resume);
     position_init(&during);
+    if (w->have_stored) {
+        /* Streaming will resume from the stored position: check that it is
+         * still in the oplog before copying (Debezium HEAD validates the
+         * position at start the same way), so history lost is found now and
+         * not after a wasted copy. */
+        struct capture *probe = capture_open(w->client, cfg, w->has_pipeline ? &w->pipeline : NULL,
+                                             &w->stream_pos, &fail, &err);
+        if (probe == NULL) {
+            ph = worker_phase_from_failure(w, &fail, &err);
+            goto cleanup;
+        }
+        capture_destroy(probe);
+    }
     if (!snapshot_record_start(w->client, cfg, w->has_pipeline ? &w->pipeline : NULL, &start, &fail,
                                &err)) {
         ph = worker_phase_from_failure(w, &fail, &err);

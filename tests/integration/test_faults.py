@@ -149,7 +149,7 @@ def _stored_then_lost(sim, tmp_workdir, start_mongocdc, mode):
     return c
 
 
-@pytest.mark.parametrize("mode", ["initial", "when_needed"])
+@pytest.mark.parametrize("mode", ["initial", "when_needed", "always"])
 def test_history_lost_resnapshots(tmp_workdir, users_sim, start_mongocdc, mode):
     c = _stored_then_lost(users_sim, tmp_workdir, start_mongocdc, mode)
     cfg = write_config(tmp_workdir, users_sim.uri, name="run2.yaml",
