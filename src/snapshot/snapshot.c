@@ -322,7 +322,7 @@ static bool reader_push(struct snapshot *s, struct snapshot_doc *d, struct snaps
 {
     size_t len = d->doc->len;
     pthread_mutex_lock(&s->lock);
-    while (!s->quit && !s->failed && !*s->stop &&
+    while (!s->quit && !s->failed && !__atomic_load_n(s->stop, __ATOMIC_ACQUIRE) &&
            (s->queued >= QUEUE_MAX_DOCS || s->queued_bytes + len > QUEUE_MAX_BYTES) &&
            s->queued > 0) {
         struct timespec ts;
@@ -334,7 +334,7 @@ static bool reader_push(struct snapshot *s, struct snapshot_doc *d, struct snaps
         }
         pthread_cond_timedwait(&s->not_full, &s->lock, &ts);
     }
-    if (s->quit || s->failed || *s->stop) {
+    if (s->quit || s->failed || __atomic_load_n(s->stop, __ATOMIC_ACQUIRE)) {
         pthread_mutex_unlock(&s->lock);
         return false;
     }
@@ -401,7 +401,8 @@ static void *reader_main(void *p)
     for (;;) {
         struct snapshot_coll *c = NULL;
         pthread_mutex_lock(&s->lock);
-        if (!s->quit && !s->failed && !*s->stop && s->next_coll < s->plan->count) {
+        if (!s->quit && !s->failed && !__atomic_load_n(s->stop, __ATOMIC_ACQUIRE) &&
+            s->next_coll < s->plan->count) {
             c = &s->plan->colls[s->next_coll++];
             c->started_ms = now_ms();
         }
@@ -536,7 +537,7 @@ enum snapshot_status snapshot_next(struct snapshot *s, int timeout_ms, struct sn
         pthread_cond_signal(&s->not_full);
         st = SNAPSHOT_DOC;
     } else if (s->readers_alive == 0) {
-        st = *s->stop ? SNAPSHOT_WAIT : SNAPSHOT_DONE;
+        st = __atomic_load_n(s->stop, __ATOMIC_ACQUIRE) ? SNAPSHOT_WAIT : SNAPSHOT_DONE;
     } else {
         st = SNAPSHOT_WAIT;
     }

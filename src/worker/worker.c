@@ -132,7 +132,7 @@ enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
         for (;;) {
             err = (struct mcdc_error)MCDC_ERROR_INIT;
             ok = sink_produce(w->sink, r, cookie, &w->stop, &err);
-            if (ok || w->stop || !topic_not_ready(&err))
+            if (ok || worker_stopping(w) || !topic_not_ready(&err))
                 break;
             /* Auto-created topics appear a moment after the first produce, and a
              * broker outage can leave the topic unknown for a while: wait (the
@@ -145,7 +145,7 @@ enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
                 break;
         }
         if (!ok) {
-            if (w->stop) {
+            if (worker_stopping(w)) {
                 ph = PHASE_STOPPED;
                 break;
             }
@@ -324,7 +324,7 @@ fail:
 bool worker_pause_ms(struct worker *w, int64_t ms)
 {
     int64_t end = worker_now_ms() + ms;
-    while (!w->stop && worker_now_ms() < end) {
+    while (!worker_stopping(w) && worker_now_ms() < end) {
         int64_t left = end - worker_now_ms();
         int64_t step = left < SLEEP_STEP_MS ? left : SLEEP_STEP_MS;
         struct timespec ts = {0, (long)step * 1000000L};
@@ -332,7 +332,7 @@ bool worker_pause_ms(struct worker *w, int64_t ms)
             sink_poll(w->sink, 0);
         nanosleep(&ts, NULL);
     }
-    return !w->stop;
+    return !worker_stopping(w);
 }
 
 static enum phase backoff(struct worker *w)
@@ -392,7 +392,7 @@ static enum phase run(struct worker *w)
 {
     enum phase ph;
 
-    while (!w->stop) {
+    while (!worker_stopping(w)) {
         if (!w->rs_known)
             ph = discover(w);
         else if (w->enc == NULL) {
@@ -535,7 +535,8 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
 
 void worker_request_stop(struct worker *w)
 {
-    w->stop = true;
+    /* An atomic store: the task thread reads it with worker_stopping(). */
+    __atomic_store_n(&w->stop, true, __ATOMIC_RELEASE);
 }
 
 bool worker_finished(struct worker *w)

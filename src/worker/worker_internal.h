@@ -58,6 +58,13 @@ struct worker {
     uint64_t events, records, skipped;
 };
 
+/* The stop flag, read atomically (worker_request_stop() runs on the main
+ * thread). The sink polls the same flag through its volatile pointer. */
+static inline bool worker_stopping(const struct worker *w)
+{
+    return __atomic_load_n(&w->stop, __ATOMIC_ACQUIRE);
+}
+
 int64_t worker_now_ms(void);  /* monotonic */
 int64_t worker_wall_ms(void); /* epoch */
 

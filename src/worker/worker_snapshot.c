@@ -101,7 +101,7 @@ enum phase worker_snapshot(struct worker *w)
 
     while (ph == PHASE_OK && !done) {
         struct snapshot_doc *doc = NULL;
-        if (w->stop) {
+        if (worker_stopping(w)) {
             ph = PHASE_STOPPED;
             break;
         }
@@ -113,7 +113,7 @@ enum phase worker_snapshot(struct worker *w)
             held = doc;
             break;
         case SNAPSHOT_WAIT:
-            if (w->stop)
+            if (worker_stopping(w))
                 ph = PHASE_STOPPED;
             break;
         case SNAPSHOT_DONE:

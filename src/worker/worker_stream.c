@@ -82,7 +82,7 @@ enum phase worker_stream(struct worker *w)
     else
         LOG_INFO("streaming changes from now (no stored position)");
     position_init(&pos);
-    while (!w->stop && ph == PHASE_OK) {
+    while (!worker_stopping(w) && ph == PHASE_OK) {
         const bson_t *doc = NULL, *token;
         struct mcdc_event ev;
         bool emit = false;
@@ -148,5 +148,5 @@ enum phase worker_stream(struct worker *w)
     }
     position_clear(&pos);
     capture_destroy(cap);
-    return ph == PHASE_OK && w->stop ? PHASE_STOPPED : ph;
+    return ph == PHASE_OK && worker_stopping(w) ? PHASE_STOPPED : ph;
 }
