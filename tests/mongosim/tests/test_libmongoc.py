@@ -127,3 +127,36 @@ def test_single_threaded_client(sim, probe):
     rc, out, err = run_probe(probe, "crud-single", sim.uri)
     assert rc == 0, (out, err)
     assert "DUP 11000" in out and "COUNT 1" in out
+
+
+def test_history_lost_and_capped_position_through_libmongoc(sim, probe):
+    """mongo-sim-spec §3.12/§4.2 as libmongoc reports them: resuming from a token older than
+    the oplog fails with 286 and the NonResumableChangeStreamError label; a tailing oplog
+    cursor whose position is truncated away fails with 136 CappedPositionLost."""
+    c = sim.client()
+    with c.hl.c.watch(max_await_time_ms=100) as s:
+        c.hl.c.insert_one({"_id": 1})
+        tok = s.next()["_id"]
+    first = c.local.oplog.rs.find_one({"ns": "hl.c", "op": "i"})["ts"]
+    sim.control("noop_interval", seconds=0)
+    p = subprocess.Popen([probe, "oplog", sim.uri, str(first.time), str(first.inc - 1), "50", "8000"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)  # the probe has read the entries written so far and is waiting
+        # hold its next getMore while entries it has not read are written and truncated away
+        sim.control("delay", command="getMore", ms=2000, times=1)
+        time.sleep(0.6)
+        for i in range(3):
+            c.hl.c.insert_one({"_id": 10 + i})
+        sim.control("truncate_oplog", keep=1)
+        c.hl.c.insert_one({"_id": 20})
+        out, _ = p.communicate(timeout=20)
+    finally:
+        p.kill()
+    assert p.returncode == 3, out
+    assert any(l.startswith("ERROR 17 136 ") for l in out.splitlines()), out
+    rc, lines, err = run_probe(probe, "watch", sim.uri, 1, 3000, json.dumps({"_data": tok["_data"]}))
+    assert rc == 3, lines
+    assert any(l.startswith("ERROR 17 286 ") for l in lines), lines
+    reply = [l for l in lines if l.startswith("REPLY ")][0]
+    assert "NonResumableChangeStreamError" in reply
