@@ -42,10 +42,12 @@ def test_drop_connections_stream_resumes(sim):
         w.dc.c.insert_one({"_id": 1})
         assert s.next()["documentKey"] == {"_id": 1}
         before = sim.control("counters")["commands"].get("aggregate", 0)
+        gm = sim.control("counters")["commands"].get("getMore", 0)
         got = []
         th = threading.Thread(target=lambda: got.append(s.next()))
         th.start()
-        time.sleep(0.5)  # the getMore is now waiting on the server
+        wait_for(lambda: sim.control("counters")["commands"].get("getMore", 0) > gm)
+        time.sleep(0.2)  # the getMore is now waiting on the server
         assert sim.control("drop_connections")["dropped"] >= 1
         w.dc.c.insert_one({"_id": 2})
         th.join(15)
@@ -419,15 +421,32 @@ def test_write_in_flight_during_stepdown(sim):
     """mongo-sim-spec §2.6 step 1: a write already running on the primary when it steps down
     fails with 11602 InterruptedDueToReplStateChange (RetryableWriteError label); the driver
     retries it once on the new primary and it is applied exactly once."""
-    c = sim.client(retryWrites=True)
+    from pymongo import monitoring
+
+    class Failures(monitoring.CommandListener):
+        def __init__(self):
+            self.codes = []
+
+        def started(self, event):
+            pass
+
+        def succeeded(self, event):
+            pass
+
+        def failed(self, event):
+            self.codes.append((event.command_name, event.failure.get("code")))
+
+    fails = Failures()
+    c = sim.client(retryWrites=True, event_listeners=[fails])
     c.ifl.c.insert_one({"_id": 0})
-    sim.control("delay", command="insert", ms=700, times=1)
+    sim.control("delay", command="insert", ms=1500, times=1)
+    before = sim.control("counters")["commands"].get("insert", 0)
     t = threading.Thread(target=lambda: c.ifl.c.insert_one({"_id": 1}))
     t.start()
-    time.sleep(0.3)
+    wait_for(lambda: sim.control("counters")["commands"].get("insert", 0) > before)  # in flight
     sim.control("stepdown", elect=1)
     t.join(20)
     assert not t.is_alive()
+    assert ("insert", 11602) in fails.codes
     assert c.ifl.c.count_documents({}) == 2
-    per = sim.control("counters")["per_member"]
-    assert per["0"]["insert"] == 2 and per["1"]["insert"] == 1
+    assert sim.control("counters")["per_member"]["1"]["insert"] == 1
