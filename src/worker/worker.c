@@ -17,7 +17,6 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
-#define SLEEP_STEP_MS 100
 
 int64_t worker_wall_ms(void)
 {
@@ -318,76 +317,6 @@ fail:
     return PHASE_FATAL;
 }
 
-/* ---- backoff ---- */
-
-/* Sleeps ms while serving delivery reports; returns false if stop was requested. */
-bool worker_pause_ms(struct worker *w, int64_t ms)
-{
-    int64_t end = worker_now_ms() + ms;
-    while (!worker_stopping(w) && worker_now_ms() < end) {
-        int64_t left = end - worker_now_ms();
-        int64_t step = left < SLEEP_STEP_MS ? left : SLEEP_STEP_MS;
-        struct timespec ts = {0, (long)step * 1000000L};
-        if (w->sink != NULL)
-            sink_poll(w->sink, 0);
-        nanosleep(&ts, NULL);
-    }
-    return !worker_stopping(w);
-}
-
-static enum phase backoff(struct worker *w)
-{
-    struct mcdc_error err = MCDC_ERROR_INIT;
-    int64_t delay;
-
-    w->attempts++;
-    if (w->attempts >= w->cfg->connect_max_attempts) {
-        mcdc_error_prefix(&w->err, "unable to reach the primary of %s after %lld failed attempts",
-                          w->rs, (long long)w->attempts);
-        return PHASE_FATAL;
-    }
-    delay = resume_backoff_ms(w->cfg->backoff_initial_ms, w->cfg->backoff_max_ms, w->attempts);
-    LOG_WARN("change stream on %s failed: %s (attempt %lld of %lld); reconnecting in %lld ms "
-             "and resuming from the last delivered position",
-             w->rs, w->err.msg, (long long)w->attempts, (long long)w->cfg->connect_max_attempts,
-             (long long)delay);
-    /* Records already produced stay with the producer; wait for them so that the
-     * resume point is a delivered one. */
-    if (w->sink != NULL && !sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err))
-        LOG_WARN("%zu records still unacknowledged: %s", sink_in_flight(w->sink), err.msg);
-    return worker_pause_ms(w, delay) ? PHASE_OK : PHASE_STOPPED;
-}
-
-/* ---- the task ---- */
-
-static enum phase history_lost(struct worker *w)
-{
-    char d[128];
-    resume_describe_position(&w->stream_pos, d, sizeof d);
-    if (resume_resnapshot_on_history_lost(w->cfg->snapshot_mode)) {
-        LOG_WARN("change stream history lost on %s: the position %s is no longer in the oplog "
-                 "(%s); the changes from %s until now cannot be replayed one by one, so a new "
-                 "snapshot is taken (snapshot.mode %s)",
-                 w->rs, d, w->err.msg, d,
-                 w->cfg->snapshot_mode == MCDC_SNAPSHOT_WHEN_NEEDED ? "when_needed"
-                 : w->cfg->snapshot_mode == MCDC_SNAPSHOT_ALWAYS    ? "always"
-                                                                    : "initial");
-        w->need_snapshot = true;
-        w->have_stored = false; /* the new snapshot's own start position is used */
-        position_clear(&w->stream_pos);
-        w->attempts = 0;
-        return PHASE_OK;
-    }
-    mcdc_error_set(&w->err, MCDC_ERR_MONGO, 286,
-                   "the stored position of %s (%s) is no longer in the oplog, so changes after "
-                   "it are lost; with snapshot.mode never/no_data mongocdc will not skip them "
-                   "silently. Set snapshot.mode to when_needed (or initial) to re-snapshot, or "
-                   "delete the offsets of %s to start afresh; a larger oplog or "
-                   "heartbeat.interval.ms keeps a position valid longer",
-                   w->rs, d, w->rs);
-    return PHASE_FATAL;
-}
-
 static enum phase run(struct worker *w)
 {
     enum phase ph;
@@ -436,12 +365,12 @@ static enum phase run(struct worker *w)
         case PHASE_OK:
             continue;
         case PHASE_RETRY:
-            ph = backoff(w);
+            ph = worker_backoff(w);
             if (ph != PHASE_OK)
                 return ph;
             continue;
         case PHASE_HISTORY_LOST:
-            ph = history_lost(w);
+            ph = worker_history_lost(w);
             if (ph != PHASE_OK)
                 return ph;
             continue;

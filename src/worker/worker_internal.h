@@ -79,6 +79,14 @@ enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
 /* Sleeps ms while serving delivery reports; false if stop was requested. */
 bool worker_pause_ms(struct worker *w, int64_t ms);
 
+/* After PHASE_RETRY: counts the attempt, waits the backoff delay; PHASE_OK
+ * to reconnect, PHASE_FATAL after connect.max.attempts (worker_recover.c). */
+enum phase worker_backoff(struct worker *w);
+
+/* After PHASE_HISTORY_LOST: PHASE_OK with a new snapshot scheduled (WARN
+ * naming the lost range), or PHASE_FATAL by snapshot.mode (worker_recover.c). */
+enum phase worker_history_lost(struct worker *w);
+
 /* The streaming phase until stop or failure (worker_stream.c). */
 enum phase worker_stream(struct worker *w);
 

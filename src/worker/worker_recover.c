@@ -1,0 +1,120 @@
+/*
+ * worker_recover: what a capture task does after a failure: exponential
+ * backoff before reconnecting (connect.backoff.*, debezium-format.md §6.1)
+ * and history lost by snapshot.mode (§5.1; design.md §3: never skip).
+ */
+#include "worker/worker_internal.h"
+
+#include <stdio.h>
+#include <time.h>
+
+#include "common/log.h"
+
+#define SLEEP_STEP_MS 100
+
+/* ---- backoff ---- */
+
+/* Sleeps ms while serving delivery reports; returns false if stop was requested. */
+bool worker_pause_ms(struct worker *w, int64_t ms)
+{
+    int64_t end = worker_now_ms() + ms;
+    while (!worker_stopping(w) && worker_now_ms() < end) {
+        int64_t left = end - worker_now_ms();
+        int64_t step = left < SLEEP_STEP_MS ? left : SLEEP_STEP_MS;
+        struct timespec ts = {0, (long)step * 1000000L};
+        if (w->sink != NULL)
+            sink_poll(w->sink, 0);
+        nanosleep(&ts, NULL);
+    }
+    return !worker_stopping(w);
+}
+
+enum phase worker_backoff(struct worker *w)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    int64_t delay;
+
+    w->attempts++;
+    if (w->attempts >= w->cfg->connect_max_attempts) {
+        mcdc_error_prefix(&w->err, "unable to reach the primary of %s after %lld failed attempts",
+                          w->rs, (long long)w->attempts);
+        return PHASE_FATAL;
+    }
+    delay = resume_backoff_ms(w->cfg->backoff_initial_ms, w->cfg->backoff_max_ms, w->attempts);
+    LOG_WARN("change stream on %s failed: %s (attempt %lld of %lld); reconnecting in %lld ms "
+             "and resuming from the last delivered position",
+             w->rs, w->err.msg, (long long)w->attempts, (long long)w->cfg->connect_max_attempts,
+             (long long)delay);
+    /* Records already produced stay with the producer; wait for them so that the
+     * resume point is a delivered one. */
+    if (w->sink != NULL && !sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err))
+        LOG_WARN("%zu records still unacknowledged: %s", sink_in_flight(w->sink), err.msg);
+    return worker_pause_ms(w, delay) ? PHASE_OK : PHASE_STOPPED;
+}
+
+/* ---- the task ---- */
+
+/* The oldest entry still in local.oplog.rs, for the history-lost message. */
+static bool oldest_oplog_entry(struct worker *w, uint32_t *sec, uint32_t *ord)
+{
+    mongoc_collection_t *oplog = mongoc_client_get_collection(w->client, "local", "oplog.rs");
+    bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, sort;
+    const bson_t *doc;
+    mongoc_cursor_t *cur;
+    bson_iter_t it;
+    bool ok = false;
+
+    BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort);
+    BSON_APPEND_INT32(&sort, "$natural", 1);
+    bson_append_document_end(&opts, &sort);
+    BSON_APPEND_INT64(&opts, "limit", 1);
+    cur = mongoc_collection_find_with_opts(oplog, &filter, &opts, NULL);
+    if (mongoc_cursor_next(cur, &doc) && bson_iter_init_find(&it, doc, "ts") &&
+        BSON_ITER_HOLDS_TIMESTAMP(&it)) {
+        bson_iter_timestamp(&it, sec, ord);
+        ok = true;
+    }
+    mongoc_cursor_destroy(cur);
+    mongoc_collection_destroy(oplog);
+    bson_destroy(&filter);
+    bson_destroy(&opts);
+    return ok;
+}
+
+enum phase worker_history_lost(struct worker *w)
+{
+    char d[128], until[96];
+    uint32_t sec, ord;
+
+    resume_describe_position(&w->stream_pos, d, sizeof d);
+    if (oldest_oplog_entry(w, &sec, &ord))
+        snprintf(until, sizeof until, "Timestamp(%u, %u), the oldest entry still in the oplog", sec,
+                 ord);
+    else
+        snprintf(until, sizeof until, "the oldest entry still in the oplog");
+    if (resume_resnapshot_on_history_lost(w->cfg->snapshot_mode)) {
+        LOG_WARN("change stream history lost on %s: the position %s is no longer in the oplog "
+                 "(%s); the changes from %s to %s cannot be replayed one by one, so a new "
+                 "snapshot is taken (snapshot.mode %s)",
+                 w->rs, d, w->err.msg, d, until,
+                 w->cfg->snapshot_mode == MCDC_SNAPSHOT_WHEN_NEEDED ? "when_needed"
+                 : w->cfg->snapshot_mode == MCDC_SNAPSHOT_ALWAYS    ? "always"
+                                                                    : "initial");
+        w->need_snapshot = true;
+        w->have_stored = false; /* the new snapshot's own start position is used */
+        position_clear(&w->stream_pos);
+        w->attempts = 0;
+        return PHASE_OK;
+    }
+    LOG_ERROR("the stored position of %s (%s) is no longer in the oplog, which now starts at "
+              "%s: the changes in between are lost, and with snapshot.mode never/no_data "
+              "mongocdc does not skip them silently. Set snapshot.mode to when_needed (or "
+              "initial) to take a new snapshot, or delete the offsets of %s to start afresh; "
+              "a larger oplog or heartbeat.interval.ms keeps a position valid longer",
+              w->rs, d, until, w->rs);
+    mcdc_error_set(&w->err, MCDC_ERR_MONGO, 286,
+                   "%s is no longer in the oplog; set snapshot.mode when_needed to re-snapshot "
+                   "or delete the offsets of %s",
+                   d, w->rs);
+    return PHASE_FATAL;
+}
