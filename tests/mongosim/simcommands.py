@@ -229,6 +229,9 @@ class Dispatcher(object):
         if p is not None:
             r["primary"] = p.address
         r["me"] = member.address
+        if getattr(member, "hidden", False):
+            r["passive"] = True
+            r["hidden"] = True
         if member.state == "PRIMARY":
             r["electionId"] = cl.election_id()
         last = cl.oplog.entries[-1] if cl.oplog.entries else None

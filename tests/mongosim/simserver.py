@@ -232,6 +232,7 @@ class Member(object):
         self.black_hole = False
         self.lag_ms = 0
         self.removed = False  # dropped from the replica set config: answers as a ghost
+        self.hidden = False  # hidden, priority 0: secondary, never in hosts, never elected
         self.conn_counter = 0
 
     @property
@@ -381,7 +382,7 @@ class Cluster(object):
         return None
 
     def hosts(self):
-        return [m.address for m in self.members if not m.removed]
+        return [m.address for m in self.members if not m.removed and not m.hidden]
 
     def cluster_time(self):
         return self.clock.last
@@ -403,7 +404,7 @@ class Cluster(object):
                 cur.state = "SECONDARY"
                 self.bump(cur)
             m = self.members[idx]
-            if not m.reachable or m.removed:
+            if not m.reachable or m.removed or m.hidden:
                 raise SimError(133, "FailedToSatisfyReadPreference", "member %d is unreachable or not in the config" % idx)
             self.term += 1
             m.state = "PRIMARY"
@@ -413,11 +414,21 @@ class Cluster(object):
                     self.bump(o)
             self.append_entry({"op": "n", "ns": "", "o": {"msg": "new primary"}})
 
-    def step_down(self, elect=None, no_primary_ms=0):
-        """Primary becomes secondary (counter +1). If elect is an index, that member wins an
-        election after no_primary_ms; elect='next' picks the next reachable member."""
+    def step_down(self, elect=None, no_primary_ms=0, stepping_ms=0):
+        """Primary becomes secondary (counter +1). With stepping_ms it first spends that long
+        neither primary nor secondary (counter +1 again when it becomes secondary, spec §2.6).
+        If elect is an index, that member wins an election after no_primary_ms; elect='next'
+        picks the next reachable member."""
+        if stepping_ms:
+            with self.lock:
+                cur = self.primary
+                if cur is None:
+                    raise SimError(10107, "NotWritablePrimary", "not primary")
+                cur.state = "STEPPING_DOWN"
+                self.bump(cur)
+            time.sleep(stepping_ms / 1000.0)
         with self.lock:
-            cur = self.primary
+            cur = self.primary or next((m for m in self.members if m.state == "STEPPING_DOWN"), None)
             if cur is None:
                 raise SimError(10107, "NotWritablePrimary", "not primary")
             cur.state = "SECONDARY"
@@ -427,7 +438,7 @@ class Cluster(object):
                     self.bump(o)
             if elect == "next":
                 cands = [m.idx for m in self.members[cur.idx + 1:] + self.members[:cur.idx + 1]
-                         if m.reachable and m is not cur and not m.removed]
+                         if m.reachable and m is not cur and not m.removed and not m.hidden]
                 elect = cands[0] if cands else cur.idx
         if elect is not None:
             if no_primary_ms:

@@ -519,8 +519,24 @@ class Sim(object):
 
     def act_stepdown(self, a):
         elect = a.get("elect", "next")
-        new = self.cl.step_down(elect=elect, no_primary_ms=int(a.get("no_primary_ms", 0)))
+        new = self.cl.step_down(elect=elect, no_primary_ms=int(a.get("no_primary_ms", 0)),
+                                stepping_ms=int(a.get("stepping_ms", 0)))
         return {"elected": new}
+
+    def act_hide_member(self, a):
+        """Reconfig a secondary as hidden (priority 0): setVersion + 1, out of every host
+        list, hello says passive/hidden, clients classify it RSOther (spec §2.3)."""
+        idx = self.member_arg(a, False)
+        cl = self.cl
+        with cl.lock:
+            m = cl.members[idx]
+            if m.state == "PRIMARY":
+                raise SimError(2, "BadValue", "step the primary down before hiding it")
+            m.hidden = bool(a.get("hidden", True))
+            cl.set_version += 1
+            for x in cl.members:
+                cl.bump(x)
+        return {"member": idx, "hidden": m.hidden, "setVersion": cl.set_version}
 
     def act_elect(self, a):
         self.cl.elect(self.member_arg(a, False))

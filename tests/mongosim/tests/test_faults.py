@@ -450,3 +450,30 @@ def test_write_in_flight_during_stepdown(sim):
     assert ("insert", 11602) in fails.codes
     assert c.ifl.c.count_documents({}) == 2
     assert sim.control("counters")["per_member"]["1"]["insert"] == 1
+
+
+def test_stepping_down_state_and_hidden_member(sim):
+    """mongo-sim-spec §2.6 step 1 (while stepping down: neither writable primary nor secondary,
+    topologyVersion +1, then +1 again as secondary) and §2.3 (hidden member: secondary,
+    passive, hidden, absent from hosts)."""
+    d = pymongo.MongoClient(sim.members[0], directConnection=True, serverSelectionTimeoutMS=5000)
+    try:
+        c0 = d.admin.command("hello")["topologyVersion"]["counter"]
+        th = threading.Thread(target=lambda: sim.control("stepdown", stepping_ms=1500, elect=1))
+        th.start()
+        h = wait_for(lambda: (lambda x: x if not x["isWritablePrimary"] else None)(d.admin.command("hello")))
+        assert h["secondary"] is False and h["topologyVersion"]["counter"] == c0 + 1
+        th.join(15)
+        h = d.admin.command("hello")
+        assert h["secondary"] is True and h["topologyVersion"]["counter"] >= c0 + 2
+        sim.control("hide_member", member=2)
+        h2 = pymongo.MongoClient(sim.members[2], directConnection=True, serverSelectionTimeoutMS=5000)
+        try:
+            hh = h2.admin.command("hello")
+            assert hh["hidden"] is True and hh["passive"] is True and hh["secondary"] is True
+            assert sim.members[2] not in hh["hosts"]
+        finally:
+            h2.close()
+        assert sim.members[2] not in d.admin.command("hello")["hosts"]
+    finally:
+        d.close()
