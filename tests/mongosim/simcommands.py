@@ -362,7 +362,8 @@ class Dispatcher(object):
             if name_only:
                 out.append({"name": name, "type": "collection"})
             else:
-                out.append({"name": name, "type": "collection", "options": dict(c.options),
+                out.append({"name": name, "type": "collection",
+                            "options": {k: v for k, v in c.options.items() if not k.startswith("__")},
                             "info": {"readOnly": False, "uuid": c.uuid},
                             "idIndex": {"v": 2, "key": {"_id": 1}, "name": "_id_"}})
         return out
@@ -484,7 +485,13 @@ class Dispatcher(object):
         idx = c.options.get("__indexes", [])
         want = body.get("index")
         keep = [i for i in idx if not (want == "*" or i["name"] == want or i["key"] == want)]
+        if want != "*" and len(keep) == len(idx):
+            raise SimError(27, "IndexNotFound", "index not found with name [%s]" % (want,))
         c.options["__indexes"] = keep
+        for spec in idx:
+            if spec not in keep:
+                self.cl.append_entry({"op": "c", "ns": db + ".$cmd", "ui": c.uuid,
+                                      "o": {"dropIndexes": coll, "index": spec["name"]}, "o2": dict(spec)})
         return ok_reply(nIndexesWas=len(idx) + 1)
 
     # ------------------------------------------------------------------ writes

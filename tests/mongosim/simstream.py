@@ -312,6 +312,16 @@ class ChangeStream(object):
             out.append((ev, False, None))
             if self.level == "database":
                 out.append(self._invalidate(entry, None, key, "dropDatabase"))
+        elif self.expanded and "dropIndexes" in o:
+            name = o["dropIndexes"]
+            if not self._visible(db, name):
+                return []
+            desc = {"indexes": [entry.get("o2") or {"name": o.get("index")}]}
+            tok = self._token(entry["ts"], key, "dropIndexes", ui, None, 0, desc=desc)
+            ev = self._head(entry, "dropIndexes", tok)
+            ev["ns"] = {"db": db, "coll": name}
+            ev["operationDescription"] = desc
+            out.append((ev, False, None))
         elif self.expanded and ("create" in o or "createIndexes" in o or "collMod" in o):
             name = o.get("create") or o.get("createIndexes") or o.get("collMod")
             if not self._visible(db, name):
@@ -359,6 +369,16 @@ class ChangeStream(object):
                         out.extend(self._crud_event(entry, inner, i, lsid, txn, (key, i)))
                 return out
             return self._ddl_events(entry, o)
+        if op == "n" and self.expanded and isinstance(entry.get("o2"), dict) and "shardCollection" in entry["o2"]:
+            db, coll = entry["ns"].split(".", 1)
+            if not self._visible(db, coll):
+                return []
+            desc = {k: v for k, v in entry["o2"].items() if k != "shardCollection"}
+            tok = self._token(entry["ts"], key, "shardCollection", entry.get("ui"), None, 0, desc=desc)
+            ev = self._head(entry, "shardCollection", tok)
+            ev["ns"] = {"db": db, "coll": coll}
+            ev["operationDescription"] = desc
+            return [(ev, False, None)]
         return []
 
     def _txn_ops(self, entry):

@@ -115,6 +115,10 @@ def test_profile_70_v2_tokens_and_expanded_events():
         c.x.c.insert_one({"_id": 1})
         evs = wait_for(lambda: c.x.command("getMore", cid, collection="$cmd.aggregate", maxTimeMS=300)["cursor"]["nextBatch"] or None)
         assert [e["operationType"] for e in evs] == ["create", "createIndexes", "insert"]
+        c.x.c.drop_index("k_1")
+        di = wait_for(lambda: c.x.command("getMore", cid, collection="$cmd.aggregate", maxTimeMS=300)["cursor"]["nextBatch"] or None)
+        assert di[0]["operationType"] == "dropIndexes"
+        assert di[0]["operationDescription"]["indexes"][0]["key"] == {"k": 1}
         assert evs[1]["operationDescription"]["indexes"][0]["key"] == {"k": 1}
         assert isinstance(evs[0]["collectionUUID"], uuid.UUID)
         assert all(e["_id"]["_data"][18:22] == "2B04" for e in evs)

@@ -216,3 +216,30 @@ def test_cross_shard_transaction_prepared_on_each_shard(cluster):
     finally:
         s1.close()
         s2.close()
+
+
+def test_shard_collection_expanded_event_on_primary_shard(cluster):
+    """mongo-sim-spec §3.6 expanded events and §5.5: shardCollection is a no-op with
+    o2.shardCollection on the primary shard, shown as a shardCollection event (with
+    operationDescription) only to streams with showExpandedEvents."""
+    c = cluster.client()
+    c.admin.command("enableSharding", "ex")
+    prim = c.config.databases.find_one({"_id": "ex"})["primary"]
+    sh = pymongo.MongoClient(cluster.shard_uris[prim], serverSelectionTimeoutMS=5000)
+    try:
+        r = sh.admin.command("aggregate", 1, pipeline=[{"$changeStream": {"allChangesForCluster": True,
+                                                                          "showExpandedEvents": True}}], cursor={})
+        cid = r["cursor"]["id"]
+        c.admin.command("shardCollection", "ex.c", key={"r": 1})
+
+        def events():
+            return sh.admin.command("getMore", cid, collection="$cmd.aggregate", maxTimeMS=300)["cursor"]["nextBatch"] or None
+
+        evs = []
+        while not any(e["operationType"] == "shardCollection" for e in evs):
+            evs += wait_for(events)
+        ev = [e for e in evs if e["operationType"] == "shardCollection"][0]
+        assert ev["ns"] == {"db": "ex", "coll": "c"} and ev["operationDescription"]["key"] == {"r": 1}
+        assert "collectionUUID" in ev
+    finally:
+        sh.close()
