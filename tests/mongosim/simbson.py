@@ -697,17 +697,65 @@ def _add_nums(a, b):
     return int(r)
 
 
-def apply_update(doc, update, is_upsert_insert=False):
+def _probe(prefix, elem):
+    d = {}
+    set_path(d, prefix, elem)
+    return d
+
+
+def expand_positional(doc, path, query=None, array_filters=None):
+    """Concrete paths for an update path with `$` (first element matched by the query),
+    `$[]` (every element) or `$[<id>]` (elements matching arrayFilters)."""
+    parts = path.split(".")
+    for i, p in enumerate(parts):
+        if p == "$" or (p.startswith("$[") and p.endswith("]")):
+            prefix = ".".join(parts[:i])
+            rest = parts[i + 1:]
+            arr = get_field(doc, prefix)
+            if not isinstance(arr, list):
+                raise SimError(2, "BadValue", "The positional operator did not find the match needed from the query.")
+            if p == "$":
+                subq = {k: v for k, v in (query or {}).items() if k == prefix or k.startswith(prefix + ".")}
+                idx = [j for j, e in enumerate(arr) if subq and matches(_probe(prefix, e), subq)][:1]
+                if not idx:
+                    raise SimError(2, "BadValue", "The positional operator did not find the match needed from the query.")
+            elif p == "$[]":
+                idx = list(range(len(arr)))
+            else:
+                ident = p[2:-1]
+                flt = None
+                for f in array_filters or []:
+                    if any(k == ident or k.startswith(ident + ".") for k in f):
+                        flt = f
+                if flt is None:
+                    raise SimError(2, "BadValue", "No array filter found for identifier '%s' in path '%s'" % (ident, path))
+                idx = [j for j, e in enumerate(arr) if matches({ident: e}, flt)]
+            out = []
+            for j in idx:
+                sub = ".".join([prefix, str(j)] + rest) if prefix else ".".join([str(j)] + rest)
+                out.extend(expand_positional(doc, sub, query, array_filters))
+            return out
+    return [path]
+
+
+def apply_update(doc, update, is_upsert_insert=False, query=None, array_filters=None):
     """Apply an operator update to a deep copy of doc and return the new document.
 
     Supports $set $unset $inc $mul $min $max $push ($each/$slice/$position) $pull $pullAll
-    $addToSet ($each) $pop $rename $currentDate $setOnInsert. Raises SimError for type errors
-    with the server's codes (14 TypeMismatch, 2 BadValue)."""
+    $addToSet ($each) $pop $rename $currentDate $setOnInsert, and the positional forms `$`,
+    `$[]`, `$[<id>]` (with arrayFilters). Raises SimError for type errors with the server's
+    codes (14 TypeMismatch, 2 BadValue)."""
     new = copy.deepcopy(doc)
     for op, fields in update.items():
         if not isinstance(fields, dict):
             raise SimError(9, "FailedToParse", "Modifiers operate on fields but we found type %s instead" % type(fields).__name__)
+        expanded = []
         for path, arg in fields.items():
+            if "$" in path:
+                expanded.extend((p, arg) for p in expand_positional(new, path, query, array_filters))
+            else:
+                expanded.append((path, arg))
+        for path, arg in expanded:
             if path == "_id" or path.startswith("_id."):
                 if op in ("$set", "$setOnInsert") and "_id" in doc and values_equal(doc.get("_id"), arg):
                     continue

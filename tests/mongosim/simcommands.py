@@ -558,7 +558,7 @@ class Dispatcher(object):
         for i, st in enumerate(body.get("updates", [])):
             try:
                 m, mod, uid, _, _ = w.update(coll, st.get("q", {}), st.get("u", {}), bool(st.get("upsert")),
-                                              bool(st.get("multi")))
+                                              bool(st.get("multi")), None, st.get("arrayFilters"))
                 n += m
                 nmod += mod
                 if uid is not None:
@@ -616,7 +616,8 @@ class Dispatcher(object):
             u = body.get("update")
             if u is None:
                 raise SimError(9, "FailedToParse", "Either an update or remove=true must be specified")
-            m, mod, uid, news, olds = w.update(coll, q, u, bool(body.get("upsert")), False, sort)
+            m, mod, uid, news, olds = w.update(coll, q, u, bool(body.get("upsert")), False, sort,
+                                               body.get("arrayFilters"))
             leo = {"n": 1 if (m or uid is not None) else 0, "updatedExisting": bool(m)}
             if uid is not None:
                 leo["upserted"] = uid

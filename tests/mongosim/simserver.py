@@ -676,7 +676,7 @@ class Writer(object):
         self._log({"op": "u", "ns": ns, "ui": c.uuid, "o": o, "o2": self.doc_key(coll, old)}, images)
         return True
 
-    def update(self, coll, q, u, upsert=False, multi=False, sort=None):
+    def update(self, coll, q, u, upsert=False, multi=False, sort=None, array_filters=None):
         """Returns (n_matched, n_modified, upserted_id or None, new_docs list, old_docs list)."""
         is_repl = not sb.is_operator_update(u)
         if isinstance(u, list):
@@ -703,7 +703,7 @@ class Writer(object):
                                    "After applying the update, the (immutable) field '_id' was found to have been altered to _id: %r" % (u["_id"],))
                 new_doc.update((k, copy.deepcopy(v)) for k, v in u.items() if k != "_id")
             else:
-                new_doc = sb.apply_update(old, u)
+                new_doc = sb.apply_update(old, u, query=q, array_filters=array_filters)
             if self._replace_or_update(c, coll, old, new_doc, is_repl):
                 n_mod += 1
             news.append(new_doc)

@@ -810,7 +810,7 @@ class MongosDispatcher(Dispatcher):
                 for name in r.shards_for(db, coll, q):
                     c = r.shard_cl(name)
                     r.primary_of(c)
-                    m, mod, uid, _, _ = self._writer(c, db, body).update(coll, q, u, False, multi)
+                    m, mod, uid, _, _ = self._writer(c, db, body).update(coll, q, u, False, multi, None, st.get("arrayFilters"))
                     n += m
                     nmod += mod
                     if m and not multi:
@@ -820,7 +820,7 @@ class MongosDispatcher(Dispatcher):
                     base = {k: v for k, v in q.items() if not k.startswith("$") and not isinstance(v, dict)}
                     name = self._target_insert(db, coll, base)
                     c = r.shard_cl(name)
-                    m, mod, uid, _, _ = self._writer(c, db, body).update(coll, q, u, True, multi)
+                    m, mod, uid, _, _ = self._writer(c, db, body).update(coll, q, u, True, multi, None, st.get("arrayFilters"))
                     if uid is not None:
                         n += 1
                         upserted.append({"index": i, "_id": uid})

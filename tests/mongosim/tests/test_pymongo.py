@@ -267,3 +267,19 @@ def test_transaction_events_share_cluster_time(shared_sim):
     assert [e["_id"]["_data"] for e in t] == sorted(e["_id"]["_data"] for e in t)
     entry = c.local.oplog.rs.find_one({"o.applyOps": {"$exists": True}})
     assert entry["ns"] == "admin.$cmd" and len(entry["o"]["applyOps"]) == 3
+
+
+def test_positional_updates_and_array_filters(shared_sim):
+    """Manual `$ (update)`, `$[]`, `$[<identifier>]` with arrayFilters: the element paths they
+    resolve to appear in the update event's updatedFields (mongo-sim-spec §3.7)."""
+    c = shared_sim.client()
+    coll = c.pos.c
+    coll.insert_one({"_id": 1, "items": [{"sku": "a", "q": 1}, {"sku": "b", "q": 5}, {"sku": "c", "q": 9}]})
+    with coll.watch(max_await_time_ms=200) as s:
+        coll.update_one({"_id": 1, "items.sku": "b"}, {"$set": {"items.$.q": 6}})
+        coll.update_one({"_id": 1}, {"$inc": {"items.$[].q": 1}})
+        coll.update_one({"_id": 1}, {"$set": {"items.$[big].flag": True}}, array_filters=[{"big.q": {"$gt": 6}}])
+        a, b, d = s.next(), s.next(), s.next()
+    assert a["updateDescription"]["updatedFields"] == {"items.1.q": 6}
+    assert b["updateDescription"]["updatedFields"] == {"items.0.q": 2, "items.1.q": 7, "items.2.q": 10}
+    assert d["updateDescription"]["updatedFields"] == {"items.1.flag": True, "items.2.flag": True}
