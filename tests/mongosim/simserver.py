@@ -678,9 +678,13 @@ class Writer(object):
 
     def update(self, coll, q, u, upsert=False, multi=False, sort=None, array_filters=None):
         """Returns (n_matched, n_modified, upserted_id or None, new_docs list, old_docs list)."""
-        is_repl = not sb.is_operator_update(u)
-        if isinstance(u, list):
-            raise SimError(2, "BadValue", "pipeline-style updates are not supported by the simulator")
+        pipeline = u if isinstance(u, list) else None
+        is_repl = pipeline is None and not sb.is_operator_update(u)
+        if pipeline is not None:
+            from simstream import apply_stage
+            for st in pipeline:
+                if next(iter(st)) not in ("$set", "$addFields", "$unset", "$project", "$replaceRoot", "$replaceWith"):
+                    raise SimError(72, "InvalidOptions", "%s is not allowed to be used within an update" % next(iter(st)))
         if is_repl:
             for k in u:
                 if k.startswith("$"):
@@ -702,9 +706,24 @@ class Writer(object):
                     raise SimError(66, "ImmutableField",
                                    "After applying the update, the (immutable) field '_id' was found to have been altered to _id: %r" % (u["_id"],))
                 new_doc.update((k, copy.deepcopy(v)) for k, v in u.items() if k != "_id")
+            elif pipeline is not None:
+                docs = [copy.deepcopy(old)]
+                for st in pipeline:
+                    docs = apply_stage(st, docs)
+                new_doc = docs[0]
+                if not sb.values_equal(new_doc.get("_id"), old["_id"]):
+                    raise SimError(66, "ImmutableField", "After applying the update, the (immutable) field '_id' was found to have been altered")
+                if list(new_doc)[0] != "_id":
+                    new_doc = dict([("_id", new_doc["_id"])] + [(k, v) for k, v in new_doc.items() if k != "_id"])
             else:
                 new_doc = sb.apply_update(old, u, query=q, array_filters=array_filters)
-            if self._replace_or_update(c, coll, old, new_doc, is_repl):
+            as_replacement = is_repl
+            if pipeline is not None:
+                # pipeline updates are logged as a diff unless the diff is larger than the new
+                # document, then as a replacement (a `replace` event, spec §3.7)
+                diff = sb.compute_diff(old, new_doc) or {}
+                as_replacement = self.cl.wire >= 13 and len(sb.encode({"d": diff})) > len(sb.encode(new_doc))
+            if self._replace_or_update(c, coll, old, new_doc, as_replacement):
                 n_mod += 1
             news.append(new_doc)
             olds.append(old)
@@ -724,7 +743,12 @@ class Writer(object):
                     sb.set_path(base, k, copy.deepcopy(v["$eq"]))
                 continue
             sb.set_path(base, k, copy.deepcopy(v))
-        if is_repl:
+        if pipeline is not None:
+            docs = [base]
+            for st in pipeline:
+                docs = apply_stage(st, docs)
+            doc = docs[0]
+        elif is_repl:
             doc = {}
             if "_id" in base:
                 doc["_id"] = base["_id"]

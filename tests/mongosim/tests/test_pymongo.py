@@ -283,3 +283,18 @@ def test_positional_updates_and_array_filters(shared_sim):
     assert a["updateDescription"]["updatedFields"] == {"items.1.q": 6}
     assert b["updateDescription"]["updatedFields"] == {"items.0.q": 2, "items.1.q": 7, "items.2.q": 10}
     assert d["updateDescription"]["updatedFields"] == {"items.1.flag": True, "items.2.flag": True}
+
+
+def test_pipeline_updates(shared_sim):
+    """mongo-sim-spec §3.7 last paragraph: pipeline-style updates are logged as a diff (an
+    update event) when small, or as a full replacement (a replace event) when the diff would
+    be larger than the document."""
+    c = shared_sim.client()
+    coll = c.pipe.c
+    coll.insert_one({"_id": 1, "a": 1, "b": "x" * 50})
+    with coll.watch(max_await_time_ms=200) as s:
+        coll.update_one({"_id": 1}, [{"$set": {"c": "$a"}}])
+        coll.update_one({"_id": 1}, [{"$replaceWith": {"_id": "$_id", "z": {"$literal": "y" * 60}, "w": 1}}])
+        a, b = s.next(), s.next()
+    assert a["operationType"] == "update" and a["updateDescription"]["updatedFields"] == {"c": 1}
+    assert b["operationType"] == "replace" and b["fullDocument"] == {"_id": 1, "z": "y" * 60, "w": 1}
