@@ -477,3 +477,25 @@ def test_stepping_down_state_and_hidden_member(sim):
         assert sim.members[2] not in d.admin.command("hello")["hosts"]
     finally:
         d.close()
+
+
+def test_restart_member_status_and_clear_faults(sim):
+    """mongo-sim-spec §8.2 'member down / up' with a restart: the primary restarts, another
+    member is elected, the restarted process has a new processId with counter 0 and no
+    cursors, so the stream's cursor is gone and the driver resumes elsewhere; clear_faults
+    removes pending fail rules."""
+    c = sim.client()
+    st0 = sim.control("status")["members"][0]
+    with c.rs2.c.watch(max_await_time_ms=200) as s:
+        c.rs2.c.insert_one({"_id": 1})
+        assert s.next()["documentKey"] == {"_id": 1}
+        sim.control("restart", member=0)
+        st = sim.control("status")["members"]
+        assert st[0]["processId"] != st0["processId"] and st[0]["counter"] == 0 and st[0]["cursors"] == 0
+        assert st[1]["state"] == "PRIMARY" and st[0]["state"] == "SECONDARY"
+        wait_for(lambda: _primary_addr(c) == sim.members[1], timeout=15)
+        c.rs2.c.insert_one({"_id": 2})
+        assert s.next()["documentKey"] == {"_id": 2}
+    sim.control("fail", commands=["find"], code=6, times=5)
+    sim.control("clear_faults")
+    assert c.rs2.c.find_one({"_id": 2}) == {"_id": 2}
