@@ -68,6 +68,11 @@ def test_same_key_same_partition_in_order(kafka):
 
 
 def test_transactions_hide_aborted_writes(kafka, kafka_topic):
+    if kafka.is_mock:
+        # Observed with librdkafka 2.0.2: the mock accepts the transaction
+        # calls but hands aborted records to read_committed consumers.
+        pytest.skip("librdkafka's mock cluster does not hide aborted transactional records "
+                    "from read_committed consumers; needs a real broker")
     p = Producer(kafka.config(**{"transactional.id": kafka_support.unique_topic("mcdc-txn")}))
     p.init_transactions(30)
     p.begin_transaction()
@@ -75,6 +80,11 @@ def test_transactions_hide_aborted_writes(kafka, kafka_topic):
     p.commit_transaction(30)
     p.begin_transaction()
     p.produce(kafka_topic, key=b"k2", value=b"aborted", partition=0)
+    # Delivered first, then aborted: the aborted record is in the log and the
+    # read below must skip it. Aborting with the produce still in flight can
+    # fail with a fatal INVALID_TXN_STATE (librdkafka issue #4849, open; the
+    # Python client later added this flush to its abort for that reason).
+    assert p.flush(30) == 0
     p.abort_transaction(30)
     p.begin_transaction()
     p.produce(kafka_topic, key=b"k3", value=b"committed too", partition=0)
