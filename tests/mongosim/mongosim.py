@@ -52,6 +52,8 @@ def _parse_args(argv):
     p.add_argument("--data-seed", type=int, default=None)
     p.add_argument("--noop-interval", type=float, default=10.0, help="periodic no-op interval in s (0: off)")
     p.add_argument("--pre-images", action="store_true", help="record pre-/post-images for every collection")
+    p.add_argument("--auth", action="append", default=[], metavar="USER:PASSWORD",
+                   help="require SCRAM-SHA-1/256 authentication with these users (admin database)")
     a = p.parse_args(argv)
     if not 1 <= a.members <= 7:
         p.error("--members must be between 1 and 7")
@@ -70,6 +72,7 @@ def build(args):
     cl = simserver.Cluster(members=args.members, set_name=args.set_name, server_version=args.server_version,
                            oplog_size_mb=args.oplog_size_mb, seed=args.data_seed,
                            noop_interval=args.noop_interval, pre_images=args.pre_images, ports=ports)
+    cl.users = dict(u.split(":", 1) for u in args.auth)
     sim = simwire.Sim([cl], control_port=(args.base_port + args.members) if args.base_port else 0)
     sim.start()
     for spec in args.load:
@@ -150,7 +153,7 @@ class MongoSim(object):
 
     def __init__(self, topology="replset", members=3, load=(), server_version="6.0", oplog_size_mb=0,
                  data_seed=None, noop_interval=10.0, pre_images=False, start_timeout=30, extra_args=(),
-                 shards=2, mongos=1, config_members=1):
+                 shards=2, mongos=1, config_members=1, auth=()):
         self.argv = [sys.executable if os.path.basename(sys.executable).startswith("python") else "/usr/bin/python3",
                      os.path.join(HERE, "mongosim.py"), "--topology", topology, "--members", str(members),
                      "--base-port", "0", "--server-version", server_version,
@@ -165,6 +168,8 @@ class MongoSim(object):
             self.argv += ["--data-seed", str(data_seed)]
         if pre_images:
             self.argv.append("--pre-images")
+        for a in auth:
+            self.argv += ["--auth", a]
         self.argv += list(extra_args)
         self.start_timeout = start_timeout
         self.proc = None

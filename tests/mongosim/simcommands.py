@@ -257,8 +257,10 @@ class Dispatcher(object):
         r["readOnly"] = False
         if getattr(cl, "configsvr", False):
             r["configsvr"] = 2
-        if "saslSupportedMechs" in body:
-            r["saslSupportedMechs"] = ["SCRAM-SHA-1", "SCRAM-SHA-256"]
+        if "saslSupportedMechs" in body and getattr(cl, "users", None):
+            user = str(body["saslSupportedMechs"]).split(".", 1)[-1]
+            if user in cl.users:
+                r["saslSupportedMechs"] = ["SCRAM-SHA-1", "SCRAM-SHA-256"]
         r["ok"] = 1.0
         return r
 
@@ -282,6 +284,20 @@ class Dispatcher(object):
         return self.hello_reply(member, body, name)
 
     # ------------------------------------------------------------------ misc
+    def cmd_saslStart(self, member, body, conn):
+        import simauth
+        if not getattr(self.cl, "users", None):
+            raise SimError(334, "MechanismUnavailable", "Authentication is not enabled on this server")
+        return simauth.sasl_start(self.cl.users, conn, body)
+
+    def cmd_saslContinue(self, member, body, conn):
+        import simauth
+        return simauth.sasl_continue(conn, body)
+
+    def cmd_logout(self, member, body, conn):
+        conn.authenticated = None
+        return ok_reply()
+
     def cmd_ping(self, member, body, conn):
         return ok_reply()
 

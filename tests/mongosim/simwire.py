@@ -30,6 +30,8 @@ import simserver as ss
 from simcommands import Dispatcher
 
 HELLO_NAMES = ("hello", "isMaster", "ismaster")
+NO_AUTH = {"hello", "isMaster", "ismaster", "saslStart", "saslContinue", "ping", "buildInfo",
+           "buildinfo", "getnonce", "logout", "endSessions"}
 ALIASES = {"isMaster": "hello", "ismaster": "hello", "buildinfo": "buildInfo",
            "findandmodify": "findAndModify", "replSetGetConfig": "replSetGetStatus"}
 RETRYABLE_WRITES = ("insert", "update", "delete", "findAndModify")
@@ -61,6 +63,8 @@ class Conn(object):
         self.app_name = None
         self.req_seq = 0
         self.partial_next = False
+        self.authenticated = None  # user name once SCRAM succeeded (--auth)
+        self.scram = None
 
     def close(self):
         if self.closed:
@@ -345,6 +349,8 @@ class MemberServer(object):
                 if was_primary and member.state != "PRIMARY" and name in ss_write_names():
                     raise SimError(11602, "InterruptedDueToReplStateChange",
                                    "operation was interrupted because of a replica set state change")
+                if getattr(cl, "users", None) and not c.authenticated and raw_name not in NO_AUTH:
+                    raise SimError(13, "Unauthorized", "command %s requires authentication" % raw_name)
                 self.dispatcher.cur_member = member  # handlers run under the cluster lock
                 h = getattr(self.dispatcher, "cmd_" + name, None)
                 if h is None:
