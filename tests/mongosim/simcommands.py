@@ -146,7 +146,7 @@ class Dispatcher(object):
     def __init__(self, cl):
         self.cl = cl
 
-    # ------------------------------------------------------------------ helpers
+    # ------------------------------------------------------------------ shared checks
     def _check_primary(self, member, name):
         if member.state != "PRIMARY":
             raise SimError(10107, "NotWritablePrimary", "not primary")
