@@ -17,7 +17,6 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
-
 int64_t worker_wall_ms(void)
 {
     struct timespec ts;

@@ -250,3 +250,23 @@ def test_capture_modes(tmp_workdir, start_mongocdc, mode):
         assert d.stop(timeout_s=30) == 0
     finally:
         sim.stop()
+
+
+def test_cursor_pipeline_is_appended_to_the_stream(tmp_workdir, start_mongocdc):
+    sim = Sim(tmp_workdir, ())
+    try:
+        cfg = write_config(tmp_workdir, sim.uri, **{
+            "snapshot.mode": "no_data",
+            "cursor.pipeline": '[{"$match": {"operationType": {"$in": ["insert", "delete"]}}}]'})
+        d = start_mongocdc("-c", cfg)
+        wait_log(tmp_workdir, "streaming changes from", 30, d)
+        c = sim.client()
+        c.itdb.pipe.insert_one({"_id": 1})
+        c.itdb.pipe.update_one({"_id": 1}, {"$set": {"a": 1}})
+        c.itdb.pipe.delete_one({"_id": 1})
+        wait_until(lambda: len(stream_records(tmp_workdir / "events.jsonl")) >= 2, 30, "events")
+        time.sleep(1)
+        assert [r.op for r in stream_records(tmp_workdir / "events.jsonl")] == ["c", "d"]
+        assert d.stop(timeout_s=30) == 0
+    finally:
+        sim.stop()
