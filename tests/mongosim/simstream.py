@@ -121,8 +121,12 @@ class ChangeStream(object):
         self.pending = collections.deque()
         self.closed = False
         self.invalidated = False
-        for st in stages:
+        self.split = bool(stages) and next(iter(stages[-1])) == "$changeStreamSplitLargeEvent"
+        for i, st in enumerate(stages):
             name = next(iter(st))
+            if name == "$changeStreamSplitLargeEvent" and (i != len(stages) - 1 or cl.wire < 17):
+                raise SimError(7182802, "Location7182802",
+                               "$changeStreamSplitLargeEvent must be the last stage of a change stream pipeline (6.0.9+)")
             if name not in ALLOWED_STAGES:
                 if name.startswith("$"):
                     raise SimError(ALLOWED_ERR_CODE, "Location" + str(ALLOWED_ERR_CODE),
@@ -381,6 +385,25 @@ class ChangeStream(object):
             return [(ev, False, None)]
         return []
 
+    LARGE_FIELDS = ("fullDocument", "fullDocumentBeforeChange", "updateDescription")
+
+    def _fragments(self, ev, data):
+        """$changeStreamSplitLargeEvent: an event "over 16 MiB" (poison_event) becomes two
+        fragments, the large fields in the second; each fragment's token is the event's token
+        with fragmentNum appended, so resuming from a fragment continues with the next one
+        (spec §3.11)."""
+        small = [(k, v) for k, v in ev.items() if k != "_id" and k not in self.LARGE_FIELDS]
+        large = [(k, v) for k, v in ev.items() if k in self.LARGE_FIELDS]
+        parts = [small, large] if large else [small]
+        out = []
+        for i, fields in enumerate(parts):
+            tok = dict(ev["_id"])
+            tok["_data"] = data[:-2] + sb._ks_int(i).hex().upper() + "04"
+            f = {"_id": tok, "splitEvent": {"fragment": i + 1, "of": len(parts)}}
+            f.update(fields)
+            out.append(f)
+        return out
+
     def _txn_ops(self, entry):
         """All operations of a transaction ending at entry, following prevOpTime through the
         partialTxn chain (spec §5.4)."""
@@ -438,13 +461,20 @@ class ChangeStream(object):
         while idx < end and len(self.pending) < limit and not self.invalidated:
             entry = entries[idx]
             evs = self._events_for(entry)
-            if evs and keys[idx] in self.cl.poison_keys and \
+            poisoned = bool(evs) and keys[idx] in self.cl.poison_keys
+            if poisoned and not self.split and \
                     (self.skip_data is None or evs[-1][0]["_id"]["_data"] > self.skip_data):
                 raise SimError(10334, "BSONObjectTooLarge",
                                "Executor error during getMore :: caused by :: BSONObj size: 16793699 (0x1000163) is invalid. Size must be between 0 and 16793600(16MB) First element: _id: %r" % (evs[0][0]["_id"],))
             for ev, is_inv, extra in evs:
                 data = ev["_id"]["_data"]
-                if self.skip_data is not None:
+                frag_skip = None
+                if self.skip_data is not None and self.skip_data != data and \
+                        self.skip_data.startswith(data[:-2]):
+                    # resuming from a fragment of this event: emit its later fragments
+                    self.found = True
+                    frag_skip = self.skip_data
+                elif self.skip_data is not None:
                     if data < self.skip_data:
                         continue
                     if data == self.skip_data:
@@ -467,7 +497,12 @@ class ChangeStream(object):
                         raise SimError(280, "ChangeStreamFatalError",
                                        "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed.",
                                        _labels_nonresumable())
-                    self.pending.append((d, False))
+                    if poisoned and self.split:
+                        for f in self._fragments(d, data):
+                            if frag_skip is None or f["_id"]["_data"] > frag_skip:
+                                self.pending.append((f, False))
+                    else:
+                        self.pending.append((d, False))
             self.scan_key = keys[idx]
             idx += 1
 
