@@ -92,7 +92,10 @@ static bool history_lost_text(const char *msg)
     return contains_ci(msg, "no longer be in the oplog") ||
            contains_ci(msg, "no longer in the oplog") || contains_ci(msg, "history lost") ||
            contains_ci(msg, "historylost") ||
-           contains_ci(msg, "position in capped collection being deleted");
+           contains_ci(msg, "position in capped collection being deleted") ||
+           /* The token's event does not exist in this oplog at all: the replica
+            * set was wiped or re-created since the position was stored. */
+           contains_ci(msg, "resume token was not found");
 }
 
 enum resume_action resume_classify(const struct resume_failure *f)
@@ -122,6 +125,7 @@ enum resume_action resume_classify(const struct resume_failure *f)
     case 286:   /* ChangeStreamHistoryLost */
     case 136:   /* CappedPositionLost: the open cursor's position was truncated */
     case 40576: /* history lost, MongoDB < 4.4 */
+    case 40585: /* resume token not found, MongoDB < 4.4: same as 280 "not found" */
         return RESUME_ACTION_HISTORY_LOST;
     case 280: /* ChangeStreamFatalError */
         if (history_lost_text(f->message))
@@ -133,7 +137,6 @@ enum resume_action resume_classify(const struct resume_failure *f)
     case 18:    /* AuthenticationFailed */
     case 260:   /* InvalidResumeToken (an invalidate token) */
     case 40647: /* malformed resume token */
-    case 40585: /* resume token not found, MongoDB < 4.4 */
     case 40573: /* change streams on a standalone */
     case 73:    /* InvalidNamespace */
     case 40415: /* unknown field */

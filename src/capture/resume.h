@@ -96,10 +96,12 @@ struct resume_failure {
 /*
  * Classifies f:
  *   - history lost: 286 ChangeStreamHistoryLost, 136 CappedPositionLost,
- *     40576 (pre-4.4 history lost), and 280 ChangeStreamFatalError whose text
- *     says the resume point is no longer in the oplog;
+ *     40576 (pre-4.4 history lost), 40585 (pre-4.4 token not found), and 280
+ *     ChangeStreamFatalError whose text says the resume point is no longer in
+ *     the oplog or the resume token was not found (a wiped or re-created
+ *     replica set: the stored position does not exist in this oplog);
  *   - fatal: authentication/authorization (13, 18, SASL/SCRAM), the other
- *     280 (token not found, _id modified), invalid resume token (260, 40647,
+ *     280 (e.g. _id modified), invalid resume token (260, 40647,
  *     9 on a token), standalone (40573), invalid namespace (73), unknown
  *     options (40415, 40324, 2), event too large (10334), a required image
  *     missing (47), command not found (59);

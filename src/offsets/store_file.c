@@ -15,11 +15,22 @@
  *
  * Every save rewrites the whole file atomically (style.md §4.9, redis
  * rdbSave): write "<path>.tmp", fsync, rename over <path>, fsync the folder.
- * A crash leaves either the old or the new file, never a torn one. Several
- * tasks (threads) and a second daemon share the file safely: each save takes a
- * process mutex and an flock on "<path>.lock", re-reads the file and replaces
- * only its own member. Saves happen on the offsets flush interval, not per
- * event, so the re-read is cheap.
+ * A crash leaves either the old or the new file, never a torn one.
+ *
+ * One daemon owns the file for its whole run: the first handle of a process
+ * takes an exclusive, non-blocking flock on "<path>.lock" and keeps it until
+ * its last handle closes (a per-process registry keyed by the lock file's
+ * device and inode, since several capture tasks of one daemon share the
+ * file). A second daemon on the same file is refused at start instead of
+ * overwriting the first one's positions. Within the process each save takes
+ * the process mutex, re-reads the file and replaces only its own member.
+ * Saves happen on the offsets flush interval, not per event, so the re-read
+ * is cheap.
+ *
+ * Only a regular file (or none) is read, at most OFFSETS_FILE_MAX bytes. An
+ * empty file is corruption, not "no stored position": saves never leave one
+ * (temp + rename), and treating it as absent would silently redo the
+ * initial snapshot.
  *
  * Thread: worker (any task; serialised by the lock).
  */
@@ -38,11 +49,26 @@
 #include "common/xalloc.h"
 #include "offsets/offsets_internal.h"
 
+/* The largest offsets file read (bytes): a real one holds a few hundred
+ * bytes per replica set. */
+#define OFFSETS_FILE_MAX (64u * 1024 * 1024)
+
+/* One held "<path>.lock" of this process, shared by its handles. */
+struct held_lock {
+    struct held_lock *next;
+    dev_t dev;
+    ino_t ino;
+    int fd;
+    unsigned refs;
+};
+
 struct file_store {
     char *path, *tmp_path, *lock_path, *dir;
+    struct held_lock *held;
 };
 
 static pthread_mutex_t file_mutex = PTHREAD_MUTEX_INITIALIZER;
+static struct held_lock *held_locks; /* guarded by file_mutex */
 
 static bool read_all(const char *path, char **out, size_t *out_len, bool *exists,
                      struct mcdc_error *err)
@@ -50,12 +76,33 @@ static bool read_all(const char *path, char **out, size_t *out_len, bool *exists
     *exists = false;
     *out = NULL;
     *out_len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not hang; fstat then refuses it. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         if (errno == ENOENT)
             return true;
         return mcdc_error_set(err, MCDC_ERR_IO, errno, "offsets file %s: %s", path,
                               strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return mcdc_error_set(err, MCDC_ERR_IO, e, "offsets file %s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return mcdc_error_set(err, MCDC_ERR_CONFIG, EINVAL,
+                              "offsets file %s is not a regular file; set offsets.file.path to "
+                              "a file in a writable folder",
+                              path);
+    }
+    if ((unsigned long long)st.st_size > OFFSETS_FILE_MAX) {
+        close(fd);
+        return mcdc_error_set(err, MCDC_ERR_IO, EFBIG,
+                              "offsets file %s is %lld bytes, over the %u MiB an offsets file "
+                              "can be: it is not one; fix offsets.file.path or move the file away",
+                              path, (long long)st.st_size, OFFSETS_FILE_MAX >> 20);
     }
     *exists = true;
     size_t cap = 4096, len = 0;
@@ -78,6 +125,14 @@ static bool read_all(const char *path, char **out, size_t *out_len, bool *exists
         if (n == 0)
             break;
         len += (size_t)n;
+        if (len > OFFSETS_FILE_MAX) { /* grew while being read */
+            free(buf);
+            close(fd);
+            return mcdc_error_set(err, MCDC_ERR_IO, EFBIG,
+                                  "offsets file %s is over the %u MiB an offsets file can be; "
+                                  "fix offsets.file.path or move the file away",
+                                  path, OFFSETS_FILE_MAX >> 20);
+        }
     }
     close(fd);
     buf[len] = '\0';
@@ -86,7 +141,8 @@ static bool read_all(const char *path, char **out, size_t *out_len, bool *exists
     return true;
 }
 
-/* Reads and parses the file into *doc (an empty document when absent or empty). */
+/* Reads and parses the file into *doc (an empty document when absent; an
+ * empty or blank file is an error: saves never leave one). */
 static bool load_doc(const struct file_store *fs, bson_t **doc, struct mcdc_error *err)
 {
     char *text;
@@ -97,10 +153,19 @@ static bool load_doc(const struct file_store *fs, bson_t **doc, struct mcdc_erro
     size_t i = 0;
     while (i < len && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t' || text[i] == '\r'))
         i++;
-    if (!exists || i == len) {
+    if (!exists) {
         free(text);
         *doc = bson_new();
         return true;
+    }
+    if (i == len) {
+        free(text);
+        *doc = NULL;
+        return mcdc_error_set(err, MCDC_ERR_IO, EINVAL,
+                              "offsets file %s is empty, which a save never leaves (it writes a "
+                              "temp file and renames it): the file was damaged. Move it away "
+                              "to start over with a new snapshot, or restore it from a backup",
+                              fs->path);
     }
     bson_error_t berr;
     *doc = bson_new_from_json((const uint8_t *)text, (ssize_t)len, &berr);
@@ -125,24 +190,89 @@ static bool load_doc(const struct file_store *fs, bson_t **doc, struct mcdc_erro
     return true;
 }
 
+/* Saves and loads of this process are serialised by the mutex; other
+ * processes are kept out by the flock held for the whole run (hold_lock). */
 static bool lock(const struct file_store *fs, int *lock_fd, struct mcdc_error *err)
 {
+    (void)err;
     pthread_mutex_lock(&file_mutex);
-    *lock_fd = open(fs->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (*lock_fd < 0 || flock(*lock_fd, LOCK_EX) != 0) {
-        int e = errno;
-        if (*lock_fd >= 0)
-            close(*lock_fd);
-        pthread_mutex_unlock(&file_mutex);
-        return mcdc_error_set(err, MCDC_ERR_IO, e, "offsets lock %s: %s", fs->lock_path,
-                              strerror(e));
-    }
+    *lock_fd = fs->held != NULL ? fs->held->fd : -1;
     return true;
 }
 
 static void unlock(int lock_fd)
 {
-    close(lock_fd); /* releases the flock */
+    (void)lock_fd;
+    pthread_mutex_unlock(&file_mutex);
+}
+
+/* Takes (or shares, within this process) the run-long exclusive flock on
+ * "<path>.lock". */
+static bool hold_lock(struct file_store *fs, struct mcdc_error *err)
+{
+    struct stat st;
+    int fd = open(fs->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return mcdc_error_set(err, MCDC_ERR_IO, errno, "offsets lock %s: %s", fs->lock_path,
+                              strerror(errno));
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return mcdc_error_set(err, MCDC_ERR_IO, e, "offsets lock %s: %s", fs->lock_path,
+                              strerror(e));
+    }
+    pthread_mutex_lock(&file_mutex);
+    for (struct held_lock *h = held_locks; h != NULL; h = h->next) {
+        if (h->dev == st.st_dev && h->ino == st.st_ino) {
+            h->refs++;
+            fs->held = h;
+            pthread_mutex_unlock(&file_mutex);
+            close(fd);
+            return true;
+        }
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        pthread_mutex_unlock(&file_mutex);
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return mcdc_error_set(err, MCDC_ERR_CONFIG, e,
+                                  "offsets file %s is in use by another mongocdc process (it "
+                                  "holds %s); stop that one, or give each daemon its own "
+                                  "offsets.file.path",
+                                  fs->path, fs->lock_path);
+        return mcdc_error_set(err, MCDC_ERR_IO, e, "offsets lock %s: %s", fs->lock_path,
+                              strerror(e));
+    }
+    struct held_lock *h = xcalloc(1, sizeof *h);
+    h->dev = st.st_dev;
+    h->ino = st.st_ino;
+    h->fd = fd;
+    h->refs = 1;
+    h->next = held_locks;
+    held_locks = h;
+    fs->held = h;
+    pthread_mutex_unlock(&file_mutex);
+    return true;
+}
+
+static void release_lock(struct file_store *fs)
+{
+    struct held_lock *h = fs->held;
+    if (h == NULL)
+        return;
+    fs->held = NULL;
+    pthread_mutex_lock(&file_mutex);
+    if (--h->refs == 0) {
+        for (struct held_lock **pp = &held_locks; *pp != NULL; pp = &(*pp)->next) {
+            if (*pp == h) {
+                *pp = h->next;
+                break;
+            }
+        }
+        close(h->fd); /* releases the flock */
+        free(h);
+    }
     pthread_mutex_unlock(&file_mutex);
 }
 
@@ -275,6 +405,7 @@ cleanup:
 static void file_close(struct offset_store *store)
 {
     struct file_store *fs = store->impl;
+    release_lock(fs);
     free(fs->path);
     free(fs->tmp_path);
     free(fs->lock_path);
@@ -301,6 +432,19 @@ bool store_file_open(struct offset_store *store, struct mcdc_error *err)
     struct stat st;
     if (stat(fs->dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
         mcdc_error_set(err, MCDC_ERR_IO, ENOENT, "offsets folder %s does not exist", fs->dir);
+        file_close(store);
+        return false;
+    }
+    if (stat(fs->path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* Before creating "<path>.lock" next to a device or a FIFO. */
+        mcdc_error_set(err, MCDC_ERR_CONFIG, EINVAL,
+                       "offsets file %s is not a regular file; set offsets.file.path to a file "
+                       "in a writable folder",
+                       fs->path);
+        file_close(store);
+        return false;
+    }
+    if (!hold_lock(fs, err)) {
         file_close(store);
         return false;
     }

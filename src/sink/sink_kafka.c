@@ -95,16 +95,24 @@ static void error_cb(rd_kafka_t *rk, int code, const char *reason, void *opaque)
     LOG_WARN("kafka producer %s: %s: %s", rd_kafka_name(rk), rd_kafka_err2name(code), reason);
 }
 
+/*
+ * The error for a record over a size limit. It has to fit in one
+ * struct mcdc_error message (MCDC_ERROR_MSG_SIZE) with its advice intact:
+ * the size, the limit hit (where), the topic (up to TOO_LARGE_TOPIC bytes)
+ * and the key (up to TOO_LARGE_KEY bytes), each once.
+ */
+#define TOO_LARGE_KEY 48
+#define TOO_LARGE_TOPIC 56
 static void too_large(struct mcdc_error *err, const char *topic, const void *key, size_t key_len,
                       size_t value_len, const char *where)
 {
-    char k[KEY_EXCERPT + 4];
-    sink_key_excerpt(key, key_len, k, KEY_EXCERPT);
+    char k[TOO_LARGE_KEY + 4];
+    sink_key_excerpt(key, key_len, k, TOO_LARGE_KEY);
     mcdc_error_set(err, MCDC_ERR_KAFKA, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
-                   "record of %zu bytes too large (%s; value %zu, key %zu): topic %s, key %s; "
-                   "raise message.max.bytes (kafka: and the topic's max.message.bytes) or "
-                   "exclude fields",
-                   value_len + key_len, where, value_len, key_len, topic, k);
+                   "record of %zu bytes too large (%s): topic %.*s%s, key %s; raise "
+                   "message.max.bytes on producer and broker, or exclude fields",
+                   value_len + key_len, where, TOO_LARGE_TOPIC, topic,
+                   strlen(topic) > TOO_LARGE_TOPIC ? "..." : "", k);
 }
 
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
@@ -208,7 +216,7 @@ static bool kafka_produce(struct sink *sink, struct mcdc_record *rec, void *opaq
             continue;
         case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
             too_large(err, rec->topic, rec->key, rec->key_len, rec->value_len,
-                      "over the producer's message.max.bytes");
+                      "over producer message.max.bytes");
             return false;
         case RD_KAFKA_RESP_ERR__FATAL:
             if (!fatal_error(ks, err))

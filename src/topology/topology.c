@@ -133,6 +133,7 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     char *rs = NULL;
     const char *refusal = NULL;
     char redacted[512];
+    int64_t selection_ms;
 
     mongoc_init();
     mongoc_log_set_handler(mongoc_log_to_ours, NULL);
@@ -149,9 +150,18 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     }
     if (mongoc_uri_get_appname(t->uri) == NULL)
         mongoc_uri_set_appname(t->uri, "mongocdc");
-    if (!mongoc_uri_has_option(t->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS))
-        mongoc_uri_set_option_as_int32(t->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
-                                       (int32_t)cfg->server_selection_timeout_ms);
+    /* The configured selection timeout is the budget of a whole connection
+     * attempt; one blocking selection in libmongoc gets only a slice of it,
+     * so a stop request is seen within a slice (worker_start()). */
+    if (mongoc_uri_has_option(t->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS))
+        selection_ms = mongoc_uri_get_option_as_int32(t->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
+                                                      (int32_t)cfg->server_selection_timeout_ms);
+    else
+        selection_ms = cfg->server_selection_timeout_ms;
+    mongoc_uri_set_option_as_int32(t->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
+                                   (int32_t)(selection_ms < WORKER_SELECTION_SLICE_MS
+                                                 ? selection_ms
+                                                 : WORKER_SELECTION_SLICE_MS));
     if (!mongoc_uri_has_option(t->uri, MONGOC_URI_CONNECTTIMEOUTMS))
         mongoc_uri_set_option_as_int32(t->uri, MONGOC_URI_CONNECTTIMEOUTMS,
                                        (int32_t)cfg->connect_timeout_ms);
@@ -184,7 +194,7 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     t->notice.data = t;
     ev_async_start(loop, &t->notice);
     t->tasks = xcalloc(1, sizeof *t->tasks);
-    t->tasks[0] = worker_start(cfg, t->pool, rs, task_ended, t, err);
+    t->tasks[0] = worker_start(cfg, t->pool, rs, selection_ms, task_ended, t, err);
     free(rs);
     rs = NULL;
     if (t->tasks[0] == NULL) {

@@ -33,6 +33,12 @@ int64_t worker_now_ms(void)
 
 /* ---- delivery and commits ---- */
 
+/* A record over message.max.bytes (the sink's error says everything). */
+static bool too_large(const struct mcdc_error *err)
+{
+    return err->domain == MCDC_ERR_KAFKA && err->code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
+}
+
 /* Sink delivery report, on this task's thread (inside sink_poll/produce/flush). */
 static void on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
 {
@@ -85,8 +91,10 @@ enum phase worker_service(struct worker *w, bool force_commit)
     }
     if (w->delivery_failed) {
         w->err = w->delivery_err;
-        mcdc_error_prefix(&w->err, "a record could not be delivered; stopping so that no change "
-                                   "is skipped");
+        if (!too_large(&w->err))
+            mcdc_error_prefix(&w->err,
+                              "a record could not be delivered; stopping so that no change "
+                              "is skipped");
         return PHASE_FATAL;
     }
     if (failed) {
@@ -148,10 +156,13 @@ enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
                 break;
             }
             w->err = err;
-            mcdc_error_prefix(&w->err,
-                              "record for %s key %s (%zu bytes key, %zu bytes value) cannot be "
-                              "delivered",
-                              what, key, key_len, value_len);
+            /* A too-large record: the sink's message already names size,
+             * topic and key, and a prefix would push its advice out. */
+            if (!too_large(&err))
+                mcdc_error_prefix(&w->err,
+                                  "record for %s key %s (%zu bytes key, %zu bytes value) cannot "
+                                  "be delivered",
+                                  what, key, key_len, value_len);
             ph = PHASE_FATAL;
             break;
         }
@@ -204,6 +215,11 @@ static enum phase discover(struct worker *w)
     struct mcdc_error err = MCDC_ERROR_INIT;
     enum phase ph = PHASE_OK;
 
+    ph = worker_await_server(w);
+    if (ph != PHASE_OK) {
+        bson_destroy(&cmd);
+        return ph;
+    }
     BSON_APPEND_INT32(&cmd, "hello", 1);
     if (!mongoc_client_command_simple(w->client, "admin", &cmd, NULL, &reply, &error)) {
         capture_failure_from(&error, &reply, &fail, &err);
@@ -422,6 +438,12 @@ static void *worker_main(void *arg)
         pthread_setname_np(pthread_self(), name);
     }
     w->client = mongoc_client_pool_pop(w->pool);
+    if (!w->rs_known) {
+        /* Until hello answers, messages name the set the URI asks for. */
+        const char *want = mongoc_uri_get_replica_set(mongoc_client_get_uri(w->client));
+        snprintf(w->rs, sizeof w->rs, "%s",
+                 want != NULL && want[0] != '\0' ? want : "(unknown replica set)");
+    }
     w->last_commit_ms = worker_now_ms();
     ph = run(w);
     finish(w, ph);
@@ -434,10 +456,13 @@ static void *worker_main(void *arg)
 }
 
 struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
-                            const char *expected_rs, worker_exit_cb on_exit, void *ctx,
-                            struct mcdc_error *err)
+                            const char *expected_rs, int64_t selection_timeout_ms,
+                            worker_exit_cb on_exit, void *ctx, struct mcdc_error *err)
 {
     struct worker *w = xcalloc(1, sizeof *w);
+
+    w->selection_timeout_ms =
+        selection_timeout_ms > 0 ? selection_timeout_ms : cfg->server_selection_timeout_ms;
 
     w->cfg = cfg;
     w->pool = pool;

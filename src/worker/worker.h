@@ -32,12 +32,21 @@ typedef void (*worker_exit_cb)(struct worker *w, void *ctx);
 /*
  * Starts a task on pool (borrowed; must outlive the worker) for cfg
  * (borrowed). expected_rs is the replica-set name topology already knows, or
- * NULL to discover it. on_exit is called from the task's thread when it ends.
- * Returns NULL and fills err if the thread cannot start.
+ * NULL to discover it (messages before discovery use the URI's replicaSet).
+ * selection_timeout_ms is the overall server-selection budget of one
+ * connection attempt (mongodb.server.selection.timeout.ms, or the URI's
+ * serverSelectionTimeoutMS): the pool's URI carries only a short slice of it
+ * (WORKER_SELECTION_SLICE_MS) and the task waits slice by slice, checking
+ * its stop flag in between, so a stop is never held up by an unreachable
+ * server. on_exit is called from the task's thread when it ends. Returns
+ * NULL and fills err if the thread cannot start.
  */
 struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
-                            const char *expected_rs, worker_exit_cb on_exit, void *ctx,
-                            struct mcdc_error *err);
+                            const char *expected_rs, int64_t selection_timeout_ms,
+                            worker_exit_cb on_exit, void *ctx, struct mcdc_error *err);
+
+/* The longest single blocking server selection (ms); see worker_start(). */
+#define WORKER_SELECTION_SLICE_MS 1000
 
 /* Asks the task to stop (any thread; non-blocking). */
 void worker_request_stop(struct worker *w);

@@ -52,6 +52,7 @@ struct worker {
     bool delayed_snapshot, delayed_stream; /* snapshot.delay.ms / streaming.delay.ms done */
     bool snapshot_only;                    /* initial_only: stop after the snapshot */
     int64_t attempts;                      /* failed connection attempts in a row */
+    int64_t selection_timeout_ms;          /* overall server-selection budget per attempt */
     int64_t last_commit_ms;
     bool delivery_failed;
     struct mcdc_error delivery_err;
@@ -78,6 +79,17 @@ enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
 
 /* Sleeps ms while serving delivery reports; false if stop was requested. */
 bool worker_pause_ms(struct worker *w, int64_t ms);
+
+/*
+ * Waits until a server matching the client's read preference is selectable:
+ * blocking selections of at most WORKER_SELECTION_SLICE_MS each (the pool
+ * URI's serverSelectionTimeoutMS), the stop flag checked between them, for
+ * up to w->selection_timeout_ms in all (MongoDB Server Selection spec:
+ * serverSelectionTimeoutMS bounds the whole selection). PHASE_OK when
+ * selectable, PHASE_STOPPED on stop, PHASE_RETRY (w->err: the selection
+ * error) when the budget ran out (worker_recover.c).
+ */
+enum phase worker_await_server(struct worker *w);
 
 /* After PHASE_RETRY: counts the attempt, waits the backoff delay; PHASE_OK
  * to reconnect, PHASE_FATAL after connect.max.attempts (worker_recover.c). */

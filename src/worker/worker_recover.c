@@ -6,8 +6,10 @@
 #include "worker/worker_internal.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
+#include "capture/capture.h"
 #include "common/log.h"
 
 #define SLEEP_STEP_MS 100
@@ -52,6 +54,42 @@ enum phase worker_backoff(struct worker *w)
     return worker_pause_ms(w, delay) ? PHASE_OK : PHASE_STOPPED;
 }
 
+/* ---- server selection ---- */
+
+enum phase worker_await_server(struct worker *w)
+{
+    const mongoc_read_prefs_t *prefs = mongoc_client_get_read_prefs(w->client);
+    int64_t end = worker_now_ms() + w->selection_timeout_ms;
+    bson_error_t error;
+
+    memset(&error, 0, sizeof error);
+    for (;;) {
+        mongoc_server_description_t *sd;
+
+        if (worker_stopping(w))
+            return PHASE_STOPPED;
+        /* Blocks at most one slice: the pool URI's serverSelectionTimeoutMS. */
+        sd = mongoc_client_select_server(w->client, false, prefs, &error);
+        if (sd != NULL) {
+            mongoc_server_description_destroy(sd);
+            return PHASE_OK;
+        }
+        if (w->sink != NULL)
+            sink_poll(w->sink, 0);
+        if (worker_now_ms() >= end)
+            break;
+        /* A slice can end early (e.g. a refused connection): do not spin. */
+        if (!worker_pause_ms(w, 100))
+            return PHASE_STOPPED;
+    }
+    {
+        struct resume_failure fail;
+        struct mcdc_error err = MCDC_ERROR_INIT;
+        capture_failure_from(&error, NULL, &fail, &err);
+        return worker_phase_from_failure(w, &fail, &err);
+    }
+}
+
 /* ---- the task ---- */
 
 /* The oldest entry still in local.oplog.rs, for the history-lost message. */
@@ -92,6 +130,36 @@ enum phase worker_history_lost(struct worker *w)
                  ord);
     else
         snprintf(until, sizeof until, "the oldest entry still in the oplog");
+    if (strstr(w->err.msg, "not found") != NULL) {
+        /* 280 "resume token was not found" / 40585: the token's event is not
+         * in this oplog at all, e.g. the replica set was wiped or re-created. */
+        if (resume_resnapshot_on_history_lost(w->cfg->snapshot_mode)) {
+            LOG_WARN("the stored position of %s (%s) does not exist in this replica set's "
+                     "oplog (%s): was the replica set wiped or re-created? Changes since then "
+                     "cannot be replayed, so a new snapshot is taken (snapshot.mode %s)",
+                     w->rs, d, w->err.msg,
+                     w->cfg->snapshot_mode == MCDC_SNAPSHOT_WHEN_NEEDED ? "when_needed"
+                     : w->cfg->snapshot_mode == MCDC_SNAPSHOT_ALWAYS    ? "always"
+                                                                        : "initial");
+            w->need_snapshot = true;
+            w->have_stored = false;
+            position_clear(&w->stream_pos);
+            w->attempts = 0;
+            return PHASE_OK;
+        }
+        LOG_ERROR("the stored position of %s (%s) does not exist in this replica set's oplog "
+                  "(%s): the replica set was probably wiped or re-created. With snapshot.mode "
+                  "never/no_data mongocdc does not start over silently: move the offsets file "
+                  "away (or delete the offsets of %s) to start afresh, or set snapshot.mode "
+                  "when_needed to take a new snapshot",
+                  w->rs, d, w->err.msg, w->rs);
+        mcdc_error_set(&w->err, MCDC_ERR_MONGO, 280,
+                       "the stored position %s is not in the oplog of %s (wiped or re-created "
+                       "replica set?); move the offsets file away or use snapshot.mode "
+                       "when_needed",
+                       d, w->rs);
+        return PHASE_FATAL;
+    }
     if (resume_resnapshot_on_history_lost(w->cfg->snapshot_mode)) {
         LOG_WARN("change stream history lost on %s: the position %s is no longer in the oplog "
                  "(%s); the changes from %s to %s cannot be replayed one by one, so a new "

@@ -56,6 +56,9 @@ enum phase worker_snapshot(struct worker *w)
     position_init(&start);
     position_init(&resume);
     position_init(&during);
+    ph = worker_await_server(w);
+    if (ph != PHASE_OK)
+        goto cleanup;
     if (w->have_stored) {
         /* Streaming will resume from the stored position: check that it is
          * still in the oplog before copying (Debezium HEAD validates the
@@ -85,6 +88,10 @@ enum phase worker_snapshot(struct worker *w)
         goto cleanup;
     }
     w->attempts = 0;
+    if (plan->count == 0 && (cfg->collection_include.count > 0 || cfg->database_include.count > 0))
+        LOG_WARN("no collection matches collection.include.list / database.include.list: the "
+                 "snapshot copies nothing and only changes to matching collections created "
+                 "later are captured; check the lists");
     position_copy(&resume, w->have_stored ? &w->stream_pos : &start);
     resume.initsync = false;
     resume_describe_position(&resume, d, sizeof d);

@@ -67,6 +67,9 @@ enum phase worker_stream(struct worker *w)
     bool from_stored = w->stream_pos.has_resume_token || w->stream_pos.sec > 0;
     int64_t last_heartbeat_ms = worker_now_ms();
 
+    ph = worker_await_server(w);
+    if (ph != PHASE_OK)
+        return ph;
     /* No stored position: capture.start.op.time when set, else now (§4.3). */
     cap = capture_open(w->client, w->cfg, w->has_pipeline ? &w->pipeline : NULL, &w->stream_pos,
                        &fail, &err);

@@ -493,3 +493,77 @@ def test_gives_up_after_connect_max_attempts(tmp_workdir, run_mongocdc):
     assert re.search(r"after 4 failed attempts", err), err[-2000:]
     delays = [int(x) for x in re.findall(r"reconnecting in (\d+) ms", err)]
     assert delays == [100, 200, 400], delays
+
+
+def test_sigterm_while_mongodb_is_unreachable_is_bounded(tmp_workdir, shared_dir, start_mongocdc):
+    """The simulator dies mid-stream: the task is inside server selection
+    (mongodb.server.selection.timeout.ms is long) when SIGTERM comes, and
+    still stops within a slice, with exit 0 and the offsets written."""
+    sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users"}))
+    try:
+        cfg = write_config(tmp_workdir, sim.uri, **{"mongodb.server.selection.timeout.ms": 60000,
+                                                    "cursor.max.await.time.ms": 1000,
+                                                    "offsets.flush.timeout.ms": 2000,
+                                                    "offsets.flush.interval.ms": 200})
+        d = start_mongocdc("-c", cfg)
+        wait_streaming(tmp_workdir, d)
+        sim.client().itdb.gone.insert_one({"_id": "last"})
+        wait_until(lambda: ids(streamed(tmp_workdir / "events.jsonl")) == ["last"], 30, "the insert")
+    finally:
+        sim.stop()
+    # let the task run into selection against the dead servers
+    time.sleep(4)
+    assert d.running(), log_text(tmp_workdir)[-2000:]
+    t0 = time.monotonic()
+    rc = d.stop(timeout_s=30)
+    took = time.monotonic() - t0
+    assert rc == 0, log_text(tmp_workdir)[-2000:]
+    assert took <= 10.0, "shutdown took %.2fs" % took
+    off = offsets_value(tmp_workdir)
+    assert off and "resume_token" in off, "no final offsets"
+    print("\nSIGTERM with MongoDB unreachable: exit 0 after %.2fs" % took)
+
+
+@pytest.mark.parametrize("mode", ["when_needed", "never"])
+def test_recreated_replica_set_follows_snapshot_mode(tmp_workdir, shared_dir, start_mongocdc,
+                                                     run_mongocdc, mode):
+    """The stored resume token is not in a new replica set's oplog (280 "the
+    resume token was not found"): handled as history lost by snapshot.mode."""
+    sim = Sim(tmp_workdir, ())
+    try:
+        cfg = write_config(tmp_workdir, sim.uri, name="run1.yaml",
+                           sink_path=tmp_workdir / "run1.jsonl", **{"snapshot.mode": mode})
+        d = start_mongocdc("-c", cfg)
+        wait_streaming(tmp_workdir, d)
+        sim.client().itdb.wiped.insert_one({"_id": "old"})
+        wait_until(lambda: ids(streamed(tmp_workdir / "run1.jsonl")) == ["old"], 30, "run 1")
+        assert d.stop(timeout_s=30) == 0
+    finally:
+        sim.stop()
+    assert "resume_token" in offsets_value(tmp_workdir)
+    time.sleep(1.1)  # the new set's first events are later than the stored token
+    sim2 = Sim(tmp_workdir, ())
+    try:
+        c = sim2.client()
+        for i in range(3):
+            c.itdb.wiped.insert_one({"_id": "new%d" % i})
+        cfg2 = write_config(tmp_workdir, sim2.uri, name="run2.yaml",
+                            sink_path=tmp_workdir / "run2.jsonl", **{"snapshot.mode": mode})
+        if mode == "never":
+            r = run_mongocdc("-c", cfg2, timeout_s=60)
+            err = r.stderr.decode(errors="replace")
+            assert r.returncode == 1, err[-2000:]
+            assert "wiped or re-created" in err and "move the offsets file away" in err, \
+                err[-2000:]
+            assert not read_jsonl(tmp_workdir / "run2.jsonl")
+        else:
+            d2 = start_mongocdc("-c", cfg2)
+            wait_until(lambda: "snapshot complete" in log_text(tmp_workdir), 60, "re-snapshot")
+            assert re.search(r"WARN .*does not exist in this replica set's oplog",
+                             log_text(tmp_workdir)), log_text(tmp_workdir)[-2000:]
+            reads = set(ids([r for r in data_records(read_jsonl(tmp_workdir / "run2.jsonl"),
+                                                     PREFIX) if r.op == "r"]))
+            assert {"new0", "new1", "new2"} <= reads
+            assert d2.stop(timeout_s=30) == 0
+    finally:
+        sim2.stop()

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -546,6 +548,82 @@ static void store_file_corrupt_file_is_a_clear_error(void **state)
     tmpdir_remove(&t);
 }
 
+/* An endless device, a FIFO or an empty file is refused with a message that
+ * names the file; nothing is read forever and no snapshot starts silently. */
+static void store_file_refuses_non_regular_and_empty_files(void **state)
+{
+    (void)state;
+    struct tmpdir t;
+    tmpdir_make(&t);
+    struct mcdc_config cfg;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+
+    file_cfg(&cfg, "/dev/full");
+    assert_null(offset_store_open(&cfg, &err));
+    assert_non_null(strstr(err.msg, "/dev/full"));
+    assert_non_null(strstr(err.msg, "not a regular file"));
+
+    assert_int_equal(mkfifo(t.path, 0600), 0);
+    file_cfg(&cfg, t.path);
+    err = (struct mcdc_error)MCDC_ERROR_INIT;
+    assert_null(offset_store_open(&cfg, &err));
+    assert_non_null(strstr(err.msg, "not a regular file"));
+    unlink(t.path);
+
+    FILE *f = fopen(t.path, "w"); /* 0 bytes */
+    fclose(f);
+    err = (struct mcdc_error)MCDC_ERROR_INIT;
+    assert_null(offset_store_open(&cfg, &err));
+    assert_non_null(strstr(err.msg, t.path));
+    assert_non_null(strstr(err.msg, "empty"));
+    assert_non_null(strstr(err.msg, "Move it away"));
+
+    /* over the size cap: a sparse file, nothing is read */
+    assert_int_equal(truncate(t.path, (off_t)65 * 1024 * 1024), 0);
+    err = (struct mcdc_error)MCDC_ERROR_INIT;
+    assert_null(offset_store_open(&cfg, &err));
+    assert_non_null(strstr(err.msg, "64 MiB"));
+    tmpdir_remove(&t);
+}
+
+/* The lock on "<path>.lock" is held for the whole run: handles of one
+ * process share it, another holder (another daemon) is refused at open. */
+static void store_file_is_locked_for_the_whole_run(void **state)
+{
+    (void)state;
+    struct tmpdir t;
+    tmpdir_make(&t);
+    struct mcdc_config cfg;
+    file_cfg(&cfg, t.path);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    char lock_path[160];
+    snprintf(lock_path, sizeof lock_path, "%s.lock", t.path);
+
+    struct offset_store *a = offset_store_open(&cfg, &err);
+    assert_non_null(a);
+    /* Another process: a separate open file description conflicts as a
+     * second daemon's would. */
+    int other = open(lock_path, O_RDWR);
+    assert_true(other >= 0);
+    assert_int_not_equal(flock(other, LOCK_EX | LOCK_NB), 0);
+    struct offset_store *b = offset_store_open(&cfg, &err); /* a second task: shared */
+    assert_non_null(b);
+    offset_store_close(a);
+    assert_int_not_equal(flock(other, LOCK_EX | LOCK_NB), 0); /* b still holds it */
+    offset_store_close(b);
+    assert_int_equal(flock(other, LOCK_EX | LOCK_NB), 0); /* released with the last */
+
+    err = (struct mcdc_error)MCDC_ERROR_INIT;
+    assert_null(offset_store_open(&cfg, &err));
+    assert_non_null(strstr(err.msg, "in use by another mongocdc process"));
+    assert_non_null(strstr(err.msg, t.path));
+    close(other);
+    a = offset_store_open(&cfg, &err);
+    assert_non_null(a);
+    offset_store_close(a);
+    tmpdir_remove(&t);
+}
+
 /* ---- Kafka store (mock cluster) ---- */
 
 static void store_kafka_save_load_on_mock_cluster(void **state)
@@ -679,6 +757,8 @@ int main(void)
         cmocka_unit_test(store_file_replaces_atomically),
         cmocka_unit_test(store_file_handles_of_two_tasks_do_not_clobber),
         cmocka_unit_test(store_file_corrupt_file_is_a_clear_error),
+        cmocka_unit_test(store_file_refuses_non_regular_and_empty_files),
+        cmocka_unit_test(store_file_is_locked_for_the_whole_run),
         cmocka_unit_test(store_kafka_inline_mock_cluster),
         cmocka_unit_test(store_kafka_save_load_on_mock_cluster),
     };
