@@ -12,7 +12,16 @@ from conftest import MongoSim, wait_for
 
 
 def _primary_addr(c):
-    return c.admin.command("hello").get("primary")
+    """The primary named by the member the client currently selects as primary, or None
+    while the client has not yet noticed that its old primary went away: a member made
+    unreachable (or restarted) closes its connections, and a command already on one of
+    them fails with AutoReconnect while the client's monitor marks the server Unknown
+    (server discovery and monitoring spec, 'network error when reading or writing'). The
+    next call selects again; callers poll this with wait_for."""
+    try:
+        return c.admin.command("hello").get("primary")
+    except AutoReconnect:
+        return None
 
 
 def test_stepdown_pymongo_watch_resumes(sim):
