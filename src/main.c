@@ -10,12 +10,14 @@
  * The main thread runs the libev default loop: SIGINT/SIGTERM ask the
  * topology to stop (it breaks the loop when its last capture task has ended;
  * a second signal exits at once with 1), SIGHUP reopens the log file.
- * libmongoc's log goes through our logger with component "mongoc".
+ * libmongoc's log goes through our logger with component "mongoc", with the
+ * connection string's secrets masked (config_redact_text).
  */
 #include <ev.h>
 #include <mongoc/mongoc.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -51,6 +53,19 @@ static void usage(FILE *out)
           out);
 }
 
+/* One configuration file: a second -c is a usage error rather than a
+ * silent choice of one of them. */
+static bool set_config(struct cli *cli, const char *path)
+{
+    if (cli->config) {
+        fprintf(stderr, "mongocdc: -c given twice (expected one configuration file)\n");
+        usage(stderr);
+        return false;
+    }
+    cli->config = path;
+    return true;
+}
+
 /* Returns -1 to go on, or an exit code. */
 static int parse_args(int argc, char **argv, struct cli *cli)
 {
@@ -61,9 +76,11 @@ static int parse_args(int argc, char **argv, struct cli *cli)
                 fprintf(stderr, "mongocdc: %s needs a file name\n", a);
                 return MCDC_EXIT_USAGE;
             }
-            cli->config = argv[++i];
+            if (!set_config(cli, argv[++i]))
+                return MCDC_EXIT_USAGE;
         } else if (strncmp(a, "--config=", 9) == 0) {
-            cli->config = a + 9;
+            if (!set_config(cli, a + 9))
+                return MCDC_EXIT_USAGE;
         } else if (strcmp(a, "--validate") == 0) {
             cli->validate = true;
         } else if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
@@ -98,11 +115,14 @@ static int run_encode(int argc, char **argv)
 }
 #endif
 
-/* mongoc_log_func_t: libmongoc's levels onto ours; TRACE is DEBUG. */
+/* mongoc_log_func_t: libmongoc's levels onto ours; TRACE is DEBUG. data is
+ * the configuration: a driver message may quote the connection string or
+ * parts of it (a host it failed to resolve), so it goes through the redactor
+ * with the configured URI's secrets. */
 static void mongoc_log_bridge(mongoc_log_level_t level, const char *domain, const char *message,
-                              void *unused)
+                              void *data)
 {
-    (void)unused;
+    const struct mcdc_config *cfg = data;
     enum mcdc_log_level l = MCDC_LOG_DEBUG;
     if (level == MONGOC_LOG_LEVEL_ERROR || level == MONGOC_LOG_LEVEL_CRITICAL)
         l = MCDC_LOG_ERROR;
@@ -113,8 +133,10 @@ static void mongoc_log_bridge(mongoc_log_level_t level, const char *domain, cons
     if (!MCDC_LOG_ENABLED(l))
         return;
     char line[4096];
-    snprintf(line, sizeof line, "%s: %s", domain ? domain : "mongoc", message);
-    mcdc_log_write(l, "mongoc", line);
+    snprintf(line, sizeof line, "%s: %s", domain ? domain : "mongoc", message ? message : "");
+    char *shown = config_redact_text(line, cfg ? cfg->connection_string : NULL);
+    mcdc_log_write(l, "mongoc", shown);
+    free(shown);
 }
 
 #ifdef MCDC_HAVE_TOPOLOGY
@@ -217,7 +239,7 @@ static int run_daemon(const struct mcdc_config *cfg)
         return MCDC_EXIT_FAILURE;
     }
     mcdc_log_set_component("main");
-    mongoc_log_set_handler(mongoc_log_bridge, NULL);
+    mongoc_log_set_handler(mongoc_log_bridge, (void *)cfg); /* read-only */
     config_redact_uri(cfg->connection_string, uri, sizeof uri);
     LOG_INFO("mongocdc %s starting: config %s, topic.prefix %s, Debezium %s layout, %s",
              MCDC_VERSION, cfg->path, cfg->topic_prefix, dialect_names[cfg->dialect], uri);
@@ -251,6 +273,8 @@ int main(int argc, char **argv)
         return MCDC_EXIT_OK;
     }
     if (!cli.config) {
+        if (cli.validate)
+            fputs("mongocdc: --validate needs -c FILE\n", stderr);
         usage(stderr);
         return MCDC_EXIT_USAGE;
     }

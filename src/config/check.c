@@ -2,12 +2,15 @@
  * config/check: config_check(), the rules that involve more than one option
  * (in the manner of librdkafka's rd_kafka_conf_finalize), the kafka:
  * pass-through map and the JSON-valued options. Each problem is reported at
- * the location of the key that is wrong, or at the top of the file when the
- * problem is a key that is missing.
+ * the location of the key that is wrong; a problem between two keys is
+ * reported at the one of them the file sets last (the one that conflicts with
+ * what came before), at the only one set when the other is a default, and at
+ * the top of the file only when the problem is a key that is missing.
  */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <bson/bson.h>
 #include <librdkafka/rdkafka.h>
@@ -41,6 +44,23 @@ static void problem(struct checker *c, const char *key, const char *fmt, ...)
     cfg_report(c->d, line, col, key, "%s", msg);
 }
 
+/* A rule broken by two keys together. Reported at the key set later in the
+ * file (or the only one set): at key with msg_key, or at other with
+ * msg_other; at the top of the file under key when neither is set. Quiet when
+ * either value was already rejected on its own. */
+static void conflict(struct checker *c, const char *key, const char *other, const char *msg_key,
+                     const char *msg_other)
+{
+    const struct cfg_entry *a = cfg_entry_find(c->e, key, false);
+    const struct cfg_entry *b = cfg_entry_find(c->e, other, false);
+    if ((a && a->bad) || (b && b->bad))
+        return;
+    if (b && (!a || b->line > a->line || (b->line == a->line && b->col > a->col)))
+        cfg_report(c->d, b->line, b->col, other, "%s", msg_other);
+    else
+        problem(c, key, "%s", msg_key);
+}
+
 static bool kafka_has(const struct mcdc_config *cfg, const char *key)
 {
     for (size_t i = 0; i < cfg->kafka.count; i++)
@@ -56,6 +76,44 @@ static bool is_namespace(const char *s)
     return dot && dot != s && dot[1] != '\0';
 }
 
+/* The producer settings the Kafka sink locks (sink/sink_kafka.c refuses the
+ * same values when it opens, as a backstop): at-least-once delivery and
+ * per-key order need an idempotent producer, which librdkafka only allows
+ * with acks=all and at most 5 requests in flight per connection
+ * (librdkafka CONFIGURATION.md, enable.idempotence). The rules are the
+ * sink's: enable.idempotence "true" (any case) or "1"; acks (or its alias
+ * request.required.acks) "all" or "-1"; max.in.flight (or
+ * max.in.flight.requests.per.connection) 1 to 5. Values librdkafka itself
+ * refuses are reported by check_kafka instead. */
+static void check_kafka_locked(struct checker *c, const struct mcdc_kv *kv)
+{
+    char *shown = xasprintf("kafka.%s", kv->key);
+    if (!strcmp(kv->key, "enable.idempotence") && strcasecmp(kv->value, "true") != 0 &&
+        strcmp(kv->value, "1") != 0)
+        cfg_report(c->d, kv->line, kv->col, shown,
+                   "cannot be turned off: at-least-once delivery and per-key order need an "
+                   "idempotent producer (retries would reorder and duplicate a document's "
+                   "events) (expected true)");
+    if ((!strcmp(kv->key, "acks") || !strcmp(kv->key, "request.required.acks")) &&
+        strcmp(kv->value, "all") != 0 && strcmp(kv->value, "-1") != 0)
+        cfg_report(c->d, kv->line, kv->col, shown,
+                   "must wait for all in-sync replicas: at-least-once delivery needs "
+                   "acks=all (a committed offset could cover records lost on failover) and "
+                   "the idempotent producer requires it (expected all or -1)");
+    if (!strcmp(kv->key, "max.in.flight") ||
+        !strcmp(kv->key, "max.in.flight.requests.per.connection")) {
+        char *end;
+        long n = strtol(kv->value, &end, 10);
+        if (*end == '\0' && end != kv->value && n > 5)
+            cfg_report(c->d, kv->line, kv->col, shown,
+                       "%ld is more than the idempotent producer allows: per-key order "
+                       "needs idempotence, which keeps order only with at most 5 requests "
+                       "in flight (expected 1 to 5)",
+                       n);
+    }
+    free(shown);
+}
+
 /* Each key goes through rd_kafka_conf_set on a scratch conf, so librdkafka
  * itself says what is wrong (kcat's -X handling). Secret values are masked
  * in librdkafka's message, which may quote them. */
@@ -65,8 +123,11 @@ static void check_kafka(struct checker *c)
     for (size_t i = 0; i < c->cfg->kafka.count; i++) {
         const struct mcdc_kv *kv = &c->cfg->kafka.items[i];
         char errstr[512];
-        if (rd_kafka_conf_set(conf, kv->key, kv->value, errstr, sizeof errstr) == RD_KAFKA_CONF_OK)
+        if (rd_kafka_conf_set(conf, kv->key, kv->value, errstr, sizeof errstr) ==
+            RD_KAFKA_CONF_OK) {
+            check_kafka_locked(c, kv);
             continue;
+        }
         char *shown = xasprintf("kafka.%s", kv->key);
         char *msg = xstrdup(errstr);
         if (cfg_kafka_key_is_secret(kv->key) && *kv->value) {
@@ -109,16 +170,31 @@ static void check_sink_and_offsets(struct checker *c)
     struct mcdc_config *cfg = c->cfg;
     if (cfg->sink_type == MCDC_SINK_FILE && !cfg->sink_path)
         problem(c, "sink.type", "file sink needs sink.path (expected sink.path to be set)");
-    if (cfg->sink_type == MCDC_SINK_KAFKA && !has_brokers(cfg))
-        problem(c, "sink.type",
-                "kafka sink needs brokers (expected kafka.bootstrap.servers to be set)");
-    if (cfg->offset_storage == MCDC_OFFSETS_FILE && !cfg->offsets_file)
-        problem(c, "offsets.file.path",
-                "missing: offsets.storage is file (expected the path of the offset file)");
+    if (cfg->sink_type == MCDC_SINK_KAFKA && !has_brokers(cfg)) {
+        /* sink.type kafka is the default: then the kafka: map is what is
+         * incomplete, if there is one. */
+        if (!cfg_entry_find(c->e, "sink.type", false) && cfg->kafka.count > 0)
+            cfg_report(c->d, cfg->kafka.items[0].line, cfg->kafka.items[0].col, "kafka",
+                       "the kafka sink (the default sink.type) needs brokers (expected "
+                       "kafka.bootstrap.servers to be set)");
+        else
+            problem(c, "sink.type",
+                    "kafka sink needs brokers (expected kafka.bootstrap.servers to be set)");
+    }
+    if (cfg->offset_storage == MCDC_OFFSETS_FILE && !cfg->offsets_file) {
+        if (cfg_entry_find(c->e, "offsets.storage", false))
+            problem(c, "offsets.storage",
+                    "file storage needs offsets.file.path (expected the path of the offset "
+                    "file)");
+        else
+            problem(c, "offsets.file.path",
+                    "missing: offsets.storage is file (expected the path of the offset file)");
+    }
     if (cfg->offset_storage == MCDC_OFFSETS_KAFKA) {
         if (cfg->sink_type != MCDC_SINK_KAFKA)
-            problem(c, "offsets.storage",
-                    "kafka offset storage needs the kafka sink (expected sink.type kafka)");
+            conflict(c, "offsets.storage", "sink.type",
+                     "kafka offset storage needs the kafka sink (expected sink.type kafka)",
+                     "offsets.storage kafka needs the kafka sink (expected sink.type kafka)");
         else if (!has_brokers(cfg))
             problem(c, "offsets.storage",
                     "kafka offset storage needs brokers (expected kafka.bootstrap.servers to be "
@@ -134,22 +210,32 @@ static void check_capture(struct checker *c)
     /* Oplog capture is 1.x only; pre-images and post_image arrived in 2.0 and
      * 2.5, whose layout is the 3.x dialect (debezium-format.md §0). */
     if (cfg->capture_mode == MCDC_CAPTURE_OPLOG && cfg->dialect != MCDC_DIALECT_1_9)
-        problem(c, "capture.mode",
-                "oplog capture exists only in the 1.9 dialect (expected "
-                "debezium.compatibility \"1.9\" or a change_streams mode)");
+        conflict(c, "capture.mode", "debezium.compatibility",
+                 "oplog capture exists only in the 1.9 dialect (expected "
+                 "debezium.compatibility \"1.9\" or a change_streams mode)",
+                 "the 3.x dialect has no oplog capture (expected \"1.9\" with capture.mode "
+                 "oplog, or a change_streams mode)");
     if (pre_image && cfg->dialect == MCDC_DIALECT_1_9)
-        problem(c, "capture.mode",
-                "pre-images need the 3.x dialect (expected "
-                "debezium.compatibility \"3.x\")");
+        conflict(c, "capture.mode", "debezium.compatibility",
+                 "pre-images need the 3.x dialect (expected "
+                 "debezium.compatibility \"3.x\")",
+                 "the 1.9 dialect has no pre-images (expected \"3.x\" with capture.mode "
+                 "*_with_pre_image)");
     if (cfg->full_update_type == MCDC_FULL_UPDATE_POST_IMAGE && cfg->dialect == MCDC_DIALECT_1_9)
-        problem(c, "capture.mode.full.update.type",
-                "post_image needs the 3.x dialect (expected lookup)");
+        conflict(c, "capture.mode.full.update.type", "debezium.compatibility",
+                 "post_image needs the 3.x dialect (expected lookup)",
+                 "the 1.9 dialect has no post_image full update type (expected \"3.x\" with "
+                 "capture.mode.full.update.type post_image)");
     if (cfg->capture_mode == MCDC_CAPTURE_OPLOG && cfg->connection_mode == MCDC_CONNECTION_SHARDED)
-        problem(c, "mongodb.connection.mode",
-                "mongos has no oplog (expected replica_set with capture.mode oplog)");
+        conflict(c, "mongodb.connection.mode", "capture.mode",
+                 "mongos has no oplog (expected replica_set with capture.mode oplog)",
+                 "mongos has no oplog (expected a change_streams mode with "
+                 "mongodb.connection.mode sharded)");
     if (cfg->backoff_initial_ms > cfg->backoff_max_ms)
-        problem(c, "connect.backoff.initial.delay.ms",
-                "larger than connect.backoff.max.delay.ms (expected at most the maximum)");
+        conflict(c, "connect.backoff.initial.delay.ms", "connect.backoff.max.delay.ms",
+                 "larger than connect.backoff.max.delay.ms (expected at most the maximum)",
+                 "smaller than connect.backoff.initial.delay.ms (expected at least the initial "
+                 "delay)");
     struct mcdc_strlist *ops = &cfg->skipped_operations;
     bool bad_ops = false;
     for (size_t i = 0; i < ops->count; i++) {
@@ -217,11 +303,13 @@ static void check_filters(struct checker *c)
     }
     check_regexes(c, "snapshot.include.collection.list", &cfg->snapshot_include_collections);
     if (cfg->database_include.count && cfg->database_exclude.count)
-        problem(c, "database.exclude.list",
-                "cannot be used with database.include.list (expected only one of them)");
+        conflict(c, "database.exclude.list", "database.include.list",
+                 "cannot be used with database.include.list (expected only one of them)",
+                 "cannot be used with database.exclude.list (expected only one of them)");
     if (cfg->collection_include.count && cfg->collection_exclude.count)
-        problem(c, "collection.exclude.list",
-                "cannot be used with collection.include.list (expected only one of them)");
+        conflict(c, "collection.exclude.list", "collection.include.list",
+                 "cannot be used with collection.include.list (expected only one of them)",
+                 "cannot be used with collection.exclude.list (expected only one of them)");
     if (cfg->signal_data_collection && !is_namespace(cfg->signal_data_collection))
         problem(c, "signal.data.collection", "not a namespace: \"%s\" (expected %s)",
                 cfg->signal_data_collection, "db.collection");

@@ -226,6 +226,18 @@ void config_print_markdown(FILE *out);
 void config_redact_uri(const char *uri, char *out, size_t cap);
 
 /*
+ * Returns a copy of text (a log line, a driver message) with the secrets of
+ * uri masked as "****": the password and secret option values of uri, both as
+ * written and percent-decoded, and the password of any "user:password@" user
+ * info in text (after "://", or after uri's user name). The user info is taken
+ * up to the last '@' before a host list, whatever it contains (MongoDB
+ * Connection String spec, "Userinfo"), so a malformed one is hidden whole.
+ * uri may be NULL (then only user infos after "://" are masked). The caller
+ * frees the result; never NULL.
+ */
+char *config_redact_text(const char *text, const char *uri);
+
+/*
  * Returns the options whose behaviour a later release delivers and that cfg
  * sets to a value other than their default (to warn "not supported yet" at
  * startup; setting one to its default changes nothing): fills names

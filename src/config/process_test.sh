@@ -52,6 +52,18 @@ YAML
 "$BIN" --validate -c missing.yaml 2>/dev/null; [ $? -eq 2 ] || fail "missing file must exit 2"
 "$BIN" -c missing.yaml 2>/dev/null; [ $? -eq 2 ] || fail "daemon with a missing file must exit 2"
 "$BIN" --validate -c run.yaml >/dev/null; [ $? -eq 0 ] || fail "run.yaml must validate"
+# -c twice is ambiguous: a usage error, not the last one silently.
+"$BIN" --validate -c run.yaml -c run.yaml >/dev/null 2>twice.err
+[ $? -eq 2 ] || fail "-c twice must exit 2"
+grep -q "^mongocdc: -c given twice" twice.err || fail "-c twice: no message"
+grep -q "^usage:" twice.err || fail "-c twice: no usage"
+"$BIN" --validate --config=run.yaml -c run.yaml >/dev/null 2>&1
+[ $? -eq 2 ] || fail "--config= and -c must exit 2"
+# --validate without a file says what is missing, then the usage.
+"$BIN" --validate 2>nofile.err; [ $? -eq 2 ] || fail "--validate alone must exit 2"
+head -n 1 nofile.err | grep -qx "mongocdc: --validate needs -c FILE" ||
+  fail "--validate alone: first line is not the reason"
+grep -q "^usage:" nofile.err || fail "--validate alone: no usage"
 
 # SIGTERM: clean stop, exit 0; the password never reaches the log.
 "$BIN" -c run.yaml 2>stderr1.log &

@@ -27,6 +27,45 @@ static const char *const secret_options[] = {"tlscertificatekeyfilepassword",
                                              "sslclientcertificatekeypassword",
                                              "authmechanismproperties", NULL};
 
+/* A character of a host list: names, IPv4/IPv6 literals, ports, commas,
+ * percent-encoded socket paths. */
+static bool is_host_char(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr(".:,[]%-_~", c) != NULL);
+}
+
+/* The '@' that ends the user info of the authority starting at start (just
+ * after "://"), or NULL when there is none. The user info runs to the last '@'
+ * that is followed by a host list (host characters up to '/', '?', a blank or
+ * the end), whatever the user info itself contains; an '@' in the value of an
+ * option (after a '/', a '?' and a '=') is not one. A malformed user info therefore
+ * ends as late as it can: the redaction errs towards hiding. In free text
+ * (in_text) the search also ends at a blank, where the URI does. */
+static const char *userinfo_end(const char *start, bool in_text)
+{
+    const char *chosen = NULL, *host_end = NULL;
+    for (const char *p = start; *p && !(in_text && (*p == ' ' || *p == '\n' || *p == '\t'));
+         p++) {
+        if (*p != '@')
+            continue;
+        const char *h = p + 1;
+        while (is_host_char(*h))
+            h++;
+        if (h == p + 1 || !(*h == '\0' || *h == '/' || *h == '?' || *h == ' ' || *h == '"' ||
+                            *h == '\'' || *h == ']' || *h == '\n'))
+            continue;
+        const char *q = chosen && *host_end == '/'
+                            ? memchr(host_end, '?', (size_t)(p - host_end))
+                            : NULL;
+        if (q && memchr(q, '=', (size_t)(p - q)))
+            break; /* in an option's value: option names have no '@' */
+        chosen = p;
+        host_end = h;
+    }
+    return chosen;
+}
+
 /* The byte ranges of uri that are secret: the password of the user info and
  * the values of secret options. */
 static size_t secret_spans(const char *uri, struct span *out, size_t max)
@@ -36,17 +75,13 @@ static size_t secret_spans(const char *uri, struct span *out, size_t max)
     if (!start)
         return 0;
     start += 3;
-    const char *query = strchr(start, '?');
-    const char *end = query ? query : uri + strlen(uri);
-    const char *at = NULL;
-    for (const char *p = start; p < end; p++)
-        if (*p == '@')
-            at = p; /* the last '@' ends the user info */
+    const char *at = userinfo_end(start, false);
     if (at) {
         const char *colon = memchr(start, ':', (size_t)(at - start));
         if (colon && n < max)
             out[n++] = (struct span){(size_t)(colon + 1 - uri), (size_t)(at - colon - 1)};
     }
+    const char *query = strchr(at ? at : start, '?');
     for (const char *p = query; p && *p && n < max;) {
         p++;
         const char *eq = strchr(p, '=');
@@ -56,7 +91,7 @@ static size_t secret_spans(const char *uri, struct span *out, size_t max)
             continue;
         }
         size_t vlen = amp ? (size_t)(amp - eq - 1) : strlen(eq + 1);
-        for (int i = 0; secret_options[i]; i++)
+        for (int i = 0; secret_options[i] && n < max; i++)
             if ((size_t)(eq - p) == strlen(secret_options[i]) &&
                 strncasecmp(p, secret_options[i], (size_t)(eq - p)) == 0 && vlen > 0)
                 out[n++] = (struct span){(size_t)(eq + 1 - uri), vlen};
@@ -86,22 +121,142 @@ void config_redact_uri(const char *uri, char *out, size_t cap)
     out[o] = '\0';
 }
 
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* RFC 3986 percent-decoding (a malformed escape is kept as it is). */
+static char *pct_decode(const char *s, size_t len)
+{
+    char *out = xmalloc(len + 1), *o = out;
+    for (size_t i = 0; i < len; i++) {
+        int hi, lo;
+        if (s[i] == '%' && i + 2 < len && (hi = hex_value(s[i + 1])) >= 0 &&
+            (lo = hex_value(s[i + 2])) >= 0) {
+            *o++ = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            *o++ = s[i];
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+/* Replaces every occurrence of secret in *text with "****". */
+static void mask_all(char **text, const char *secret)
+{
+    char *hit;
+    size_t from = 0;
+    if (!*secret)
+        return;
+    while ((hit = strstr(*text + from, secret)) != NULL) {
+        size_t at = (size_t)(hit - *text);
+        char *next = xasprintf("%.*s****%s", (int)at, *text, hit + strlen(secret));
+        free(*text);
+        *text = next;
+        from = at + 4;
+    }
+}
+
+/* Replaces the password of every "scheme://user:password@hosts" in *text,
+ * and whatever follows "user:" up to the end of a user info when user (the
+ * configured user name) appears without a scheme. */
+static void mask_userinfo(char **text, const char *user)
+{
+    for (size_t from = 0;;) {
+        char *t = *text;
+        const char *sep = strstr(t + from, "://"), *start = sep ? sep + 3 : NULL;
+        if (!sep && user && *user) {
+            char *needle = xasprintf("%s:", user);
+            const char *u = strstr(t + from, needle);
+            start = u;
+            free(needle);
+        }
+        if (!start)
+            return;
+        const char *at = userinfo_end(start, true);
+        const char *colon = at ? memchr(start, ':', (size_t)(at - start)) : NULL;
+        if (!colon || colon + 1 == at) {
+            from = (size_t)(start - t) + 1;
+            continue;
+        }
+        char *next = xasprintf("%.*s****%s", (int)(colon + 1 - t), t, at);
+        from = (size_t)(colon + 1 - t) + 4;
+        free(*text);
+        *text = next;
+    }
+}
+
 char *cfg_redact_text(const char *text, const char *uri)
 {
     struct span spans[MAX_SPANS];
     size_t ns = uri ? secret_spans(uri, spans, MAX_SPANS) : 0;
-    char *res = xstrdup(text);
+    char *res = xstrdup(text ? text : "");
+    char *user = NULL;
     for (size_t s = 0; s < ns; s++) {
         char *secret = xstrndup(uri + spans[s].start, spans[s].len);
-        char *hit;
-        while (*secret && (hit = strstr(res, secret)) != NULL) {
-            char *next = xasprintf("%.*s****%s", (int)(hit - res), res, hit + strlen(secret));
-            free(res);
-            res = next;
-        }
+        char *decoded = pct_decode(uri + spans[s].start, spans[s].len);
+        mask_all(&res, secret);
+        mask_all(&res, decoded);
+        free(decoded);
         free(secret);
     }
+    const char *start = uri ? strstr(uri, "://") : NULL;
+    const char *at = start ? userinfo_end(start + 3, false) : NULL;
+    if (at) {
+        const char *colon = memchr(start + 3, ':', (size_t)(at - start - 3));
+        user = xstrndup(start + 3, (size_t)((colon ? colon : at) - start - 3));
+    }
+    mask_userinfo(&res, user);
+    if (user) {
+        char *decoded = pct_decode(user, strlen(user));
+        if (strcmp(decoded, user) != 0)
+            mask_userinfo(&res, decoded);
+        free(decoded);
+    }
+    free(user);
     return res;
+}
+
+char *config_redact_text(const char *text, const char *uri)
+{
+    return cfg_redact_text(text, uri);
+}
+
+/* MongoDB's Connection String spec ("Userinfo"): the user name and password
+ * MUST be percent-encoded; a raw '@', '?' or '/' in them makes the split
+ * ambiguous and drivers split differently (libmongoc takes the first '@'
+ * before the first '/'), so such a string is refused before libmongoc sees
+ * it. The message names the character and the part, never the text. */
+static bool check_userinfo(const char *text, const struct cfg_entry *where, struct cfg_diag *d)
+{
+    const char *start = strstr(text, "://");
+    if (!start)
+        return true;
+    start += 3;
+    const char *at = userinfo_end(start, false);
+    if (!at)
+        return true;
+    const char *colon = memchr(start, ':', (size_t)(at - start));
+    for (const char *p = start; p < at; p++) {
+        if (*p != '@' && *p != '?' && *p != '/')
+            continue;
+        const char *enc = *p == '@' ? "%40" : *p == '?' ? "%3F" : "%2F";
+        cfg_report(d, where->vline, where->vcol, where->key,
+                   "the %s contains an unescaped '%c' (expected the user name and password "
+                   "percent-encoded, '%c' as %s)",
+                   colon && p > colon ? "password" : "user name", *p, *p, enc);
+        return false;
+    }
+    return true;
 }
 
 /* RFC 3986 percent-encoding of user info (the driver decodes it). */
@@ -224,10 +379,12 @@ void cfg_check_uri(struct mcdc_config *cfg, const struct cfg_entries *e, struct 
     const struct cfg_entry *cs = cfg_entry_find(e, "mongodb.connection.string", false);
     const struct cfg_entry *hosts = cfg_entry_find(e, "mongodb.hosts", false);
     if (cs && hosts) {
-        cfg_report(d, hosts->line, hosts->col, hosts->key,
-                   "cannot be used with mongodb.connection.string (line %d) (expected only one "
-                   "of them)",
-                   cs->line);
+        /* Reported at the one set last, naming the other. */
+        const struct cfg_entry *second = hosts->line > cs->line ? hosts : cs;
+        const struct cfg_entry *first = second == hosts ? cs : hosts;
+        cfg_report(d, second->line, second->col, second->key,
+                   "cannot be used with %s (line %d) (expected only one of them)", first->key,
+                   first->line);
         return;
     }
     const struct cfg_entry *where = cs ? cs : hosts;
@@ -239,6 +396,8 @@ void cfg_check_uri(struct mcdc_config *cfg, const struct cfg_entries *e, struct 
     }
     if (!cfg->connection_string)
         return; /* no value: already reported */
+    if (!check_userinfo(cfg->connection_string, where, d))
+        return;
     mongoc_uri_t *uri = parse_uri(cfg->connection_string, where, d);
     if (!uri)
         return;

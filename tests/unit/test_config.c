@@ -262,6 +262,30 @@ static void test_cross_field(void **state)
     assert_problem("topic.prefix: t\nmongodb.connection.string: mongodb://h\n"
                    "offsets.file.path: x\n",
                    "F:1:1: sink.type: kafka sink needs brokers");
+    /* A rule between two keys is reported at the one set last, never at the
+     * top of the file when one of them is in it. */
+    assert_problem("topic.prefix: t\nmongodb.connection.string: mongodb://h\n"
+                   "offsets.file.path: x\nkafka:\n  linger.ms: 5\n",
+                   "F:5:3: kafka: the kafka sink (the default sink.type) needs brokers");
+    assert_problem("topic.prefix: t\nmongodb.connection.string: mongodb://h\nsink.type: stdout\n"
+                   "offsets.storage: file\n",
+                   "F:4:1: offsets.storage: file storage needs offsets.file.path");
+    assert_problem(BASE "connect.backoff.max.delay.ms: 10\n",
+                   "F:5:1: connect.backoff.max.delay.ms: smaller than "
+                   "connect.backoff.initial.delay.ms");
+    assert_problem(BASE "connect.backoff.max.delay.ms: 10\nconnect.backoff.initial.delay.ms: 20\n",
+                   "F:6:1: connect.backoff.initial.delay.ms: larger than "
+                   "connect.backoff.max.delay.ms");
+    assert_problem(BASE "collection.exclude.list: b\ncollection.include.list: a\n",
+                   "F:6:1: collection.include.list: cannot be used with collection.exclude.list");
+    assert_problem(BASE "capture.mode: oplog\ndebezium.compatibility: 3.x\n",
+                   "F:6:1: debezium.compatibility: the 3.x dialect has no oplog capture");
+    assert_problem("topic.prefix: t\nmongodb.hosts: rs0/h:1\nsink.type: stdout\n"
+                   "offsets.file.path: x\nmongodb.connection.string: mongodb://h\n",
+                   "F:5:1: mongodb.connection.string: cannot be used with mongodb.hosts (line 2)");
+    assert_problem("topic.prefix: t\nmongodb.connection.string: mongodb://h\nsink.type: stdout\n"
+                   "offsets.file.path: x\nmongodb.hosts: rs0/h:1\n",
+                   "F:5:1: mongodb.hosts: cannot be used with mongodb.connection.string (line 2)");
     assert_problem(BASE "offsets.storage: kafka\n",
                    "F:5:1: offsets.storage: kafka offset storage needs the kafka sink");
     assert_problem(BASE "debezium.compatibility: 3.x\ncapture.mode: oplog\n",
@@ -310,6 +334,116 @@ static void test_kafka_passthrough(void **state)
                    "\"no.such.thing\"");
     assert_problem(BASE "kafka:\n  acks: all\n  acks: 1\n",
                    "F:7:3: kafka.acks: duplicate key (first set at line 6)");
+}
+
+/* The producer settings the Kafka sink locks are refused by --validate too,
+ * at the key, with the sink's rule. */
+static void test_kafka_locked(void **state)
+{
+    (void)state;
+#define KBASE                                                                                      \
+    "topic.prefix: t\nmongodb.connection.string: mongodb://h\noffsets.file.path: x\n"              \
+    "kafka:\n  bootstrap.servers: k:9092\n"
+    assert_problem(KBASE "  acks: 1\n",
+                   "F:6:3: kafka.acks: must wait for all in-sync replicas: at-least-once "
+                   "delivery needs acks=all");
+    assert_problem(KBASE "  request.required.acks: 0\n", "F:6:3: kafka.request.required.acks: "
+                                                         "must wait for all in-sync replicas");
+    assert_problem(KBASE "  enable.idempotence: false\n",
+                   "F:6:3: kafka.enable.idempotence: cannot be turned off: at-least-once "
+                   "delivery and per-key order need an idempotent producer");
+    assert_problem(KBASE "  max.in.flight.requests.per.connection: 20\n",
+                   "F:6:3: kafka.max.in.flight.requests.per.connection: 20 is more than the "
+                   "idempotent producer allows");
+    assert_problem(KBASE "  max.in.flight: 6\n", "F:6:3: kafka.max.in.flight: 6 is more than");
+    /* A value librdkafka refuses is reported once, by librdkafka. */
+    struct loaded bad = load(KBASE "  acks: lots\n");
+    assert_null(bad.cfg);
+    assert_non_null(strstr(bad.diag, "expected a librdkafka property"));
+    assert_null(strstr(bad.diag, "in-sync replicas"));
+    unload(&bad);
+    struct loaded l = load(KBASE "  acks: -1\n  enable.idempotence: 'TRUE'\n"
+                                 "  max.in.flight.requests.per.connection: 5\n");
+    assert_non_null(l.cfg);
+    unload(&l);
+    l = load(KBASE "  acks: all\n  enable.idempotence: 1\n  max.in.flight: 1\n");
+    assert_non_null(l.cfg);
+    unload(&l);
+#undef KBASE
+}
+
+/* MongoDB's Connection String spec: user name and password MUST be
+ * percent-encoded. A raw '@', '?' or '/' is refused without echoing the
+ * secret; the redactor hides the whole user info whatever it contains. */
+static void test_userinfo_escaping(void **state)
+{
+    (void)state;
+#define URI_YAML(u)                                                                                \
+    "topic.prefix: t\nmongodb.connection.string: \"" u "\"\nsink.type: stdout\n"                  \
+    "offsets.file.path: x\n"
+    struct loaded l = load(URI_YAML("mongodb://u:Pa?ss14@127.0.0.1:1/?replicaSet=rs0"));
+    assert_null(l.cfg);
+    assert_non_null(strstr(l.diag, ":2:28: mongodb.connection.string: the password contains an "
+                                   "unescaped '?' (expected the user name and password "
+                                   "percent-encoded, '?' as %3F)"));
+    assert_null(strstr(l.diag, "Pa"));
+    assert_null(strstr(l.diag, "ss14"));
+    unload(&l);
+    l = load(URI_YAML("mongodb://u:Pa@ss1@127.0.0.1:1/?replicaSet=rs0"));
+    assert_null(l.cfg);
+    assert_non_null(strstr(l.diag, "the password contains an unescaped '@' (expected the user "
+                                   "name and password percent-encoded, '@' as %40)"));
+    assert_null(strstr(l.diag, "ss1"));
+    unload(&l);
+    l = load(URI_YAML("mongodb://u:a/b@127.0.0.1:1/?replicaSet=rs0"));
+    assert_null(l.cfg);
+    assert_non_null(strstr(l.diag, "the password contains an unescaped '/'"));
+    unload(&l);
+    l = load(URI_YAML("mongodb://u@x:p@127.0.0.1:1/?replicaSet=rs0"));
+    assert_null(l.cfg);
+    assert_non_null(strstr(l.diag, "the user name contains an unescaped '@'"));
+    unload(&l);
+    /* Percent-encoded, it is valid; an '@' in the options is not user info. */
+    l = load(URI_YAML("mongodb://u:Pa%40ss1@127.0.0.1:1/?replicaSet=rs0&appname=a@b"));
+    assert_non_null(l.cfg);
+    assert_string_equal(l.diag, "");
+    char out[256];
+    config_redact_uri(l.cfg->connection_string, out, sizeof out);
+    assert_string_equal(out, "mongodb://u:****@127.0.0.1:1/?replicaSet=rs0&appname=a@b");
+    /* Driver messages: the password as written and decoded, and any user info. */
+    char *t = config_redact_text("auth failed for Pa@ss1 (Pa%40ss1) at "
+                                 "mongodb://u:Pa%40ss1@127.0.0.1:1/ and u:other@h",
+                                 l.cfg->connection_string);
+    assert_string_equal(t, "auth failed for **** (****) at mongodb://u:****@127.0.0.1:1/ and "
+                           "u:****@h");
+    free(t);
+    unload(&l);
+#undef URI_YAML
+
+    /* The redactor on strings --validate refuses (never run, but logged by
+     * anything that gets them): everything up to the last '@' before the
+     * host list is hidden, as is any piece a driver split off. */
+    char out2[256];
+    config_redact_uri("mongodb://u:Pa?ss14@127.0.0.1:1/?replicaSet=rs0", out2, sizeof out2);
+    assert_string_equal(out2, "mongodb://u:****@127.0.0.1:1/?replicaSet=rs0");
+    config_redact_uri("mongodb://u:Pa@ss1@127.0.0.1:1/?replicaSet=rs0", out2, sizeof out2);
+    assert_string_equal(out2, "mongodb://u:****@127.0.0.1:1/?replicaSet=rs0");
+    config_redact_uri("mongodb://u:a@b/c?d@h1,h2:2/db?authSource=x", out2, sizeof out2);
+    assert_string_equal(out2, "mongodb://u:****@h1,h2:2/db?authSource=x");
+    config_redact_uri("mongodb://u:p@h/?appname=a@b&tlsCertificateKeyFilePassword=k", out2,
+                      sizeof out2);
+    assert_string_equal(out2, "mongodb://u:****@h/?appname=a@b&tlsCertificateKeyFilePassword=****");
+    const char *uri = "mongodb://u:Pa@ss1@127.0.0.1:1/?replicaSet=rs0";
+    t = config_redact_text("No suitable servers found: [Failed to resolve 'ss1@127.0.0.1'] "
+                           "uri mongodb://u:Pa@ss1@127.0.0.1:1/ user u:Pa@ss1@127.0.0.1",
+                           uri);
+    assert_null(strstr(t, "Pa@ss1"));
+    assert_non_null(strstr(t, "mongodb://u:****@127.0.0.1:1/"));
+    assert_non_null(strstr(t, "user u:****@127.0.0.1"));
+    free(t);
+    t = config_redact_text("mongodb://x:Pa?ss14@h:1/?replicaSet=rs0", NULL);
+    assert_string_equal(t, "mongodb://x:****@h:1/?replicaSet=rs0");
+    free(t);
 }
 
 static void test_secrets(void **state)
@@ -493,6 +627,8 @@ int main(void)
         cmocka_unit_test(test_cross_field),
         cmocka_unit_test(test_kafka_passthrough),
         cmocka_unit_test(test_secrets),
+        cmocka_unit_test(test_kafka_locked),
+        cmocka_unit_test(test_userinfo_escaping),
         cmocka_unit_test(test_unsupported_set),
         cmocka_unit_test(test_syntax_error),
         cmocka_unit_test(test_help_lists_every_option),
