@@ -409,6 +409,135 @@ static void dtoa(struct jdigits *out, int bin_exp, uint64_t fract, int n_sig_bit
     }
 }
 
+/*
+ * ---- Fast path: plain-notation values with at most 15 significant digits
+ *
+ * Most doubles in real documents are short decimals (prices, rates,
+ * readings rounded to a few places). For those the digit loop above ends
+ * on the shortest decimal that reads back as the same double, so that
+ * decimal can be found directly, with one multiplication and one division:
+ *
+ *  - Range 1e-3 <= v < 1e7 (plain notation): the loop's stop test applies
+ *    from the first digit (no forced second digit as in E-form).
+ *  - Let D be the shortest decimal that rounds to v, with n <= 15
+ *    significant digits and last-digit unit u. Then half an ulp of v is
+ *    below u/9, so D is the only n-digit decimal within half an ulp, and no
+ *    decimal of <= 17 digits lies exactly half an ulp from v (such a point
+ *    is an odd multiple of 2^(e-53), e <= 23, which needs more than 30
+ *    significant digits): the loop's strict and non-strict comparisons
+ *    agree. Before digit n the stop test would name a shorter decimal
+ *    within half an ulp, so it fails; at digit n it holds for exactly one
+ *    of "low" (D <= v: the truncated digits are D) and "high" (D > v: they
+ *    are D minus one unit, rounded up without carry since D ends in a
+ *    non-zero digit). Either way the loop prints D.
+ *  - Excluded, left to the loop: powers of two (the JDK narrows the
+ *    interval to a quarter ulp on both sides), the 32-bit loop, and the
+ *    64-bit loop when 10S >= 2^62, where Java's b + m can wrap and the
+ *    JDK then prints extra digits.
+ *
+ * D padded to 15 digits is the only 15-digit decimal within half an ulp,
+ * so N = round(v * 10^k) with k = 14 - decExp finds it (the product's
+ * rounding error is far below 0.5), and N / 10^k == v in double arithmetic
+ * (both operands exact, the quotient correctly rounded) proves N rounds to
+ * v. Stripping N's trailing zeros gives D.
+ *
+ * short_plain takes the bits of a positive double; returns 1 with D in *sd,
+ * or 0 when the value is not in this class (then dtoa decides).
+ */
+static const double pow10_dbl[18] = {1e0, 1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,
+                                     1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17};
+
+/* The fast path's digits: D = N * 10^-k with N's 16 zero-padded digits at
+ * d[8..24), zeros at d[0..8) and d[24..48) (so fixed-size copies may read
+ * past the digits), d[first] the first non-zero digit, d[end - 1] the last,
+ * and the decimal point after d[24 - k - 1]. */
+struct short_dec {
+    char d[48];
+    int first, end, k;
+};
+
+#define ZEROS8 UINT64_C(0x3030303030303030)
+
+static int short_plain(uint64_t bits, struct short_dec *sd)
+{
+    double v;
+    memcpy(&v, &bits, sizeof v);
+    if (!(v >= 1e-3 && v < 1e7)) {
+        return 0;
+    }
+    uint64_t fract = bits & ((UINT64_C(1) << 52) - 1);
+    if (fract == 0) {
+        return 0; /* power of two */
+    }
+    fract |= UINT64_C(1) << 52;
+    int bin_exp = (int)(bits >> 52) - 1023;
+    int dec_exp = estimate_dec_exp(fract, bin_exp);
+    if (dec_exp < -3 || dec_exp > 7) {
+        return 0;
+    }
+    int k = 14 - dec_exp; /* 7 <= k <= 17 */
+    double p = v * pow10_dbl[k];
+    if (!(p < 1e15)) {
+        return 0;
+    }
+    uint64_t N = (uint64_t)(p + 0.5); /* p < 2^50: p + 0.5 is exact */
+    if (N == 0 || N >= UINT64_C(1000000000000000) || (double)N / pow10_dbl[k] != v) {
+        return 0;
+    }
+    /* Which loop the JDK runs (as in dtoa): only the 64-bit one has a
+     * wrap-around to rule out; the 32-bit one is left to dtoa. */
+    int tail_zeros = __builtin_ctzll(fract);
+    int n_fract_bits = 53 - tail_zeros;
+    int n_tiny_bits = n_fract_bits - bin_exp - 1;
+    if (n_tiny_bits > 0) {
+        int B5 = dec_exp < 0 ? -dec_exp : 0;
+        int B2 = B5 + n_tiny_bits + bin_exp;
+        int S5 = dec_exp > 0 ? dec_exp : 0;
+        int S2 = S5 + n_tiny_bits;
+        int M2 = B2 - 53;
+        B2 -= n_fract_bits - 1;
+        int common2 = B2 < S2 ? B2 : S2;
+        B2 -= common2;
+        S2 -= common2;
+        M2 -= common2;
+        if (M2 < 0) {
+            B2 -= M2;
+            S2 -= M2;
+        }
+        int b_bits = n_fract_bits + B2 + n5bits[B5];
+        int ten_s_bits = S2 + 1 + n5bits[S5 + 1];
+        if (b_bits < 64 && ten_s_bits < 64 && (ten_s_bits >= 63 || b_bits < 32)) {
+            return 0;
+        }
+    }
+    memset(sd->d, '0', 8);
+    eight_digits((uint32_t)(N / 100000000u), sd->d + 8);
+    eight_digits((uint32_t)(N % 100000000u), sd->d + 16);
+    memset(sd->d + 24, '0', 24);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* zero digits as zero bytes; the first character is the low byte */
+    uint64_t hi, lo;
+    memcpy(&hi, sd->d + 8, 8);
+    memcpy(&lo, sd->d + 16, 8);
+    hi ^= ZEROS8;
+    lo ^= ZEROS8; /* N != 0: hi and lo are not both zero */
+    sd->first = hi ? 8 + __builtin_ctzll(hi) / 8 : 16 + __builtin_ctzll(lo) / 8;
+    sd->end = lo ? 24 - __builtin_clzll(lo) / 8 : 16 - __builtin_clzll(hi) / 8;
+#else
+    int first = 8, end = 24;
+    while (sd->d[first] == '0') {
+        first++;
+    }
+    while (sd->d[end - 1] == '0') {
+        end--;
+    }
+    sd->first = first;
+    sd->end = end;
+#endif
+    sd->k = k;
+    return 1;
+}
+
 /* bits: a positive, finite, non-zero double. */
 static int java_digits(uint64_t bits, char *digits, int *dexp)
 {
@@ -451,9 +580,36 @@ size_t ejson_java_double(double v, char *out)
         memcpy(p, "0.0", 3);
         return (size_t)(p - out) + 3;
     }
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    struct short_dec sd;
+    if (short_plain(bits, &sd)) {
+        /* 1e-3 <= D < 1e7, at most 15 digits (short_plain): the plain
+         * layout below, with fixed-size copies (out has 32 bytes; at most
+         * 1 + 2 + 24 are written) */
+        int point = 24 - sd.k;     /* index of the first fractional digit */
+        int frac = sd.end - point; /* fractional digits, may be <= 0 */
+        if (point > sd.first) {
+            memcpy(p, sd.d + sd.first, 8);
+            p += point - sd.first; /* <= 7 integer digits */
+            *p++ = '.';
+            if (frac > 0) {
+                memcpy(p, sd.d + point, 16);
+                p += frac; /* <= 14 */
+            } else {
+                *p++ = '0';
+            }
+        } else {
+            memcpy(p, "0.", 2);
+            p += 2;
+            memcpy(p, sd.d + point, 24);
+            p += frac; /* <= 2 + 15 */
+        }
+        return (size_t)(p - out);
+    }
     char digits[32];
     int dexp;
-    int n = ejson_java_digits(v, digits, &dexp);
+    int n = java_digits(bits, digits, &dexp);
     if (dexp > 0 && dexp < 8) {
         /* 1 <= v < 1e7: integer part, '.', fraction (at least one digit) */
         int ip = n < dexp ? n : dexp;
@@ -513,5 +669,13 @@ int ejson_java_digits(double v, char *digits, int *dexp)
 {
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
-    return java_digits(bits & ~(UINT64_C(1) << 63), digits, dexp);
+    bits &= ~(UINT64_C(1) << 63);
+    struct short_dec sd;
+    if (short_plain(bits, &sd)) {
+        int n = sd.end - sd.first; /* <= 15 */
+        memcpy(digits, sd.d + sd.first, 16);
+        *dexp = (24 - sd.k) - sd.first;
+        return n;
+    }
+    return java_digits(bits, digits, dexp);
 }
