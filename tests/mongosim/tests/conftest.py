@@ -4,11 +4,14 @@ Every test drives the simulator only through real clients (pymongo 3.11, libmong
 the probe in c/) and names, in its docstring, the MongoDB document or spec section it checks
 (mongo-sim-spec.md lives in the repository's shared docs)."""
 
+import faulthandler
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
@@ -63,6 +66,58 @@ def wait_for(pred, timeout=10.0, step=0.05):
             return v
         time.sleep(step)
     raise AssertionError("condition not met within %.1fs" % timeout)
+
+
+# One test's bound: the slowest takes about 4 s alone and about 15 s on two loaded
+# cores. A test still running after this long is hung (a change stream next() with no
+# event, a client waiting on a dead socket): every thread's stack is printed, the
+# simulators it started are killed (they would keep ctest's output pipe open) and the run
+# ends with status 1, so the log says where instead of ctest killing a silent suite at its
+# TIMEOUT.
+TEST_WATCHDOG_S = float(os.environ.get("MONGOSIM_TEST_WATCHDOG_S", "120"))
+_watchdog_err = None
+
+
+def pytest_configure(config):
+    # pytest captures fd 2 around each test; keep a copy of the real one for the dump.
+    global _watchdog_err
+    _watchdog_err = open(os.dup(sys.stderr.fileno()), "w")
+
+
+def _children():
+    me = str(os.getpid())
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid) as fh:
+                if fh.read().rsplit(")", 1)[1].split()[1] == me:
+                    yield int(pid)
+        except (OSError, IndexError):
+            continue
+
+
+def _watchdog_fire(name):
+    err = _watchdog_err or sys.__stderr__
+    err.write("\n%s still running after %.0f s: hung; stacks of every thread:\n" % (name, TEST_WATCHDOG_S))
+    err.flush()
+    faulthandler.dump_traceback(file=err, all_threads=True)
+    for pid in _children():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    err.flush()
+    os._exit(1)
+
+
+@pytest.fixture(autouse=True)
+def _watchdog(request):
+    t = threading.Timer(TEST_WATCHDOG_S, _watchdog_fire, args=(request.node.nodeid,))
+    t.daemon = True
+    t.start()
+    yield
+    t.cancel()
 
 
 @pytest.fixture
