@@ -36,28 +36,28 @@ static bool is_host_char(char c)
 }
 
 /* The '@' that ends the user info of the authority starting at start (just
- * after "://"), or NULL when there is none. The user info runs to the last '@'
- * that is followed by a host list (host characters up to '/', '?', a blank or
- * the end), whatever the user info itself contains; an '@' in the value of an
- * option (after a '/', a '?' and a '=') is not one. A malformed user info therefore
- * ends as late as it can: the redaction errs towards hiding. In free text
- * (in_text) the search also ends at a blank, where the URI does. */
+ * after "://"), or NULL when there is none. The user info runs to the last
+ * '@' that is followed by a host list (host characters up to '/', '?', a
+ * blank or the end; or a Unix socket path starting with '/'), whatever the
+ * user info itself contains; an '@' in the value of an option (after a '/',
+ * a '?' and a '=') is not one. A malformed user info therefore ends as late
+ * as it can: the redaction errs towards hiding. In free text (in_text) the
+ * search also ends at a blank, where the URI does. */
 static const char *userinfo_end(const char *start, bool in_text)
 {
     const char *chosen = NULL, *host_end = NULL;
-    for (const char *p = start; *p && !(in_text && (*p == ' ' || *p == '\n' || *p == '\t'));
-         p++) {
+    for (const char *p = start; *p && !(in_text && (*p == ' ' || *p == '\n' || *p == '\t')); p++) {
         if (*p != '@')
             continue;
         const char *h = p + 1;
         while (is_host_char(*h))
             h++;
-        if (h == p + 1 || !(*h == '\0' || *h == '/' || *h == '?' || *h == ' ' || *h == '"' ||
-                            *h == '\'' || *h == ']' || *h == '\n'))
+        bool socket = h == p + 1 && *h == '/'; /* a raw Unix socket path */
+        if ((h == p + 1 && !socket) || !(*h == '\0' || *h == '/' || *h == '?' || *h == ' ' ||
+                                         *h == '"' || *h == '\'' || *h == ']' || *h == '\n'))
             continue;
-        const char *q = chosen && *host_end == '/'
-                            ? memchr(host_end, '?', (size_t)(p - host_end))
-                            : NULL;
+        const char *q =
+            chosen && *host_end == '/' ? memchr(host_end, '?', (size_t)(p - host_end)) : NULL;
         if (q && memchr(q, '=', (size_t)(p - q)))
             break; /* in an option's value: option names have no '@' */
         chosen = p;
@@ -166,22 +166,18 @@ static void mask_all(char **text, const char *secret)
     }
 }
 
-/* Replaces the password of every "scheme://user:password@hosts" in *text,
- * and whatever follows "user:" up to the end of a user info when user (the
- * configured user name) appears without a scheme. */
+/* Replaces the password of every user info in *text: after each "://" when
+ * user is NULL, else after each "user:" (a user info quoted without its
+ * scheme, as in a driver's host error). */
 static void mask_userinfo(char **text, const char *user)
 {
+    char *needle = user ? xasprintf("%s:", user) : NULL;
     for (size_t from = 0;;) {
         char *t = *text;
-        const char *sep = strstr(t + from, "://"), *start = sep ? sep + 3 : NULL;
-        if (!sep && user && *user) {
-            char *needle = xasprintf("%s:", user);
-            const char *u = strstr(t + from, needle);
-            start = u;
-            free(needle);
-        }
-        if (!start)
-            return;
+        const char *hit = strstr(t + from, needle ? needle : "://");
+        if (!hit)
+            break;
+        const char *start = needle ? hit : hit + 3;
         const char *at = userinfo_end(start, true);
         const char *colon = at ? memchr(start, ':', (size_t)(at - start)) : NULL;
         if (!colon || colon + 1 == at) {
@@ -193,6 +189,7 @@ static void mask_userinfo(char **text, const char *user)
         free(*text);
         *text = next;
     }
+    free(needle);
 }
 
 char *cfg_redact_text(const char *text, const char *uri)
@@ -215,8 +212,9 @@ char *cfg_redact_text(const char *text, const char *uri)
         const char *colon = memchr(start + 3, ':', (size_t)(at - start - 3));
         user = xstrndup(start + 3, (size_t)((colon ? colon : at) - start - 3));
     }
-    mask_userinfo(&res, user);
-    if (user) {
+    mask_userinfo(&res, NULL);
+    if (user && *user) {
+        mask_userinfo(&res, user);
         char *decoded = pct_decode(user, strlen(user));
         if (strcmp(decoded, user) != 0)
             mask_userinfo(&res, decoded);

@@ -379,7 +379,7 @@ static void test_userinfo_escaping(void **state)
 {
     (void)state;
 #define URI_YAML(u)                                                                                \
-    "topic.prefix: t\nmongodb.connection.string: \"" u "\"\nsink.type: stdout\n"                  \
+    "topic.prefix: t\nmongodb.connection.string: \"" u "\"\nsink.type: stdout\n"                   \
     "offsets.file.path: x\n"
     struct loaded l = load(URI_YAML("mongodb://u:Pa?ss14@127.0.0.1:1/?replicaSet=rs0"));
     assert_null(l.cfg);
@@ -433,6 +433,8 @@ static void test_userinfo_escaping(void **state)
     config_redact_uri("mongodb://u:p@h/?appname=a@b&tlsCertificateKeyFilePassword=k", out2,
                       sizeof out2);
     assert_string_equal(out2, "mongodb://u:****@h/?appname=a@b&tlsCertificateKeyFilePassword=****");
+    config_redact_uri("mongodb://u:p4ss@/tmp/mongodb-27017.sock/?w=1", out2, sizeof out2);
+    assert_string_equal(out2, "mongodb://u:****@/tmp/mongodb-27017.sock/?w=1");
     const char *uri = "mongodb://u:Pa@ss1@127.0.0.1:1/?replicaSet=rs0";
     t = config_redact_text("No suitable servers found: [Failed to resolve 'ss1@127.0.0.1'] "
                            "uri mongodb://u:Pa@ss1@127.0.0.1:1/ user u:Pa@ss1@127.0.0.1",
@@ -440,6 +442,9 @@ static void test_userinfo_escaping(void **state)
     assert_null(strstr(t, "Pa@ss1"));
     assert_non_null(strstr(t, "mongodb://u:****@127.0.0.1:1/"));
     assert_non_null(strstr(t, "user u:****@127.0.0.1"));
+    free(t);
+    t = config_redact_text("user u:Pa@ss1@127.0.0.1 before mongodb://h/", uri);
+    assert_string_equal(t, "user u:****@127.0.0.1 before mongodb://h/");
     free(t);
     t = config_redact_text("mongodb://x:Pa?ss14@h:1/?replicaSet=rs0", NULL);
     assert_string_equal(t, "mongodb://x:****@h:1/?replicaSet=rs0");
