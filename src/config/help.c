@@ -116,9 +116,14 @@ void config_print_markdown(FILE *out)
         "Unknown and duplicate keys are errors. Check a file with "
         "`mongocdc --validate -c FILE` (exit 0 valid, 2 invalid).\n\n"
         "The `kafka` map is passed to librdkafka as-is; each key is checked by librdkafka "
-        "itself. Options marked *not supported yet* are accepted and checked so that a Debezium "
-        "configuration loads, and mongocdc warns at start when one of them is set to anything "
-        "but its default.\n",
+        "itself. Three producer settings are locked because at-least-once delivery and per-key "
+        "order depend on them: `enable.idempotence` stays true, `acks` stays `all` (or -1) and "
+        "`max.in.flight.requests.per.connection` is at most 5; another value is an error. "
+        "In `mongodb.connection.string` the user name and password must be percent-encoded "
+        "(`@` as `%40`, `?` as `%3F`, `/` as `%2F`, `:` as `%3A`), as MongoDB's connection "
+        "string format requires. Options marked *not supported yet* are accepted and checked so "
+        "that a Debezium configuration loads, and mongocdc warns at start when one of them is "
+        "set to anything but its default.\n",
         out);
     for (size_t i = 0; i < mcdc_option_count; i++) {
         const struct opt *o = &mcdc_options[i];

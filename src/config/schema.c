@@ -87,8 +87,8 @@ const struct opt mcdc_options[] = {
      "Debezium 1.x name of topic.prefix"},
     {"mongodb.connection.string", OPT_URI, NULL, NULL, 0, 0, NULL, F(connection_string),
      OPT_F_REQUIRED | OPT_F_SECRET, NULL, G_CONN,
-     "MongoDB connection string (replica set, mongos or config servers); its password is never "
-     "printed"},
+     "MongoDB connection string of a replica set (a mongos is refused for now: one daemon per "
+     "shard); user name and password percent-encoded; its password is never printed"},
     S("mongodb.hosts", NULL, F(mongodb_hosts), 0, G_CONN,
       "Debezium 1.x seed list `rs/host:port,...`; builds the connection string when "
       "mongodb.connection.string is not set"),
