@@ -410,12 +410,14 @@ static void dtoa(struct jdigits *out, int bin_exp, uint64_t fract, int n_sig_bit
 }
 
 /*
- * ---- Fast path: plain-notation values with at most 15 significant digits
+ * ---- Fast path: plain-notation values (1e-3 <= v < 1e7)
  *
- * Most doubles in real documents are short decimals (prices, rates,
- * readings rounded to a few places). For those the digit loop above ends
- * on the shortest decimal that reads back as the same double, so that
- * decimal can be found directly, with one multiplication and one division:
+ * Most doubles in real documents are plain-notation values, often short
+ * decimals (prices, rates, readings rounded to a few places). For those the
+ * digit loop above ends on the shortest decimal that reads back as the same
+ * double (the nearest such one when there are several), so that decimal can
+ * be found directly: for up to 15 digits with one multiplication and one
+ * division, for 16-17 digits in 128-bit integers (short_plain_exact).
  *
  *  - Range 1e-3 <= v < 1e7 (plain notation): the loop's stop test applies
  *    from the first digit (no forced second digit as in E-form).
@@ -441,22 +443,131 @@ static void dtoa(struct jdigits *out, int bin_exp, uint64_t fract, int n_sig_bit
  * (both operands exact, the quotient correctly rounded) proves N rounds to
  * v. Stripping N's trailing zeros gives D.
  *
- * short_plain takes the bits of a positive double; returns 1 with D in *sd,
- * or 0 when the value is not in this class (then dtoa decides).
+ * short_plain takes the bits of a positive double; returns 1 with the
+ * digits the JDK prints in *sd, or 0 when the value is not in this class
+ * (then dtoa decides).
  */
 static const double pow10_dbl[18] = {1e0, 1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,
                                      1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17};
 
-/* The fast path's digits: D = N * 10^-k with N's 16 zero-padded digits at
- * d[8..24), zeros at d[0..8) and d[24..48) (so fixed-size copies may read
- * past the digits), d[first] the first non-zero digit, d[end - 1] the last,
- * and the decimal point after d[24 - k - 1]. */
+/* The fast path's digits: D = N * 10^-k with N's 24 zero-padded digits at
+ * d[0..24), zeros at d[24..48) (so fixed-size copies may read past the
+ * digits), d[first] the first non-zero digit, d[end - 1] the last, and the
+ * decimal point after d[24 - k - 1]. */
 struct short_dec {
     char d[48];
     int first, end, k;
 };
 
 #define ZEROS8 UINT64_C(0x3030303030303030)
+
+/* Lays D * 10^-k (D < 10^18) out in sd as described above. */
+static void short_fill(struct short_dec *sd, uint64_t D, int k)
+{
+    if (D < UINT64_C(10000000000000000)) {
+        memset(sd->d, '0', 8);
+    } else {
+        eight_digits((uint32_t)(D / UINT64_C(10000000000000000)), sd->d);
+        D %= UINT64_C(10000000000000000);
+    }
+    eight_digits((uint32_t)(D / 100000000u), sd->d + 8);
+    eight_digits((uint32_t)(D % 100000000u), sd->d + 16);
+    memset(sd->d + 24, '0', 24);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* zero digits as zero bytes; the first character is the low byte */
+    uint64_t w0, w1, w2;
+    memcpy(&w0, sd->d, 8);
+    memcpy(&w1, sd->d + 8, 8);
+    memcpy(&w2, sd->d + 16, 8);
+    w0 ^= ZEROS8;
+    w1 ^= ZEROS8;
+    w2 ^= ZEROS8; /* D != 0: not all zero */
+    sd->first = w0   ? __builtin_ctzll(w0) / 8
+                : w1 ? 8 + __builtin_ctzll(w1) / 8
+                     : 16 + __builtin_ctzll(w2) / 8;
+    sd->end = w2   ? 24 - __builtin_clzll(w2) / 8
+              : w1 ? 16 - __builtin_clzll(w1) / 8
+                   : 8 - __builtin_clzll(w0) / 8;
+#else
+    int first = 0, end = 24;
+    while (sd->d[first] == '0') {
+        first++;
+    }
+    while (sd->d[end - 1] == '0') {
+        end--;
+    }
+    sd->first = first;
+    sd->end = end;
+#endif
+    sd->k = k;
+}
+
+/*
+ * The same class with 16 or 17 digits, where half an ulp can span several
+ * candidates, in exact integer arithmetic: v * 10^k = X / 2^sh with
+ * X = significand * 5^k, and half an ulp is 5^k / 2 in units of 2^-sh. The
+ * integers lo..hi (in units of 10^-k) are the decimals strictly within half
+ * an ulp (never on its edge, as above). The shortest length is the coarsest
+ * unit 10^j with a multiple in lo..hi; there the digit loop stops with
+ * "low" if floor(v * 10^(k-j)) is in range and "high" if the next one is,
+ * and takes the nearer of the two when both are (ties: the even one, its
+ * "2B vs 10S" test), which is what is computed here.
+ */
+static int short_plain_exact(struct short_dec *sd, uint64_t fract, int bin_exp, int dec_exp)
+{
+#ifdef __SIZEOF_INT128__
+    int k = 16 - dec_exp; /* 9 <= k <= 19 */
+    int sh = 52 - bin_exp - k;
+    if (sh < 1 || sh > 62) {
+        return 0;
+    }
+    uint64_t p5 = pow5_tab[k];
+    u128 X = (u128)fract * p5; /* < 2^98 */
+    uint64_t T = (uint64_t)(X >> sh);
+    if (T >= UINT64_C(100000000000000000)) {
+        return 0;
+    }
+    uint64_t R = (uint64_t)X & ((UINT64_C(1) << sh) - 1);
+    uint64_t lo = (uint64_t)((2 * X - p5) >> (sh + 1)) + 1;
+    uint64_t hi = (uint64_t)((2 * X + p5) >> (sh + 1));
+    if (hi < lo) {
+        return 0;
+    }
+    int j = 0;
+    while (j < 16) {
+        uint64_t nlo = (lo + 9) / 10, nhi = hi / 10;
+        if (nhi < nlo) {
+            break;
+        }
+        lo = nlo;
+        hi = nhi;
+        j++;
+    }
+    uint64_t pj = pow10_tab[j];
+    uint64_t Tj = T / pj, rem = T - Tj * pj;
+    bool low = Tj >= lo, high = Tj + 1 <= hi;
+    uint64_t D;
+    if (low && high) {
+        u128 l = ((u128)rem << (sh + 1)) + 2 * (u128)R;
+        u128 r = (u128)pj << sh;
+        D = (l > r || (l == r && (Tj & 1))) ? Tj + 1 : Tj;
+    } else if (low) {
+        D = Tj;
+    } else if (high) {
+        D = Tj + 1;
+    } else {
+        return 0;
+    }
+    short_fill(sd, D, k - j);
+    return 1;
+#else
+    (void)sd;
+    (void)fract;
+    (void)bin_exp;
+    (void)dec_exp;
+    return 0;
+#endif
+}
 
 static int short_plain(uint64_t bits, struct short_dec *sd)
 {
@@ -473,15 +584,6 @@ static int short_plain(uint64_t bits, struct short_dec *sd)
     int bin_exp = (int)(bits >> 52) - 1023;
     int dec_exp = estimate_dec_exp(fract, bin_exp);
     if (dec_exp < -3 || dec_exp > 7) {
-        return 0;
-    }
-    int k = 14 - dec_exp; /* 7 <= k <= 17 */
-    double p = v * pow10_dbl[k];
-    if (!(p < 1e15)) {
-        return 0;
-    }
-    uint64_t N = (uint64_t)(p + 0.5); /* p < 2^50: p + 0.5 is exact */
-    if (N == 0 || N >= UINT64_C(1000000000000000) || (double)N / pow10_dbl[k] != v) {
         return 0;
     }
     /* Which loop the JDK runs (as in dtoa): only the 64-bit one has a
@@ -510,32 +612,16 @@ static int short_plain(uint64_t bits, struct short_dec *sd)
             return 0;
         }
     }
-    memset(sd->d, '0', 8);
-    eight_digits((uint32_t)(N / 100000000u), sd->d + 8);
-    eight_digits((uint32_t)(N % 100000000u), sd->d + 16);
-    memset(sd->d + 24, '0', 24);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    /* zero digits as zero bytes; the first character is the low byte */
-    uint64_t hi, lo;
-    memcpy(&hi, sd->d + 8, 8);
-    memcpy(&lo, sd->d + 16, 8);
-    hi ^= ZEROS8;
-    lo ^= ZEROS8; /* N != 0: hi and lo are not both zero */
-    sd->first = hi ? 8 + __builtin_ctzll(hi) / 8 : 16 + __builtin_ctzll(lo) / 8;
-    sd->end = lo ? 24 - __builtin_clzll(lo) / 8 : 16 - __builtin_clzll(hi) / 8;
-#else
-    int first = 8, end = 24;
-    while (sd->d[first] == '0') {
-        first++;
+    int k = 14 - dec_exp; /* 7 <= k <= 17 */
+    double p = v * pow10_dbl[k];
+    if (p < 1e15) {
+        uint64_t N = (uint64_t)(p + 0.5); /* p < 2^50: p + 0.5 is exact */
+        if (N != 0 && N < UINT64_C(1000000000000000) && (double)N / pow10_dbl[k] == v) {
+            short_fill(sd, N, k);
+            return 1;
+        }
     }
-    while (sd->d[end - 1] == '0') {
-        end--;
-    }
-    sd->first = first;
-    sd->end = end;
-#endif
-    sd->k = k;
-    return 1;
+    return short_plain_exact(sd, fract, bin_exp, dec_exp);
 }
 
 /* bits: a positive, finite, non-zero double. */
@@ -584,7 +670,7 @@ size_t ejson_java_double(double v, char *out)
     memcpy(&bits, &v, sizeof bits);
     struct short_dec sd;
     if (short_plain(bits, &sd)) {
-        /* 1e-3 <= D < 1e7, at most 15 digits (short_plain): the plain
+        /* 1e-3 <= D < 1e7, at most 17 digits (short_plain): the plain
          * layout below, with fixed-size copies (out has 32 bytes; at most
          * 1 + 2 + 24 are written) */
         int point = 24 - sd.k;     /* index of the first fractional digit */
@@ -595,7 +681,7 @@ size_t ejson_java_double(double v, char *out)
             *p++ = '.';
             if (frac > 0) {
                 memcpy(p, sd.d + point, 16);
-                p += frac; /* <= 14 */
+                p += frac; /* <= 16 */
             } else {
                 *p++ = '0';
             }
@@ -603,7 +689,7 @@ size_t ejson_java_double(double v, char *out)
             memcpy(p, "0.", 2);
             p += 2;
             memcpy(p, sd.d + point, 24);
-            p += frac; /* <= 2 + 15 */
+            p += frac; /* <= 2 + 17 */
         }
         return (size_t)(p - out);
     }
@@ -672,8 +758,8 @@ int ejson_java_digits(double v, char *digits, int *dexp)
     bits &= ~(UINT64_C(1) << 63);
     struct short_dec sd;
     if (short_plain(bits, &sd)) {
-        int n = sd.end - sd.first; /* <= 15 */
-        memcpy(digits, sd.d + sd.first, 16);
+        int n = sd.end - sd.first; /* <= 17 */
+        memcpy(digits, sd.d + sd.first, 20);
         *dexp = (24 - sd.k) - sd.first;
         return n;
     }
