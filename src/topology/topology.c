@@ -30,35 +30,6 @@ struct topology {
     bool stopping;
 };
 
-static void mongoc_log_to_ours(mongoc_log_level_t level, const char *domain, const char *message,
-                               void *data)
-{
-    enum mcdc_log_level l;
-    char line[1024];
-    (void)data;
-    switch (level) {
-    case MONGOC_LOG_LEVEL_ERROR:
-    case MONGOC_LOG_LEVEL_CRITICAL:
-        l = MCDC_LOG_ERROR;
-        break;
-    case MONGOC_LOG_LEVEL_WARNING:
-        l = MCDC_LOG_WARN;
-        break;
-    case MONGOC_LOG_LEVEL_MESSAGE:
-    case MONGOC_LOG_LEVEL_INFO:
-        l = MCDC_LOG_INFO;
-        break;
-    case MONGOC_LOG_LEVEL_DEBUG:
-    case MONGOC_LOG_LEVEL_TRACE:
-    default:
-        return; /* libmongoc's tracing is not ours to print */
-    }
-    if (!MCDC_LOG_ENABLED(l))
-        return;
-    snprintf(line, sizeof line, "%s: %s", domain ? domain : "mongoc", message);
-    mcdc_log_write(l, "mongoc", line);
-}
-
 /* Main thread: a task ended. Stop the others if it failed; break when all ended. */
 static void on_notice(struct ev_loop *loop, ev_async *w, int revents)
 {
@@ -124,6 +95,17 @@ static bool probe(mongoc_client_pool_t *pool, char **rs, const char **refusal,
     return ok;
 }
 
+/* Fills err with a connection-string error whose driver message may quote
+ * parts of the URI: the text goes through the redactor first. */
+static void set_redacted_error(struct mcdc_error *err, const struct mcdc_config *cfg, int code,
+                               const char *redacted_uri, const char *message)
+{
+    char *why = config_redact_text(message, cfg->connection_string);
+    mcdc_error_set(err, MCDC_ERR_CONFIG, code, "mongodb.connection.string %s: %s", redacted_uri,
+                   why);
+    free(why);
+}
+
 struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *loop,
                                 struct mcdc_error *err)
 {
@@ -136,7 +118,7 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     int64_t selection_ms;
 
     mongoc_init();
-    mongoc_log_set_handler(mongoc_log_to_ours, NULL);
+    /* libmongoc logs reach ours through main's handler, which redacts secrets. */
     config_redact_uri(cfg->connection_string, redacted, sizeof redacted);
 
     t = xcalloc(1, sizeof *t);
@@ -144,8 +126,7 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     t->loop = loop;
     t->uri = mongoc_uri_new_with_error(cfg->connection_string, &error);
     if (t->uri == NULL) {
-        mcdc_error_set(err, MCDC_ERR_CONFIG, (int)error.code, "mongodb.connection.string %s: %s",
-                       redacted, error.message);
+        set_redacted_error(err, cfg, (int)error.code, redacted, error.message);
         goto fail;
     }
     if (mongoc_uri_get_appname(t->uri) == NULL)
@@ -173,16 +154,16 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
                                        (int32_t)cfg->socket_timeout_ms);
     t->pool = mongoc_client_pool_new_with_error(t->uri, &error);
     if (t->pool == NULL) {
-        mcdc_error_set(err, MCDC_ERR_CONFIG, (int)error.code, "mongodb.connection.string %s: %s",
-                       redacted, error.message);
+        set_redacted_error(err, cfg, (int)error.code, redacted, error.message);
         goto fail;
     }
     mongoc_client_pool_set_error_api(t->pool, MONGOC_ERROR_API_VERSION_2);
 
     if (!probe(t->pool, &rs, &refusal, &perr)) {
         /* Unreachable now: the task retries with backoff and discovers the set itself. */
-        LOG_WARN("cannot reach %s yet: %s; the capture task retries with backoff", redacted,
-                 perr.msg);
+        char *why = config_redact_text(perr.msg, cfg->connection_string);
+        LOG_WARN("cannot reach %s yet: %s; the capture task retries with backoff", redacted, why);
+        free(why);
     } else if (refusal != NULL) {
         mcdc_error_set(err, MCDC_ERR_CONFIG, 0, "%s", refusal);
         goto fail;
