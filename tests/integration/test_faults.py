@@ -416,8 +416,32 @@ def test_history_lost_on_an_open_stream(tmp_workdir, users_sim, start_mongocdc, 
     assert d.stop(timeout_s=30) == 0
 
 
+# Port blocks handed out by _free_port_block, each with its lock held until this
+# process ends.
+_reserved_ports = []
+
+
 def _free_port_block(n):
+    """A base port such that base .. base+n are free on 127.0.0.1 (n servers and
+    the simulator's control port). The ports must stay unbound until the test
+    binds them itself (a daemon started before MongoDB), so a bind check alone
+    is not a reservation: another test run on the same machine could pick the
+    same block meanwhile and then the simulator finds it in use, or a daemon
+    talks to the other run's servers. A block is therefore taken under an
+    exclusive lock file kept for the life of this process, which every run
+    honours; ports the kernel hands out itself are above 32767, out of this
+    range."""
+    import fcntl
+    import tempfile
+    lock_dir = Path(tempfile.gettempdir()) / "mongocdc-test-ports"
+    lock_dir.mkdir(exist_ok=True)
     for base in range(23000, 30000, 10):
+        fh = open(lock_dir / ("%d.lock" % base), "a")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.close()
+            continue
         ok = True
         for p in range(base, base + n + 1):
             s = socket.socket()
@@ -428,7 +452,9 @@ def _free_port_block(n):
             finally:
                 s.close()
         if ok:
+            _reserved_ports.append(fh)
             return base
+        fh.close()
     raise RuntimeError("no free ports")
 
 
