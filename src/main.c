@@ -279,6 +279,12 @@ int main(int argc, char **argv)
         return MCDC_EXIT_USAGE;
     }
     struct mcdc_error err = MCDC_ERROR_INIT;
+    /* libmongoc's shared-memory counters (/dev/shm/mongoc-<pid>, read only by
+     * its mongoc-stat debugging tool) outlive a SIGKILLed process; a later
+     * process given the same pid then fails to create its own and libmongoc
+     * prints a warning to stderr before any handler is set. mongocdc exposes
+     * no such counters, so it turns them off. */
+    setenv("MONGOC_DISABLE_SHM", "1", 0);
     mongoc_init(); /* before any libmongoc call, the loader's URI check included */
     struct mcdc_config *cfg = config_load(cli.config, stderr, &err);
     if (!cfg) {
