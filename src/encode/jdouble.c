@@ -464,6 +464,30 @@ struct short_dec {
 /* Lays D * 10^-k (D < 10^18) out in sd as described above. */
 static void short_fill(struct short_dec *sd, uint64_t D, int k)
 {
+#ifdef JDOUBLE_DIGIT_WORDS
+    /* zero digits are zero bytes; the first character is the low byte */
+    uint64_t w0 = 0;
+    if (D >= UINT64_C(10000000000000000)) {
+        w0 = eight_digit_values((uint32_t)(D / UINT64_C(10000000000000000)));
+        D %= UINT64_C(10000000000000000);
+    }
+    uint64_t w1 = eight_digit_values((uint32_t)(D / 100000000u));
+    uint64_t w2 = eight_digit_values((uint32_t)(D % 100000000u));
+    /* D != 0: not all zero */
+    sd->first = w0   ? __builtin_ctzll(w0) / 8
+                : w1 ? 8 + __builtin_ctzll(w1) / 8
+                     : 16 + __builtin_ctzll(w2) / 8;
+    sd->end = w2   ? 24 - __builtin_clzll(w2) / 8
+              : w1 ? 16 - __builtin_clzll(w1) / 8
+                   : 8 - __builtin_clzll(w0) / 8;
+    w0 += ZEROS8;
+    w1 += ZEROS8;
+    w2 += ZEROS8;
+    memcpy(sd->d, &w0, 8);
+    memcpy(sd->d + 8, &w1, 8);
+    memcpy(sd->d + 16, &w2, 8);
+    memset(sd->d + 24, '0', 24);
+#else
     if (D < UINT64_C(10000000000000000)) {
         memset(sd->d, '0', 8);
     } else {
@@ -473,22 +497,6 @@ static void short_fill(struct short_dec *sd, uint64_t D, int k)
     eight_digits((uint32_t)(D / 100000000u), sd->d + 8);
     eight_digits((uint32_t)(D % 100000000u), sd->d + 16);
     memset(sd->d + 24, '0', 24);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    /* zero digits as zero bytes; the first character is the low byte */
-    uint64_t w0, w1, w2;
-    memcpy(&w0, sd->d, 8);
-    memcpy(&w1, sd->d + 8, 8);
-    memcpy(&w2, sd->d + 16, 8);
-    w0 ^= ZEROS8;
-    w1 ^= ZEROS8;
-    w2 ^= ZEROS8; /* D != 0: not all zero */
-    sd->first = w0   ? __builtin_ctzll(w0) / 8
-                : w1 ? 8 + __builtin_ctzll(w1) / 8
-                     : 16 + __builtin_ctzll(w2) / 8;
-    sd->end = w2   ? 24 - __builtin_clzll(w2) / 8
-              : w1 ? 16 - __builtin_clzll(w1) / 8
-                   : 8 - __builtin_clzll(w0) / 8;
-#else
     int first = 0, end = 24;
     while (sd->d[first] == '0') {
         first++;
