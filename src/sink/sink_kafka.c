@@ -101,8 +101,8 @@ static void error_cb(rd_kafka_t *rk, int code, const char *reason, void *opaque)
  * the size, the limit hit (where), the topic (up to TOO_LARGE_TOPIC bytes)
  * and the key (up to TOO_LARGE_KEY bytes), each once.
  */
-#define TOO_LARGE_KEY 48
-#define TOO_LARGE_TOPIC 56
+#define TOO_LARGE_KEY 52
+#define TOO_LARGE_TOPIC 48
 static void too_large(struct mcdc_error *err, const char *topic, const void *key, size_t key_len,
                       size_t value_len, const char *where)
 {

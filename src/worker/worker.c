@@ -45,12 +45,46 @@ static void on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
     struct worker *w = ctx;
     if (err == NULL) {
         inflight_ack(w->inf, opaque);
+        w->last_ack_ms = worker_now_ms();
+        if (w->ack_stalled) {
+            w->ack_stalled = false;
+            LOG_INFO("Kafka acknowledges records again after %lld ms without one",
+                     (long long)(w->last_ack_ms - w->ack_wait_since_ms));
+        }
         return;
     }
     /* Never acknowledged: the committed position stays before this record. */
     if (!w->delivery_failed) {
         w->delivery_failed = true;
         w->delivery_err = *err;
+    }
+}
+
+/* Records waiting longer than this for an acknowledgement: one WARN per episode. */
+#define ACK_STALL_WARN_MS 10000
+
+/* A WARN when produced records have waited ACK_STALL_WARN_MS without any
+ * acknowledgement (a frozen or unreachable broker); on_delivery says INFO
+ * when acknowledgements resume. */
+static void watch_acks(struct worker *w)
+{
+    size_t n = sink_in_flight(w->sink);
+    int64_t now = worker_now_ms(), since;
+
+    if (n == 0) {
+        w->ack_wait_since_ms = 0;
+        return;
+    }
+    if (w->ack_wait_since_ms == 0)
+        w->ack_wait_since_ms = now;
+    since = w->last_ack_ms > w->ack_wait_since_ms ? w->last_ack_ms : w->ack_wait_since_ms;
+    if (!w->ack_stalled && now - since >= ACK_STALL_WARN_MS) {
+        w->ack_stalled = true;
+        w->ack_wait_since_ms = since;
+        LOG_WARN("%zu records have waited %lld ms for acknowledgement by Kafka, none acknowledged "
+                 "meanwhile: the broker is unreachable or stalled; still retrying, offsets do not "
+                 "advance past them",
+                 n, (long long)(now - since));
     }
 }
 
@@ -61,6 +95,7 @@ enum phase worker_service(struct worker *w, bool force_commit)
     bool failed;
 
     sink_poll(w->sink, 0);
+    watch_acks(w);
     failed = w->delivery_failed || sink_fatal(w->sink, &err);
     if (force_commit || failed ||
         worker_now_ms() - w->last_commit_ms >= w->cfg->offsets_flush_interval_ms) {
@@ -403,18 +438,36 @@ static void finish(struct worker *w, enum phase ph)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
     int64_t t0 = worker_now_ms();
+    size_t unacked = 0;
 
     if (w->sink != NULL && w->inf != NULL) {
-        if (!sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err))
-            LOG_WARN("%zu records not acknowledged within offsets.flush.timeout.ms (%lld ms): %s; "
-                     "the stored position stays before them",
-                     sink_in_flight(w->sink), (long long)w->cfg->offsets_flush_timeout_ms, err.msg);
+        if (!sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err)) {
+            unacked = sink_in_flight(w->sink);
+            if (unacked > 0)
+                LOG_WARN("%zu records not acknowledged within offsets.flush.timeout.ms (%lld "
+                         "ms): %s; the stored position stays before them",
+                         unacked, (long long)w->cfg->offsets_flush_timeout_ms, err.msg);
+            else
+                LOG_WARN("the final flush of the sink failed: %s", err.msg);
+        }
         struct mcdc_error keep = w->err;
         if (worker_service(w, true) == PHASE_FATAL) {
             if (ph == PHASE_FATAL)
                 w->err = keep; /* report the first failure */
             ph = PHASE_FATAL;
         }
+        if (unacked > 0) /* late reports served by the final commit */
+            unacked = sink_in_flight(w->sink);
+    }
+    if (ph != PHASE_FATAL && unacked > 0) {
+        /* Not a clean stop: a supervisor must know that records are pending. */
+        mcdc_error_set(&w->err, MCDC_ERR_KAFKA, 0,
+                       "stopped with %zu records not acknowledged by Kafka; they will be sent "
+                       "again on restart (offsets not advanced past them)",
+                       unacked);
+        w->exit_code = MCDC_EXIT_FAILURE;
+        LOG_ERROR("capture of %s %s", w->rs, w->err.msg);
+        return;
     }
     w->exit_code = ph == PHASE_FATAL ? MCDC_EXIT_FAILURE : MCDC_EXIT_OK;
     if (ph == PHASE_FATAL)

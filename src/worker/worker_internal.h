@@ -54,6 +54,9 @@ struct worker {
     int64_t attempts;                      /* failed connection attempts in a row */
     int64_t selection_timeout_ms;          /* overall server-selection budget per attempt */
     int64_t last_commit_ms;
+    int64_t last_ack_ms;      /* monotonic ms of the last acknowledgement */
+    int64_t ack_wait_since_ms; /* records in flight since (0: none in flight) */
+    bool ack_stalled;          /* WARN given for the current stall */
     bool delivery_failed;
     struct mcdc_error delivery_err;
     uint64_t events, records, skipped;

@@ -593,3 +593,24 @@ def test_recreated_replica_set_follows_snapshot_mode(tmp_workdir, shared_dir, st
             assert d2.stop(timeout_s=30) == 0
     finally:
         sim2.stop()
+
+
+def test_kafka_down_for_the_whole_run_is_not_a_clean_stop(tmp_workdir, users_sim, start_mongocdc):
+    """No broker ever answers: a WARN once records have waited 10 s, and on
+    SIGTERM exit 1 saying the records are pending (sent again on restart)."""
+    sim = users_sim
+    port = _free_port_block(1)
+    cfg = write_config(tmp_workdir, sim.uri, kafka={"bootstrap.servers": "127.0.0.1:%d" % port},
+                       **{"snapshot.mode": "no_data", "offsets.flush.timeout.ms": 1000})
+    d = start_mongocdc("-c", cfg)
+    wait_streaming(tmp_workdir, d)
+    sim.client().itdb.nokafka.insert_one({"_id": 1})
+    wait_until(lambda: "for acknowledgement by Kafka" in log_text(tmp_workdir), 30,
+               "the stalled-acknowledgement WARN")
+    rc = d.stop(timeout_s=30)
+    log = log_text(tmp_workdir)
+    assert rc == 1, log[-2000:]
+    assert re.search(r"stopped with \d+ records not acknowledged by Kafka; they will be sent "
+                     r"again on restart", log), log[-2000:]
+    assert "stopped cleanly" not in log
+    assert len(re.findall(r"WARN .*for acknowledgement by Kafka", log)) == 1

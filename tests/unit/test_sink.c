@@ -365,6 +365,25 @@ static void sink_kafka_oversize_record_names_key_and_size(void **state)
     assert_non_null(rec.value); /* not dropped: still the caller's */
     free(rec.key);
     free(rec.value);
+
+    /* A long key and topic: cut, each named once, and the advice still whole. */
+    char long_key[301], long_topic[201];
+    memset(long_key, 'k', 300);
+    long_key[300] = '\0';
+    memset(long_topic, 't', 200);
+    long_topic[200] = '\0';
+    record(&rec, long_topic, long_key, big);
+    err = (struct mcdc_error)MCDC_ERROR_INIT;
+    assert_false(sink_produce(sink, &rec, (void *)1, NULL, &err));
+    assert_int_equal(err.code, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
+    assert_non_null(strstr(err.msg, "record of 5300 bytes too large"));
+    assert_non_null(strstr(err.msg, "raise message.max.bytes on producer and broker, or "
+                                    "exclude fields"));
+    const char *k1 = strstr(err.msg, "kkkk");
+    assert_non_null(k1);
+    assert_null(strstr(k1 + 60, "kkkk")); /* the key once, cut */
+    free(rec.key);
+    free(rec.value);
     free(big);
     assert_int_equal(sink_in_flight(sink), 0);
 
