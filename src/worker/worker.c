@@ -126,11 +126,19 @@ enum phase worker_service(struct worker *w, bool force_commit)
     }
     if (w->delivery_failed) {
         w->err = w->delivery_err;
-        if (!too_large(&w->err))
-            mcdc_error_prefix(&w->err,
-                              "a record could not be delivered; stopping so that no change "
-                              "is skipped");
-        return PHASE_FATAL;
+        if (too_large(&w->err))
+            return PHASE_FATAL; /* retrying cannot help; the error says what to change */
+        /*
+         * Anything else Kafka refused (a topic unknown after an outage, a
+         * leader change, a timeout) may pass on a second try. Re-producing
+         * only the failed record would reorder a document's events, so the
+         * task restarts from the offsets just committed, which stay before
+         * the failed record: the records after them are produced again, in
+         * order (at-least-once), and nothing is skipped.
+         */
+        mcdc_error_prefix(&w->err, "a record could not be delivered");
+        w->restart_from_offsets = true;
+        return PHASE_RETRY;
     }
     if (failed) {
         w->err = err;
@@ -367,6 +375,31 @@ fail:
     return PHASE_FATAL;
 }
 
+/*
+ * After a failed delivery: drops the producer (its queued records go with
+ * it), the in-flight tracker, the offset store and the encoder, so that run()
+ * sets the task up again from the stored offsets, as a restart would.
+ */
+static void restart_from_offsets(struct worker *w)
+{
+    LOG_WARN("%s: restarting capture of %s from its last committed offsets; records after them "
+             "are produced again",
+             w->err.msg, w->rs);
+    sink_destroy(w->sink);
+    w->sink = NULL;
+    inflight_destroy(w->inf);
+    w->inf = NULL;
+    offset_store_close(w->store);
+    w->store = NULL;
+    encoder_destroy(w->enc);
+    w->enc = NULL; /* run() calls setup() again */
+    position_clear(&w->stream_pos);
+    w->delivery_failed = false;
+    w->restart_from_offsets = false;
+    w->ack_stalled = false;
+    w->ack_wait_since_ms = 0;
+}
+
 static enum phase run(struct worker *w)
 {
     enum phase ph;
@@ -418,6 +451,8 @@ static enum phase run(struct worker *w)
             ph = worker_backoff(w);
             if (ph != PHASE_OK)
                 return ph;
+            if (w->restart_from_offsets)
+                restart_from_offsets(w);
             continue;
         case PHASE_HISTORY_LOST:
             ph = worker_history_lost(w);
@@ -451,7 +486,8 @@ static void finish(struct worker *w, enum phase ph)
                 LOG_WARN("the final flush of the sink failed: %s", err.msg);
         }
         struct mcdc_error keep = w->err;
-        if (worker_service(w, true) == PHASE_FATAL) {
+        enum phase sp = worker_service(w, true);
+        if (sp == PHASE_FATAL || sp == PHASE_RETRY) { /* a record failed: not a clean stop */
             if (ph == PHASE_FATAL)
                 w->err = keep; /* report the first failure */
             ph = PHASE_FATAL;

@@ -59,6 +59,7 @@ struct worker {
     bool ack_stalled;          /* WARN given for the current stall */
     bool delivery_failed;
     struct mcdc_error delivery_err;
+    bool restart_from_offsets; /* PHASE_RETRY must rebuild sink and tracker from the store */
     uint64_t events, records, skipped;
 };
 

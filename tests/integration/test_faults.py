@@ -362,6 +362,59 @@ def test_kafka_broker_paused_mid_stream_loses_nothing(tmp_workdir, users_sim, ka
     assert d.stop(timeout_s=60) == 0
 
 
+def test_failed_delivery_restarts_from_committed_offsets(tmp_workdir, users_sim, kafka,
+                                                         start_mongocdc):
+    """A record Kafka refuses for a reason that may pass (here: its
+    message.timeout.ms expires while the broker is frozen) restarts the task
+    from the committed offsets instead of stopping it; every change still
+    reaches the topic, in order per key (design.md §3, at-least-once)."""
+    if kafka.is_mock:
+        pytest.skip("needs the real local broker (the mock cluster cannot be paused from here)")
+    pid = _kafka_local_pid(kafka.bootstrap)
+    if pid is None:
+        pytest.skip("the broker at %s was not started by this run; not pausing it" % kafka.bootstrap)
+    sim = users_sim
+    prefix = "redeliver%d" % int(time.time())
+    cfg = write_config(tmp_workdir, sim.uri,
+                       kafka={"bootstrap.servers": kafka.bootstrap, "message.timeout.ms": 2000},
+                       **{"topic.prefix": prefix, "snapshot.mode": "no_data",
+                          "connect.backoff.initial.delay.ms": 200})
+    d = start_mongocdc("-c", cfg)
+    wait_streaming(tmp_workdir, d)
+    c = sim.client()
+    n = 0
+    for _ in range(20):
+        c.itdb.redeliver.insert_one({"_id": n}); n += 1
+    topic = "%s.itdb.redeliver" % prefix
+    wait_until(lambda: len(read_topics(kafka.bootstrap, [topic], idle_s=1, timeout_s=20)) >= 20,
+               60, "the first records before the outage", interval_s=1)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        for _ in range(30):
+            c.itdb.redeliver.insert_one({"_id": n}); n += 1
+            time.sleep(0.1)
+        wait_until(lambda: "restarting capture of" in log_text(tmp_workdir), 60,
+                   "the task to restart after a failed delivery", interval_s=0.5)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    for _ in range(20):
+        c.itdb.redeliver.insert_one({"_id": n}); n += 1
+
+    def all_there():
+        recs = read_topics(kafka.bootstrap, [topic], idle_s=2, timeout_s=30)
+        ids = [json.loads(key_id_text(r)) for r in recs if r.op == "c"]
+        return ids if set(ids) >= set(range(n)) else None
+    ids = wait_until(all_there, 180, "every insert in Kafka after the restart", interval_s=2)
+    # in order per key: each id's first appearance comes in insertion order
+    firsts = []
+    for i in ids:
+        if i not in firsts:
+            firsts.append(i)
+    assert firsts == list(range(n))
+    assert d.running(), log_text(tmp_workdir)[-2000:]
+    assert d.stop(timeout_s=60) == 0
+
+
 def test_record_too_large_stops_with_key_and_size(tmp_workdir, users_sim, kafka, run_mongocdc):
     sim = users_sim
     prefix = "big%d" % int(time.time())
