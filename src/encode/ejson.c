@@ -117,6 +117,14 @@ static void put_number_long(struct ejson_buf *buf, int64_t v)
     PUT_LIT(buf, "\"}");
 }
 
+/* Writes `{"$<name>": <string>}` where open is the literal `{"$<name>": `. */
+static void put_wrapped_string(struct ejson_buf *buf, const char *open, const char *s, uint32_t n)
+{
+    put(buf, open, strlen(open));
+    ejson_write_string(buf, s, n);
+    PUT_LIT(buf, "}");
+}
+
 static inline void put_sep(struct ejson_buf *buf, enum ejson_separators sep)
 {
     if (sep == EJSON_SEP_COMPACT) {
@@ -429,17 +437,13 @@ void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejso
     case BSON_TYPE_CODE: {
         uint32_t n;
         const char *code = bson_iter_code(iter, &n);
-        PUT_LIT(buf, "{\"$code\": ");
-        ejson_write_string(buf, code, n);
-        PUT_LIT(buf, "}");
+        put_wrapped_string(buf, "{\"$code\": ", code, n);
         break;
     }
     case BSON_TYPE_SYMBOL: {
         uint32_t n;
         const char *sym = bson_iter_symbol(iter, &n);
-        PUT_LIT(buf, "{\"$symbol\": ");
-        ejson_write_string(buf, sym, n);
-        PUT_LIT(buf, "}");
+        put_wrapped_string(buf, "{\"$symbol\": ", sym, n);
         break;
     }
     case BSON_TYPE_CODEWSCOPE: {

@@ -117,8 +117,8 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     char redacted[512];
     int64_t selection_ms;
 
-    mongoc_init();
-    /* libmongoc logs reach ours through main's handler, which redacts secrets. */
+    /* libmongoc is initialised by main, whose log handler (which redacts
+     * secrets) receives the driver's logs. */
     config_redact_uri(cfg->connection_string, redacted, sizeof redacted);
 
     t = xcalloc(1, sizeof *t);

@@ -24,7 +24,7 @@ struct topology;
 /*
  * Discovers the deployment behind cfg->connection_string and starts its
  * capture tasks. cfg is borrowed and must outlive the topology. loop is the
- * main libev loop. Returns NULL and fills err when the deployment cannot be
+ * main libev loop. The caller has called mongoc_init(). Returns NULL and fills err when the deployment cannot be
  * used (e.g. a standalone server: no oplog) or discovery fails after the
  * configured retries.
  */
