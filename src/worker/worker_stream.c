@@ -85,6 +85,21 @@ enum phase worker_stream(struct worker *w)
     else
         LOG_INFO("streaming changes from now (no stored position)");
     position_init(&pos);
+    if (!from_stored) {
+        /* Store where this stream starts before any record is produced: if no
+         * record is acknowledged before a restart (a broker outage, a crash),
+         * the task must resume here, not from a later "now". */
+        const bson_t *start = capture_resume_token(cap);
+        if (start != NULL && !bson_empty(start)) {
+            bson_destroy(&pos.resume_token);
+            bson_copy_to(start, &pos.resume_token);
+            pos.has_resume_token = true;
+            inflight_advance(w->inf, &pos);
+            position_copy(&w->stream_pos, &pos);
+            ph = worker_service(w, true);
+            position_clear(&pos);
+        }
+    }
     while (!worker_stopping(w) && ph == PHASE_OK) {
         const bson_t *doc = NULL, *token;
         struct mcdc_event ev;
