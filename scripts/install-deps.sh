@@ -16,12 +16,14 @@ REQUIRED=(
   # build
   build-essential cmake pkg-config git
   libmongoc-dev libbson-dev librdkafka-dev libyaml-dev libev-dev libpcre2-dev
-  libutf8proc-dev
+  libutf8proc-dev libmicrohttpd-dev
   # unit tests, formatting, memory checks
   libcmocka-dev clang-format valgrind
   # integration tests and the MongoDB simulator
   python3 python3-pytest python3-mockupdb python3-pymongo python3-bson
   python3-confluent-kafka python3-yaml
+  # promtool checks the metrics exposition and the alert rules (tests)
+  prometheus
   # scripts
   ca-certificates curl procps coreutils
 )

@@ -30,6 +30,7 @@
 #endif
 #ifdef MCDC_HAVE_TOPOLOGY
 #include "topology/topology.h"
+#include "metrics/metrics_http.h"
 #endif
 
 #define URI_SHOWN_MAX 1024
@@ -193,14 +194,28 @@ static int run_capture(const struct mcdc_config *cfg)
     ev_signal_start(loop, &sigterm_w);
     ev_signal_start(loop, &sighup_w);
 
+    struct metrics_http *mh = NULL;
+    if (cfg->metrics_enabled) {
+        int port = 0;
+        mh = metrics_http_start(cfg->metrics_bind_address, (int)cfg->metrics_port,
+                                cfg->metrics_ready_window_ms, &port, &err);
+        if (mh == NULL) {
+            LOG_ERROR("cannot start: %s", err.msg);
+            return MCDC_EXIT_FAILURE;
+        }
+        LOG_INFO("metrics: listening on %s port %d (/metrics, /health, /ready)",
+                 cfg->metrics_bind_address, port);
+    }
     dm.topo = topology_start(cfg, loop, &err);
     if (!dm.topo) {
         LOG_ERROR("cannot start: %s", err.msg);
+        metrics_http_stop(mh);
         return MCDC_EXIT_FAILURE;
     }
     ev_run(loop, 0);
     int rc = topology_join(dm.topo);
     topology_destroy(dm.topo);
+    metrics_http_stop(mh);
     LOG_INFO("stopped (exit code %d)", rc);
     return rc;
 }

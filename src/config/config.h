@@ -182,6 +182,12 @@ struct mcdc_config {
     int log_level;                             /* log.level (enum mcdc_log_level) */
     int log_format;                            /* log.format (enum mcdc_log_format) */
     char *log_file;                            /* log.file, NULL = stderr */
+    bool metrics_enabled;                      /* metrics.enabled, false */
+    char *metrics_bind_address;                /* metrics.http.bind.address, 127.0.0.1 */
+    int64_t metrics_port;                      /* metrics.http.port, 9464 */
+    int64_t metrics_ready_window_ms;           /* metrics.ready.window.ms, 60000 */
+    int64_t oplog_headroom_interval_ms;        /* oplog.headroom.check.interval.ms, 60000 */
+    int64_t oplog_headroom_warn_s;             /* oplog.headroom.warn.seconds, 3600 */
 
     /* Debezium connection properties that config_load folds into
      * connection_string (values already in the URI win, as in Debezium's

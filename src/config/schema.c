@@ -55,6 +55,7 @@ static const char *const guardrail_actions[] = {"warn", "fail", NULL};
 #define G_OFFS "Offsets (mongocdc)"
 #define G_KAFK "Kafka (mongocdc)"
 #define G_LOG "Log (mongocdc)"
+#define G_METR "Metrics and probes (mongocdc)"
 
 /* Row shorthands: S string, N integer, B boolean, E enum, L list. */
 #define S(k, d, off, fl, g, doc)                                                                   \
@@ -300,6 +301,18 @@ const struct opt mcdc_options[] = {
       "text lines or one JSON object per line"),
     S("log.file", NULL, F(log_file), 0, G_LOG,
       "Log file (append; reopened on SIGHUP); default stderr"),
+    B("metrics.enabled", "false", F(metrics_enabled), 0, G_METR,
+      "Serve /metrics (Prometheus text format), /health and /ready over HTTP"),
+    S("metrics.http.bind.address", "127.0.0.1", F(metrics_bind_address), 0, G_METR,
+      "Address (IPv4 or IPv6 literal) the metrics listener binds"),
+    N("metrics.http.port", "9464", 0, 65535, F(metrics_port), 0, G_METR,
+      "Port of the metrics listener; 0 = chosen by the system (logged)"),
+    N("metrics.ready.window.ms", "60000", 1, I32, F(metrics_ready_window_ms), 0, G_METR,
+      "/ready answers 503 when a task made no progress for this long, ms"),
+    N("oplog.headroom.check.interval.ms", "60000", 0, I32, F(oplog_headroom_interval_ms), 0,
+      G_METR, "How often the oplog's oldest entry is read for the headroom, ms; 0 = never"),
+    N("oplog.headroom.warn.seconds", "3600", 0, I32, F(oplog_headroom_warn_s), 0, G_METR,
+      "WARN when the stored position is less than this many seconds from the oplog's end"),
 };
 
 const size_t mcdc_option_count = sizeof mcdc_options / sizeof mcdc_options[0];

@@ -17,6 +17,7 @@ struct sink *sink_new(const struct mcdc_config *cfg, const char *client_tag, sin
 {
     struct sink *sink = xcalloc(1, sizeof *sink);
     sink->cfg = cfg;
+    sink->last_latency_us = -1;
     sink->cb = cb;
     sink->cb_ctx = cb_ctx;
     bool ok = cfg->sink_type == MCDC_SINK_KAFKA ? sink_kafka_open(sink, client_tag, err)
@@ -55,6 +56,16 @@ bool sink_flush(struct sink *sink, int timeout_ms, struct mcdc_error *err)
 size_t sink_in_flight(const struct sink *sink)
 {
     return sink->in_flight;
+}
+
+size_t sink_in_flight_bytes(const struct sink *sink)
+{
+    return sink->in_flight_bytes;
+}
+
+int64_t sink_last_latency_us(const struct sink *sink)
+{
+    return sink->last_latency_us;
 }
 
 bool sink_fatal(struct sink *sink, struct mcdc_error *err)

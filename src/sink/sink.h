@@ -74,6 +74,14 @@ bool sink_flush(struct sink *sink, int timeout_ms, struct mcdc_error *err);
 /* Records produced but not yet reported. */
 size_t sink_in_flight(const struct sink *sink);
 
+/* Key + value bytes of the records produced but not yet reported. */
+size_t sink_in_flight_bytes(const struct sink *sink);
+
+/* Inside a delivery callback: the reported record's produce-to-report
+ * latency in microseconds (librdkafka rd_kafka_message_latency); -1 when the
+ * sink cannot tell (JSON lines, or librdkafka has no timestamp). */
+int64_t sink_last_latency_us(const struct sink *sink);
+
 /* A fatal producer error (librdkafka ERR__FATAL) has occurred: fills err and returns true. */
 bool sink_fatal(struct sink *sink, struct mcdc_error *err);
 

@@ -24,6 +24,8 @@ struct sink {
     sink_delivery_cb cb;
     void *cb_ctx;
     size_t in_flight; /* produced, not yet reported */
+    size_t in_flight_bytes;  /* their key + value bytes */
+    int64_t last_latency_us; /* of the record just reported (Kafka), else -1 */
     void *impl;
 };
 

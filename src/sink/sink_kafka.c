@@ -123,6 +123,8 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
         return;
     struct sink *sink = ks->sink;
     sink->in_flight--;
+    sink->in_flight_bytes -= msg->len + msg->key_len;
+    sink->last_latency_us = rd_kafka_message_latency(msg);
     ks->served++;
     if (!sink->cb)
         return;
@@ -198,6 +200,7 @@ static bool kafka_produce(struct sink *sink, struct mcdc_record *rec, void *opaq
         if (rd_kafka_produce(rkt, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_FREE, rec->value,
                              rec->value_len, rec->key, rec->key_len, opaque) == 0) {
             sink->in_flight++;
+            sink->in_flight_bytes += rec->value_len + rec->key_len;
             free(rec->key); /* librdkafka copied it */
             rec->key = rec->value = NULL;
             ks->served = 0;

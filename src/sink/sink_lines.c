@@ -92,6 +92,7 @@ static int drain(struct sink *sink)
             off += (size_t)w;
     }
     ls->len = 0;
+    sink->in_flight_bytes = 0;
     size_t n = ls->n_opaques;
     ls->n_opaques = 0;
     for (size_t i = 0; i < n; i++) {
@@ -131,6 +132,7 @@ static bool lines_produce(struct sink *sink, struct mcdc_record *rec, void *opaq
     }
     ls->opaques[ls->n_opaques++] = opaque;
     sink->in_flight++;
+    sink->in_flight_bytes += rec->key_len + rec->value_len;
     free(rec->key);
     free(rec->value);
     rec->key = rec->value = NULL;

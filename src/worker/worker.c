@@ -43,6 +43,10 @@ static bool too_large(const struct mcdc_error *err)
 static void on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
 {
     struct worker *w = ctx;
+    int64_t us = sink_last_latency_us(w->sink);
+    if (us >= 0)
+        metrics_observe_delivery_us(w->m, us);
+    metrics_add(w->m, err == NULL ? METRICS_RECORDS_ACKED : METRICS_RECORDS_FAILED, 1);
     if (err == NULL) {
         inflight_ack(w->inf, opaque);
         w->last_ack_ms = worker_now_ms();
@@ -96,6 +100,7 @@ enum phase worker_service(struct worker *w, bool force_commit)
 
     sink_poll(w->sink, 0);
     watch_acks(w);
+    worker_metrics_service(w, NULL);
     failed = w->delivery_failed || sink_fatal(w->sink, &err);
     if (force_commit || failed ||
         worker_now_ms() - w->last_commit_ms >= w->cfg->offsets_flush_interval_ms) {
@@ -116,6 +121,7 @@ enum phase worker_service(struct worker *w, bool force_commit)
                 mcdc_error_prefix(&w->err, "cannot store the offsets of %s", w->rs);
                 return PHASE_FATAL;
             }
+            metrics_offset_stored(w->m);
             if (MCDC_LOG_ENABLED(MCDC_LOG_DEBUG)) {
                 char d[128];
                 resume_describe_position(pos, d, sizeof d);
@@ -210,6 +216,7 @@ enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
             break;
         }
         w->records++;
+        metrics_add(w->m, METRICS_RECORDS_PRODUCED, 1);
     }
     records_release(recs);
     return ph;
@@ -412,6 +419,9 @@ static enum phase run(struct worker *w)
             snprintf(name, sizeof name, "%.15s", w->rs);
             pthread_setname_np(pthread_self(), name);
             mcdc_log_set_component(w->rs);
+            if (w->m == NULL)
+                w->m = metrics_task_register(w->rs);
+            metrics_set_state(w->m, METRICS_STATE_STARTING);
             bool proceed;
             ph = setup(w, &proceed);
             if (proceed)
@@ -448,6 +458,8 @@ static enum phase run(struct worker *w)
         case PHASE_OK:
             continue;
         case PHASE_RETRY:
+            metrics_set_state(w->m, METRICS_STATE_RECONNECTING);
+            metrics_add(w->m, METRICS_RECONNECTS, 1);
             ph = worker_backoff(w);
             if (ph != PHASE_OK)
                 return ph;
@@ -536,6 +548,8 @@ static void *worker_main(void *arg)
     w->last_commit_ms = worker_now_ms();
     ph = run(w);
     finish(w, ph);
+    metrics_set_state(w->m, w->exit_code == MCDC_EXIT_OK ? METRICS_STATE_STOPPED
+                                                         : METRICS_STATE_FAILED);
     mongoc_client_pool_push(w->pool, w->client);
     w->client = NULL;
     atomic_store(&w->finished, true);

@@ -12,6 +12,7 @@
 #include "capture/resume.h"
 #include "encode/encode.h"
 #include "event/event.h"
+#include "metrics/metrics.h"
 #include "offsets/offsets.h"
 #include "sink/sink.h"
 #include "worker/worker.h"
@@ -61,6 +62,9 @@ struct worker {
     struct mcdc_error delivery_err;
     bool restart_from_offsets; /* PHASE_RETRY must rebuild sink and tracker from the store */
     uint64_t events, records, skipped;
+    struct metrics_task *m;     /* this task's metrics slot (NULL: registry full) */
+    int64_t last_headroom_ms;   /* monotonic ms of the last oplog headroom check */
+    bool headroom_warned;       /* WARN given while the headroom is under the threshold */
 };
 
 /* The stop flag, read atomically (worker_request_stop() runs on the main
@@ -105,6 +109,15 @@ enum phase worker_history_lost(struct worker *w);
 
 /* The streaming phase until stop or failure (worker_stream.c). */
 enum phase worker_stream(struct worker *w);
+
+/* The metrics op label of a change (worker_metrics.c). */
+enum metrics_op worker_metrics_op(enum mcdc_op op);
+
+/* Updates the queue gauges and, every oplog.headroom.check.interval.ms,
+ * reads the oplog's oldest entry for the headroom of pos (the position
+ * just stored; NULL: w->stream_pos) and WARNs under
+ * oplog.headroom.warn.seconds (worker_metrics.c). */
+void worker_metrics_service(struct worker *w, const struct mcdc_position *pos);
 
 /*
  * Encodes ev and produces its records, each registered in the in-flight

@@ -24,6 +24,27 @@
 
 #define TAKE_TIMEOUT_MS 100
 
+/* Snapshot progress for the metrics: collections planned and finished (read
+ * atomically: readers set finished_ms under the snapshot's lock), documents
+ * copied and estimated. */
+static void snapshot_metrics(struct worker *w, struct snapshot *snap,
+                             const struct snapshot_plan *plan)
+{
+    int64_t done = 0, est = 0;
+
+    if (w->m == NULL || plan == NULL)
+        return;
+    for (size_t i = 0; i < plan->count; i++) {
+        if (__atomic_load_n(&plan->colls[i].finished_ms, __ATOMIC_RELAXED) != 0)
+            done++;
+        if (est >= 0 && plan->colls[i].estimated >= 0)
+            est += plan->colls[i].estimated;
+        else
+            est = -1;
+    }
+    metrics_set_snapshot(w->m, (int64_t)plan->count, done, snapshot_docs_done(snap), est);
+}
+
 static enum phase emit_doc(struct worker *w, const struct snapshot_doc *d,
                            enum mcdc_snapshot_flag flag, const struct mcdc_position *pos)
 {
@@ -31,6 +52,9 @@ static enum phase emit_doc(struct worker *w, const struct snapshot_doc *d,
     struct mcdc_error err = MCDC_ERROR_INIT;
 
     event_init(&ev);
+    metrics_progress(w->m);
+    metrics_event_seen(w->m, METRICS_OP_R);
+    metrics_event_emitted(w->m, METRICS_OP_R);
     if (!event_from_snapshot_doc(d->doc, d->db, d->coll, flag, &ev, &err)) {
         w->err = err;
         mcdc_error_prefix(&w->err, "snapshot of %s.%s", d->db, d->coll);
@@ -104,7 +128,9 @@ enum phase worker_snapshot(struct worker *w)
     if (ph != PHASE_OK)
         goto cleanup;
     snap = snapshot_start(w->pool, cfg, plan, w->rs, &w->stop);
-    plan = NULL; /* owned by snap */
+    const struct snapshot_plan *progress = plan; /* borrowed: valid until snapshot_destroy */
+    plan = NULL;                                 /* owned by snap */
+    metrics_set_state(w->m, METRICS_STATE_SNAPSHOTTING);
 
     while (ph == PHASE_OK && !done) {
         struct snapshot_doc *doc = NULL;
@@ -138,6 +164,8 @@ enum phase worker_snapshot(struct worker *w)
         }
         if (ph == PHASE_OK)
             ph = worker_service(w, false);
+        if (snap != NULL)
+            snapshot_metrics(w, snap, progress);
     }
     if (ph == PHASE_OK) {
         position_copy(&w->stream_pos, &resume);

@@ -76,6 +76,7 @@ enum phase worker_stream(struct worker *w)
     if (cap == NULL)
         return worker_phase_from_failure(w, &fail, &err);
     resume_describe_position(&w->stream_pos, d, sizeof d);
+    metrics_set_state(w->m, METRICS_STATE_STREAMING);
     if (from_stored)
         LOG_INFO("streaming changes from %s", d);
     else if (w->cfg->capture_start_op_time >= 0)
@@ -122,6 +123,11 @@ enum phase worker_stream(struct worker *w)
                 break;
             }
             ev.rs = w->rs;
+            metrics_progress(w->m);
+            metrics_event_seen(w->m, worker_metrics_op(ev.op));
+            metrics_set_source_time_ms(w->m, ev.has_wall_time        ? ev.wall_time_ms
+                                             : ev.has_cluster_time ? (int64_t)ev.ts_sec * 1000
+                                                                   : 0);
             if (emit) {
                 char db[256], coll[256];
                 snprintf(db, sizeof db, "%.*s", (int)ev.db_len, ev.db ? ev.db : "");
@@ -129,9 +135,11 @@ enum phase worker_stream(struct worker *w)
                 emit = encoder_captures(w->enc, db, coll);
             }
             if (emit) {
+                metrics_event_emitted(w->m, worker_metrics_op(ev.op));
                 ph = worker_emit(w, &ev, &pos);
             } else {
                 /* Not captured: no record, but the position moves past it. */
+                metrics_event_filtered(w->m, worker_metrics_op(ev.op));
                 w->skipped++;
                 ph = pass_position(w, &pos);
             }
@@ -139,6 +147,8 @@ enum phase worker_stream(struct worker *w)
             break;
         case CAPTURE_IDLE:
             w->attempts = 0;
+            /* An empty batch answered: the stream is alive, only quiet. */
+            metrics_progress(w->m);
             /* The post-batch resume token moves on while captured collections are
              * idle, so the stored position never ages out of the oplog. */
             token = capture_resume_token(cap);
@@ -151,6 +161,9 @@ enum phase worker_stream(struct worker *w)
                 pos.has_resume_token = true;
                 ph = pass_position(w, &pos);
                 position_copy(&w->stream_pos, &pos);
+                uint32_t sec = 0, ord = 0;
+                if (resume_token_time(token, &sec, &ord))
+                    metrics_set_source_time_ms(w->m, (int64_t)sec * 1000);
             }
             break;
         case CAPTURE_ERROR:

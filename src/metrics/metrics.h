@@ -1,0 +1,122 @@
+/*
+ * metrics: the process's counters and gauges, one set per capture task
+ * (label task="<replica set or shard name>"), rendered in the Prometheus text
+ * exposition format (version 0.0.4; prometheus.io/docs/instrumenting/
+ * exposition_formats) and served over HTTP with /health and /ready
+ * (metrics_http.c). Names follow Prometheus conventions (_total, _seconds,
+ * _bytes); docs/OPERATIONS.md maps them to Debezium's streaming and snapshot
+ * MBean attributes (debezium.io/documentation/reference/stable/connectors/
+ * mongodb.html#mongodb-monitoring).
+ *
+ * Thread: every update function may be called from any thread without a
+ * lock (relaxed atomics); metrics_task_register() and the renderers take the
+ * registry's mutex. A task slot lives until the process ends, so a pointer
+ * from metrics_task_register() never dangles.
+ */
+#ifndef MCDC_METRICS_METRICS_H
+#define MCDC_METRICS_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Kinds of change seen at the source, the label op="c|u|d|r|other". */
+enum metrics_op { METRICS_OP_C = 0, METRICS_OP_U, METRICS_OP_D, METRICS_OP_R, METRICS_OP_OTHER,
+                  METRICS_OP_COUNT };
+
+/* Monotonic counters of a task. */
+enum metrics_counter {
+    METRICS_RECORDS_PRODUCED = 0, /* handed to the producer (Debezium: none; librdkafka txmsgs) */
+    METRICS_RECORDS_ACKED,        /* acknowledged by Kafka */
+    METRICS_RECORDS_FAILED,       /* failed permanently */
+    METRICS_RECONNECTS,           /* connection attempts after a transient failure */
+    METRICS_OFFSET_COMMITS,       /* positions written to the offset store */
+    METRICS_COUNTER_COUNT
+};
+
+/* What a task is doing, the value of mongocdc_task_state's label. */
+enum metrics_state {
+    METRICS_STATE_STARTING = 0,
+    METRICS_STATE_SNAPSHOTTING,
+    METRICS_STATE_STREAMING,
+    METRICS_STATE_RECONNECTING,
+    METRICS_STATE_STOPPED,
+    METRICS_STATE_FAILED,
+    METRICS_STATE_COUNT
+};
+
+struct metrics_task;
+
+/*
+ * The slot of the task named name (copied; at most 127 bytes), created on
+ * first use: a task that restarts under the same name gets its old slot back
+ * and its counters go on. Returns NULL only when the registry is full
+ * (METRICS_MAX_TASKS); every update function accepts NULL and does nothing.
+ */
+struct metrics_task *metrics_task_register(const char *name);
+#define METRICS_MAX_TASKS 64
+
+/* Renames a slot (a task learns its replica-set name after `hello`). */
+void metrics_task_rename(struct metrics_task *t, const char *name);
+
+/* Change events seen (every event read from the stream or the snapshot),
+ * filtered (not captured by the collection filters) and emitted (turned into
+ * records), by op. Debezium: TotalNumberOfEventsSeen, NumberOfEventsFiltered,
+ * TotalNumberOfCreate/Update/DeleteEventsSeen. */
+void metrics_event_seen(struct metrics_task *t, enum metrics_op op);
+void metrics_event_filtered(struct metrics_task *t, enum metrics_op op);
+void metrics_event_emitted(struct metrics_task *t, enum metrics_op op);
+
+/* Adds n to a counter. */
+void metrics_add(struct metrics_task *t, enum metrics_counter c, uint64_t n);
+
+/* The task's state; entering a state also counts as progress. */
+void metrics_set_state(struct metrics_task *t, enum metrics_state s);
+
+/* The task made progress now (an event, an empty getMore that answered, a
+ * snapshot batch): /ready needs progress within metrics.ready.window.ms. */
+void metrics_progress(struct metrics_task *t);
+
+/* The source time (epoch ms) of the last event processed: the wallTime of a
+ * change event, or the cluster time of the stream position when idle.
+ * Exposed as mongocdc_behind_source_seconds (Debezium: MilliSecondsBehindSource). */
+void metrics_set_source_time_ms(struct metrics_task *t, int64_t epoch_ms);
+
+/* An offset was written to the store now (mongocdc_offset_age_seconds). */
+void metrics_offset_stored(struct metrics_task *t);
+
+/* Oplog headroom: the oplog's oldest entry time and the stored position's
+ * time, both epoch seconds (headroom = stored - oldest). */
+void metrics_set_oplog(struct metrics_task *t, int64_t oldest_sec, int64_t stored_sec);
+
+/* Records produced and not yet acknowledged, and their bytes (key + value). */
+void metrics_set_queue(struct metrics_task *t, int64_t records, int64_t bytes);
+
+/* Snapshot progress: collections planned, collections done, documents
+ * copied, documents estimated in all (estimatedDocumentCount; -1 unknown).
+ * Debezium: TotalTableCount, RemainingTableCount, RowsScanned. */
+void metrics_set_snapshot(struct metrics_task *t, int64_t colls_total, int64_t colls_done,
+                          int64_t docs_done, int64_t docs_estimated);
+
+/* One record's delivery latency, produce to acknowledgement, in microseconds
+ * (librdkafka rd_kafka_message_latency). */
+void metrics_observe_delivery_us(struct metrics_task *t, int64_t us);
+
+/*
+ * Renders every metric in the text exposition format into a malloc'd,
+ * NUL-terminated buffer the caller frees; *len gets its length.
+ */
+char *metrics_render(size_t *len);
+
+/*
+ * /health: true when at least one task is registered and none has failed.
+ * /ready: true when every task is snapshotting or streaming and made
+ * progress within window_ms. why (size n) says which task is not, and why.
+ */
+bool metrics_healthy(char *why, size_t n);
+bool metrics_ready(int64_t window_ms, char *why, size_t n);
+
+/* Forgets every task (unit tests). */
+void metrics_reset(void);
+
+#endif

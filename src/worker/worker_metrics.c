@@ -1,0 +1,111 @@
+/*
+ * worker_metrics: a capture task's gauges that need the server or the sink
+ * (produce queue, oplog headroom), and the headroom WARN. The headroom is
+ * the time between the oplog's oldest entry and the stored position: once it
+ * reaches zero the position is off the oplog and resuming fails with
+ * ChangeStreamHistoryLost (error 286; MongoDB manual, "Change Streams" >
+ * "Resume a Change Stream" and "Replica Set Oplog" > "Oplog Size").
+ */
+#include "worker/worker_internal.h"
+
+#include "capture/resume.h"
+#include "common/log.h"
+
+enum metrics_op worker_metrics_op(enum mcdc_op op)
+{
+    switch (op) {
+    case MCDC_OP_INSERT:
+        return METRICS_OP_C;
+    case MCDC_OP_UPDATE:
+    case MCDC_OP_REPLACE:
+        return METRICS_OP_U;
+    case MCDC_OP_DELETE:
+        return METRICS_OP_D;
+    case MCDC_OP_READ:
+        return METRICS_OP_R;
+    default:
+        return METRICS_OP_OTHER;
+    }
+}
+
+/* The time (epoch s) of a position: its oplog timestamp, else its resume
+ * token's cluster time; 0 when it has neither. */
+static int64_t position_sec(const struct mcdc_position *pos)
+{
+    uint32_t sec = 0, ord = 0;
+
+    if (pos->sec > 0)
+        return pos->sec;
+    if (pos->has_resume_token && resume_token_time(&pos->resume_token, &sec, &ord))
+        return sec;
+    return 0;
+}
+
+/* The oldest entry of local.oplog.rs: find {} sort {$natural: 1} limit 1,
+ * projection {ts: 1}. 0 when it cannot be read (no privilege on local, an
+ * unreachable server): the headroom is then unknown, not zero. */
+static int64_t oplog_oldest_sec(mongoc_client_t *client)
+{
+    mongoc_collection_t *c = mongoc_client_get_collection(client, "local", "oplog.rs");
+    bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, sort, proj;
+    const bson_t *doc;
+    mongoc_cursor_t *cur;
+    bson_iter_t it;
+    int64_t sec = 0;
+
+    BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort);
+    BSON_APPEND_INT32(&sort, "$natural", 1);
+    bson_append_document_end(&opts, &sort);
+    BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj);
+    BSON_APPEND_INT32(&proj, "ts", 1);
+    bson_append_document_end(&opts, &proj);
+    BSON_APPEND_INT64(&opts, "limit", 1);
+    cur = mongoc_collection_find_with_opts(c, &filter, &opts, NULL);
+    if (mongoc_cursor_next(cur, &doc) && bson_iter_init_find(&it, doc, "ts") &&
+        BSON_ITER_HOLDS_TIMESTAMP(&it)) {
+        uint32_t t, i;
+        bson_iter_timestamp(&it, &t, &i);
+        sec = t;
+    }
+    mongoc_cursor_destroy(cur);
+    mongoc_collection_destroy(c);
+    bson_destroy(&filter);
+    bson_destroy(&opts);
+    return sec;
+}
+
+void worker_metrics_service(struct worker *w, const struct mcdc_position *pos)
+{
+    int64_t now = worker_now_ms(), oldest, stored, headroom;
+
+    if (w->sink != NULL)
+        metrics_set_queue(w->m, (int64_t)sink_in_flight(w->sink),
+                          (int64_t)sink_in_flight_bytes(w->sink));
+    if (w->cfg->oplog_headroom_interval_ms <= 0 || w->client == NULL ||
+        (w->last_headroom_ms != 0 &&
+         now - w->last_headroom_ms < w->cfg->oplog_headroom_interval_ms))
+        return;
+    w->last_headroom_ms = now;
+    if (pos == NULL)
+        pos = inflight_committable(w->inf) != NULL ? inflight_committable(w->inf)
+                                                   : &w->stream_pos;
+    stored = position_sec(pos);
+    if (stored == 0 || (oldest = oplog_oldest_sec(w->client)) == 0)
+        return;
+    metrics_set_oplog(w->m, oldest, stored);
+    headroom = stored - oldest;
+    if (headroom < w->cfg->oplog_headroom_warn_s) {
+        if (!w->headroom_warned)
+            LOG_WARN("oplog headroom is %lld s (under oplog.headroom.warn.seconds %lld): the "
+                     "stored position is %lld s after the oldest oplog entry; once the oplog "
+                     "rolls past it, resuming fails with ChangeStreamHistoryLost (286). Grow "
+                     "the oplog (replSetResizeOplog, or storage.oplogMinRetentionHours) and "
+                     "enable heartbeat.interval.ms so a quiet stream keeps its position moving",
+                     (long long)headroom, (long long)w->cfg->oplog_headroom_warn_s,
+                     (long long)headroom);
+        w->headroom_warned = true;
+    } else if (w->headroom_warned) {
+        LOG_INFO("oplog headroom back to %lld s", (long long)headroom);
+        w->headroom_warned = false;
+    }
+}
