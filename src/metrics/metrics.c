@@ -443,7 +443,7 @@ char *metrics_render(size_t *len)
                    "Seconds since the task last made progress (an event, an answered "
                    "getMore, a snapshot batch).",
                    v_progress_age, now);
-    per_task_gauge(&o, "mongocdc_snapshot_collections_total",
+    per_task_gauge(&o, "mongocdc_snapshot_collections_planned",
                    "Collections the snapshot copies (Debezium TotalTableCount).", v_colls_total,
                    now);
     per_task_gauge(&o, "mongocdc_snapshot_collections_done",

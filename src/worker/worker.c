@@ -122,6 +122,7 @@ enum phase worker_service(struct worker *w, bool force_commit)
                 return PHASE_FATAL;
             }
             metrics_offset_stored(w->m);
+            worker_metrics_service(w, pos);
             if (MCDC_LOG_ENABLED(MCDC_LOG_DEBUG)) {
                 char d[128];
                 resume_describe_position(pos, d, sizeof d);

@@ -63,6 +63,7 @@ struct worker {
     bool restart_from_offsets; /* PHASE_RETRY must rebuild sink and tracker from the store */
     uint64_t events, records, skipped;
     struct metrics_task *m;     /* this task's metrics slot (NULL: registry full) */
+    int64_t stored_sec;         /* time (epoch s) of the last stored position, 0 none */
     int64_t last_headroom_ms;   /* monotonic ms of the last oplog headroom check */
     bool headroom_warned;       /* WARN given while the headroom is under the threshold */
 };
@@ -114,8 +115,8 @@ enum phase worker_stream(struct worker *w);
 enum metrics_op worker_metrics_op(enum mcdc_op op);
 
 /* Updates the queue gauges and, every oplog.headroom.check.interval.ms,
- * reads the oplog's oldest entry for the headroom of pos (the position
- * just stored; NULL: w->stream_pos) and WARNs under
+ * reads the oplog's oldest entry for the headroom of the last stored
+ * position (pos: the one just stored, or NULL) and WARNs under
  * oplog.headroom.warn.seconds (worker_metrics.c). */
 void worker_metrics_service(struct worker *w, const struct mcdc_position *pos);
 

@@ -78,6 +78,8 @@ void worker_metrics_service(struct worker *w, const struct mcdc_position *pos)
 {
     int64_t now = worker_now_ms(), oldest, stored, headroom;
 
+    if (pos != NULL && position_sec(pos) > 0)
+        w->stored_sec = position_sec(pos);
     if (w->sink != NULL)
         metrics_set_queue(w->m, (int64_t)sink_in_flight(w->sink),
                           (int64_t)sink_in_flight_bytes(w->sink));
@@ -86,10 +88,8 @@ void worker_metrics_service(struct worker *w, const struct mcdc_position *pos)
          now - w->last_headroom_ms < w->cfg->oplog_headroom_interval_ms))
         return;
     w->last_headroom_ms = now;
-    if (pos == NULL)
-        pos = inflight_committable(w->inf) != NULL ? inflight_committable(w->inf)
-                                                   : &w->stream_pos;
-    stored = position_sec(pos);
+    /* Nothing stored yet: the stream's own position is what a restart uses. */
+    stored = w->stored_sec > 0 ? w->stored_sec : position_sec(&w->stream_pos);
     if (stored == 0 || (oldest = oplog_oldest_sec(w->client)) == 0)
         return;
     metrics_set_oplog(w->m, oldest, stored);
