@@ -10,7 +10,13 @@
  *   encode-only  the same events through event_from_change + encoder_encode;
  *   raw produce  the same records, pre-encoded, through the same sink.
  *
- *   e2e_bench [--count N] [--rate EVENTS_PER_S] [TARGET...]
+ *   e2e_bench [--count N] [--rate EVENTS_PER_S] [--metrics] [TARGET...]
+ *
+ * --metrics updates the capture task's metrics as the worker does (events
+ * seen and emitted, records produced and acknowledged, delivery latency,
+ * queue gauges, progress) and serves them on 127.0.0.1 (port chosen by the
+ * system), scraped once a second by a thread of the bench: run it with and
+ * without to see what metrics cost.
  *
  * TARGET: "mock" (librdkafka's in-process mock cluster, default) or a
  * bootstrap address (scripts/kafka-local.sh). Per target it prints events/s,
@@ -20,8 +26,13 @@
  * 20000) a paced run gives the added latency, feed to acknowledgement,
  * p50/p99.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -36,6 +47,8 @@
 #include "config/config.h"
 #include "encode/encode.h"
 #include "event/event.h"
+#include "metrics/metrics.h"
+#include "metrics/metrics_http.h"
 #include "offsets/offsets.h"
 #include "sink/sink.h"
 
@@ -47,7 +60,38 @@ struct slot {
     double fed;
 };
 
+/* --metrics: the task's slot (NULL: off), the listener's port, scrapes done. */
+static struct metrics_task *mt;
+static int metrics_port;
+static atomic_bool scraping;
+static atomic_uint_fast64_t scrapes;
+
+/* GET /metrics once a second until scraping is cleared. */
+static void *scraper(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&scraping)) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)metrics_port)};
+        char buf[16384];
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+            static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+            if (write(fd, req, sizeof req - 1) == (ssize_t)(sizeof req - 1)) {
+                while (read(fd, buf, sizeof buf) > 0)
+                    ;
+                atomic_fetch_add(&scrapes, 1);
+            }
+        }
+        if (fd >= 0)
+            close(fd);
+        sleep(1);
+    }
+    return NULL;
+}
+
 struct run {
+    struct sink *sink;
     struct inflight *inf;
     uint64_t acked, failed;
     double *lat;
@@ -91,6 +135,10 @@ static void on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
         return;
     }
     r->acked++;
+    if (mt != NULL) {
+        metrics_add(mt, METRICS_RECORDS_ACKED, 1);
+        metrics_observe_delivery_us(mt, sink_last_latency_us(r->sink));
+    }
     if (r->inf != NULL && s->cookie != NULL)
         inflight_ack(r->inf, s->cookie);
     if (r->lat != NULL && s->fed > 0)
@@ -236,6 +284,7 @@ static void run_produce(const char *target, bson_t **events, size_t n,
     if (rate > 0)
         r.lat = xcalloc(n * MCDC_RECORDS_MAX, sizeof *r.lat);
     sink = sink_new(cfg, "bench", on_delivery, &r, &err);
+    r.sink = sink;
     if (sink == NULL || enc == NULL) {
         fprintf(stderr, "e2e_bench: %s\n", err.msg);
         exit(1);
@@ -266,6 +315,12 @@ static void run_produce(const char *target, bson_t **events, size_t n,
             }
         } else {
             encode_one(enc, events[i % NEVENTS], &recs, &pos);
+            if (mt != NULL) {
+                metrics_progress(mt);
+                metrics_event_seen(mt, METRICS_OP_C);
+                metrics_set_source_time_ms(mt, 1700000000000);
+                metrics_event_emitted(mt, METRICS_OP_C);
+            }
         }
         for (size_t k = 0; k < recs.count; k++) {
             struct slot *s = &slots[nslot++];
@@ -275,7 +330,9 @@ static void run_produce(const char *target, bson_t **events, size_t n,
                 fprintf(stderr, "e2e_bench: produce: %s\n", err.msg);
                 exit(1);
             }
+            metrics_add(mt, METRICS_RECORDS_PRODUCED, 1);
         }
+        metrics_set_queue(mt, (int64_t)sink_in_flight(sink), (int64_t)sink_in_flight_bytes(sink));
         records_release(&recs);
         sink_poll(sink, 0);
         if (r.inf != NULL && i % 4096 == 0)
@@ -329,8 +386,11 @@ int main(int argc, char **argv)
             n = (size_t)strtoull(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--rate") == 0 && i + 1 < argc)
             rate = strtod(argv[++i], NULL);
+        else if (strcmp(argv[i], "--metrics") == 0)
+            mt = metrics_task_register("rs0");
         else if (argv[i][0] == '-') {
-            fprintf(stderr, "usage: e2e_bench [--count N] [--rate EVENTS_PER_S] [TARGET...]\n");
+            fprintf(stderr,
+                    "usage: e2e_bench [--count N] [--rate EVENTS_PER_S] [--metrics] [TARGET...]\n");
             return 2;
         } else if (ntargets < 8)
             targets[ntargets++] = argv[i];
@@ -338,6 +398,18 @@ int main(int argc, char **argv)
     if (ntargets == 0)
         targets[ntargets++] = "mock";
     mcdc_log_open(MCDC_LOG_WARN, MCDC_LOG_FORMAT_TEXT, NULL, &err);
+    struct metrics_http *mh = NULL;
+    pthread_t scrape_thread;
+    if (mt != NULL) {
+        metrics_set_state(mt, METRICS_STATE_STREAMING);
+        mh = metrics_http_start("127.0.0.1", 0, 60000, &metrics_port, &err);
+        if (mh == NULL) {
+            fprintf(stderr, "e2e_bench: %s\n", err.msg);
+            return 1;
+        }
+        atomic_store(&scraping, true);
+        pthread_create(&scrape_thread, NULL, scraper, NULL);
+    }
 
     events = xcalloc(NEVENTS, sizeof *events);
     for (size_t i = 0; i < NEVENTS; i++) {
@@ -382,6 +454,13 @@ int main(int argc, char **argv)
     free(events);
     encoder_destroy(enc);
     config_free(cfg);
+    if (mh != NULL) {
+        atomic_store(&scraping, false);
+        pthread_join(scrape_thread, NULL);
+        metrics_http_stop(mh);
+        printf("metrics on: %llu scrapes of /metrics, one a second\n",
+               (unsigned long long)atomic_load(&scrapes));
+    }
     printf("peak RSS of the whole run: %ld kB\n", peak_rss_kb());
     return 0;
 }
