@@ -32,6 +32,9 @@
 #include "topology/topology.h"
 #include "metrics/metrics_http.h"
 #endif
+#ifdef MCDC_HAVE_PREFLIGHT
+#include "preflight/preflight.h"
+#endif
 
 #define URI_SHOWN_MAX 1024
 #define UNSUPPORTED_MAX 64
@@ -39,6 +42,7 @@
 struct cli {
     const char *config;
     bool validate, help, version, config_help, config_markdown;
+    bool check; /* mongocdc check -c FILE */
 };
 
 static const char *const dialect_names[MCDC_DIALECT_COUNT] = {"1.9", "3.x"};
@@ -47,6 +51,8 @@ static void usage(FILE *out)
 {
     fputs("usage: mongocdc -c FILE              capture changes as configured in FILE\n"
           "       mongocdc --validate -c FILE   check FILE (exit 0 valid, 2 invalid)\n"
+          "       mongocdc check -c FILE        preflight: server, access, oplog, images,\n"
+          "                                     stored offsets, Kafka (exit 0 all pass)\n"
           "       mongocdc encode [ARGS]        encode documents from stdin (see encode --help)\n"
           "       mongocdc --config-help        every option with type, default and meaning\n"
           "       mongocdc --config-markdown    the same, as docs/CONFIGURATION.md\n"
@@ -264,11 +270,31 @@ static int run_daemon(const struct mcdc_config *cfg)
     return rc;
 }
 
+#ifdef MCDC_HAVE_PREFLIGHT
+static int run_check(const struct mcdc_config *cfg)
+{
+    /* libmongoc's own warnings stay out of the report. */
+    mongoc_log_set_handler(NULL, NULL);
+    return preflight_run(cfg, stdout);
+}
+#else
+static int run_check(const struct mcdc_config *cfg)
+{
+    (void)cfg;
+    fprintf(stderr, "mongocdc: check: this build has no preflight module\n");
+    return MCDC_EXIT_FAILURE;
+}
+#endif
+
 int main(int argc, char **argv)
 {
     struct cli cli = {0};
     if (argc > 1 && strcmp(argv[1], "encode") == 0)
         return run_encode(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "check") == 0) {
+        cli.check = true;
+        argc--, argv++; /* "check" takes the program name's place */
+    }
     int rc = parse_args(argc, argv, &cli);
     if (rc >= 0)
         return rc;
@@ -311,6 +337,8 @@ int main(int argc, char **argv)
         warn_unsupported(cfg, false);
         printf("%s: valid\n", cli.config);
         rc = MCDC_EXIT_OK;
+    } else if (cli.check) {
+        rc = run_check(cfg);
     } else {
         rc = run_daemon(cfg);
     }

@@ -378,8 +378,11 @@ class Dispatcher(object):
             if name_only:
                 out.append({"name": name, "type": "collection"})
             else:
-                out.append({"name": name, "type": "collection",
-                            "options": {k: v for k, v in c.options.items() if not k.startswith("__")},
+                opts = {k: v for k, v in c.options.items() if not k.startswith("__")}
+                if cl.pre_images_all and "changeStreamPreAndPostImages" not in opts:
+                    # --pre-images: as if every collection had been created with the option
+                    opts["changeStreamPreAndPostImages"] = {"enabled": True}
+                out.append({"name": name, "type": "collection", "options": opts,
                             "info": {"readOnly": False, "uuid": c.uuid},
                             "idIndex": {"v": 2, "key": {"_id": 1}, "name": "_id_"}})
         return out
@@ -879,6 +882,11 @@ class Dispatcher(object):
 
     def cmd_collStats(self, member, body, conn):
         db, coll = body["$db"], body["collStats"]
+        if db == "local" and coll == "oplog.rs":
+            # as a real server: the capped oplog's bytes and its cap (maxSize)
+            ol = self.cl.oplog
+            return ok_reply(ns="local.oplog.rs", count=len(ol.entries), size=Int64(ol.total),
+                            capped=True, maxSize=Int64(ol.cap or 990 * 1048576), nindexes=0)
         docs = self._docs(body, db, coll)
         size = sum(len(sb.encode(d)) for d in docs[:1000]) * max(1, len(docs)) // max(1, min(len(docs), 1000))
         return ok_reply(ns="%s.%s" % (db, coll), count=len(docs), size=size,

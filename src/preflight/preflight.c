@@ -1,0 +1,543 @@
+/*
+ * preflight: `mongocdc check`. See preflight.h for the checks and where each
+ * requirement comes from.
+ */
+#include "preflight/preflight.h"
+
+#include <librdkafka/rdkafka.h>
+#include <mongoc/mongoc.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "capture/resume.h"
+#include "common/error.h"
+#include "encode/encode.h"
+#include "offsets/offsets.h"
+#include "snapshot/snapshot.h"
+
+/* Seconds a Kafka metadata or DescribeConfigs request may take. */
+#define KAFKA_TIMEOUT_MS 10000
+
+struct pf {
+    FILE *out;
+    int failed;
+    char failures[512];
+};
+
+static void say(struct pf *p, const char *verdict, const char *check, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void say(struct pf *p, const char *verdict, const char *check, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(p->out, "%-4s  %s: ", verdict, check);
+    va_start(ap, fmt);
+    vfprintf(p->out, fmt, ap);
+    va_end(ap);
+    fputc('\n', p->out);
+    if (strcmp(verdict, "FAIL") == 0) {
+        size_t n = strlen(p->failures);
+        if (strstr(p->failures, check) == NULL)
+            snprintf(p->failures + n, sizeof p->failures - n, "%s%s", n ? ", " : "", check);
+        p->failed++;
+    }
+}
+
+static bool command(mongoc_client_t *c, const char *db, const bson_t *cmd, bson_t *reply,
+                    bson_error_t *error)
+{
+    return mongoc_client_command_simple(c, db, cmd, NULL, reply, error);
+}
+
+/* ---- mongodb: version and topology ---- */
+
+static bool check_server(struct pf *p, mongoc_client_t *c, int *major, int *minor, char *rs,
+                         size_t rs_cap)
+{
+    bson_t cmd = BSON_INITIALIZER, reply;
+    bson_error_t error;
+    bson_iter_t it;
+    char version[64] = "unknown";
+    bool ok;
+
+    BSON_APPEND_INT32(&cmd, "buildInfo", 1);
+    if (command(c, "admin", &cmd, &reply, &error) && bson_iter_init_find(&it, &reply, "version") &&
+        BSON_ITER_HOLDS_UTF8(&it))
+        snprintf(version, sizeof version, "%s", bson_iter_utf8(&it, NULL));
+    bson_destroy(&reply);
+    bson_reinit(&cmd);
+    *major = *minor = 0;
+    sscanf(version, "%d.%d", major, minor);
+    BSON_APPEND_INT32(&cmd, "hello", 1);
+    ok = command(c, "admin", &cmd, &reply, &error);
+    bson_destroy(&cmd);
+    if (!ok) {
+        say(p, "FAIL", "mongodb", "cannot connect or authenticate: %s", error.message);
+        bson_destroy(&reply);
+        return false;
+    }
+    if (bson_iter_init_find(&it, &reply, "setName") && BSON_ITER_HOLDS_UTF8(&it)) {
+        snprintf(rs, rs_cap, "%s", bson_iter_utf8(&it, NULL));
+        if (*major > 0 && (*major < 3 || (*major == 3 && *minor < 6)))
+            say(p, "FAIL", "mongodb", "MongoDB %s, replica set %s: change streams need 3.6 or later",
+                version, bson_iter_utf8(&it, NULL));
+        else
+            say(p, "PASS", "mongodb", "MongoDB %s, replica set %s", version,
+                bson_iter_utf8(&it, NULL));
+    } else if (bson_iter_init_find(&it, &reply, "msg") && BSON_ITER_HOLDS_UTF8(&it) &&
+               strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0) {
+        say(p, "FAIL", "mongodb",
+            "MongoDB %s through mongos (sharded cluster): this build captures replica sets only; "
+            "point mongodb.connection.string at each shard's replica set",
+            version);
+    } else {
+        say(p, "FAIL", "mongodb",
+            "MongoDB %s standalone: no oplog and so no change streams; run it as a replica set",
+            version);
+    }
+    bson_destroy(&reply);
+    return true;
+}
+
+/* ---- access ---- */
+
+/* find {} limit 1 on db.coll; false with error when refused. */
+static bool can_find(mongoc_client_t *c, const char *db, const char *coll, bson_error_t *error)
+{
+    mongoc_collection_t *col = mongoc_client_get_collection(c, db, coll);
+    bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER;
+    const bson_t *doc;
+    mongoc_cursor_t *cur;
+    bool ok;
+
+    BSON_APPEND_INT64(&opts, "limit", 1);
+    cur = mongoc_collection_find_with_opts(col, &filter, &opts, NULL);
+    (void)mongoc_cursor_next(cur, &doc);
+    ok = !mongoc_cursor_error(cur, error);
+    mongoc_cursor_destroy(cur);
+    mongoc_collection_destroy(col);
+    bson_destroy(&filter);
+    bson_destroy(&opts);
+    return ok;
+}
+
+/* Opens a change stream on the whole deployment, as capture does. */
+static bool can_watch(mongoc_client_t *c, bson_error_t *error)
+{
+    bson_t pipeline = BSON_INITIALIZER, opts = BSON_INITIALIZER;
+    const bson_t *doc;
+    mongoc_change_stream_t *cs;
+    bool ok;
+
+    BSON_APPEND_INT64(&opts, "maxAwaitTimeMS", 100);
+    cs = mongoc_client_watch(c, &pipeline, &opts);
+    (void)mongoc_change_stream_next(cs, &doc);
+    ok = !mongoc_change_stream_error_document(cs, error, NULL);
+    mongoc_change_stream_destroy(cs);
+    bson_destroy(&pipeline);
+    bson_destroy(&opts);
+    return ok;
+}
+
+/* insert + delete of a marker document: what signalling needs (the signal
+ * collection is read by the connector and written by users; Debezium
+ * "Sending signals"). */
+static bool can_write_signal(mongoc_client_t *c, const char *ns, bson_error_t *error)
+{
+    char db[256];
+    const char *dot = strchr(ns, '.');
+    mongoc_collection_t *col;
+    bson_t doc = BSON_INITIALIZER;
+    bool ok;
+
+    if (dot == NULL || (size_t)(dot - ns) >= sizeof db) {
+        bson_set_error(error, 0, 0, "'%s' is not <database>.<collection>", ns);
+        return false;
+    }
+    snprintf(db, sizeof db, "%.*s", (int)(dot - ns), ns);
+    col = mongoc_client_get_collection(c, db, dot + 1);
+    BSON_APPEND_UTF8(&doc, "_id", "mongocdc-check");
+    BSON_APPEND_UTF8(&doc, "type", "mongocdc-check");
+    ok = mongoc_collection_insert_one(col, &doc, NULL, NULL, error) &&
+         mongoc_collection_delete_one(col, &doc, NULL, NULL, error);
+    mongoc_collection_destroy(col);
+    bson_destroy(&doc);
+    return ok;
+}
+
+static void check_access(struct pf *p, mongoc_client_t *c, const struct mcdc_config *cfg,
+                         const struct snapshot_plan *plan, bool *oplog_readable)
+{
+    bson_error_t error;
+    size_t refused = 0;
+
+    if (!can_watch(c, &error))
+        say(p, "FAIL", "access", "cannot open a change stream (privilege changeStream): %s",
+            error.message);
+    else
+        say(p, "PASS", "access", "change stream opened");
+    for (size_t i = 0; plan != NULL && i < plan->count; i++) {
+        if (can_find(c, plan->colls[i].db, plan->colls[i].coll, &error))
+            continue;
+        if (refused++ < 5)
+            say(p, "FAIL", "access", "find on %s.%s refused (privilege find): %s",
+                plan->colls[i].db, plan->colls[i].coll, error.message);
+    }
+    if (plan != NULL && refused == 0)
+        say(p, "PASS", "access", "find allowed on all %zu captured collections", plan->count);
+    else if (refused > 5)
+        say(p, "FAIL", "access", "find refused on %zu captured collections in all", refused);
+    *oplog_readable = can_find(c, "local", "oplog.rs", &error);
+    if (*oplog_readable)
+        say(p, "PASS", "access", "find on local.oplog.rs allowed");
+    else
+        say(p, cfg->capture_mode == MCDC_CAPTURE_OPLOG ? "FAIL" : "WARN", "access",
+            "find on local.oplog.rs refused: %s (%s)", error.message,
+            cfg->capture_mode == MCDC_CAPTURE_OPLOG
+                ? "capture.mode oplog reads it"
+                : "the oplog headroom metric and its WARN need it");
+    if (cfg->signal_data_collection != NULL && cfg->signal_data_collection[0] != '\0') {
+        if (can_write_signal(c, cfg->signal_data_collection, &error))
+            say(p, "PASS", "access", "insert and delete on signal.data.collection %s allowed",
+                cfg->signal_data_collection);
+        else
+            say(p, "FAIL", "access", "cannot write signal.data.collection %s: %s",
+                cfg->signal_data_collection, error.message);
+    }
+}
+
+/* ---- oplog ---- */
+
+/* ts seconds of the first (dir 1) or last (dir -1) oplog entry; 0 unknown. */
+static int64_t oplog_edge(mongoc_client_t *c, int dir)
+{
+    mongoc_collection_t *col = mongoc_client_get_collection(c, "local", "oplog.rs");
+    bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, sort;
+    const bson_t *doc;
+    mongoc_cursor_t *cur;
+    bson_iter_t it;
+    int64_t sec = 0;
+
+    BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort);
+    BSON_APPEND_INT32(&sort, "$natural", dir);
+    bson_append_document_end(&opts, &sort);
+    BSON_APPEND_INT64(&opts, "limit", 1);
+    cur = mongoc_collection_find_with_opts(col, &filter, &opts, NULL);
+    if (mongoc_cursor_next(cur, &doc) && bson_iter_init_find(&it, doc, "ts") &&
+        BSON_ITER_HOLDS_TIMESTAMP(&it)) {
+        uint32_t t, i;
+        bson_iter_timestamp(&it, &t, &i);
+        sec = t;
+    }
+    mongoc_cursor_destroy(cur);
+    mongoc_collection_destroy(col);
+    bson_destroy(&filter);
+    bson_destroy(&opts);
+    return sec;
+}
+
+static int64_t reply_int(const bson_t *reply, const char *key)
+{
+    bson_iter_t it;
+    return bson_iter_init_find(&it, reply, key) && BSON_ITER_HOLDS_NUMBER(&it)
+               ? bson_iter_as_int64(&it)
+               : -1;
+}
+
+static void check_oplog(struct pf *p, mongoc_client_t *c, const struct mcdc_config *cfg,
+                        int64_t *oldest)
+{
+    bson_t cmd = BSON_INITIALIZER, reply;
+    bson_error_t error;
+    int64_t newest, size = -1, max = -1, span, flush_s = cfg->offsets_flush_interval_ms / 1000;
+
+    *oldest = oplog_edge(c, 1);
+    newest = oplog_edge(c, -1);
+    if (*oldest == 0 || newest == 0) {
+        say(p, "SKIP", "oplog", "local.oplog.rs cannot be read: window unknown");
+        return;
+    }
+    BSON_APPEND_UTF8(&cmd, "collStats", "oplog.rs");
+    if (command(c, "local", &cmd, &reply, &error)) {
+        size = reply_int(&reply, "size");
+        max = reply_int(&reply, "maxSize");
+    }
+    bson_destroy(&reply);
+    bson_destroy(&cmd);
+    span = newest - *oldest;
+    if (size < 0 || max <= 0 || size < max * 9 / 10) {
+        say(p, "PASS", "oplog", "spans %lld s so far and is not full (%lld of %lld bytes)",
+            (long long)span, (long long)size, (long long)max);
+    } else if (span <= flush_s * 2) {
+        say(p, "FAIL", "oplog",
+            "the full oplog spans only %lld s; offsets.flush.interval.ms is %lld ms: a stored "
+            "position can fall off before the next one is written. Grow the oplog "
+            "(replSetResizeOplog) to hold hours of writes",
+            (long long)span, (long long)cfg->offsets_flush_interval_ms);
+    } else {
+        say(p, span < 3600 ? "WARN" : "PASS", "oplog",
+            "the full oplog spans %lld s (%lld bytes): that is how long mongocdc may be down "
+            "before it must re-snapshot",
+            (long long)span, (long long)max);
+    }
+}
+
+/* ---- pre-images ---- */
+
+static bool images_enabled(mongoc_client_t *c, const char *db, const char *coll)
+{
+    mongoc_database_t *d = mongoc_client_get_database(c, db);
+    bson_t opts = BSON_INITIALIZER, filter;
+    mongoc_cursor_t *cur;
+    const bson_t *info;
+    bson_iter_t it;
+    bool on = false;
+
+    BSON_APPEND_DOCUMENT_BEGIN(&opts, "filter", &filter);
+    BSON_APPEND_UTF8(&filter, "name", coll);
+    bson_append_document_end(&opts, &filter);
+    cur = mongoc_database_find_collections_with_opts(d, &opts);
+    while (mongoc_cursor_next(cur, &info))
+        if (bson_iter_init(&it, info) &&
+            bson_iter_find_descendant(&it, "options.changeStreamPreAndPostImages.enabled", &it) &&
+            BSON_ITER_HOLDS_BOOL(&it))
+            on = bson_iter_bool(&it);
+    mongoc_cursor_destroy(cur);
+    mongoc_database_destroy(d);
+    bson_destroy(&opts);
+    return on;
+}
+
+static void check_images(struct pf *p, mongoc_client_t *c, const struct mcdc_config *cfg,
+                         const struct snapshot_plan *plan, int major)
+{
+    bool need = cfg->capture_mode == MCDC_CAPTURE_CHANGE_STREAMS_WITH_PRE_IMAGE ||
+                cfg->capture_mode == MCDC_CAPTURE_CHANGE_STREAMS_UPDATE_FULL_WITH_PRE_IMAGE ||
+                ((cfg->capture_mode == MCDC_CAPTURE_CHANGE_STREAMS_UPDATE_FULL ||
+                  cfg->capture_mode == MCDC_CAPTURE_CHANGE_STREAMS_UPDATE_FULL_WITH_PRE_IMAGE) &&
+                 cfg->full_update_type == MCDC_FULL_UPDATE_POST_IMAGE);
+    size_t off = 0;
+
+    if (!need) {
+        say(p, "SKIP", "pre-images", "capture.mode does not use pre- or post-images");
+        return;
+    }
+    if (major > 0 && major < 6) {
+        say(p, "FAIL", "pre-images", "pre- and post-images need MongoDB 6.0 or later");
+        return;
+    }
+    for (size_t i = 0; plan != NULL && i < plan->count; i++) {
+        if (images_enabled(c, plan->colls[i].db, plan->colls[i].coll))
+            continue;
+        if (off++ < 5)
+            say(p, "FAIL", "pre-images",
+                "%s.%s has changeStreamPreAndPostImages off; enable it: db.runCommand({collMod: "
+                "\"%s\", changeStreamPreAndPostImages: {enabled: true}})",
+                plan->colls[i].db, plan->colls[i].coll, plan->colls[i].coll);
+    }
+    if (off == 0)
+        say(p, "PASS", "pre-images", "enabled on all %zu captured collections",
+            plan != NULL ? plan->count : 0);
+    else if (off > 5)
+        say(p, "FAIL", "pre-images", "off on %zu captured collections in all", off);
+}
+
+/* ---- offsets ---- */
+
+static void check_offsets(struct pf *p, const struct mcdc_config *cfg, const char *rs,
+                          int64_t oldest)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct offset_store *store = offset_store_open(cfg, &err);
+    struct mcdc_position pos;
+    bool found = false;
+    uint32_t sec = 0, ord = 0;
+
+    if (store == NULL) {
+        say(p, "FAIL", "offsets", "cannot open the offset store: %s", err.msg);
+        return;
+    }
+    position_init(&pos);
+    if (!offset_store_load(store, rs, &pos, &found, &err)) {
+        say(p, "FAIL", "offsets", "cannot read the stored position of %s: %s", rs, err.msg);
+    } else if (!found) {
+        say(p, "PASS", "offsets", "no stored position for %s: the first start follows "
+            "snapshot.mode", rs);
+    } else {
+        if (pos.sec > 0)
+            sec = (uint32_t)pos.sec;
+        else if (pos.has_resume_token)
+            (void)resume_token_time(&pos.resume_token, &sec, &ord);
+        if (sec == 0 || oldest == 0)
+            say(p, "WARN", "offsets", "stored position of %s found; its place in the oplog "
+                "cannot be checked", rs);
+        else if ((int64_t)sec < oldest)
+            say(p, "FAIL", "offsets",
+                "the stored position of %s (%u) is older than the oldest oplog entry (%lld): "
+                "resuming fails with ChangeStreamHistoryLost; snapshot.mode decides what "
+                "happens next",
+                rs, sec, (long long)oldest);
+        else
+            say(p, "PASS", "offsets", "stored position of %s is inside the oplog, %lld s after "
+                "its oldest entry", rs, (long long)sec - oldest);
+    }
+    position_clear(&pos);
+    offset_store_close(store);
+}
+
+/* ---- kafka ---- */
+
+static rd_kafka_t *kafka_client(struct pf *p, const struct mcdc_config *cfg)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char errstr[512];
+    rd_kafka_t *rk;
+
+    for (size_t i = 0; i < cfg->kafka.count; i++)
+        if (rd_kafka_conf_set(conf, cfg->kafka.items[i].key, cfg->kafka.items[i].value, errstr,
+                              sizeof errstr) != RD_KAFKA_CONF_OK) {
+            say(p, "FAIL", "kafka", "kafka.%s: %s", cfg->kafka.items[i].key, errstr);
+            rd_kafka_conf_destroy(conf);
+            return NULL;
+        }
+    rd_kafka_conf_set(conf, "log_level", "0", errstr, sizeof errstr);
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    if (rk == NULL) {
+        say(p, "FAIL", "kafka", "cannot create a producer: %s", errstr);
+        rd_kafka_conf_destroy(conf);
+    }
+    return rk;
+}
+
+/* cleanup.policy of offsets.topic (Kafka Connect needs compact for its
+ * offset topic: KIP-... "offset.storage.topic" must be compacted). */
+static void check_offsets_topic(struct pf *p, rd_kafka_t *rk, const char *topic)
+{
+    rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_event_t *ev;
+    const rd_kafka_DescribeConfigs_result_t *r;
+    const rd_kafka_ConfigResource_t **rs;
+    size_t n = 0, nc = 0;
+    const char *policy = NULL;
+
+    rd_kafka_DescribeConfigs(rk, &res, 1, NULL, q);
+    ev = rd_kafka_queue_poll(q, KAFKA_TIMEOUT_MS);
+    if (ev == NULL || rd_kafka_event_error(ev)) {
+        say(p, "FAIL", "offsets-topic", "cannot describe %s: %s", topic,
+            ev != NULL ? rd_kafka_event_error_string(ev) : "timed out");
+        goto out;
+    }
+    r = rd_kafka_event_DescribeConfigs_result(ev);
+    rs = rd_kafka_DescribeConfigs_result_resources(r, &n);
+    if (n == 1 && rd_kafka_ConfigResource_error(rs[0]) == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+        say(p, "PASS", "offsets-topic", "%s does not exist yet; mongocdc creates it compacted",
+            topic);
+        goto out;
+    }
+    if (n == 1 && rd_kafka_ConfigResource_error(rs[0])) {
+        say(p, "FAIL", "offsets-topic", "cannot describe %s: %s", topic,
+            rd_kafka_ConfigResource_error_string(rs[0]));
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const rd_kafka_ConfigEntry_t **e = rd_kafka_ConfigResource_configs(rs[i], &nc);
+        for (size_t k = 0; k < nc; k++)
+            if (strcmp(rd_kafka_ConfigEntry_name(e[k]), "cleanup.policy") == 0)
+                policy = rd_kafka_ConfigEntry_value(e[k]);
+    }
+    if (policy != NULL && strstr(policy, "compact") != NULL)
+        say(p, "PASS", "offsets-topic", "%s has cleanup.policy=%s", topic, policy);
+    else
+        say(p, "FAIL", "offsets-topic",
+            "%s has cleanup.policy=%s: positions would be deleted with old segments; set "
+            "cleanup.policy=compact",
+            topic, policy ? policy : "(unknown)");
+out:
+    if (ev != NULL)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_ConfigResource_destroy(res);
+}
+
+static void check_kafka(struct pf *p, const struct mcdc_config *cfg)
+{
+    bool sink = cfg->sink_type == MCDC_SINK_KAFKA, store = cfg->offset_storage == MCDC_OFFSETS_KAFKA;
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e;
+    rd_kafka_t *rk;
+
+    if (!sink && !store) {
+        say(p, "SKIP", "kafka", "neither sink.type nor offsets.storage is kafka");
+        return;
+    }
+    rk = kafka_client(p, cfg);
+    if (rk == NULL)
+        return;
+    e = rd_kafka_metadata(rk, 0, NULL, &md, KAFKA_TIMEOUT_MS);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        say(p, "FAIL", "kafka", "no broker answered within %d ms: %s (check kafka.bootstrap.servers "
+            "and the security settings)", KAFKA_TIMEOUT_MS, rd_kafka_err2str(e));
+    } else {
+        say(p, "PASS", "kafka", "%d broker(s) answer, controller %d", md->broker_cnt,
+            (int)rd_kafka_controllerid(rk, 0));
+        rd_kafka_metadata_destroy(md);
+        if (store)
+            check_offsets_topic(p, rk, cfg->offsets_topic);
+    }
+    rd_kafka_destroy(rk);
+}
+
+/* ---- all ---- */
+
+int preflight_run(const struct mcdc_config *cfg, FILE *out)
+{
+    struct pf p = {.out = out};
+    bson_error_t error;
+    mongoc_uri_t *uri = mongoc_uri_new_with_error(cfg->connection_string, &error);
+    mongoc_client_t *c = NULL;
+    struct snapshot_plan *plan = NULL;
+    struct encoder *enc = NULL;
+    struct resume_failure fail;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    int major = 0, minor = 0;
+    int64_t oldest = 0;
+    char rs[128] = "";
+    bool oplog_readable = false;
+
+    if (uri != NULL) {
+        if (!mongoc_uri_has_option(uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS))
+            mongoc_uri_set_option_as_int32(uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
+                                           (int32_t)cfg->server_selection_timeout_ms);
+        c = mongoc_client_new_from_uri_with_error(uri, &error);
+    }
+    if (c == NULL) {
+        say(&p, "FAIL", "mongodb", "mongodb.connection.string: %s", error.message);
+    } else if (check_server(&p, c, &major, &minor, rs, sizeof rs) && rs[0] != '\0') {
+        enc = encoder_new(cfg, &err);
+        if (enc == NULL || !snapshot_plan(c, cfg, enc, &plan, &fail, &err))
+            say(&p, "FAIL", "access", "cannot list the captured collections: %s", err.msg);
+        else
+            say(&p, "PASS", "collections", "%zu collections captured now", plan->count);
+        check_access(&p, c, cfg, plan, &oplog_readable);
+        if (oplog_readable)
+            check_oplog(&p, c, cfg, &oldest);
+        else
+            say(&p, "SKIP", "oplog", "local.oplog.rs cannot be read");
+        check_images(&p, c, cfg, plan, major);
+        check_offsets(&p, cfg, rs, oldest);
+    }
+    check_kafka(&p, cfg);
+    if (p.failed == 0)
+        fprintf(out, "OK: every check passed\n");
+    else
+        fprintf(out, "FAILED: %d check(s) failed: %s\n", p.failed, p.failures);
+    snapshot_plan_free(plan);
+    encoder_destroy(enc);
+    if (c != NULL)
+        mongoc_client_destroy(c);
+    mongoc_uri_destroy(uri);
+    return p.failed == 0 ? MCDC_EXIT_OK : MCDC_EXIT_FAILURE;
+}
