@@ -17,6 +17,8 @@
 #   status  says whether that broker runs; exit status 0 if it does, 3 if not.
 #
 # Environment:
+#   KAFKA_VERSION          Apache Kafka version (default 4.4.0, the newest 4.x
+#                          tried here; 3.9.1 is the 3.x line kept tested)
 #   KAFKA_PORT             client listener port (default 19092)
 #   KAFKA_CONTROLLER_PORT  KRaft controller port (default KAFKA_PORT + 1)
 #   KAFKA_LOCAL_DIR        working folder: jars, data, logs, pid file
@@ -35,8 +37,11 @@ CPORT=${KAFKA_CONTROLLER_PORT:-$((PORT + 1))}
 DIR=${KAFKA_LOCAL_DIR:-$ROOT/build/kafka-local}
 TIMEOUT=${KAFKA_START_TIMEOUT:-90}
 HEAP=${KAFKA_HEAP_OPTS:--Xms128m -Xmx512m}
+VERSION=${KAFKA_VERSION:-4.4.0}
+[[ "$VERSION" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "kafka-local: KAFKA_VERSION '$VERSION' is not X.Y.Z" >&2; exit 1; }
+LINE=${VERSION%%.*}
 POM=$ROOT/tests/kafka/pom.xml
-LIBS=$DIR/libs
+LIBS=$DIR/libs-$VERSION
 PIDFILE=$DIR/kafka.pid
 BOOTSTRAP=127.0.0.1:$PORT
 
@@ -60,14 +65,16 @@ port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # Copies the broker jars into $LIBS unless they are there for this pom already.
 fetch_jars() {
   local stamp
-  stamp=$(sha256sum "$POM" | cut -d' ' -f1)
+  stamp="$(sha256sum "$POM" | cut -d' ' -f1) $VERSION"
   if [ -f "$LIBS/.pom.sha256" ] && [ "$(cat "$LIBS/.pom.sha256")" = "$stamp" ]; then
     return 0
   fi
   command -v mvn >/dev/null || die "Maven (mvn) not found: run scripts/install-deps.sh; cannot fetch the Kafka broker jars"
   rm -rf "$LIBS"
   say "resolving the Kafka broker jars with Maven (first start only)"
-  if ! timeout 900 mvn -B -q -f "$POM" dependency:copy-dependencies \
+  local line=()
+  [ "$LINE" -ge 4 ] && line=(-Dkafka.line=4)
+  if ! timeout 900 mvn -B -q -f "$POM" dependency:copy-dependencies -Dkafka.version="$VERSION" "${line[@]}" \
       -DoutputDirectory="$LIBS" -DincludeScope=runtime >"$DIR/mvn.log" 2>&1; then
     rm -rf "$LIBS"
     die "cannot resolve the Kafka broker jars from Maven Central (mvn failed, see $DIR/mvn.log)"
@@ -113,6 +120,17 @@ num.io.threads=2
 background.threads=2
 log.retention.hours=1
 EOF
+  cat >"$DIR/log4j2.properties" <<EOF
+rootLogger.level=INFO
+rootLogger.appenderRef.file.ref=file
+appender.file.type=File
+appender.file.name=file
+appender.file.fileName=$DIR/server.log
+appender.file.layout.type=PatternLayout
+appender.file.layout.pattern=[%d] %p %m (%c)%n
+logger.state.name=state.change.logger
+logger.state.level=WARN
+EOF
   cat >"$DIR/log4j.properties" <<EOF
 log4j.rootLogger=INFO, file
 log4j.appender.file=org.apache.log4j.FileAppender
@@ -155,7 +173,8 @@ cmd_start() {
   rm -rf "$DIR/data" "$DIR/server.log" "$DIR/stdout.log"
   write_config
   local jvm=(java $HEAP -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true
-             -Dlog4j.configuration="file:$DIR/log4j.properties" -Dkafka.logs.dir="$DIR"
+             -Dlog4j.configuration="file:$DIR/log4j.properties"
+             -Dlog4j2.configurationFile="$DIR/log4j2.properties" -Dkafka.logs.dir="$DIR"
              -cp "$LIBS/*")
   if ! timeout 120 "${jvm[@]}" kafka.tools.StorageTool format -t "$(cluster_id)" \
       -c "$DIR/server.properties" >"$DIR/format.log" 2>&1; then

@@ -75,7 +75,23 @@ if [ -z "${MCDC_TEST_KAFKA:-}" ]; then
     echo "test.sh: NO REAL KAFKA: falling back to librdkafka's mock cluster"
   fi
 fi
-cleanup() { if [ "$KAFKA_STARTED" = 1 ]; then scripts/kafka-local.sh stop >/dev/null 2>&1 || true; fi; }
+# The Kafka-facing tests (sink, offsets topic, outage, restart, metrics and
+# preflight against Kafka) run a second time against the other broker line:
+# KAFKA_OTHER_VERSION (default 3.9.1, the 3.x line) when the first broker is
+# 4.x (kafka-local.sh's default), else 4.4.0. MCDC_TEST_KAFKA_OTHER (an
+# address) uses a broker already running instead of starting one.
+KAFKA_FACING=(tests/integration/test_sink_kafka.py tests/integration/test_kafka_local.py
+              tests/integration/test_faults.py tests/integration/test_metrics.py
+              tests/integration/test_check.py)
+KAFKA_FACING_K="kafka or broker or delivery or too_large or metrics_during or good_setup"
+OTHER_STARTED=0
+OTHER_DIR=$PWD/$B/kafka-local-other
+cleanup() {
+  if [ "$KAFKA_STARTED" = 1 ]; then scripts/kafka-local.sh stop >/dev/null 2>&1 || true; fi
+  if [ "$OTHER_STARTED" = 1 ]; then
+    KAFKA_LOCAL_DIR=$OTHER_DIR scripts/kafka-local.sh stop >/dev/null 2>&1 || true
+  fi
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -117,6 +133,38 @@ EOF
 rc=0
 rm -f "$B/integration-junit.xml" "$BA/integration-junit.xml"
 run_ctest "normal build" "$B" || rc=1
+if [ "$MCDC_TEST_KAFKA" != mock ]; then
+  first=${KAFKA_VERSION:-4.4.0}
+  other=${KAFKA_OTHER_VERSION:-$([ "${first%%.*}" -ge 4 ] && echo 3.9.1 || echo 4.4.0)}
+  other_bootstrap=${MCDC_TEST_KAFKA_OTHER:-}
+  if [ -z "$other_bootstrap" ]; then
+    for p in 19292 19294 19296 19298 19300 19302; do
+      if port_free "$p" && port_free $((p + 1)); then break; fi
+    done
+    echo "== starting a Kafka $other broker for the Kafka-facing tests"
+    if out=$(KAFKA_VERSION=$other KAFKA_PORT=$p KAFKA_LOCAL_DIR=$OTHER_DIR scripts/kafka-local.sh start 2>&1); then
+      OTHER_STARTED=1
+      other_bootstrap=$(printf '%s\n' "$out" | tail -n 1)
+    else
+      printf '%s\n' "$out" | tail -n 5
+      echo "test.sh: cannot start Kafka $other: the Kafka-facing tests ran on one broker line only"
+      rc=1
+      FAILED=$((FAILED + 1))
+    fi
+  fi
+  if [ -n "$other_bootstrap" ]; then
+    echo "== Kafka-facing tests against Kafka $other at $other_bootstrap"
+    if (MCDC_TEST_KAFKA=$other_bootstrap KAFKA_LOCAL_DIR=$OTHER_DIR MCDC_BIN=$PWD/$B/mongocdc \
+        MCDC_BUILD_DIR=$PWD/$B MCDC_SOURCE_DIR=$PWD PYTHONDONTWRITEBYTECODE=1 \
+        /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider -k "$KAFKA_FACING_K" \
+        --junitxml="$B/kafka-other-junit.xml" "${KAFKA_FACING[@]}"); then
+      PASSED=$((PASSED + 1))
+    else
+      rc=1
+      FAILED=$((FAILED + 1))
+    fi
+  fi
+fi
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 if [ "$ASAN_BUILT" = 0 ]; then
   echo "== ctest (ASan+UBSan build): not run, the build failed"
@@ -132,6 +180,11 @@ fi
 echo "== summary"
 echo "Kafka: ${MCDC_TEST_KAFKA:-unset}   MongoDB: ${MONGO_TEST_URI:-simulator}   time: $((SECONDS - T0))s"
 pytest_counts "$B"
+if [ -f "$B/kafka-other-junit.xml" ]; then
+  cp "$B/kafka-other-junit.xml" "$B/kafka-other/integration-junit.xml" 2>/dev/null ||
+    { mkdir -p "$B/kafka-other" && cp "$B/kafka-other-junit.xml" "$B/kafka-other/integration-junit.xml"; }
+  printf 'Kafka %s line: ' "${other:-other}"; pytest_counts "$B/kafka-other"
+fi
 if [ "${MCDC_ASAN_INTEGRATION:-0}" = 1 ]; then pytest_counts "$BA"; fi
 if [ $rc -ne 0 ]; then
   echo "test.sh: FAILED"
