@@ -78,8 +78,10 @@ fi
 # The Kafka-facing tests (sink, offsets topic, outage, restart, metrics and
 # preflight against Kafka) run a second time against the other broker line:
 # KAFKA_OTHER_VERSION (default 3.9.1, the 3.x line) when the first broker is
-# 4.x (kafka-local.sh's default), else 4.4.0. MCDC_TEST_KAFKA_OTHER (an
-# address) uses a broker already running instead of starting one.
+# 4.x (kafka-local.sh's default), else 4.4.0. KAFKA_VERSION names the first
+# broker's version, also when MCDC_TEST_KAFKA points at one already running;
+# MCDC_TEST_KAFKA_OTHER (an address) uses a second broker already running
+# instead of starting one.
 KAFKA_FACING=(tests/integration/test_sink_kafka.py tests/integration/test_kafka_local.py
               tests/integration/test_faults.py tests/integration/test_metrics.py
               tests/integration/test_check.py)
@@ -118,8 +120,8 @@ run_ctest() { # name dir ctest-args...
 }
 
 # pytest's own counts, from the JUnit file the integration test writes.
-pytest_counts() { # dir
-  local f="$1/integration-junit.xml"
+pytest_counts() { # junit-file
+  local f="$1"
   [ -f "$f" ] || return 0
   /usr/bin/python3 - "$f" <<'EOF'
 import sys, xml.etree.ElementTree as ET
@@ -131,7 +133,7 @@ EOF
 }
 
 rc=0
-rm -f "$B/integration-junit.xml" "$BA/integration-junit.xml"
+rm -f "$B/integration-junit.xml" "$BA/integration-junit.xml" "$B/kafka-other-junit.xml"
 run_ctest "normal build" "$B" || rc=1
 if [ "$MCDC_TEST_KAFKA" != mock ]; then
   first=${KAFKA_VERSION:-4.4.0}
@@ -179,13 +181,11 @@ fi
 
 echo "== summary"
 echo "Kafka: ${MCDC_TEST_KAFKA:-unset}   MongoDB: ${MONGO_TEST_URI:-simulator}   time: $((SECONDS - T0))s"
-pytest_counts "$B"
+pytest_counts "$B/integration-junit.xml"
 if [ -f "$B/kafka-other-junit.xml" ]; then
-  cp "$B/kafka-other-junit.xml" "$B/kafka-other/integration-junit.xml" 2>/dev/null ||
-    { mkdir -p "$B/kafka-other" && cp "$B/kafka-other-junit.xml" "$B/kafka-other/integration-junit.xml"; }
-  printf 'Kafka %s line: ' "${other:-other}"; pytest_counts "$B/kafka-other"
+  printf 'Kafka-facing tests on Kafka %s: ' "$other"; pytest_counts "$B/kafka-other-junit.xml"
 fi
-if [ "${MCDC_ASAN_INTEGRATION:-0}" = 1 ]; then pytest_counts "$BA"; fi
+if [ "${MCDC_ASAN_INTEGRATION:-0}" = 1 ]; then pytest_counts "$BA/integration-junit.xml"; fi
 if [ $rc -ne 0 ]; then
   echo "test.sh: FAILED"
   [ "$FAILED" -eq 0 ] && FAILED=1
