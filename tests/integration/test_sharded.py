@@ -1,0 +1,197 @@
+"""Sharded clusters in connection mode replica_set (debezium-format.md §6.1):
+shards discovered from a mongos or from the config server replica set, one
+capture task per shard with its own offsets partition {server_id, rs: <shard>},
+every shard's events on one topic per collection, migrations invisible, and
+restarts (SIGTERM, SIGKILL) resuming every shard.
+
+Runs on the simulator's sharded topology (tests/mongosim, mongo-sim-spec.md §6);
+the file sink stands in for Kafka (each line holds the key and value bytes).
+"""
+
+import json
+import time
+
+import pytest
+
+from conftest import import_mongosim, wait_until
+from pipeline_support import (data_records, expected_key, key_id_text, log_text, read_jsonl,
+                              write_config)
+
+PREFIX = "it"
+SHARDED = 200   # documents of shop.orders, sharded on _id, split at 100 with [100, max) on shard02
+UNSHARDED = 30  # documents of shop.plain, unsharded (on the database's primary shard)
+
+
+def start_cluster(shards=2):
+    mongosim = import_mongosim()
+    sim = mongosim.MongoSim(topology="sharded", shards=shards, members=1, noop_interval=0.3)
+    sim.start()
+    return sim
+
+
+def populate(sim):
+    """shop.orders sharded on _id over shard01 [min, 100) and shard02 [100, max);
+    shop.plain unsharded. Returns the pymongo client (through mongos)."""
+    c = sim.client()
+    c.admin.command("enableSharding", "shop")
+    c.admin.command("shardCollection", "shop.orders", key={"_id": 1})
+    c.admin.command("split", "shop.orders", middle={"_id": 100})
+    c.admin.command("moveChunk", "shop.orders", find={"_id": 150}, to="shard02")
+    c.shop.orders.insert_many([{"_id": i, "v": 0} for i in range(SHARDED)])
+    c.shop.plain.insert_many([{"_id": "p%d" % i, "v": 0} for i in range(UNSHARDED)])
+    return c
+
+
+def records(path):
+    return data_records(read_jsonl(path), PREFIX)
+
+
+def ids_of(recs, ops):
+    return [json.loads(key_id_text(r)) for r in recs if r.op in ops]
+
+
+def wait_log_count(workdir, text, n, timeout_s, daemon):
+    def check():
+        if not daemon.running():
+            raise AssertionError("mongocdc exited: %s" % log_text(workdir)[-3000:])
+        return log_text(workdir).count(text) >= n
+    wait_until(check, timeout_s, "%d log lines %r" % (n, text))
+
+
+def offsets(workdir):
+    p = workdir / "offsets.json"
+    return json.loads(p.read_text()) if p.exists() else {}
+
+
+def shard_partitions(workdir):
+    """{rs: offset value} of the stored offsets file."""
+    out = {}
+    for k, v in offsets(workdir).items():
+        name, part = json.loads(k)
+        assert name == PREFIX and part["server_id"] == PREFIX
+        out[part["rs"]] = v
+    return out
+
+
+def check_snapshot(recs):
+    """Every document exactly once, keyed {"id": <_id>} whatever shard it is on."""
+    snap = [r for r in recs if r.op == "r"]
+    by_topic = {}
+    for r in snap:
+        by_topic.setdefault(r.topic, []).append(r)
+    assert sorted(by_topic) == ["it.shop.orders", "it.shop.plain"], "topics must not name the shard"
+    orders = sorted(ids_of(by_topic["it.shop.orders"], ("r",)))
+    assert orders == list(range(SHARDED)), "sharded collection not read exactly once"
+    plain = sorted(ids_of(by_topic["it.shop.plain"], ("r",)))
+    assert plain == sorted("p%d" % i for i in range(UNSHARDED))
+    for r in snap:
+        assert r.key == expected_key(json.loads(key_id_text(r)))
+
+
+@pytest.mark.parametrize("seed", ["mongos", "config_servers"])
+def test_discovery_snapshot_and_streaming_on_every_shard(tmp_workdir, start_mongocdc, seed):
+    sim = start_cluster()
+    try:
+        c = populate(sim)
+        uri = sim.uri if seed == "mongos" else sim.config_uri
+        cfg = write_config(tmp_workdir, uri)
+        d = start_mongocdc("-c", cfg)
+        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
+        log = log_text(tmp_workdir)
+        want = "mongos found" if seed == "mongos" else "config server replica set found"
+        assert want in log
+        for shard in ("shard01", "shard02"):
+            assert "shard %s: replica set %s" % (shard, shard) in log
+            assert "[%s]" % shard in log, "the task's log lines name its shard"
+        check_snapshot(records(tmp_workdir / "events.jsonl"))
+
+        # Streaming: writes on both shards through mongos, and a chunk migration
+        # meanwhile, which must produce no event (fromMigrate, §6.6).
+        for i in range(0, SHARDED, 10):
+            c.shop.orders.update_one({"_id": i}, {"$set": {"v": 1}})
+        c.admin.command("moveChunk", "shop.orders", find={"_id": 10}, to="shard02")
+        for i in range(0, SHARDED, 10):
+            c.shop.orders.update_one({"_id": i}, {"$set": {"v": 2}})
+        c.shop.orders.insert_one({"_id": 1000, "v": 0})
+        c.shop.orders.delete_one({"_id": 5})
+        c.shop.plain.update_one({"_id": "p1"}, {"$set": {"v": 1}})
+        n_want = 2 * (SHARDED // 10) + 3
+
+        def streamed():
+            return [r for r in records(tmp_workdir / "events.jsonl") if r.op in ("c", "u", "d")]
+        wait_until(lambda: len(streamed()) >= n_want, 60, "%d streamed events" % n_want)
+        time.sleep(1.5)  # anything the migration would have produced
+        got = streamed()
+        assert len(got) == n_want, "the chunk migration produced events or some were duplicated"
+        assert sorted(ids_of(got, ("c",))) == [1000]
+        assert ids_of(got, ("d",)) == [5]
+        for i in range(0, SHARDED, 10):
+            vs = [r.payload for r in got if r.op == "u" and json.loads(key_id_text(r)) == i]
+            assert len(vs) == 2, "document %d: %d updates" % (i, len(vs))
+        by_shard = {}
+        for r in got:
+            by_shard.setdefault(r.payload["source"]["rs"], 0)
+            by_shard[r.payload["source"]["rs"]] += 1
+        assert set(by_shard) == {"shard01", "shard02"}, "events from every shard: %r" % by_shard
+        assert {r.topic for r in got if r.payload["source"]["collection"] == "orders"} == \
+            {"it.shop.orders"}
+        assert d.stop(timeout_s=30) == 0
+        parts = shard_partitions(tmp_workdir)
+        assert sorted(parts) == ["shard01", "shard02"], "one offsets partition per shard"
+        assert all("resume_token" in v for v in parts.values())
+        c.close()
+    finally:
+        sim.stop()
+
+
+def test_restarts_resume_every_shard(tmp_workdir, start_mongocdc):
+    """SIGTERM: nothing replayed, nothing lost on any shard. SIGKILL: nothing
+    lost; replays allowed only after each shard's committed offset."""
+    sim = start_cluster()
+    try:
+        c = populate(sim)
+        cfg1 = write_config(tmp_workdir, sim.uri, name="run1.yaml",
+                            sink_path=tmp_workdir / "run1.jsonl")
+        d = start_mongocdc("-c", cfg1)
+        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
+        assert d.stop(timeout_s=30) == 0
+        check_snapshot(records(tmp_workdir / "run1.jsonl"))
+
+        # Changes on both shards while mongocdc is down.
+        for i in range(0, SHARDED, 20):
+            c.shop.orders.update_one({"_id": i}, {"$set": {"v": 1}})
+        cfg2 = write_config(tmp_workdir, sim.uri, name="run2.yaml",
+                            sink_path=tmp_workdir / "run2.jsonl",
+                            **{"offsets.flush.interval.ms": 1500})
+        d2 = start_mongocdc("-c", cfg2)
+        wait_until(lambda: len(ids_of(records(tmp_workdir / "run2.jsonl"), ("u",))) >= SHARDED // 20,
+                   60, "run 2 catches up")
+        run2 = records(tmp_workdir / "run2.jsonl")
+        assert not [r for r in run2 if r.op == "r"], "the snapshot was redone"
+        assert sorted(ids_of(run2, ("u",))) == list(range(0, SHARDED, 20)), \
+            "a gap or a duplicate after a clean restart"
+
+        # Writes while running, then SIGKILL, more writes, restart.
+        for i in range(1, SHARDED, 20):
+            c.shop.orders.update_one({"_id": i}, {"$set": {"v": 1}})
+        wait_until(lambda: len(ids_of(records(tmp_workdir / "run2.jsonl"), ("u",))) >= SHARDED // 10,
+                   60, "run 2 streams")
+        d2.proc.kill()
+        d2.proc.wait(timeout=10)
+        for i in range(2, SHARDED, 20):
+            c.shop.orders.update_one({"_id": i}, {"$set": {"v": 1}})
+        cfg3 = write_config(tmp_workdir, sim.uri, name="run3.yaml",
+                            sink_path=tmp_workdir / "run3.jsonl")
+        d3 = start_mongocdc("-c", cfg3)
+        want = set(range(0, SHARDED, 20)) | set(range(1, SHARDED, 20)) | set(range(2, SHARDED, 20))
+        wait_until(lambda: set(ids_of(records(tmp_workdir / "run2.jsonl") +
+                                      records(tmp_workdir / "run3.jsonl"), ("u",))) >= want,
+                   60, "run 3 catches up")
+        run3 = records(tmp_workdir / "run3.jsonl")
+        assert not [r for r in run3 if r.op == "r"], "the snapshot was redone after SIGKILL"
+        assert set(ids_of(run3, ("u",))) >= set(range(2, SHARDED, 20))
+        assert d3.stop(timeout_s=30) == 0
+        assert sorted(shard_partitions(tmp_workdir)) == ["shard01", "shard02"]
+        c.close()
+    finally:
+        sim.stop()
