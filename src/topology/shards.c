@@ -83,6 +83,12 @@ static bool parse_shard(const bson_t *doc, struct shard_info *s, struct mcdc_err
     s->rs = xstrndup(host, (size_t)(slash - host));
     s->hosts = xstrdup(slash + 1);
     s->draining = bson_iter_init_find(&it, doc, "draining") && bson_iter_as_bool(&it);
+    s->topology_time = -1;
+    if (bson_iter_init_find(&it, doc, "topologyTime") && BSON_ITER_HOLDS_TIMESTAMP(&it)) {
+        uint32_t ts, inc;
+        bson_iter_timestamp(&it, &ts, &inc);
+        s->topology_time = (int64_t)(((uint64_t)ts << 32) | inc);
+    }
     return true;
 }
 

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <mongoc/mongoc.h>
 
@@ -23,6 +24,8 @@ struct shard_info {
     char *rs;    /* replica-set name, the part of `host` before '/' */
     char *hosts; /* the seed list after '/': "h1:p1,h2:p2" */
     bool draining;
+    int64_t topology_time; /* `topologyTime` (5.0+) as a BSON timestamp value (seconds in the
+                              high 32 bits, increment low): when the shard joined; -1 if absent */
 };
 
 struct shard_list {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <mongoc/mongoc.h>
 
@@ -27,6 +28,7 @@ struct task {
     mongoc_uri_t *uri;     /* owned */
     mongoc_client_pool_t *pool; /* owned; outlives the worker */
     struct worker *w;
+    bool removed; /* the shard left config.shards: its task was asked to stop */
 };
 
 struct topology {
@@ -36,8 +38,15 @@ struct topology {
     bool notice_started;
     struct task *tasks;
     size_t ntasks;
-    int64_t selection_ms;
     bool stopping;
+    /* Sharded cluster (per-shard tasks): the seed's pool, kept for polling
+     * config.shards every mongodb.poll.interval.ms. */
+    struct task seed;
+    ev_timer poll;
+    bool polling;
+    bool failed_start; /* a shard added while running could not get a task */
+    int64_t discovery_failing_since_ms; /* monotonic ms of the first failed poll in a row, 0 */
+    int64_t discovery_warned_ms;        /* monotonic ms of the last WARN about it */
 };
 
 /* Main thread: a task ended. Stop the others if it failed; break when all ended. */
@@ -193,52 +202,154 @@ static struct task *task_add(struct topology *t)
     return &t->tasks[t->ntasks++];
 }
 
+/* The running (or finished) task of shard `name`, or NULL. */
+static struct task *task_of_shard(struct topology *t, const char *name)
+{
+    for (size_t i = 0; i < t->ntasks; i++) {
+        if (t->tasks[i].name != NULL && strcmp(t->tasks[i].name, name) == 0)
+            return &t->tasks[i];
+    }
+    return NULL;
+}
+
 /*
- * The per-shard tasks of a sharded cluster (debezium-format.md §6.1/§6.2,
- * connection mode replica_set): config.shards through the seed's pool, then
- * one task per shard, each with its own pool connected straight to the
- * shard's replica set (its host field, the configured URI's credentials,
- * TLS and options carried over, mongodb.connection.string.shard.params
- * appended). Each task's offsets use the partition {server_id, rs: <shard's
- * replica set>}; topics do not name the shard, so all shards of a collection
- * publish to one topic.
+ * Starts the capture task of shard s (debezium-format.md §6.1/§6.2,
+ * connection mode replica_set): its own pool connected straight to the
+ * shard's replica set (its host field, the configured URI's credentials, TLS
+ * and options carried over, mongodb.connection.string.shard.params
+ * appended). Its offsets use the partition {server_id, rs: <shard's replica
+ * set>}; topics do not name the shard, so all shards of a collection publish
+ * to one topic. start_at: see worker_start().
  */
-static bool start_shard_tasks(struct topology *t, mongoc_client_pool_t *seed,
-                              struct mcdc_error *err)
+static bool start_shard_task(struct topology *t, const struct shard_info *s, int64_t start_at,
+                             struct mcdc_error *err)
+{
+    char *text = shard_connection_string(t->cfg->connection_string, s, t->cfg->shard_params, err);
+    struct task *task;
+    int64_t selection_ms;
+    bool ok;
+
+    if (text == NULL)
+        return false;
+    task = task_add(t);
+    task->name = xstrdup(s->name);
+    ok = open_pool(t->cfg, text, task, &selection_ms, err);
+    free(text);
+    if (!ok)
+        return false;
+    LOG_INFO("shard %s: replica set %s at %s%s", s->name, s->rs, s->hosts,
+             s->draining ? " (draining)" : "");
+    task->w = worker_start(t->cfg, task->pool, s->rs, selection_ms, start_at, task_ended, t, err);
+    return task->w != NULL;
+}
+
+static int64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* How long discovery may fail before the first WARN, and between WARNs (ms). */
+#define DISCOVERY_WARN_MS 30000
+
+/*
+ * Main thread, every mongodb.poll.interval.ms: re-reads config.shards
+ * (debezium-format.md §6.1: Debezium 1.x re-runs discovery on this
+ * interval). A new shard gets a task reading from its `topologyTime` (the
+ * moment it joined); a shard gone from config.shards (removeShard completed:
+ * it holds no chunk and is no database's primary any more, so nothing is
+ * written to it) has its task stopped, which writes its final offsets; they
+ * stay in the store. A failed read leaves the running tasks alone and WARNs
+ * with how long discovery has failed.
+ */
+static void on_poll(struct ev_loop *loop, ev_timer *timer, int revents)
+{
+    struct topology *t = timer->data;
+    struct shard_list shards;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    int64_t now = monotonic_ms();
+    (void)loop;
+    (void)revents;
+
+    if (t->stopping)
+        return;
+    if (!shards_read(t->seed.pool, &shards, &err)) {
+        char *why = config_redact_text(err.msg, t->cfg->connection_string);
+        if (t->discovery_failing_since_ms == 0)
+            t->discovery_failing_since_ms = now;
+        if (now - t->discovery_warned_ms >= DISCOVERY_WARN_MS) {
+            LOG_WARN("shard discovery has failed for %lld ms: %s; the running capture tasks go on",
+                     (long long)(now - t->discovery_failing_since_ms), why);
+            t->discovery_warned_ms = now;
+        }
+        free(why);
+        return;
+    }
+    if (t->discovery_failing_since_ms != 0) {
+        LOG_INFO("shard discovery works again after %lld ms",
+                 (long long)(now - t->discovery_failing_since_ms));
+        t->discovery_failing_since_ms = 0;
+        t->discovery_warned_ms = 0;
+    }
+    for (size_t i = 0; i < shards.count; i++) {
+        const struct shard_info *s = &shards.items[i];
+        if (task_of_shard(t, s->name) != NULL)
+            continue;
+        if (s->topology_time < 0)
+            LOG_WARN("shard %s has no topologyTime in config.shards (a server before 5.0): its "
+                     "task starts from now", s->name);
+        LOG_INFO("shard %s added to the cluster: starting its capture task", s->name);
+        if (!start_shard_task(t, s, s->topology_time >= 0 ? s->topology_time : -1, &err)) {
+            LOG_ERROR("cannot start the capture task of shard %s: %s", s->name, err.msg);
+            t->failed_start = true;
+            topology_request_stop(t);
+            break;
+        }
+    }
+    for (size_t i = 0; i < t->ntasks; i++) {
+        struct task *task = &t->tasks[i];
+        bool listed = false;
+        if (task->name == NULL || task->removed || task->w == NULL)
+            continue;
+        for (size_t j = 0; j < shards.count && !listed; j++)
+            listed = strcmp(shards.items[j].name, task->name) == 0;
+        if (!listed) {
+            LOG_INFO("shard %s removed from the cluster: stopping its capture task; its offsets "
+                     "stay in the store",
+                     task->name);
+            task->removed = true;
+            worker_request_stop(task->w);
+        }
+    }
+    shard_list_clear(&shards);
+}
+
+/* The per-shard tasks of a sharded cluster at start: config.shards through
+ * the seed's pool, then one task per shard. */
+static bool start_shard_tasks(struct topology *t, struct mcdc_error *err)
 {
     struct shard_list shards;
     bool ok = true;
 
-    if (!shards_read(seed, &shards, err))
+    if (!shards_read(t->seed.pool, &shards, err))
         return false;
     if (shards.count == 0) {
         mcdc_error_set(err, MCDC_ERR_CONFIG, 0,
                        "the sharded cluster has no shards in config.shards: nothing to capture");
+        shard_list_clear(&shards);
         return false;
     }
-    for (size_t i = 0; ok && i < shards.count; i++) {
-        struct shard_info *s = &shards.items[i];
-        char *text = shard_connection_string(t->cfg->connection_string, s,
-                                             t->cfg->shard_params, err);
-        struct task *task;
-        int64_t selection_ms;
-
-        if (text == NULL) {
-            ok = false;
-            break;
-        }
-        task = task_add(t);
-        task->name = xstrdup(s->name);
-        ok = open_pool(t->cfg, text, task, &selection_ms, err);
-        free(text);
-        if (!ok)
-            break;
-        LOG_INFO("shard %s: replica set %s at %s%s", s->name, s->rs, s->hosts,
-                 s->draining ? " (draining)" : "");
-        task->w = worker_start(t->cfg, task->pool, s->rs, selection_ms, task_ended, t, err);
-        ok = task->w != NULL;
-    }
+    for (size_t i = 0; ok && i < shards.count; i++)
+        ok = start_shard_task(t, &shards.items[i], -1, err);
     shard_list_clear(&shards);
+    if (ok) {
+        double every = (double)t->cfg->poll_interval_ms_topology / 1000.0;
+        ev_timer_init(&t->poll, on_poll, every, every);
+        t->poll.data = t;
+        ev_timer_start(t->loop, &t->poll);
+        t->polling = true;
+    }
     return ok;
 }
 
@@ -295,9 +406,11 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     ev_async_start(loop, &t->notice);
     t->notice_started = true;
     if (answered && (kind == SEED_MONGOS || kind == SEED_CONFIG_SERVER)) {
-        /* The seed's pool only served discovery. */
-        bool ok = start_shard_tasks(t, seed.pool, err);
-        task_free(&seed);
+        /* The seed's pool serves discovery and the polls of config.shards. */
+        bool ok;
+        t->seed = seed;
+        memset(&seed, 0, sizeof seed);
+        ok = start_shard_tasks(t, err);
         free(rs);
         rs = NULL;
         if (!ok) {
@@ -309,7 +422,8 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     }
     *task_add(t) = seed;
     memset(&seed, 0, sizeof seed);
-    t->tasks[0].w = worker_start(cfg, t->tasks[0].pool, rs, selection_ms, task_ended, t, err);
+    t->tasks[0].w =
+        worker_start(cfg, t->tasks[0].pool, rs, selection_ms, -1, task_ended, t, err);
     free(rs);
     rs = NULL;
     if (t->tasks[0].w == NULL)
@@ -327,6 +441,10 @@ void topology_request_stop(struct topology *t)
     if (t == NULL)
         return;
     t->stopping = true;
+    if (t->polling) {
+        ev_timer_stop(t->loop, &t->poll);
+        t->polling = false;
+    }
     for (size_t i = 0; i < t->ntasks; i++) {
         if (t->tasks[i].w != NULL)
             worker_request_stop(t->tasks[i].w);
@@ -335,7 +453,7 @@ void topology_request_stop(struct topology *t)
 
 int topology_join(struct topology *t)
 {
-    int code = MCDC_EXIT_OK;
+    int code = t->failed_start ? MCDC_EXIT_FAILURE : MCDC_EXIT_OK;
     for (size_t i = 0; i < t->ntasks; i++) {
         if (t->tasks[i].w != NULL && worker_join(t->tasks[i].w, NULL) != MCDC_EXIT_OK)
             code = MCDC_EXIT_FAILURE;
@@ -350,6 +468,9 @@ void topology_destroy(struct topology *t)
     for (size_t i = 0; i < t->ntasks; i++)
         task_free(&t->tasks[i]);
     free(t->tasks);
+    task_free(&t->seed);
+    if (t->polling)
+        ev_timer_stop(t->loop, &t->poll);
     if (t->notice_started && ev_is_active(&t->notice))
         ev_async_stop(t->loop, &t->notice);
     free(t);

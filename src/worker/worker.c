@@ -368,6 +368,24 @@ static enum phase setup(struct worker *w, bool *proceed)
     }
     if (!found && !w->need_snapshot)
         position_clear(&w->stream_pos);
+    if (!found && w->start_at >= 0) {
+        /* A shard that joined while the daemon ran: read from the moment it
+         * joined, no snapshot (see worker_start()). The position is stored
+         * at once so that a restart resumes here, not at "now" or with a
+         * snapshot of migrated documents. */
+        position_clear(&w->stream_pos);
+        w->stream_pos.sec = (int64_t)((uint64_t)w->start_at >> 32);
+        w->stream_pos.ord = (int64_t)((uint64_t)w->start_at & 0xffffffffu);
+        w->need_snapshot = false;
+        w->snapshot_only = false;
+        w->have_stored = true;
+        if (!offset_store_save(w->store, w->rs, &w->stream_pos, &err)) {
+            mcdc_error_prefix(&err, "cannot store the start position of %s", w->rs);
+            goto fail;
+        }
+        LOG_INFO("joined the cluster at Timestamp(%lld, %lld): streaming from then, no snapshot",
+                 (long long)w->stream_pos.sec, (long long)w->stream_pos.ord);
+    }
     *proceed = true;
     return PHASE_OK;
 fail:
@@ -546,12 +564,14 @@ static void *worker_main(void *arg)
 
 struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
                             const char *expected_rs, int64_t selection_timeout_ms,
-                            worker_exit_cb on_exit, void *ctx, struct mcdc_error *err)
+                            int64_t start_at, worker_exit_cb on_exit, void *ctx,
+                            struct mcdc_error *err)
 {
     struct worker *w = xcalloc(1, sizeof *w);
 
     w->selection_timeout_ms =
         selection_timeout_ms > 0 ? selection_timeout_ms : cfg->server_selection_timeout_ms;
+    w->start_at = start_at;
 
     w->cfg = cfg;
     w->pool = pool;

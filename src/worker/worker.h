@@ -38,12 +38,20 @@ typedef void (*worker_exit_cb)(struct worker *w, void *ctx);
  * serverSelectionTimeoutMS): the pool's URI carries only a short slice of it
  * (WORKER_SELECTION_SLICE_MS) and the task waits slice by slice, checking
  * its stop flag in between, so a stop is never held up by an unreachable
- * server. on_exit is called from the task's thread when it ends. Returns
- * NULL and fills err if the thread cannot start.
+ * server. start_at is a BSON timestamp value (seconds in the high 32 bits,
+ * increment low) or -1: when it is set and the task has no stored offset, it
+ * takes no snapshot and streams from that cluster time (startAtOperationTime,
+ * inclusive), storing that position before anything else; this is how a
+ * shard added to a running cluster is read from the moment it joined
+ * (`topologyTime` of config.shards, mongo-sim-spec.md §6.5 item 6): it holds
+ * only migrated documents, which are not changes. on_exit is called from the
+ * task's thread when it ends. Returns NULL and fills err if the thread cannot
+ * start.
  */
 struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
                             const char *expected_rs, int64_t selection_timeout_ms,
-                            worker_exit_cb on_exit, void *ctx, struct mcdc_error *err);
+                            int64_t start_at, worker_exit_cb on_exit, void *ctx,
+                            struct mcdc_error *err);
 
 /* The longest single blocking server selection (ms); see worker_start(). */
 #define WORKER_SELECTION_SLICE_MS 1000

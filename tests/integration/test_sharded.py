@@ -195,3 +195,49 @@ def test_restarts_resume_every_shard(tmp_workdir, start_mongocdc):
         c.close()
     finally:
         sim.stop()
+
+
+def test_shard_added_and_removed_while_running(tmp_workdir, start_mongocdc):
+    """config.shards is polled: an added shard gets a task reading from the
+    moment it joined (no snapshot: it holds only migrated documents); a
+    removed shard's task stops, its offsets stay."""
+    sim = start_cluster()
+    try:
+        c = populate(sim)
+        cfg = write_config(tmp_workdir, sim.uri, **{"mongodb.poll.interval.ms": 300})
+        d = start_mongocdc("-c", cfg)
+        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
+        added = sim.control("add_shard", members=1)["shardAdded"]
+        wait_log_count(tmp_workdir, "shard %s added to the cluster" % added, 1, 30, d)
+        wait_log_count(tmp_workdir, "[%s] streaming changes from" % added, 1, 30, d)
+        # Documents [100, 200) move to the new shard, then change there.
+        c.admin.command("moveChunk", "shop.orders", find={"_id": 150}, to=added)
+        for i in range(100, 200, 10):
+            c.shop.orders.update_one({"_id": i}, {"$set": {"v": 7}})
+
+        def on_new_shard():
+            return [r for r in records(tmp_workdir / "events.jsonl")
+                    if r.op in ("c", "u", "d") and r.payload["source"]["rs"] == added]
+        wait_until(lambda: len(on_new_shard()) >= 10, 60, "events of the added shard")
+        got = on_new_shard()
+        assert sorted(ids_of(got, ("u",))) == list(range(100, 200, 10))
+        recs = records(tmp_workdir / "events.jsonl")
+        assert not [r for r in recs if r.op == "r" and r.payload["source"]["rs"] == added], \
+            "the added shard's migrated documents were snapshotted"
+        assert len([r for r in recs if r.op == "r"]) == SHARDED + UNSHARDED
+
+        # Drain shard02 (it holds no chunk now: move nothing) and remove it.
+        assert sim.control("remove_shard", name="shard02")["state"] == "started"
+        assert sim.control("remove_shard", name="shard02")["state"] == "completed"
+        wait_log_count(tmp_workdir, "shard shard02 removed from the cluster", 1, 30, d)
+        wait_log_count(tmp_workdir, "capture of shard02 stopped cleanly", 1, 30, d)
+        assert d.running(), "the other tasks must go on"
+        c.shop.orders.update_one({"_id": 0}, {"$set": {"v": 9}})
+        wait_until(lambda: any(r.op == "u" and r.payload["after"] and '"v": 9' in r.payload["after"]
+                               for r in records(tmp_workdir / "events.jsonl")), 30,
+                   "shard01 still streams")
+        assert d.stop(timeout_s=30) == 0
+        assert sorted(shard_partitions(tmp_workdir)) == sorted(["shard01", "shard02", added])
+        c.close()
+    finally:
+        sim.stop()
