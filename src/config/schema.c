@@ -124,8 +124,9 @@ const struct opt mcdc_options[] = {
       "Socket read timeout, ms; 0 = none"),
     N("mongodb.heartbeat.frequency.ms", "10000", 500, I32, F(heartbeat_frequency_ms), 0, G_CONN,
       "Driver server monitoring interval, ms"),
-    N("mongodb.poll.interval.ms", "30000", 1, I32, F(poll_interval_ms_topology), U, G_CONN,
-      "How often shards are rediscovered, ms"),
+    N("mongodb.poll.interval.ms", "30000", 1, I32, F(poll_interval_ms_topology), 0, G_CONN,
+      "Sharded clusters: how often config.shards is read again to start tasks for added shards "
+      "and stop those of removed ones, ms"),
     N("connect.backoff.initial.delay.ms", "1000", 1, I32, F(backoff_initial_ms), 0, G_CONN,
       "First reconnect delay, ms (doubles on each failure)"),
     N("connect.backoff.max.delay.ms", "120000", 1, I32, F(backoff_max_ms), 0, G_CONN,
