@@ -241,3 +241,34 @@ def test_shard_added_and_removed_while_running(tmp_workdir, start_mongocdc):
         c.close()
     finally:
         sim.stop()
+
+
+def test_one_shard_unreachable_the_others_go_on(tmp_workdir, start_mongocdc):
+    """A shard whose only member is down: its task retries with backoff while
+    the other shard keeps streaming; when the member is back the task resumes
+    from its stored position with nothing lost."""
+    sim = start_cluster()
+    try:
+        c = populate(sim)
+        cfg = write_config(tmp_workdir, sim.uri, **{"connect.max.attempts": 50})
+        d = start_mongocdc("-c", cfg)
+        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
+        sim.control("unreachable", shard="shard02", member=0)
+        for i in range(0, 100, 10):   # shard01's documents
+            c.shop.orders.update_one({"_id": i}, {"$set": {"v": 3}})
+
+        def updated():
+            return ids_of(records(tmp_workdir / "events.jsonl"), ("u",))
+        wait_until(lambda: len(updated()) >= 10, 60, "shard01 streams while shard02 is down")
+        assert sorted(updated()) == list(range(0, 100, 10))
+        assert d.running()
+        sim.control("reachable", shard="shard02", member=0)
+        sim.control("elect", shard="shard02", member=0)
+        for i in range(100, 200, 10):  # shard02's documents
+            c.shop.orders.update_one({"_id": i}, {"$set": {"v": 3}})
+        wait_until(lambda: len(updated()) >= 20, 90, "shard02 resumes")
+        assert sorted(updated()) == list(range(0, 200, 10))
+        assert d.stop(timeout_s=30) == 0
+        c.close()
+    finally:
+        sim.stop()
