@@ -19,8 +19,17 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "topology/chunks.h"
 #include "topology/shards.h"
 #include "worker/worker.h"
+
+/* What a shard's task asks for at each snapshot start: its owned chunks. */
+struct owned_source {
+    mongoc_client_pool_t *seed; /* the topology's seed pool (thread-safe pop/push); borrowed */
+    char *shard;
+    bson_t first;     /* the map read at daemon start for every shard at once */
+    bool first_used;  /* later snapshots (a restart of the snapshot) read afresh */
+};
 
 /* One capture task: a replica set (or shard) with its own pool. */
 struct task {
@@ -28,6 +37,7 @@ struct task {
     mongoc_uri_t *uri;     /* owned */
     mongoc_client_pool_t *pool; /* owned; outlives the worker */
     struct worker *w;
+    struct owned_source *owned; /* shards only; freed after the worker */
     bool removed; /* the shard left config.shards: its task was asked to stop */
 };
 
@@ -187,6 +197,11 @@ static bool open_pool(const struct mcdc_config *cfg, const char *uri_text, struc
 static void task_free(struct task *task)
 {
     worker_destroy(task->w);
+    if (task->owned != NULL) {
+        bson_destroy(&task->owned->first);
+        free(task->owned->shard);
+        free(task->owned);
+    }
     if (task->pool != NULL)
         mongoc_client_pool_destroy(task->pool);
     mongoc_uri_destroy(task->uri);
@@ -200,6 +215,25 @@ static struct task *task_add(struct topology *t)
     t->tasks = xrealloc(t->tasks, (t->ntasks + 1) * sizeof *t->tasks);
     memset(&t->tasks[t->ntasks], 0, sizeof *t->tasks);
     return &t->tasks[t->ntasks++];
+}
+
+/* worker_snapshot_filters_fn of a shard's task (task thread). The first
+ * snapshot uses the chunk map read for all shards together at start, so that
+ * no two shards judge a document by different maps (topology/chunks.h);
+ * a later one (after an interrupted snapshot or lost history) reads the map
+ * again. */
+static bool owned_filters(void *ctx, bson_t *out, struct mcdc_error *err)
+{
+    struct owned_source *src = ctx;
+    const char *names[1];
+
+    if (!src->first_used) {
+        src->first_used = true;
+        bson_concat(out, &src->first);
+        return true;
+    }
+    names[0] = src->shard;
+    return chunks_owned_filters(src->seed, names, 1, out, err);
 }
 
 /* The running (or finished) task of shard `name`, or NULL. */
@@ -222,7 +256,7 @@ static struct task *task_of_shard(struct topology *t, const char *name)
  * to one topic. start_at: see worker_start().
  */
 static bool start_shard_task(struct topology *t, const struct shard_info *s, int64_t start_at,
-                             struct mcdc_error *err)
+                             bson_t *owned_first, struct mcdc_error *err)
 {
     char *text = shard_connection_string(t->cfg->connection_string, s, t->cfg->shard_params, err);
     struct task *task;
@@ -233,13 +267,22 @@ static bool start_shard_task(struct topology *t, const struct shard_info *s, int
         return false;
     task = task_add(t);
     task->name = xstrdup(s->name);
+    task->owned = xcalloc(1, sizeof *task->owned);
+    task->owned->seed = t->seed.pool;
+    task->owned->shard = xstrdup(s->name);
+    bson_init(&task->owned->first);
+    if (owned_first != NULL)
+        bson_concat(&task->owned->first, owned_first);
+    else
+        task->owned->first_used = true; /* no map read yet: read one when a snapshot starts */
     ok = open_pool(t->cfg, text, task, &selection_ms, err);
     free(text);
     if (!ok)
         return false;
     LOG_INFO("shard %s: replica set %s at %s%s", s->name, s->rs, s->hosts,
              s->draining ? " (draining)" : "");
-    task->w = worker_start(t->cfg, task->pool, s->rs, selection_ms, start_at, task_ended, t, err);
+    task->w = worker_start(t->cfg, task->pool, s->rs, selection_ms, start_at, owned_filters,
+                           task->owned, task_ended, t, err);
     return task->w != NULL;
 }
 
@@ -300,7 +343,7 @@ static void on_poll(struct ev_loop *loop, ev_timer *timer, int revents)
             LOG_WARN("shard %s has no topologyTime in config.shards (a server before 5.0): its "
                      "task starts from now", s->name);
         LOG_INFO("shard %s added to the cluster: starting its capture task", s->name);
-        if (!start_shard_task(t, s, s->topology_time >= 0 ? s->topology_time : -1, &err)) {
+        if (!start_shard_task(t, s, s->topology_time >= 0 ? s->topology_time : -1, NULL, &err)) {
             LOG_ERROR("cannot start the capture task of shard %s: %s", s->name, err.msg);
             t->failed_start = true;
             topology_request_stop(t);
@@ -340,8 +383,22 @@ static bool start_shard_tasks(struct topology *t, struct mcdc_error *err)
         shard_list_clear(&shards);
         return false;
     }
-    for (size_t i = 0; ok && i < shards.count; i++)
-        ok = start_shard_task(t, &shards.items[i], -1, err);
+    {
+        /* One chunk map for every shard's first snapshot (topology/chunks.h). */
+        const char **names = xcalloc(shards.count, sizeof *names);
+        bson_t *owned = xcalloc(shards.count, sizeof *owned);
+        for (size_t i = 0; i < shards.count; i++) {
+            names[i] = shards.items[i].name;
+            bson_init(&owned[i]);
+        }
+        ok = chunks_owned_filters(t->seed.pool, names, shards.count, owned, err);
+        for (size_t i = 0; ok && i < shards.count; i++)
+            ok = start_shard_task(t, &shards.items[i], -1, &owned[i], err);
+        for (size_t i = 0; i < shards.count; i++)
+            bson_destroy(&owned[i]);
+        free(owned);
+        free(names);
+    }
     shard_list_clear(&shards);
     if (ok) {
         double every = (double)t->cfg->poll_interval_ms_topology / 1000.0;
@@ -423,7 +480,7 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     *task_add(t) = seed;
     memset(&seed, 0, sizeof seed);
     t->tasks[0].w =
-        worker_start(cfg, t->tasks[0].pool, rs, selection_ms, -1, task_ended, t, err);
+        worker_start(cfg, t->tasks[0].pool, rs, selection_ms, -1, NULL, NULL, task_ended, t, err);
     free(rs);
     rs = NULL;
     if (t->tasks[0].w == NULL)

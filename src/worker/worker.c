@@ -564,7 +564,8 @@ static void *worker_main(void *arg)
 
 struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
                             const char *expected_rs, int64_t selection_timeout_ms,
-                            int64_t start_at, worker_exit_cb on_exit, void *ctx,
+                            int64_t start_at, worker_snapshot_filters_fn snapshot_filters,
+                            void *filters_ctx, worker_exit_cb on_exit, void *ctx,
                             struct mcdc_error *err)
 {
     struct worker *w = xcalloc(1, sizeof *w);
@@ -572,6 +573,8 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
     w->selection_timeout_ms =
         selection_timeout_ms > 0 ? selection_timeout_ms : cfg->server_selection_timeout_ms;
     w->start_at = start_at;
+    w->snapshot_filters = snapshot_filters;
+    w->filters_ctx = filters_ctx;
 
     w->cfg = cfg;
     w->pool = pool;

@@ -26,6 +26,18 @@
 
 struct worker;
 
+/*
+ * Supplies, at the start of each initial snapshot (after its start position
+ * is recorded, before any collection is read), the documents this task's
+ * replica set owns: out (initialised, empty) gets one member per collection,
+ * key "<db>.<coll>", value a find filter that the snapshot ANDs with the
+ * collection's own filter. Collections not named are read whole. Called on
+ * the task's thread. Returns false with err to make the snapshot retry
+ * (with backoff). Used for shards, whose primaries also hold orphans
+ * (topology/chunks.h).
+ */
+typedef bool (*worker_snapshot_filters_fn)(void *ctx, bson_t *out, struct mcdc_error *err);
+
 /* Called on the worker's thread once, just before it ends (e.g. ev_async_send). */
 typedef void (*worker_exit_cb)(struct worker *w, void *ctx);
 
@@ -44,13 +56,15 @@ typedef void (*worker_exit_cb)(struct worker *w, void *ctx);
  * inclusive), storing that position before anything else; this is how a
  * shard added to a running cluster is read from the moment it joined
  * (`topologyTime` of config.shards, mongo-sim-spec.md §6.5 item 6): it holds
- * only migrated documents, which are not changes. on_exit is called from the
- * task's thread when it ends. Returns NULL and fills err if the thread cannot
+ * only migrated documents, which are not changes. snapshot_filters (may be
+ * NULL) and filters_ctx: see worker_snapshot_filters_fn. on_exit is called
+ * from the task's thread when it ends. Returns NULL and fills err if the thread cannot
  * start.
  */
 struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
                             const char *expected_rs, int64_t selection_timeout_ms,
-                            int64_t start_at, worker_exit_cb on_exit, void *ctx,
+                            int64_t start_at, worker_snapshot_filters_fn snapshot_filters,
+                            void *filters_ctx, worker_exit_cb on_exit, void *ctx,
                             struct mcdc_error *err);
 
 /* The longest single blocking server selection (ms); see worker_start(). */

@@ -54,6 +54,8 @@ struct worker {
     int64_t attempts;                      /* failed connection attempts in a row */
     int64_t selection_timeout_ms;          /* overall server-selection budget per attempt */
     int64_t start_at; /* BSON timestamp to stream from when nothing is stored, or -1 */
+    worker_snapshot_filters_fn snapshot_filters; /* NULL: collections are read whole */
+    void *filters_ctx;
     int64_t last_commit_ms;
     int64_t last_ack_ms;      /* monotonic ms of the last acknowledgement */
     int64_t ack_wait_since_ms; /* records in flight since (0: none in flight) */

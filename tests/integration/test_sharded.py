@@ -272,3 +272,47 @@ def test_one_shard_unreachable_the_others_go_on(tmp_workdir, start_mongocdc):
         c.close()
     finally:
         sim.stop()
+
+
+def test_snapshot_with_orphans_reads_every_document_once(tmp_workdir, start_mongocdc):
+    """Orphans (documents a migration left on the donor until range deletion)
+    and unowned copies (as a migration in flight leaves on the recipient) are
+    on the shards' primaries, which each task reads directly: the snapshot
+    keeps only the chunks each shard owns, so every document is read once,
+    in its owner's version. The later range deletion produces no event."""
+    sim = start_cluster()
+    try:
+        c = populate(sim)
+        sim.control("orphans", keep=True)
+        # [100, max) goes back to shard01: shard02 keeps 100 orphans.
+        c.admin.command("moveChunk", "shop.orders", find={"_id": 150}, to="shard01")
+        # An unowned copy on shard02 of a document shard01 owns.
+        import pymongo
+        direct = pymongo.MongoClient(sim.shard_uris["shard02"], serverSelectionTimeoutMS=10000)
+        direct.shop.orders.insert_one({"_id": 50, "v": "stale copy"})
+        assert direct.shop.orders.count_documents({}) == 101
+        direct.close()
+        assert len(list(c.shop.orders.find({}))) == SHARDED, "mongos must not return orphans"
+
+        cfg = write_config(tmp_workdir, sim.uri)
+        d = start_mongocdc("-c", cfg)
+        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
+        recs = records(tmp_workdir / "events.jsonl")
+        check_snapshot(recs)
+        r50 = [r for r in recs if r.op == "r" and json.loads(key_id_text(r)) == 50]
+        assert "stale copy" not in r50[0].payload["after"]
+        assert "orphans skipped" in log_text(tmp_workdir)
+
+        deleted = sim.control("clean_orphans")["deleted"]
+        assert deleted == 100
+        c.shop.orders.update_one({"_id": 150}, {"$set": {"v": 5}})
+        wait_until(lambda: [r for r in records(tmp_workdir / "events.jsonl") if r.op == "u"], 30,
+                   "the update after the clean-up")
+        time.sleep(1)
+        streamed = [r for r in records(tmp_workdir / "events.jsonl") if r.op in ("c", "u", "d")]
+        assert [(r.op, json.loads(key_id_text(r))) for r in streamed] == [("u", 150)], \
+            "range deletion (fromMigrate) must produce no event"
+        assert d.stop(timeout_s=30) == 0
+        c.close()
+    finally:
+        sim.stop()
