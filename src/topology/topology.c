@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "topology/chunks.h"
+#include "topology/gate.h"
 #include "topology/shards.h"
 #include "worker/worker.h"
 
@@ -54,6 +55,7 @@ struct topology {
     struct task seed;
     ev_timer poll;
     bool polling;
+    struct gate_registry *gate; /* per-document order across shards */
     bool failed_start; /* a shard added while running could not get a task */
     int64_t discovery_failing_since_ms; /* monotonic ms of the first failed poll in a row, 0 */
     int64_t discovery_warned_ms;        /* monotonic ms of the last WARN about it */
@@ -236,6 +238,36 @@ static bool owned_filters(void *ctx, bson_t *out, struct mcdc_error *err)
     return chunks_owned_filters(src->seed, names, 1, out, err);
 }
 
+/* worker_order_gate adapters over topology/gate.h (task threads). */
+static uint64_t gate_check(void *ctx, const char *db, const char *coll, const bson_t *key,
+                           uint64_t ts, void **donor, const char **donor_name)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct gate_task *d = NULL;
+    uint64_t need = gate_task_check(ctx, db, coll, key, ts, &d, &err);
+    if (err.domain != MCDC_ERR_NONE)
+        LOG_WARN("order gate: cannot read the chunks of %s.%s (%s); the event passes", db, coll,
+                 err.msg);
+    *donor = d;
+    *donor_name = d != NULL ? gate_task_name(d) : NULL;
+    return need;
+}
+
+static bool gate_passed(void *donor, uint64_t need)
+{
+    return donor == NULL || gate_task_passed(donor, need);
+}
+
+static void gate_publish(void *ctx, uint64_t ts)
+{
+    gate_task_publish(ctx, ts);
+}
+
+static void gate_ended(void *ctx)
+{
+    gate_task_ended(ctx);
+}
+
 /* The running (or finished) task of shard `name`, or NULL. */
 static struct task *task_of_shard(struct topology *t, const char *name)
 {
@@ -281,8 +313,24 @@ static bool start_shard_task(struct topology *t, const struct shard_info *s, int
         return false;
     LOG_INFO("shard %s: replica set %s at %s%s", s->name, s->rs, s->hosts,
              s->draining ? " (draining)" : "");
-    task->w = worker_start(t->cfg, task->pool, s->rs, selection_ms, start_at, owned_filters,
-                           task->owned, task_ended, t, err);
+    {
+        struct worker_order_gate gate = {0};
+        struct worker_order_gate *g = NULL;
+        struct gate_task *gt = gate_registry_add(t->gate, s->name);
+        if (gt != NULL) {
+            gate.ctx = gt;
+            gate.check = gate_check;
+            gate.passed = gate_passed;
+            gate.publish = gate_publish;
+            gate.ended = gate_ended;
+            g = &gate;
+        } else {
+            LOG_WARN("shard %s: too many shards for the order gate; its events are not ordered "
+                     "against other shards'", s->name);
+        }
+        task->w = worker_start(t->cfg, task->pool, s->rs, selection_ms, start_at, owned_filters,
+                               task->owned, g, task_ended, t, err);
+    }
     return task->w != NULL;
 }
 
@@ -292,6 +340,9 @@ static int64_t monotonic_ms(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
+
+/* Shards the order gate can follow (tasks of shards added while running count too). */
+#define GATE_MAX_SHARDS 1024
 
 /* How long discovery may fail before the first WARN, and between WARNs (ms). */
 #define DISCOVERY_WARN_MS 30000
@@ -467,6 +518,7 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
         bool ok;
         t->seed = seed;
         memset(&seed, 0, sizeof seed);
+        t->gate = gate_registry_new(t->seed.pool, GATE_MAX_SHARDS);
         ok = start_shard_tasks(t, err);
         free(rs);
         rs = NULL;
@@ -480,7 +532,8 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     *task_add(t) = seed;
     memset(&seed, 0, sizeof seed);
     t->tasks[0].w =
-        worker_start(cfg, t->tasks[0].pool, rs, selection_ms, -1, NULL, NULL, task_ended, t, err);
+        worker_start(cfg, t->tasks[0].pool, rs, selection_ms, -1, NULL, NULL, NULL, task_ended, t,
+                     err);
     free(rs);
     rs = NULL;
     if (t->tasks[0].w == NULL)
@@ -525,6 +578,7 @@ void topology_destroy(struct topology *t)
     for (size_t i = 0; i < t->ntasks; i++)
         task_free(&t->tasks[i]);
     free(t->tasks);
+    gate_registry_destroy(t->gate); /* after every task that used it */
     task_free(&t->seed);
     if (t->polling)
         ev_timer_stop(t->loop, &t->poll);

@@ -97,6 +97,21 @@ enum phase worker_service(struct worker *w, bool force_commit)
     sink_poll(w->sink, 0);
     watch_acks(w);
     failed = w->delivery_failed || sink_fatal(w->sink, &err);
+    if (w->has_gate) {
+        /* Other shards' tasks wait on this one's acknowledged position
+         * (the order gate): publish it at every service, commit it on the
+         * flush timer as usual. */
+        pos = inflight_committable(w->inf);
+        if (pos != NULL) {
+            uint32_t sec = 0, ord = 0;
+            position_copy(&w->to_commit, pos);
+            w->to_commit_dirty = true;
+            if (pos->sec > 0)
+                w->gate.publish(w->gate.ctx, ((uint64_t)pos->sec << 32) | (uint32_t)pos->ord);
+            else if (pos->has_resume_token && resume_token_time(&pos->resume_token, &sec, &ord))
+                w->gate.publish(w->gate.ctx, ((uint64_t)sec << 32) | ord);
+        }
+    }
     if (force_commit || failed ||
         worker_now_ms() - w->last_commit_ms >= w->cfg->offsets_flush_interval_ms) {
         w->last_commit_ms = worker_now_ms();
@@ -108,7 +123,12 @@ enum phase worker_service(struct worker *w, bool force_commit)
          * ever lost. A record that failed is never acknowledged, so the
          * position committed here stays before it.
          */
-        pos = inflight_committable(w->inf);
+        if (w->has_gate) {
+            pos = w->to_commit_dirty ? &w->to_commit : NULL;
+            w->to_commit_dirty = false;
+        } else {
+            pos = inflight_committable(w->inf);
+        }
         if (pos != NULL) {
             struct mcdc_error serr = MCDC_ERROR_INIT;
             if (!offset_store_save(w->store, w->rs, pos, &serr)) {
@@ -412,6 +432,7 @@ static void restart_from_offsets(struct worker *w)
     encoder_destroy(w->enc);
     w->enc = NULL; /* run() calls setup() again */
     position_clear(&w->stream_pos);
+    w->to_commit_dirty = false;
     w->delivery_failed = false;
     w->restart_from_offsets = false;
     w->ack_stalled = false;
@@ -554,6 +575,8 @@ static void *worker_main(void *arg)
     w->last_commit_ms = worker_now_ms();
     ph = run(w);
     finish(w, ph);
+    if (w->has_gate && w->exit_code == MCDC_EXIT_OK)
+        w->gate.ended(w->gate.ctx);
     mongoc_client_pool_push(w->pool, w->client);
     w->client = NULL;
     atomic_store(&w->finished, true);
@@ -565,8 +588,8 @@ static void *worker_main(void *arg)
 struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
                             const char *expected_rs, int64_t selection_timeout_ms,
                             int64_t start_at, worker_snapshot_filters_fn snapshot_filters,
-                            void *filters_ctx, worker_exit_cb on_exit, void *ctx,
-                            struct mcdc_error *err)
+                            void *filters_ctx, const struct worker_order_gate *gate,
+                            worker_exit_cb on_exit, void *ctx, struct mcdc_error *err)
 {
     struct worker *w = xcalloc(1, sizeof *w);
 
@@ -575,6 +598,10 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
     w->start_at = start_at;
     w->snapshot_filters = snapshot_filters;
     w->filters_ctx = filters_ctx;
+    if (gate != NULL) {
+        w->gate = *gate;
+        w->has_gate = true;
+    }
 
     w->cfg = cfg;
     w->pool = pool;
@@ -583,6 +610,7 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
     w->exit_code = MCDC_EXIT_FAILURE;
     atomic_init(&w->finished, false);
     position_init(&w->stream_pos);
+    position_init(&w->to_commit);
     bson_init(&w->pipeline);
     if (expected_rs != NULL) {
         snprintf(w->rs, sizeof w->rs, "%s", expected_rs);
@@ -636,6 +664,7 @@ void worker_destroy(struct worker *w)
     offset_store_close(w->store);
     encoder_destroy(w->enc);
     position_clear(&w->stream_pos);
+    position_clear(&w->to_commit);
     bson_destroy(&w->pipeline);
     free(w);
 }

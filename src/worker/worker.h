@@ -38,6 +38,27 @@ struct worker;
  */
 typedef bool (*worker_snapshot_filters_fn)(void *ctx, bson_t *out, struct mcdc_error *err);
 
+/*
+ * The per-document order gate across shards (topology/gate.h), as callbacks
+ * so that the worker does not depend on topology. All on the task's thread.
+ *   check:   for a change event (db/coll NUL-terminated, documentKey, cluster
+ *            time as a BSON timestamp value), the cluster time the donor
+ *            shard's task must have acknowledged first, or 0; *donor gets an
+ *            opaque donor handle and *donor_name its shard name.
+ *   passed:  true once donor has acknowledged everything before need (or
+ *            has ended).
+ *   publish: this task's acknowledged watermark (BSON timestamp value).
+ *   ended:   this task will produce nothing more.
+ */
+struct worker_order_gate {
+    void *ctx;
+    uint64_t (*check)(void *ctx, const char *db, const char *coll, const bson_t *document_key,
+                      uint64_t ts, void **donor, const char **donor_name);
+    bool (*passed)(void *donor, uint64_t need);
+    void (*publish)(void *ctx, uint64_t ts);
+    void (*ended)(void *ctx);
+};
+
 /* Called on the worker's thread once, just before it ends (e.g. ev_async_send). */
 typedef void (*worker_exit_cb)(struct worker *w, void *ctx);
 
@@ -57,15 +78,16 @@ typedef void (*worker_exit_cb)(struct worker *w, void *ctx);
  * shard added to a running cluster is read from the moment it joined
  * (`topologyTime` of config.shards, mongo-sim-spec.md §6.5 item 6): it holds
  * only migrated documents, which are not changes. snapshot_filters (may be
- * NULL) and filters_ctx: see worker_snapshot_filters_fn. on_exit is called
+ * NULL) and filters_ctx: see worker_snapshot_filters_fn. gate (may be NULL;
+ * copied) orders a document's events across shards. on_exit is called
  * from the task's thread when it ends. Returns NULL and fills err if the thread cannot
  * start.
  */
 struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
                             const char *expected_rs, int64_t selection_timeout_ms,
                             int64_t start_at, worker_snapshot_filters_fn snapshot_filters,
-                            void *filters_ctx, worker_exit_cb on_exit, void *ctx,
-                            struct mcdc_error *err);
+                            void *filters_ctx, const struct worker_order_gate *gate,
+                            worker_exit_cb on_exit, void *ctx, struct mcdc_error *err);
 
 /* The longest single blocking server selection (ms); see worker_start(). */
 #define WORKER_SELECTION_SLICE_MS 1000

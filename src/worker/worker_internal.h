@@ -56,6 +56,12 @@ struct worker {
     int64_t start_at; /* BSON timestamp to stream from when nothing is stored, or -1 */
     worker_snapshot_filters_fn snapshot_filters; /* NULL: collections are read whole */
     void *filters_ctx;
+    struct worker_order_gate gate;
+    bool has_gate;
+    struct mcdc_position to_commit; /* gate: committable position not yet stored */
+    bool to_commit_dirty;
+    int64_t gate_waits;      /* events held by the gate */
+    int64_t gate_wait_ms;    /* total ms they were held */
     int64_t last_commit_ms;
     int64_t last_ack_ms;      /* monotonic ms of the last acknowledgement */
     int64_t ack_wait_since_ms; /* records in flight since (0: none in flight) */
