@@ -316,3 +316,51 @@ def test_snapshot_with_orphans_reads_every_document_once(tmp_workdir, start_mong
         c.close()
     finally:
         sim.stop()
+
+
+def test_order_per_document_across_a_migration_with_a_lagging_donor(tmp_workdir, kafka,
+                                                                    start_mongocdc):
+    """A chunk moves from shard01 to shard02 while its documents are being
+    written, and shard01's task is slowed (every getMore on shard01 delayed):
+    each document's events reach its Kafka partition in cluster-time order,
+    the ones written on shard01 before the move first, although shard02's
+    fast task reads the later ones long before."""
+    from pipeline_support import read_topics
+    prefix = "shgate%d" % int(time.time() * 1000)
+    sim = start_cluster()
+    try:
+        c = populate(sim)
+        cfg = write_config(tmp_workdir, sim.uri, kafka={"bootstrap.servers": kafka.bootstrap},
+                           **{"topic.prefix": prefix, "offsets.flush.interval.ms": 500,
+                              "capture.mode": "change_streams"})
+        d = start_mongocdc("-c", cfg)
+        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
+        sim.control("delay", shard="shard01", command="getMore", ms=1500)
+        moved = list(range(0, 100, 10))   # in the chunk [MinKey, 100) of shard01
+        for v in range(1, 4):
+            for i in moved:
+                c.shop.orders.update_one({"_id": i}, {"$set": {"v": v}})
+        c.admin.command("moveChunk", "shop.orders", find={"_id": 10}, to="shard02")
+        for v in range(4, 7):
+            for i in moved:
+                c.shop.orders.update_one({"_id": i}, {"$set": {"v": v}})
+        topic = "%s.shop.orders" % prefix
+
+        def updates():
+            recs = read_topics(kafka.bootstrap, [topic], idle_s=1.0, timeout_s=30)
+            return [r for r in recs if r.value is not None and r.op == "u"]
+        got = wait_until(lambda: (lambda u: u if len(u) >= 6 * len(moved) else None)(updates()),
+                         120, "every update in Kafka")
+        sim.control("delay", shard="shard01", command="getMore", ms=0)
+        for i in moved:
+            seq = [r.updated_fields()["v"] for r in got if json.loads(key_id_text(r)) == i]
+            assert seq == sorted(seq), "document %d out of order: %r" % (i, seq)
+            assert sorted(set(seq)) == list(range(1, 7)), "document %d: %r" % (i, seq)
+            shards = [r.payload["source"]["rs"] for r in got if json.loads(key_id_text(r)) == i]
+            assert shards[:3] == ["shard01"] * 3 and shards[-3:] == ["shard02"] * 3
+        assert "waits until that shard's events" in log_text(tmp_workdir), \
+            "the gate never held an event: the test did not exercise it"
+        assert d.stop(timeout_s=30) == 0
+        c.close()
+    finally:
+        sim.stop()
