@@ -12,11 +12,14 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <mongoc/mongoc.h>
 
+#include "topology/chunks.h"
+#include "topology/gate.h"
 #include "topology/shards.h"
 
 struct uri_case {
@@ -77,11 +80,81 @@ static void shard_uri_refuses_other_schemes(void **state)
     assert_int_equal(err.domain, MCDC_ERR_CONFIG);
 }
 
+/* BSON order of chunk bounds: MinKey < null < numbers < strings < ObjectId <
+ * bool < date < MaxKey; numbers compare across int32/int64/double. */
+static void compare_follows_bson_order(void **state)
+{
+    (void)state;
+    bson_t *d = BCON_NEW("0", BCON_MINKEY, "1", BCON_NULL, "2", BCON_INT32(-5), "3",
+                         BCON_DOUBLE(2.5), "4", BCON_INT64(3), "5", BCON_UTF8("a"), "6",
+                         BCON_UTF8("b"), "7", BCON_BOOL(false), "8", BCON_DATE_TIME(1), "9",
+                         BCON_MAXKEY);
+    bson_iter_t a, b;
+    for (int i = 0; i < 10; i++) {
+        for (int j = 0; j < 10; j++) {
+            char ka[4], kb[4];
+            snprintf(ka, sizeof ka, "%d", i);
+            snprintf(kb, sizeof kb, "%d", j);
+            assert_true(bson_iter_init_find(&a, d, ka));
+            assert_true(bson_iter_init_find(&b, d, kb));
+            int c = gate_compare_values(&a, &b);
+            assert_int_equal(c < 0 ? -1 : c > 0 ? 1 : 0, i < j ? -1 : i > j ? 1 : 0);
+        }
+    }
+    bson_destroy(d);
+    bson_t *x = BCON_NEW("a", BCON_INT32(3), "b", BCON_DOUBLE(3.0));
+    assert_true(bson_iter_init_find(&a, x, "a"));
+    assert_true(bson_iter_init_find(&b, x, "b"));
+    assert_int_equal(gate_compare_values(&a, &b), 0);
+    bson_destroy(x);
+}
+
+/* The chunk filter of a compound key: one $and of a lower and an upper
+ * lexicographic bound per range, inside one $expr $or. */
+static void range_filter_shape(void **state)
+{
+    (void)state;
+    bson_t *pattern = BCON_NEW("region", BCON_INT32(1), "_id", BCON_INT32(1));
+    bson_t *lo = BCON_NEW("region", BCON_UTF8("EU"), "_id", BCON_MINKEY);
+    bson_t *hi = BCON_NEW("region", BCON_UTF8("US"), "_id", BCON_MINKEY);
+    const bson_t *mins[1] = {lo}, *maxs[1] = {hi};
+    bson_t out = BSON_INITIALIZER;
+    bson_iter_t it, sub;
+    char *json;
+
+    chunks_range_filter(pattern, mins, maxs, 1, &out);
+    assert_true(bson_iter_init(&it, &out));
+    assert_true(bson_iter_find_descendant(&it, "$expr.$or.0.$and.0.$or.0.$gt.0.$ifNull.0", &sub));
+    assert_string_equal(bson_iter_utf8(&sub, NULL), "$region");
+    json = bson_as_canonical_extended_json(&out, NULL);
+    assert_non_null(strstr(json, "\"$lt\""));
+    assert_non_null(strstr(json, "\"$_id\""));
+    bson_free(json);
+    bson_destroy(&out);
+
+    bson_init(&out);
+    chunks_range_filter(pattern, mins, maxs, 0, &out); /* owns nothing */
+    assert_true(bson_iter_init(&it, &out));
+    assert_true(bson_iter_find_descendant(&it, "$expr.$or", &sub));
+    assert_true(BSON_ITER_HOLDS_ARRAY(&sub));
+    {
+        bson_iter_t elems;
+        assert_true(bson_iter_recurse(&sub, &elems));
+        assert_false(bson_iter_next(&elems));
+    }
+    bson_destroy(&out);
+    bson_destroy(pattern);
+    bson_destroy(lo);
+    bson_destroy(hi);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(shard_uri_table),
         cmocka_unit_test(shard_uri_refuses_other_schemes),
+        cmocka_unit_test(compare_follows_bson_order),
+        cmocka_unit_test(range_filter_shape),
     };
     int rc;
     mongoc_init();
