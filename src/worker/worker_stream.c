@@ -70,6 +70,13 @@ static enum phase hold_for_donor(struct worker *w, const struct mcdc_event *ev)
         ph = worker_service(w, false);
         if (ph != PHASE_OK)
             return ph;
+        /* Everything this task produced before the held event is
+         * acknowledged: its watermark may move to just before the held
+         * event, so two shards each holding a document that came from the
+         * other never wait on each other for ever (the one waiting for the
+         * earlier migration is released). */
+        if (inflight_pending(w->inf) == 0)
+            w->gate.publish(w->gate.ctx, (((uint64_t)ev->ts_sec << 32) | ev->ts_inc) - 1);
         if (!told && worker_now_ms() - since >= GATE_LOG_MS) {
             LOG_INFO("%s.%s: a document that moved here from shard %s waits until that shard's "
                      "events before Timestamp(%u, %u) are acknowledged (per-document order)",
