@@ -552,6 +552,11 @@ static void finish(struct worker *w, enum phase ph)
                  "skipped; final offsets written in %lld ms",
                  w->rs, (unsigned long long)w->events, (unsigned long long)w->records,
                  (unsigned long long)w->skipped, (long long)(worker_now_ms() - t0));
+    if (w->gate_waits > 0)
+        LOG_INFO("order gate: %lld events of documents moved from another shard were held, "
+                 "%lld ms in all (%.1f ms each on average)",
+                 (long long)w->gate_waits, (long long)w->gate_wait_ms,
+                 (double)w->gate_wait_ms / (double)w->gate_waits);
 }
 
 static void *worker_main(void *arg)

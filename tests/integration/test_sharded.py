@@ -22,9 +22,9 @@ SHARDED = 200   # documents of shop.orders, sharded on _id, split at 100 with [1
 UNSHARDED = 30  # documents of shop.plain, unsharded (on the database's primary shard)
 
 
-def start_cluster(shards=2):
+def start_cluster(shards=2, members=1):
     mongosim = import_mongosim()
-    sim = mongosim.MongoSim(topology="sharded", shards=shards, members=1, noop_interval=0.3)
+    sim = mongosim.MongoSim(topology="sharded", shards=shards, members=members, noop_interval=0.3)
     sim.start()
     return sim
 
@@ -360,6 +360,35 @@ def test_order_per_document_across_a_migration_with_a_lagging_donor(tmp_workdir,
             assert shards[:3] == ["shard01"] * 3 and shards[-3:] == ["shard02"] * 3
         assert "waits until that shard's events" in log_text(tmp_workdir), \
             "the gate never held an event: the test did not exercise it"
+        assert d.stop(timeout_s=30) == 0
+        c.close()
+    finally:
+        sim.stop()
+
+
+def test_step_down_on_one_shard(tmp_workdir, start_mongocdc):
+    """An election on shard02 (its primary steps down, the other member takes
+    over): shard02's task follows the new primary and resumes its stream,
+    shard01's task is not disturbed, nothing is lost or duplicated."""
+    sim = start_cluster(members=2)
+    try:
+        c = populate(sim)
+        cfg = write_config(tmp_workdir, sim.uri)
+        d = start_mongocdc("-c", cfg)
+        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
+        for i in range(0, SHARDED, 10):
+            c.shop.orders.update_one({"_id": i}, {"$set": {"v": 1}})
+        sim.control("stepdown", shard="shard02")
+        for i in range(0, SHARDED, 10):
+            c.shop.orders.update_one({"_id": i}, {"$set": {"v": 2}})
+
+        def updated():
+            return ids_of(records(tmp_workdir / "events.jsonl"), ("u",))
+        wait_until(lambda: len(updated()) >= 2 * (SHARDED // 10), 90, "updates on both shards")
+        time.sleep(1)
+        assert sorted(updated()) == sorted(list(range(0, SHARDED, 10)) * 2), \
+            "lost or duplicated across the election"
+        assert d.running()
         assert d.stop(timeout_s=30) == 0
         c.close()
     finally:
