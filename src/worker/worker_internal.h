@@ -129,6 +129,13 @@ enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
  * store failure, else PHASE_OK. */
 enum phase worker_service(struct worker *w, bool force_commit);
 
+/* Sink delivery report (sink_delivery_cb), on the task's thread: acknowledges
+ * the record's slot in the tracker, or remembers the first failure. */
+void worker_on_delivery(void *opaque, const struct mcdc_error *err, void *ctx);
+
+/* True for a record over message.max.bytes (retrying cannot help). */
+bool worker_too_large(const struct mcdc_error *err);
+
 /* Converts a capture/snapshot failure into a phase, filling w->err. */
 enum phase worker_phase_from_failure(struct worker *w, const struct resume_failure *fail,
                                      const struct mcdc_error *err);
