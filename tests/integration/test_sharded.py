@@ -1,8 +1,10 @@
 """Sharded clusters in connection mode replica_set (debezium-format.md §6.1):
 shards discovered from a mongos or from the config server replica set, one
 capture task per shard with its own offsets partition {server_id, rs: <shard>},
-every shard's events on one topic per collection, migrations invisible, and
-restarts (SIGTERM, SIGKILL) resuming every shard.
+every shard's events on one topic per collection, migrations invisible, the
+snapshot exactly once with orphans present, per-document order across a
+migration, shards added and removed while running, one shard unreachable or
+electing, and restarts (SIGTERM, SIGKILL) resuming every shard.
 
 Runs on the simulator's sharded topology (tests/mongosim, mongo-sim-spec.md §6);
 the file sink stands in for Kafka (each line holds the key and value bytes).
@@ -397,9 +399,9 @@ def test_step_down_on_one_shard(tmp_workdir, start_mongocdc):
 
 def test_sigkill_loop_with_chunk_moves_loses_nothing(tmp_workdir, start_mongocdc):
     """Repeated SIGKILLs, the first right after start (before the initial
-    snapshot completes), the others while
-    documents are written and chunks move between the shards: every change
-    reaches the sink at least once, every document is in a snapshot."""
+    snapshot completes), the others while documents are written and chunks
+    move between the shards: every change reaches the sink at least once and
+    every document is in a snapshot."""
     import random
     import threading
     sim = start_cluster()
