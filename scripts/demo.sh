@@ -15,7 +15,14 @@
 # Environment: MONGODB_URI, MCDC_SHARED_DIR, DEMO_KAFKA=1, DEMO_KEEP=1 (keep
 # the temporary folder), DEMO_TIMEOUT (seconds for the snapshot, default 180),
 # DEMO_BUILD_DIR (build folder, default build/).
+#
+# `scripts/demo.sh sharded` runs the sharded-cluster demo instead
+# (scripts/demo-sharded.sh: a simulated cluster of three shards, one mongocdc).
 set -euo pipefail
+
+if [ "${1:-}" = sharded ]; then
+  exec "$(dirname "${BASH_SOURCE[0]}")/demo-sharded.sh"
+fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"

@@ -116,6 +116,7 @@ struct mcdc_config {
     char *topic_prefix;        /* topic.prefix (required) */
     char *connection_string;   /* mongodb.connection.string (required); secret */
     enum mcdc_connection_mode connection_mode; /* mongodb.connection.mode */
+    char *shard_params; /* mongodb.connection.string.shard.params, NULL when unset */
     int64_t connect_timeout_ms;          /* mongodb.connect.timeout.ms, 10000 */
     int64_t server_selection_timeout_ms; /* mongodb.server.selection.timeout.ms, 30000 */
     int64_t socket_timeout_ms;           /* mongodb.socket.timeout.ms, 0 */

@@ -88,8 +88,9 @@ const struct opt mcdc_options[] = {
      "Debezium 1.x name of topic.prefix"},
     {"mongodb.connection.string", OPT_URI, NULL, NULL, 0, 0, NULL, F(connection_string),
      OPT_F_REQUIRED | OPT_F_SECRET, NULL, G_CONN,
-     "MongoDB connection string of a replica set (a mongos is refused for now: one daemon per "
-     "shard); user name and password percent-encoded; its password is never printed"},
+     "MongoDB connection string: a replica set, the config server replica set or mongos routers "
+     "of a sharded cluster (then one capture task per shard); user name and password "
+     "percent-encoded; its password is never printed"},
     S("mongodb.hosts", NULL, F(mongodb_hosts), 0, G_CONN,
       "Debezium 1.x seed list `rs/host:port,...`; builds the connection string when "
       "mongodb.connection.string is not set"),
@@ -124,8 +125,9 @@ const struct opt mcdc_options[] = {
       "Socket read timeout, ms; 0 = none"),
     N("mongodb.heartbeat.frequency.ms", "10000", 500, I32, F(heartbeat_frequency_ms), 0, G_CONN,
       "Driver server monitoring interval, ms"),
-    N("mongodb.poll.interval.ms", "30000", 1, I32, F(poll_interval_ms_topology), U, G_CONN,
-      "How often shards are rediscovered, ms"),
+    N("mongodb.poll.interval.ms", "30000", 1, I32, F(poll_interval_ms_topology), 0, G_CONN,
+      "Sharded clusters: how often config.shards is read again to start tasks for added shards "
+      "and stop those of removed ones, ms"),
     N("connect.backoff.initial.delay.ms", "1000", 1, I32, F(backoff_initial_ms), 0, G_CONN,
       "First reconnect delay, ms (doubles on each failure)"),
     N("connect.backoff.max.delay.ms", "120000", 1, I32, F(backoff_max_ms), 0, G_CONN,
@@ -134,8 +136,9 @@ const struct opt mcdc_options[] = {
       "Failed connection attempts before a capture task gives up"),
     E("mongodb.connection.mode", "replica_set", connection_modes, F(connection_mode), U, G_CONN,
       "replica_set: one capture task per replica set or shard; sharded: one stream through mongos"),
-    S("mongodb.connection.string.shard.params", NULL, NF, U, G_CONN,
-      "Extra URI parameters for per-shard connection strings"),
+    S("mongodb.connection.string.shard.params", NULL, F(shard_params), 0, G_CONN,
+      "URI options appended to each shard's connection string (e.g. `authSource=admin&tls=true`); "
+      "they win over the options carried over from mongodb.connection.string"),
     B("internal.mongodb.allow.offset.invalidation", "false", NF, U, G_CONN,
       "Accept offsets of another connection mode"),
 

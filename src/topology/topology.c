@@ -1,8 +1,9 @@
 /*
- * topology: the replica-set part of design.md §2. Probes the deployment with
- * `hello`, refuses what cannot be captured (a standalone server has no oplog,
- * hence no change streams; a mongos needs the sharded mode of a later
- * release), and runs one capture task per replica set. Tasks report their
+ * topology: design.md §2. Probes the deployment with `hello`, refuses what
+ * cannot be captured (a standalone server has no oplog, hence no change
+ * streams), and runs one capture task per replica set: the seed's own set,
+ * or, when the seed is a mongos or the config server replica set, one task
+ * per shard of config.shards (debezium-format.md §6.1). Tasks report their
  * end through an ev_async; when the last one has ended the loop is broken.
  */
 #include "topology/topology.h"
@@ -12,22 +13,52 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <mongoc/mongoc.h>
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "topology/chunks.h"
+#include "topology/gate.h"
+#include "topology/shards.h"
 #include "worker/worker.h"
+
+/* What a shard's task asks for at each snapshot start: its owned chunks. */
+struct owned_source {
+    mongoc_client_pool_t *seed; /* the topology's seed pool (thread-safe pop/push); borrowed */
+    char *shard;
+    bson_t first;     /* the map read at daemon start for every shard at once */
+    bool first_used;  /* later snapshots (a restart of the snapshot) read afresh */
+};
+
+/* One capture task: a replica set (or shard) with its own pool. */
+struct task {
+    char *name;            /* shard name, or NULL for a replica-set seed */
+    mongoc_uri_t *uri;     /* owned */
+    mongoc_client_pool_t *pool; /* owned; outlives the worker */
+    struct worker *w;
+    struct owned_source *owned; /* shards only; freed after the worker */
+    bool removed; /* the shard left config.shards: its task was asked to stop */
+};
 
 struct topology {
     const struct mcdc_config *cfg;
     struct ev_loop *loop;
     ev_async notice;
-    mongoc_uri_t *uri;
-    mongoc_client_pool_t *pool;
-    struct worker **tasks;
+    bool notice_started;
+    struct task *tasks;
     size_t ntasks;
     bool stopping;
+    /* Sharded cluster (per-shard tasks): the seed's pool, kept for polling
+     * config.shards every mongodb.poll.interval.ms. */
+    struct task seed;
+    ev_timer poll;
+    bool polling;
+    struct gate_registry *gate; /* per-document order across shards */
+    bool failed_start; /* a shard added while running could not get a task */
+    int64_t discovery_failing_since_ms; /* monotonic ms of the first failed poll in a row, 0 */
+    int64_t discovery_warned_ms;        /* monotonic ms of the last WARN about it */
 };
 
 /* Main thread: a task ended. Stop the others if it failed; break when all ended. */
@@ -38,10 +69,15 @@ static void on_notice(struct ev_loop *loop, ev_async *w, int revents)
     (void)revents;
 
     for (size_t i = 0; i < t->ntasks; i++) {
-        if (!worker_finished(t->tasks[i])) {
+        if (!worker_finished(t->tasks[i].w)) {
             alive++;
-        } else if (worker_failed(t->tasks[i]) && !t->stopping) {
-            LOG_ERROR("capture task %s failed; stopping the other tasks", worker_name(t->tasks[i]));
+        } else if (worker_failed(t->tasks[i].w) && !t->stopping) {
+            if (t->tasks[i].name != NULL)
+                LOG_ERROR("capture task of shard %s failed; stopping the other tasks",
+                          t->tasks[i].name);
+            else
+                LOG_ERROR("capture task %s failed; stopping the other tasks",
+                          worker_name(t->tasks[i].w));
             topology_request_stop(t);
         }
     }
@@ -57,12 +93,20 @@ static void task_ended(struct worker *w, void *ctx)
     ev_async_send(t->loop, &t->notice);
 }
 
+/* What `hello` says the seed is (mongo-sim-spec.md §2.2, §6.1). */
+enum seed_kind {
+    SEED_REPLICA_SET, /* setName, no configsvr */
+    SEED_CONFIG_SERVER, /* setName and configsvr: the config server replica set */
+    SEED_MONGOS,      /* msg: "isdbgrid" */
+    SEED_STANDALONE,
+};
+
 /*
  * One hello through the pool. Returns true when the deployment answered:
- * *rs is the replica-set name (malloc'd), or *refusal says why it cannot be
- * captured. Returns false with err when it did not answer.
+ * *kind says what it is and *rs is the replica-set name (malloc'd) for the
+ * replica-set kinds. Returns false with err when it did not answer.
  */
-static bool probe(mongoc_client_pool_t *pool, char **rs, const char **refusal,
+static bool probe(mongoc_client_pool_t *pool, enum seed_kind *kind, char **rs,
                   struct mcdc_error *err)
 {
     mongoc_client_t *c = mongoc_client_pool_pop(pool);
@@ -72,22 +116,18 @@ static bool probe(mongoc_client_pool_t *pool, char **rs, const char **refusal,
     bool ok;
 
     *rs = NULL;
-    *refusal = NULL;
+    *kind = SEED_STANDALONE;
     BSON_APPEND_INT32(&cmd, "hello", 1);
     ok = mongoc_client_command_simple(c, "admin", &cmd, NULL, &reply, &error);
     if (!ok) {
         mcdc_error_from_bson(err, error.code, error.message, true);
     } else if (bson_iter_init_find(&it, &reply, "setName") && BSON_ITER_HOLDS_UTF8(&it)) {
         *rs = xstrdup(bson_iter_utf8(&it, NULL));
+        *kind = bson_iter_init_find(&it, &reply, "configsvr") ? SEED_CONFIG_SERVER
+                                                              : SEED_REPLICA_SET;
     } else if (bson_iter_init_find(&it, &reply, "msg") && BSON_ITER_HOLDS_UTF8(&it) &&
                strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0) {
-        *refusal = "mongodb.connection.string points at a mongos (sharded cluster); this build "
-                   "captures replica sets: give the connection string of each shard's replica set";
-    } else {
-        *refusal = "mongodb.connection.string points at a standalone server: a standalone has no "
-                   "oplog, so it has no change streams to capture. Run it as a replica set "
-                   "(mongod --replSet rs0, then rs.initiate(); one member is enough) and connect "
-                   "with ?replicaSet=rs0";
+        *kind = SEED_MONGOS;
     }
     bson_destroy(&cmd);
     bson_destroy(&reply);
@@ -106,16 +146,332 @@ static void set_redacted_error(struct mcdc_error *err, const struct mcdc_config 
     free(why);
 }
 
+/*
+ * Parses uri_text and opens a pool on it with the configured timeouts (URI
+ * options win). Fills task->uri and task->pool; *selection_ms gets the
+ * overall selection budget. Returns false with err (redacted) on a bad URI.
+ */
+static bool open_pool(const struct mcdc_config *cfg, const char *uri_text, struct task *task,
+                      int64_t *selection_ms, struct mcdc_error *err)
+{
+    bson_error_t error;
+    char redacted[512];
+
+    config_redact_uri(uri_text, redacted, sizeof redacted);
+    task->uri = mongoc_uri_new_with_error(uri_text, &error);
+    if (task->uri == NULL) {
+        set_redacted_error(err, cfg, (int)error.code, redacted, error.message);
+        return false;
+    }
+    if (mongoc_uri_get_appname(task->uri) == NULL)
+        mongoc_uri_set_appname(task->uri, "mongocdc");
+    /* The configured selection timeout is the budget of a whole connection
+     * attempt; one blocking selection in libmongoc gets only a slice of it,
+     * so a stop request is seen within a slice (worker_start()). */
+    if (mongoc_uri_has_option(task->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS))
+        *selection_ms = mongoc_uri_get_option_as_int32(
+            task->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS, (int32_t)cfg->server_selection_timeout_ms);
+    else
+        *selection_ms = cfg->server_selection_timeout_ms;
+    mongoc_uri_set_option_as_int32(task->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
+                                   (int32_t)(*selection_ms < WORKER_SELECTION_SLICE_MS
+                                                 ? *selection_ms
+                                                 : WORKER_SELECTION_SLICE_MS));
+    if (!mongoc_uri_has_option(task->uri, MONGOC_URI_CONNECTTIMEOUTMS))
+        mongoc_uri_set_option_as_int32(task->uri, MONGOC_URI_CONNECTTIMEOUTMS,
+                                       (int32_t)cfg->connect_timeout_ms);
+    if (!mongoc_uri_has_option(task->uri, MONGOC_URI_HEARTBEATFREQUENCYMS))
+        mongoc_uri_set_option_as_int32(task->uri, MONGOC_URI_HEARTBEATFREQUENCYMS,
+                                       (int32_t)cfg->heartbeat_frequency_ms);
+    if (cfg->socket_timeout_ms > 0 &&
+        !mongoc_uri_has_option(task->uri, MONGOC_URI_SOCKETTIMEOUTMS))
+        mongoc_uri_set_option_as_int32(task->uri, MONGOC_URI_SOCKETTIMEOUTMS,
+                                       (int32_t)cfg->socket_timeout_ms);
+    task->pool = mongoc_client_pool_new_with_error(task->uri, &error);
+    if (task->pool == NULL) {
+        set_redacted_error(err, cfg, (int)error.code, redacted, error.message);
+        return false;
+    }
+    mongoc_client_pool_set_error_api(task->pool, MONGOC_ERROR_API_VERSION_2);
+    return true;
+}
+
+static void task_free(struct task *task)
+{
+    worker_destroy(task->w);
+    if (task->owned != NULL) {
+        bson_destroy(&task->owned->first);
+        free(task->owned->shard);
+        free(task->owned);
+    }
+    if (task->pool != NULL)
+        mongoc_client_pool_destroy(task->pool);
+    mongoc_uri_destroy(task->uri);
+    free(task->name);
+    memset(task, 0, sizeof *task);
+}
+
+/* Appends a zeroed task to t and returns it. */
+static struct task *task_add(struct topology *t)
+{
+    t->tasks = xrealloc(t->tasks, (t->ntasks + 1) * sizeof *t->tasks);
+    memset(&t->tasks[t->ntasks], 0, sizeof *t->tasks);
+    return &t->tasks[t->ntasks++];
+}
+
+/* worker_snapshot_filters_fn of a shard's task (task thread). The first
+ * snapshot uses the chunk map read for all shards together at start, so that
+ * no two shards judge a document by different maps (topology/chunks.h);
+ * a later one (after an interrupted snapshot or lost history) reads the map
+ * again. */
+static bool owned_filters(void *ctx, bson_t *out, struct mcdc_error *err)
+{
+    struct owned_source *src = ctx;
+    const char *names[1];
+
+    if (!src->first_used) {
+        src->first_used = true;
+        bson_concat(out, &src->first);
+        return true;
+    }
+    names[0] = src->shard;
+    return chunks_owned_filters(src->seed, names, 1, out, err);
+}
+
+/* worker_order_gate adapters over topology/gate.h (task threads). */
+static uint64_t gate_check(void *ctx, const char *db, const char *coll, const bson_t *key,
+                           uint64_t ts, void **donor, const char **donor_name)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct gate_task *d = NULL;
+    uint64_t need = gate_task_check(ctx, db, coll, key, ts, &d, &err);
+    if (err.domain != MCDC_ERR_NONE)
+        LOG_WARN("order gate: cannot read the chunks of %s.%s (%s); the event passes", db, coll,
+                 err.msg);
+    *donor = d;
+    *donor_name = d != NULL ? gate_task_name(d) : NULL;
+    return need;
+}
+
+static bool gate_passed(void *donor, uint64_t need)
+{
+    return donor == NULL || gate_task_passed(donor, need);
+}
+
+static void gate_publish(void *ctx, uint64_t ts)
+{
+    gate_task_publish(ctx, ts);
+}
+
+static void gate_ended(void *ctx)
+{
+    gate_task_ended(ctx);
+}
+
+/* The running (or finished) task of shard `name`, or NULL. */
+static struct task *task_of_shard(struct topology *t, const char *name)
+{
+    for (size_t i = 0; i < t->ntasks; i++) {
+        if (t->tasks[i].name != NULL && strcmp(t->tasks[i].name, name) == 0)
+            return &t->tasks[i];
+    }
+    return NULL;
+}
+
+/*
+ * Starts the capture task of shard s (debezium-format.md §6.1/§6.2,
+ * connection mode replica_set): its own pool connected straight to the
+ * shard's replica set (its host field, the configured URI's credentials, TLS
+ * and options carried over, mongodb.connection.string.shard.params
+ * appended). Its offsets use the partition {server_id, rs: <shard's replica
+ * set>}; topics do not name the shard, so all shards of a collection publish
+ * to one topic. start_at: see worker_start().
+ */
+static bool start_shard_task(struct topology *t, const struct shard_info *s, int64_t start_at,
+                             bson_t *owned_first, struct mcdc_error *err)
+{
+    char *text = shard_connection_string(t->cfg->connection_string, s, t->cfg->shard_params, err);
+    struct task *task;
+    int64_t selection_ms;
+    bool ok;
+
+    if (text == NULL)
+        return false;
+    task = task_add(t);
+    task->name = xstrdup(s->name);
+    task->owned = xcalloc(1, sizeof *task->owned);
+    task->owned->seed = t->seed.pool;
+    task->owned->shard = xstrdup(s->name);
+    bson_init(&task->owned->first);
+    if (owned_first != NULL)
+        bson_concat(&task->owned->first, owned_first);
+    else
+        task->owned->first_used = true; /* no map read yet: read one when a snapshot starts */
+    ok = open_pool(t->cfg, text, task, &selection_ms, err);
+    free(text);
+    if (!ok)
+        return false;
+    LOG_INFO("shard %s: replica set %s at %s%s", s->name, s->rs, s->hosts,
+             s->draining ? " (draining)" : "");
+    {
+        struct worker_order_gate gate = {0};
+        struct worker_order_gate *g = NULL;
+        struct gate_task *gt = gate_registry_add(t->gate, s->name);
+        if (gt != NULL) {
+            gate.ctx = gt;
+            gate.check = gate_check;
+            gate.passed = gate_passed;
+            gate.publish = gate_publish;
+            gate.ended = gate_ended;
+            g = &gate;
+        } else {
+            LOG_WARN("shard %s: too many shards for the order gate; its events are not ordered "
+                     "against other shards'", s->name);
+        }
+        task->w = worker_start(t->cfg, task->pool, s->rs, selection_ms, start_at, owned_filters,
+                               task->owned, g, task_ended, t, err);
+    }
+    return task->w != NULL;
+}
+
+static int64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Shards the order gate can follow (tasks of shards added while running count too). */
+#define GATE_MAX_SHARDS 1024
+
+/* How long discovery may fail before the first WARN, and between WARNs (ms). */
+#define DISCOVERY_WARN_MS 30000
+
+/*
+ * Main thread, every mongodb.poll.interval.ms: re-reads config.shards
+ * (debezium-format.md §6.1: Debezium 1.x re-runs discovery on this
+ * interval). A new shard gets a task reading from its `topologyTime` (the
+ * moment it joined); a shard gone from config.shards (removeShard completed:
+ * it holds no chunk and is no database's primary any more, so nothing is
+ * written to it) has its task stopped, which writes its final offsets; they
+ * stay in the store. A failed read leaves the running tasks alone and WARNs
+ * with how long discovery has failed.
+ */
+static void on_poll(struct ev_loop *loop, ev_timer *timer, int revents)
+{
+    struct topology *t = timer->data;
+    struct shard_list shards;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    int64_t now = monotonic_ms();
+    (void)loop;
+    (void)revents;
+
+    if (t->stopping)
+        return;
+    if (!shards_read(t->seed.pool, &shards, &err)) {
+        char *why = config_redact_text(err.msg, t->cfg->connection_string);
+        if (t->discovery_failing_since_ms == 0)
+            t->discovery_failing_since_ms = now;
+        if (now - t->discovery_warned_ms >= DISCOVERY_WARN_MS) {
+            LOG_WARN("shard discovery has failed for %lld ms: %s; the running capture tasks go on",
+                     (long long)(now - t->discovery_failing_since_ms), why);
+            t->discovery_warned_ms = now;
+        }
+        free(why);
+        return;
+    }
+    if (t->discovery_failing_since_ms != 0) {
+        LOG_INFO("shard discovery works again after %lld ms",
+                 (long long)(now - t->discovery_failing_since_ms));
+        t->discovery_failing_since_ms = 0;
+        t->discovery_warned_ms = 0;
+    }
+    for (size_t i = 0; i < shards.count; i++) {
+        const struct shard_info *s = &shards.items[i];
+        if (task_of_shard(t, s->name) != NULL)
+            continue;
+        if (s->topology_time < 0)
+            LOG_WARN("shard %s has no topologyTime in config.shards (a server before 5.0): its "
+                     "task starts from now", s->name);
+        LOG_INFO("shard %s added to the cluster: starting its capture task", s->name);
+        if (!start_shard_task(t, s, s->topology_time >= 0 ? s->topology_time : -1, NULL, &err)) {
+            LOG_ERROR("cannot start the capture task of shard %s: %s", s->name, err.msg);
+            t->failed_start = true;
+            topology_request_stop(t);
+            break;
+        }
+    }
+    for (size_t i = 0; i < t->ntasks; i++) {
+        struct task *task = &t->tasks[i];
+        bool listed = false;
+        if (task->name == NULL || task->removed || task->w == NULL)
+            continue;
+        for (size_t j = 0; j < shards.count && !listed; j++)
+            listed = strcmp(shards.items[j].name, task->name) == 0;
+        if (!listed) {
+            LOG_INFO("shard %s removed from the cluster: stopping its capture task; its offsets "
+                     "stay in the store",
+                     task->name);
+            task->removed = true;
+            worker_request_stop(task->w);
+        }
+    }
+    shard_list_clear(&shards);
+}
+
+/* The per-shard tasks of a sharded cluster at start: config.shards through
+ * the seed's pool, then one task per shard. */
+static bool start_shard_tasks(struct topology *t, struct mcdc_error *err)
+{
+    struct shard_list shards;
+    bool ok = true;
+
+    if (!shards_read(t->seed.pool, &shards, err))
+        return false;
+    if (shards.count == 0) {
+        mcdc_error_set(err, MCDC_ERR_CONFIG, 0,
+                       "the sharded cluster has no shards in config.shards: nothing to capture");
+        shard_list_clear(&shards);
+        return false;
+    }
+    {
+        /* One chunk map for every shard's first snapshot (topology/chunks.h). */
+        const char **names = xcalloc(shards.count, sizeof *names);
+        bson_t *owned = xcalloc(shards.count, sizeof *owned);
+        for (size_t i = 0; i < shards.count; i++) {
+            names[i] = shards.items[i].name;
+            bson_init(&owned[i]);
+        }
+        ok = chunks_owned_filters(t->seed.pool, names, shards.count, owned, err);
+        for (size_t i = 0; ok && i < shards.count; i++)
+            ok = start_shard_task(t, &shards.items[i], -1, &owned[i], err);
+        for (size_t i = 0; i < shards.count; i++)
+            bson_destroy(&owned[i]);
+        free(owned);
+        free(names);
+    }
+    shard_list_clear(&shards);
+    if (ok) {
+        double every = (double)t->cfg->poll_interval_ms_topology / 1000.0;
+        ev_timer_init(&t->poll, on_poll, every, every);
+        t->poll.data = t;
+        ev_timer_start(t->loop, &t->poll);
+        t->polling = true;
+    }
+    return ok;
+}
+
 struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *loop,
                                 struct mcdc_error *err)
 {
     struct topology *t;
-    bson_error_t error;
     struct mcdc_error perr = MCDC_ERROR_INIT;
+    struct task seed = {0};
     char *rs = NULL;
-    const char *refusal = NULL;
+    enum seed_kind kind = SEED_REPLICA_SET;
     char redacted[512];
     int64_t selection_ms;
+    bool answered;
 
     /* libmongoc is initialised by main, whose log handler (which redacts
      * secrets) receives the driver's logs. */
@@ -124,68 +480,68 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     t = xcalloc(1, sizeof *t);
     t->cfg = cfg;
     t->loop = loop;
-    t->uri = mongoc_uri_new_with_error(cfg->connection_string, &error);
-    if (t->uri == NULL) {
-        set_redacted_error(err, cfg, (int)error.code, redacted, error.message);
+    if (!open_pool(cfg, cfg->connection_string, &seed, &selection_ms, err))
         goto fail;
-    }
-    if (mongoc_uri_get_appname(t->uri) == NULL)
-        mongoc_uri_set_appname(t->uri, "mongocdc");
-    /* The configured selection timeout is the budget of a whole connection
-     * attempt; one blocking selection in libmongoc gets only a slice of it,
-     * so a stop request is seen within a slice (worker_start()). */
-    if (mongoc_uri_has_option(t->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS))
-        selection_ms = mongoc_uri_get_option_as_int32(t->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
-                                                      (int32_t)cfg->server_selection_timeout_ms);
-    else
-        selection_ms = cfg->server_selection_timeout_ms;
-    mongoc_uri_set_option_as_int32(t->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
-                                   (int32_t)(selection_ms < WORKER_SELECTION_SLICE_MS
-                                                 ? selection_ms
-                                                 : WORKER_SELECTION_SLICE_MS));
-    if (!mongoc_uri_has_option(t->uri, MONGOC_URI_CONNECTTIMEOUTMS))
-        mongoc_uri_set_option_as_int32(t->uri, MONGOC_URI_CONNECTTIMEOUTMS,
-                                       (int32_t)cfg->connect_timeout_ms);
-    if (!mongoc_uri_has_option(t->uri, MONGOC_URI_HEARTBEATFREQUENCYMS))
-        mongoc_uri_set_option_as_int32(t->uri, MONGOC_URI_HEARTBEATFREQUENCYMS,
-                                       (int32_t)cfg->heartbeat_frequency_ms);
-    if (cfg->socket_timeout_ms > 0 && !mongoc_uri_has_option(t->uri, MONGOC_URI_SOCKETTIMEOUTMS))
-        mongoc_uri_set_option_as_int32(t->uri, MONGOC_URI_SOCKETTIMEOUTMS,
-                                       (int32_t)cfg->socket_timeout_ms);
-    t->pool = mongoc_client_pool_new_with_error(t->uri, &error);
-    if (t->pool == NULL) {
-        set_redacted_error(err, cfg, (int)error.code, redacted, error.message);
-        goto fail;
-    }
-    mongoc_client_pool_set_error_api(t->pool, MONGOC_ERROR_API_VERSION_2);
 
-    if (!probe(t->pool, &rs, &refusal, &perr)) {
+    answered = probe(seed.pool, &kind, &rs, &perr);
+    if (!answered) {
         /* Unreachable now: the task retries with backoff and discovers the set itself. */
         char *why = config_redact_text(perr.msg, cfg->connection_string);
         LOG_WARN("cannot reach %s yet: %s; the capture task retries with backoff", redacted, why);
         free(why);
-    } else if (refusal != NULL) {
-        mcdc_error_set(err, MCDC_ERR_CONFIG, 0, "%s", refusal);
+    } else if (kind == SEED_STANDALONE) {
+        mcdc_error_set(err, MCDC_ERR_CONFIG, 0,
+                       "mongodb.connection.string points at a standalone server: a standalone has "
+                       "no oplog, so it has no change streams to capture. Run it as a replica set "
+                       "(mongod --replSet rs0, then rs.initiate(); one member is enough) and "
+                       "connect with ?replicaSet=rs0");
         goto fail;
-    } else {
+    } else if (kind != SEED_REPLICA_SET &&
+               cfg->connection_mode == MCDC_CONNECTION_SHARDED) {
+        mcdc_error_set(err, MCDC_ERR_CONFIG, 0,
+                       "mongodb.connection.mode sharded (one stream through mongos) is not "
+                       "supported yet; use replica_set (one capture task per shard)");
+        goto fail;
+    } else if (kind == SEED_REPLICA_SET) {
         LOG_INFO("replica set %s found at %s", rs, redacted);
+    } else {
+        LOG_INFO("%s found at %s: one capture task per shard of config.shards",
+                 kind == SEED_MONGOS ? "mongos" : "config server replica set", redacted);
     }
 
     ev_async_init(&t->notice, on_notice);
     t->notice.data = t;
     ev_async_start(loop, &t->notice);
-    t->tasks = xcalloc(1, sizeof *t->tasks);
-    t->tasks[0] = worker_start(cfg, t->pool, rs, selection_ms, task_ended, t, err);
+    t->notice_started = true;
+    if (answered && (kind == SEED_MONGOS || kind == SEED_CONFIG_SERVER)) {
+        /* The seed's pool serves discovery and the polls of config.shards. */
+        bool ok;
+        t->seed = seed;
+        memset(&seed, 0, sizeof seed);
+        t->gate = gate_registry_new(t->seed.pool, GATE_MAX_SHARDS);
+        ok = start_shard_tasks(t, err);
+        free(rs);
+        rs = NULL;
+        if (!ok) {
+            topology_request_stop(t);
+            (void)topology_join(t);
+            goto fail;
+        }
+        return t;
+    }
+    *task_add(t) = seed;
+    memset(&seed, 0, sizeof seed);
+    t->tasks[0].w =
+        worker_start(cfg, t->tasks[0].pool, rs, selection_ms, -1, NULL, NULL, NULL, task_ended, t,
+                     err);
     free(rs);
     rs = NULL;
-    if (t->tasks[0] == NULL) {
-        ev_async_stop(loop, &t->notice);
+    if (t->tasks[0].w == NULL)
         goto fail;
-    }
-    t->ntasks = 1;
     return t;
 fail:
     free(rs);
+    task_free(&seed);
     topology_destroy(t);
     return NULL;
 }
@@ -195,15 +551,21 @@ void topology_request_stop(struct topology *t)
     if (t == NULL)
         return;
     t->stopping = true;
-    for (size_t i = 0; i < t->ntasks; i++)
-        worker_request_stop(t->tasks[i]);
+    if (t->polling) {
+        ev_timer_stop(t->loop, &t->poll);
+        t->polling = false;
+    }
+    for (size_t i = 0; i < t->ntasks; i++) {
+        if (t->tasks[i].w != NULL)
+            worker_request_stop(t->tasks[i].w);
+    }
 }
 
 int topology_join(struct topology *t)
 {
-    int code = MCDC_EXIT_OK;
+    int code = t->failed_start ? MCDC_EXIT_FAILURE : MCDC_EXIT_OK;
     for (size_t i = 0; i < t->ntasks; i++) {
-        if (worker_join(t->tasks[i], NULL) != MCDC_EXIT_OK)
+        if (t->tasks[i].w != NULL && worker_join(t->tasks[i].w, NULL) != MCDC_EXIT_OK)
             code = MCDC_EXIT_FAILURE;
     }
     return code;
@@ -214,12 +576,13 @@ void topology_destroy(struct topology *t)
     if (t == NULL)
         return;
     for (size_t i = 0; i < t->ntasks; i++)
-        worker_destroy(t->tasks[i]);
+        task_free(&t->tasks[i]);
     free(t->tasks);
-    if (t->ntasks > 0 && ev_is_active(&t->notice))
+    gate_registry_destroy(t->gate); /* after every task that used it */
+    task_free(&t->seed);
+    if (t->polling)
+        ev_timer_stop(t->loop, &t->poll);
+    if (t->notice_started && ev_is_active(&t->notice))
         ev_async_stop(t->loop, &t->notice);
-    if (t->pool != NULL)
-        mongoc_client_pool_destroy(t->pool);
-    mongoc_uri_destroy(t->uri);
     free(t);
 }

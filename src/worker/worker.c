@@ -31,129 +31,6 @@ int64_t worker_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ---- delivery and commits ---- */
-
-/* A record over message.max.bytes (the sink's error says everything). */
-static bool too_large(const struct mcdc_error *err)
-{
-    return err->domain == MCDC_ERR_KAFKA && err->code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
-}
-
-/* Sink delivery report, on this task's thread (inside sink_poll/produce/flush). */
-static void on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
-{
-    struct worker *w = ctx;
-    int64_t us = sink_last_latency_us(w->sink);
-    if (us >= 0)
-        metrics_observe_delivery_us(w->m, us);
-    metrics_add(w->m, err == NULL ? METRICS_RECORDS_ACKED : METRICS_RECORDS_FAILED, 1);
-    if (err == NULL) {
-        inflight_ack(w->inf, opaque);
-        w->last_ack_ms = worker_now_ms();
-        if (w->ack_stalled) {
-            w->ack_stalled = false;
-            LOG_INFO("Kafka acknowledges records again after %lld ms without one",
-                     (long long)(w->last_ack_ms - w->ack_wait_since_ms));
-        }
-        return;
-    }
-    /* Never acknowledged: the committed position stays before this record. */
-    if (!w->delivery_failed) {
-        w->delivery_failed = true;
-        w->delivery_err = *err;
-    }
-}
-
-/* Records waiting longer than this for an acknowledgement: one WARN per episode. */
-#define ACK_STALL_WARN_MS 10000
-
-/* A WARN when produced records have waited ACK_STALL_WARN_MS without any
- * acknowledgement (a frozen or unreachable broker); on_delivery says INFO
- * when acknowledgements resume. */
-static void watch_acks(struct worker *w)
-{
-    size_t n = sink_in_flight(w->sink);
-    int64_t now = worker_now_ms(), since;
-
-    if (n == 0) {
-        w->ack_wait_since_ms = 0;
-        return;
-    }
-    if (w->ack_wait_since_ms == 0)
-        w->ack_wait_since_ms = now;
-    since = w->last_ack_ms > w->ack_wait_since_ms ? w->last_ack_ms : w->ack_wait_since_ms;
-    if (!w->ack_stalled && now - since >= ACK_STALL_WARN_MS) {
-        w->ack_stalled = true;
-        w->ack_wait_since_ms = since;
-        LOG_WARN("%zu records have waited %lld ms for acknowledgement by Kafka, none acknowledged "
-                 "meanwhile: the broker is unreachable or stalled; still retrying, offsets do not "
-                 "advance past them",
-                 n, (long long)(now - since));
-    }
-}
-
-enum phase worker_service(struct worker *w, bool force_commit)
-{
-    const struct mcdc_position *pos;
-    struct mcdc_error err = MCDC_ERROR_INIT;
-    bool failed;
-
-    sink_poll(w->sink, 0);
-    watch_acks(w);
-    worker_metrics_service(w, NULL);
-    failed = w->delivery_failed || sink_fatal(w->sink, &err);
-    if (force_commit || failed ||
-        worker_now_ms() - w->last_commit_ms >= w->cfg->offsets_flush_interval_ms) {
-        w->last_commit_ms = worker_now_ms();
-        /*
-         * At-least-once: the tracker hands out only a position whose records
-         * and every earlier record Kafka has acknowledged, in order. A crash
-         * at any instant therefore resumes at or before the first
-         * unacknowledged change: some records may be produced twice, none is
-         * ever lost. A record that failed is never acknowledged, so the
-         * position committed here stays before it.
-         */
-        pos = inflight_committable(w->inf);
-        if (pos != NULL) {
-            struct mcdc_error serr = MCDC_ERROR_INIT;
-            if (!offset_store_save(w->store, w->rs, pos, &serr)) {
-                w->err = serr;
-                mcdc_error_prefix(&w->err, "cannot store the offsets of %s", w->rs);
-                return PHASE_FATAL;
-            }
-            metrics_offset_stored(w->m);
-            worker_metrics_service(w, pos);
-            if (MCDC_LOG_ENABLED(MCDC_LOG_DEBUG)) {
-                char d[128];
-                resume_describe_position(pos, d, sizeof d);
-                LOG_DEBUG("offsets committed at %s%s", d,
-                          pos->initsync ? " (snapshot running)" : "");
-            }
-        }
-    }
-    if (w->delivery_failed) {
-        w->err = w->delivery_err;
-        if (too_large(&w->err))
-            return PHASE_FATAL; /* retrying cannot help; the error says what to change */
-        /*
-         * Anything else Kafka refused (a topic unknown after an outage, a
-         * leader change, a timeout) may pass on a second try. Re-producing
-         * only the failed record would reorder a document's events, so the
-         * task restarts from the offsets just committed, which stay before
-         * the failed record: the records after them are produced again, in
-         * order (at-least-once), and nothing is skipped.
-         */
-        mcdc_error_prefix(&w->err, "a record could not be delivered");
-        w->restart_from_offsets = true;
-        return PHASE_RETRY;
-    }
-    if (failed) {
-        w->err = err;
-        return PHASE_FATAL;
-    }
-    return PHASE_OK;
-}
-
 /* Produces recs (taking their buffers); the last one carries pos. what names
  * the source of the records in errors. */
 /* The topic is not known to the cluster (yet): librdkafka's local
@@ -208,7 +85,7 @@ enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
             w->err = err;
             /* A too-large record: the sink's message already names size,
              * topic and key, and a prefix would push its advice out. */
-            if (!too_large(&err))
+            if (!worker_too_large(&err))
                 mcdc_error_prefix(&w->err,
                                   "record for %s key %s (%zu bytes key, %zu bytes value) cannot "
                                   "be delivered",
@@ -350,7 +227,7 @@ static enum phase setup(struct worker *w, bool *proceed)
     if (!build_pipeline(w, &err))
         goto fail;
     w->inf = inflight_new();
-    w->sink = sink_new(w->cfg, w->rs, on_delivery, w, &err);
+    w->sink = sink_new(w->cfg, w->rs, worker_on_delivery, w, &err);
     if (w->sink == NULL)
         goto fail;
     w->store = offset_store_open(w->cfg, &err);
@@ -376,6 +253,24 @@ static enum phase setup(struct worker *w, bool *proceed)
     }
     if (!found && !w->need_snapshot)
         position_clear(&w->stream_pos);
+    if (!found && w->start_at >= 0) {
+        /* A shard that joined while the daemon ran: read from the moment it
+         * joined, no snapshot (see worker_start()). The position is stored
+         * at once so that a restart resumes here, not at "now" or with a
+         * snapshot of migrated documents. */
+        position_clear(&w->stream_pos);
+        w->stream_pos.sec = (int64_t)((uint64_t)w->start_at >> 32);
+        w->stream_pos.ord = (int64_t)((uint64_t)w->start_at & 0xffffffffu);
+        w->need_snapshot = false;
+        w->snapshot_only = false;
+        w->have_stored = true;
+        if (!offset_store_save(w->store, w->rs, &w->stream_pos, &err)) {
+            mcdc_error_prefix(&err, "cannot store the start position of %s", w->rs);
+            goto fail;
+        }
+        LOG_INFO("joined the cluster at Timestamp(%lld, %lld): streaming from then, no snapshot",
+                 (long long)w->stream_pos.sec, (long long)w->stream_pos.ord);
+    }
     *proceed = true;
     return PHASE_OK;
 fail:
@@ -402,6 +297,7 @@ static void restart_from_offsets(struct worker *w)
     encoder_destroy(w->enc);
     w->enc = NULL; /* run() calls setup() again */
     position_clear(&w->stream_pos);
+    w->to_commit_dirty = false;
     w->delivery_failed = false;
     w->restart_from_offsets = false;
     w->ack_stalled = false;
@@ -526,6 +422,11 @@ static void finish(struct worker *w, enum phase ph)
                  "skipped; final offsets written in %lld ms",
                  w->rs, (unsigned long long)w->events, (unsigned long long)w->records,
                  (unsigned long long)w->skipped, (long long)(worker_now_ms() - t0));
+    if (w->gate_waits > 0)
+        LOG_INFO("order gate: %lld events of documents moved from another shard were held, "
+                 "%lld ms in all (%.1f ms each on average)",
+                 (long long)w->gate_waits, (long long)w->gate_wait_ms,
+                 (double)w->gate_wait_ms / (double)w->gate_waits);
 }
 
 static void *worker_main(void *arg)
@@ -551,6 +452,8 @@ static void *worker_main(void *arg)
     finish(w, ph);
     metrics_set_state(w->m, w->exit_code == MCDC_EXIT_OK ? METRICS_STATE_STOPPED
                                                          : METRICS_STATE_FAILED);
+    if (w->has_gate && w->exit_code == MCDC_EXIT_OK)
+        w->gate.ended(w->gate.ctx);
     mongoc_client_pool_push(w->pool, w->client);
     w->client = NULL;
     atomic_store(&w->finished, true);
@@ -561,12 +464,21 @@ static void *worker_main(void *arg)
 
 struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
                             const char *expected_rs, int64_t selection_timeout_ms,
+                            int64_t start_at, worker_snapshot_filters_fn snapshot_filters,
+                            void *filters_ctx, const struct worker_order_gate *gate,
                             worker_exit_cb on_exit, void *ctx, struct mcdc_error *err)
 {
     struct worker *w = xcalloc(1, sizeof *w);
 
     w->selection_timeout_ms =
         selection_timeout_ms > 0 ? selection_timeout_ms : cfg->server_selection_timeout_ms;
+    w->start_at = start_at;
+    w->snapshot_filters = snapshot_filters;
+    w->filters_ctx = filters_ctx;
+    if (gate != NULL) {
+        w->gate = *gate;
+        w->has_gate = true;
+    }
 
     w->cfg = cfg;
     w->pool = pool;
@@ -575,6 +487,7 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
     w->exit_code = MCDC_EXIT_FAILURE;
     atomic_init(&w->finished, false);
     position_init(&w->stream_pos);
+    position_init(&w->to_commit);
     bson_init(&w->pipeline);
     if (expected_rs != NULL) {
         snprintf(w->rs, sizeof w->rs, "%s", expected_rs);
@@ -628,6 +541,7 @@ void worker_destroy(struct worker *w)
     offset_store_close(w->store);
     encoder_destroy(w->enc);
     position_clear(&w->stream_pos);
+    position_clear(&w->to_commit);
     bson_destroy(&w->pipeline);
     free(w);
 }

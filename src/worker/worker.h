@@ -26,6 +26,39 @@
 
 struct worker;
 
+/*
+ * Supplies, at the start of each initial snapshot (after its start position
+ * is recorded, before any collection is read), the documents this task's
+ * replica set owns: out (initialised, empty) gets one member per collection,
+ * key "<db>.<coll>", value a find filter that the snapshot ANDs with the
+ * collection's own filter. Collections not named are read whole. Called on
+ * the task's thread. Returns false with err to make the snapshot retry
+ * (with backoff). Used for shards, whose primaries also hold orphans
+ * (topology/chunks.h).
+ */
+typedef bool (*worker_snapshot_filters_fn)(void *ctx, bson_t *out, struct mcdc_error *err);
+
+/*
+ * The per-document order gate across shards (topology/gate.h), as callbacks
+ * so that the worker does not depend on topology. All on the task's thread.
+ *   check:   for a change event (db/coll NUL-terminated, documentKey, cluster
+ *            time as a BSON timestamp value), the cluster time the donor
+ *            shard's task must have acknowledged first, or 0; *donor gets an
+ *            opaque donor handle and *donor_name its shard name.
+ *   passed:  true once donor has acknowledged everything before need (or
+ *            has ended).
+ *   publish: this task's acknowledged watermark (BSON timestamp value).
+ *   ended:   this task will produce nothing more.
+ */
+struct worker_order_gate {
+    void *ctx;
+    uint64_t (*check)(void *ctx, const char *db, const char *coll, const bson_t *document_key,
+                      uint64_t ts, void **donor, const char **donor_name);
+    bool (*passed)(void *donor, uint64_t need);
+    void (*publish)(void *ctx, uint64_t ts);
+    void (*ended)(void *ctx);
+};
+
 /* Called on the worker's thread once, just before it ends (e.g. ev_async_send). */
 typedef void (*worker_exit_cb)(struct worker *w, void *ctx);
 
@@ -38,11 +71,22 @@ typedef void (*worker_exit_cb)(struct worker *w, void *ctx);
  * serverSelectionTimeoutMS): the pool's URI carries only a short slice of it
  * (WORKER_SELECTION_SLICE_MS) and the task waits slice by slice, checking
  * its stop flag in between, so a stop is never held up by an unreachable
- * server. on_exit is called from the task's thread when it ends. Returns
- * NULL and fills err if the thread cannot start.
+ * server. start_at is a BSON timestamp value (seconds in the high 32 bits,
+ * increment low) or -1: when it is set and the task has no stored offset, it
+ * takes no snapshot and streams from that cluster time (startAtOperationTime,
+ * inclusive), storing that position before anything else; this is how a
+ * shard added to a running cluster is read from the moment it joined
+ * (`topologyTime` of config.shards, mongo-sim-spec.md §6.5 item 6): it holds
+ * only migrated documents, which are not changes. snapshot_filters (may be
+ * NULL) and filters_ctx: see worker_snapshot_filters_fn. gate (may be NULL;
+ * copied) orders a document's events across shards. on_exit is called
+ * from the task's thread when it ends. Returns NULL and fills err if the thread cannot
+ * start.
  */
 struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
                             const char *expected_rs, int64_t selection_timeout_ms,
+                            int64_t start_at, worker_snapshot_filters_fn snapshot_filters,
+                            void *filters_ctx, const struct worker_order_gate *gate,
                             worker_exit_cb on_exit, void *ctx, struct mcdc_error *err);
 
 /* The longest single blocking server selection (ms); see worker_start(). */

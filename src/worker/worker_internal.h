@@ -54,6 +54,15 @@ struct worker {
     bool snapshot_only;                    /* initial_only: stop after the snapshot */
     int64_t attempts;                      /* failed connection attempts in a row */
     int64_t selection_timeout_ms;          /* overall server-selection budget per attempt */
+    int64_t start_at; /* BSON timestamp to stream from when nothing is stored, or -1 */
+    worker_snapshot_filters_fn snapshot_filters; /* NULL: collections are read whole */
+    void *filters_ctx;
+    struct worker_order_gate gate;
+    bool has_gate;
+    struct mcdc_position to_commit; /* gate: committable position not yet stored */
+    bool to_commit_dirty;
+    int64_t gate_waits;      /* events held by the gate */
+    int64_t gate_wait_ms;    /* total ms they were held */
     int64_t last_commit_ms;
     int64_t last_ack_ms;      /* monotonic ms of the last acknowledgement */
     int64_t ack_wait_since_ms; /* records in flight since (0: none in flight) */
@@ -133,6 +142,13 @@ enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
  * passed (or force). Returns PHASE_FATAL on a delivery error or an offset
  * store failure, else PHASE_OK. */
 enum phase worker_service(struct worker *w, bool force_commit);
+
+/* Sink delivery report (sink_delivery_cb), on the task's thread: acknowledges
+ * the record's slot in the tracker, or remembers the first failure. */
+void worker_on_delivery(void *opaque, const struct mcdc_error *err, void *ctx);
+
+/* True for a record over message.max.bytes (retrying cannot help). */
+bool worker_too_large(const struct mcdc_error *err);
 
 /* Converts a capture/snapshot failure into a phase, filling w->err. */
 enum phase worker_phase_from_failure(struct worker *w, const struct resume_failure *fail,

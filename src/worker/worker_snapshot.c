@@ -18,6 +18,8 @@
  */
 #include "worker/worker_internal.h"
 
+#include <stdio.h>
+
 #include "capture/capture.h"
 #include "common/log.h"
 #include "snapshot/snapshot.h"
@@ -62,6 +64,58 @@ static enum phase emit_doc(struct worker *w, const struct snapshot_doc *d,
     }
     ev.rs = w->rs;
     return worker_emit(w, &ev, pos);
+}
+
+/*
+ * ANDs each planned collection's filter with the filter of the documents this
+ * replica set owns (worker_snapshot_filters_fn), read after the start
+ * position was recorded. A failure is transient: the snapshot is retried.
+ */
+static enum phase restrict_to_owned(struct worker *w, struct snapshot_plan *plan)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    bson_t owned = BSON_INITIALIZER;
+    size_t filtered = 0;
+
+    if (!w->snapshot_filters(w->filters_ctx, &owned, &err)) {
+        bson_destroy(&owned);
+        w->err = err;
+        mcdc_error_prefix(&w->err, "cannot read which documents %s owns", w->rs);
+        return PHASE_RETRY;
+    }
+    for (size_t i = 0; i < plan->count; i++) {
+        struct snapshot_coll *c = &plan->colls[i];
+        char ns[512];
+        bson_iter_t it;
+        const uint8_t *data;
+        uint32_t len;
+        bson_t f, and_filter = BSON_INITIALIZER, arr;
+
+        snprintf(ns, sizeof ns, "%s.%s", c->db, c->coll);
+        if (!bson_iter_init_find(&it, &owned, ns) || !BSON_ITER_HOLDS_DOCUMENT(&it))
+            continue;
+        bson_iter_document(&it, &len, &data);
+        if (!bson_init_static(&f, data, len))
+            continue;
+        if (bson_empty(&c->filter)) {
+            bson_destroy(&and_filter);
+            bson_copy_to(&f, &and_filter);
+        } else {
+            bson_append_array_begin(&and_filter, "$and", -1, &arr);
+            bson_append_document(&arr, "0", 1, &c->filter);
+            bson_append_document(&arr, "1", 1, &f);
+            bson_append_array_end(&and_filter, &arr);
+        }
+        bson_destroy(&c->filter);
+        bson_steal(&c->filter, &and_filter);
+        filtered++;
+    }
+    if (filtered > 0)
+        LOG_INFO("snapshot: %zu sharded collections read only in the chunks %s owns (orphans "
+                 "skipped)",
+                 filtered, w->rs);
+    bson_destroy(&owned);
+    return PHASE_OK;
 }
 
 enum phase worker_snapshot(struct worker *w)
@@ -110,6 +164,11 @@ enum phase worker_snapshot(struct worker *w)
             ph = worker_phase_from_failure(w, &fail, &err);
         }
         goto cleanup;
+    }
+    if (w->snapshot_filters != NULL) {
+        ph = restrict_to_owned(w, plan);
+        if (ph != PHASE_OK)
+            goto cleanup;
     }
     w->attempts = 0;
     if (plan->count == 0 && (cfg->collection_include.count > 0 || cfg->database_include.count > 0))

@@ -35,6 +35,62 @@ static enum phase pass_position(struct worker *w, const struct mcdc_position *po
     return PHASE_OK;
 }
 
+/* Held longer than this: one INFO naming the donor shard. */
+#define GATE_LOG_MS 2000
+
+/*
+ * The per-document order gate (topology/gate.h): a document that came to
+ * this shard with a chunk migration is published here only after the donor
+ * shard's task has had every earlier event acknowledged. Keeps serving this
+ * task's own deliveries while it waits.
+ */
+static enum phase hold_for_donor(struct worker *w, const struct mcdc_event *ev)
+{
+    char db[256], coll[256];
+    void *donor = NULL;
+    const char *donor_name = NULL;
+    uint64_t need;
+    int64_t since;
+    bool told = false;
+    enum phase ph = PHASE_OK;
+
+    if (!ev->has_document_key || !ev->has_cluster_time)
+        return PHASE_OK;
+    snprintf(db, sizeof db, "%.*s", (int)ev->db_len, ev->db ? ev->db : "");
+    snprintf(coll, sizeof coll, "%.*s", (int)ev->coll_len, ev->coll ? ev->coll : "");
+    need = w->gate.check(w->gate.ctx, db, coll, &ev->document_key,
+                         ((uint64_t)ev->ts_sec << 32) | ev->ts_inc, &donor, &donor_name);
+    if (need == 0 || w->gate.passed(donor, need))
+        return PHASE_OK;
+    since = worker_now_ms();
+    w->gate_waits++;
+    while (!w->gate.passed(donor, need)) {
+        if (worker_stopping(w))
+            return PHASE_STOPPED;
+        ph = worker_service(w, false);
+        if (ph != PHASE_OK)
+            return ph;
+        /* Everything this task produced before the held event is
+         * acknowledged: its watermark may move to just before the held
+         * event, so two shards each holding a document that came from the
+         * other never wait on each other for ever (the one waiting for the
+         * earlier migration is released). */
+        if (inflight_pending(w->inf) == 0)
+            w->gate.publish(w->gate.ctx, (((uint64_t)ev->ts_sec << 32) | ev->ts_inc) - 1);
+        if (!told && worker_now_ms() - since >= GATE_LOG_MS) {
+            LOG_INFO("%s.%s: a document that moved here from shard %s waits until that shard's "
+                     "events before Timestamp(%u, %u) are acknowledged (per-document order)",
+                     db, coll, donor_name ? donor_name : "?", (unsigned)(need >> 32),
+                     (unsigned)(need & 0xffffffffu));
+            told = true;
+        }
+        if (!worker_pause_ms(w, 5))
+            return PHASE_STOPPED;
+    }
+    w->gate_wait_ms += worker_now_ms() - since;
+    return PHASE_OK;
+}
+
 /* heartbeat.interval.ms: a heartbeat record carrying the current position
  * (debezium-format.md §1.9), so consumers see liveness and offsets move. */
 static enum phase maybe_heartbeat(struct worker *w, int64_t *last_ms)
@@ -134,10 +190,12 @@ enum phase worker_stream(struct worker *w)
                 snprintf(coll, sizeof coll, "%.*s", (int)ev.coll_len, ev.coll ? ev.coll : "");
                 emit = encoder_captures(w->enc, db, coll);
             }
-            if (emit) {
+            if (emit && w->has_gate)
+                ph = hold_for_donor(w, &ev);
+            if (emit && ph == PHASE_OK) {
                 metrics_event_emitted(w->m, worker_metrics_op(ev.op));
                 ph = worker_emit(w, &ev, &pos);
-            } else {
+            } else if (ph == PHASE_OK) {
                 /* Not captured: no record, but the position moves past it. */
                 metrics_event_filtered(w->m, worker_metrics_op(ev.op));
                 w->skipped++;

@@ -514,7 +514,7 @@ def _match_elem_ops(e, ops):
 def eval_expr(doc, e):
     """A small subset of aggregation expressions for $expr (what connectors put in a
     change-stream $match): field paths, $literal, $concat, $regexMatch, $and, $or, $not,
-    $eq, $ne, $in. Anything else is BadValue, as an unknown operator would be."""
+    $eq, $ne, $in, $gt, $gte, $lt, $lte, $ifNull. Anything else is BadValue, as an unknown operator would be."""
     if isinstance(e, str):
         if e.startswith("$$"):
             raise SimError(2, "BadValue", "variables are not supported by the simulator")
@@ -551,6 +551,17 @@ def eval_expr(doc, e):
     if op == "$in":
         a, b = (eval_expr(doc, x) for x in args)
         return any(values_equal(a, x) for x in (b or []))
+    if op in ("$gt", "$gte", "$lt", "$lte"):
+        # aggregation comparison: BSON order across types, no type bracketing
+        a, b = (eval_expr(doc, x) for x in args)
+        c = cmp_values(a, b)
+        return {"$gt": c > 0, "$gte": c >= 0, "$lt": c < 0, "$lte": c <= 0}[op]
+    if op == "$ifNull":
+        for x in args[:-1]:
+            v = eval_expr(doc, x)
+            if v is not None:
+                return v
+        return eval_expr(doc, args[-1])
     raise SimError(168, "InvalidPipelineOperator", "Unrecognized expression '%s'" % op)
 
 

@@ -89,6 +89,10 @@ class Router(object):
         self.configsvr = False
         self.set_name = "mongos"
         self.undo_floor = 0
+        # Range deletion after move_chunk: immediate (orphans False) or deferred until
+        # clean_orphans (orphans True), as orphanCleanupDelaySecs does on real shards.
+        self.orphans = False
+        self.pending_deletions = []
 
     def get_coll(self, db, coll):
         for c in self.shards.values():
@@ -100,7 +104,23 @@ class Router(object):
     def snapshot_docs(self, db, coll, ts):
         out = []
         for name in self.shards_for(db, coll):
-            out.extend(self.shards[name].snapshot_docs(db, coll, ts))
+            out.extend(self.owned_docs(name, db, coll, self.shards[name].snapshot_docs(db, coll, ts)))
+        return out
+
+    def owned_docs(self, name, db, coll, docs):
+        """The documents of shard `name` that a versioned read through mongos returns: for
+        a sharded collection only those in a chunk the shard owns, so orphans (left by
+        move_chunk until clean_orphans, or copies of a migration) are never returned."""
+        ns = "%s.%s" % (db, coll)
+        pattern = self.shard_keys.get(ns)
+        if not pattern or not self.orphans:
+            return docs
+        ranges = [ch for ch in self.chunks(ns) if ch["shard"] == name]
+        out = []
+        for d in docs:
+            k = self.key_of(d, pattern)
+            if any(sb.cmp_values(ch["min"], k) <= 0 and sb.cmp_values(k, ch["max"]) < 0 for ch in ranges):
+                out.append(d)
         return out
 
     @property
@@ -348,11 +368,42 @@ class Router(object):
         hist = [{"validAfter": now, "shard": to}] + list(ch.get("history", []))
         self._cfg().update("chunks", {"_id": ch["_id"]},
                            {"$set": {"shard": to, "lastmod": Timestamp(lm.time + 1, 0), "history": hist}})
+        if self.orphans:
+            self.pending_deletions.append((src_name, ns, ch["min"], ch["max"]))
+        else:
+            self._delete_range(donor, ns, ch["min"], ch["max"])
+        return {"millis": 0, "moved": len(moving)}
+
+    def _delete_range(self, donor, ns, lo, hi):
+        """The donor's range deleter: removes documents of [lo, hi) that the donor no longer
+        owns, each as a `d` entry with fromMigrate (spec §6.6 step 3)."""
+        db, coll = ns.split(".", 1)
+        pattern = self.shard_keys.get(ns)
+        dcoll = donor.get_coll(db, coll)
+        if dcoll is None:
+            return 0
+        owned = [c for c in self.chunks(ns) if c["shard"] == donor.set_name]
         wd = ss.Writer(donor, db, None)
-        for d in moving:
+        n = 0
+        for d in list(dcoll.docs.values()):
+            k = self.key_of(d, pattern)
+            if not (sb.cmp_values(lo, k) <= 0 and sb.cmp_values(k, hi) < 0):
+                continue
+            if any(sb.cmp_values(c["min"], k) <= 0 and sb.cmp_values(k, c["max"]) < 0 for c in owned):
+                continue  # the range came back to this shard meanwhile
             dcoll.docs.pop(sb.id_key(d["_id"]), None)
             donor.append_entry({"op": "d", "ns": ns, "ui": dcoll.uuid, "o": wd.doc_key(coll, d), "fromMigrate": True})
-        return {"millis": 0, "moved": len(moving)}
+            n += 1
+        return n
+
+    def clean_orphans(self):
+        """Runs every deferred range deletion now; returns how many documents went."""
+        n = 0
+        pending, self.pending_deletions = self.pending_deletions, []
+        for src_name, ns, lo, hi in pending:
+            if src_name in self.shards:
+                n += self._delete_range(self.shards[src_name], ns, lo, hi)
+        return n
 
     def add_shard(self, members=1):
         if self.make_shard is None:
@@ -394,6 +445,17 @@ class Router(object):
     def act_move_chunk(self, a):
         with self.lock:
             return self.move_chunk(a["ns"], a["find"], a["to"])
+
+    def act_orphans(self, a):
+        """{"keep": true}: move_chunk leaves the moved documents on the donor (orphans) until
+        clean_orphans; {"keep": false}: range deletion right after each move (the default)."""
+        with self.lock:
+            self.orphans = bool(a.get("keep", True))
+            return {"orphans": self.orphans}
+
+    def act_clean_orphans(self, a):
+        with self.lock:
+            return {"deleted": self.clean_orphans()}
 
     def act_add_shard(self, a):
         with self.lock:
@@ -884,7 +946,7 @@ class MongosDispatcher(Dispatcher):
         out = []
         for name in r.shards_for(db, coll, (body.get("filter") or body.get("query") or {}) if isinstance(body, dict) else None):
             c = r.shard_cl(name)
-            out.extend(self._writer(c, db, body).docs(coll))
+            out.extend(r.owned_docs(name, db, coll, self._writer(c, db, body).docs(coll)))
         return out
 
     def cmd_find(self, member, body, conn):

@@ -243,3 +243,39 @@ def test_shard_collection_expanded_event_on_primary_shard(cluster):
         assert "collectionUUID" in ev
     finally:
         sh.close()
+
+
+def test_orphans_until_range_deletion():
+    """mongo-sim-spec §6.6 step 3: after a chunk migration the donor keeps the moved
+    documents (orphans) until its range deleter runs (orphanCleanupDelaySecs), then deletes
+    them with fromMigrate; direct reads on the donor's primary return orphans, reads
+    through mongos do not. $expr comparisons follow BSON order across types (no type
+    bracketing), which is what a per-shard reader filtering by chunk needs."""
+    with MongoSim(topology="sharded", shards=2, members=1, noop_interval=0.5) as s:
+        c = s.client()
+        c.admin.command("enableSharding", "o")
+        c.admin.command("shardCollection", "o.c", key={"_id": 1})
+        c.admin.command("split", "o.c", middle={"_id": 10})
+        c.o.c.insert_many([{"_id": i} for i in range(20)] + [{"_id": "s"}])
+        s.control("orphans", keep=True)
+        c.admin.command("moveChunk", "o.c", find={"_id": 15}, to="shard02")
+        d1 = pymongo.MongoClient(s.shard_uris["shard01"], serverSelectionTimeoutMS=5000)
+        d2 = pymongo.MongoClient(s.shard_uris["shard02"], serverSelectionTimeoutMS=5000)
+        try:
+            assert d1.o.c.count_documents({}) == 21, "donor keeps orphans"
+            assert d2.o.c.count_documents({}) == 11
+            assert len(list(c.o.c.find({}))) == 21, "mongos returns each document once"
+            owned = {"$expr": {"$and": [{"$gte": [{"$ifNull": ["$_id", None]}, {"$literal": MinKey()}]},
+                                        {"$lt": [{"$ifNull": ["$_id", None]}, {"$literal": 10}]}]}}
+            assert sorted(d["_id"] for d in d1.o.c.find(owned)) == list(range(10))
+            upper = {"$expr": {"$gte": ["$_id", {"$literal": 10}]}}
+            assert {"s", 19} <= {d["_id"] for d in d2.o.c.find(upper)}, "strings sort after numbers"
+            w1 = d1.watch(max_await_time_ms=100)
+            assert s.control("clean_orphans")["deleted"] == 11
+            assert d1.o.c.count_documents({}) == 10
+            assert w1.try_next() is None, "range deletion is fromMigrate: no event"
+            oplog = list(d1.local.oplog.rs.find({"op": "d", "fromMigrate": True}))
+            assert len(oplog) == 11
+        finally:
+            d1.close()
+            d2.close()

@@ -1,0 +1,79 @@
+/*
+ * topology/gate: per-document order across shards (design.md §2).
+ *
+ * A chunk migration moves documents from a donor shard to a recipient at the
+ * migration's commit time Tm (config.chunks `history`: {validAfter, shard},
+ * newest first; mongo-sim-spec.md §6.3). Each shard has its own task, so the
+ * recipient's task could publish a moved document's new events before the
+ * donor's task (lagging, reconnecting) has published the older ones, and a
+ * consumer of the key's Kafka partition would see them out of order. The gate
+ * holds a recipient's event at cluster time T for a document whose chunk
+ * became the recipient's at Tm <= T until the donor's task has had every
+ * event before Tm acknowledged by Kafka (its committed position reaches Tm).
+ * Documents that never moved, and events from before a chunk's arrival, pass
+ * at once: the gate costs one chunk lookup per event of a sharded
+ * collection.
+ *
+ * Each task publishes its acknowledged watermark (the cluster time of its
+ * committed position) in a registry shared by all tasks; a task that has
+ * ended (a removed shard, after delivering everything) counts as fully
+ * acknowledged. Chunk maps are cached per task and re-read through the seed
+ * pool when an event's document is not in a chunk the map gives this shard
+ * at the event's time (the map is older than a migration).
+ *
+ * Thread: gate_registry_* on the main thread (before the tasks start and
+ * after they end); gate_task_* on its task's thread; watermarks are atomics.
+ */
+#ifndef MCDC_TOPOLOGY_GATE_H
+#define MCDC_TOPOLOGY_GATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <mongoc/mongoc.h>
+
+#include "common/error.h"
+
+struct gate_registry;
+struct gate_task;
+
+/* A registry for up to max_tasks shard tasks, reading chunk maps through
+ * seed (borrowed, thread-safe pool; must outlive the registry). */
+struct gate_registry *gate_registry_new(mongoc_client_pool_t *seed, size_t max_tasks);
+void gate_registry_destroy(struct gate_registry *reg);
+
+/* Registers shard `name` (copied). Returns NULL when the registry is full
+ * (that shard's events then pass ungated, with a WARN). */
+struct gate_task *gate_registry_add(struct gate_registry *reg, const char *name);
+
+/* Marks a shard's task as ended: every event it had is acknowledged or will
+ * never be produced by it. */
+void gate_task_ended(struct gate_task *t);
+
+/* Publishes the task's acknowledged watermark: ts is a BSON timestamp value
+ * (seconds << 32 | increment) of its committed position; never moves back. */
+void gate_task_publish(struct gate_task *t, uint64_t ts);
+
+/*
+ * For an event of task t on namespace db.coll (NUL-terminated), document key
+ * key (the change event's documentKey), at cluster time ts: returns the
+ * cluster time the donor must have acknowledged before the event may be
+ * produced, or 0 for none; *donor gets the donor's task (NULL when 0). A
+ * failed chunk read is not an error here: the event passes and *err says why
+ * (the caller logs it); returns 0 then.
+ */
+uint64_t gate_task_check(struct gate_task *t, const char *db, const char *coll, const bson_t *key,
+                         uint64_t ts, struct gate_task **donor, struct mcdc_error *err);
+
+/* True when donor's watermark is at or past need, or donor has ended. */
+bool gate_task_passed(const struct gate_task *donor, uint64_t need);
+
+/* The shard name of a task (borrowed). */
+const char *gate_task_name(const struct gate_task *t);
+
+/* BSON-order comparison of two values (-1, 0, 1), the order of chunk bounds
+ * (MinKey < null < numbers < strings < objects < arrays < binData < ObjectId <
+ * bool < date < timestamp < regex < MaxKey). Exposed for tests. */
+int gate_compare_values(const bson_iter_t *a, const bson_iter_t *b);
+
+#endif

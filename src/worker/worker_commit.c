@@ -1,0 +1,155 @@
+/*
+ * worker/commit: delivery reports and offset commits of a capture task
+ * (design.md §7: the committed position advances only over records Kafka
+ * acknowledged, in order; debezium-format.md §4.2 for the stored value).
+ */
+#include "worker/worker_internal.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include "capture/resume.h"
+#include "common/log.h"
+
+/* ---- delivery and commits ---- */
+
+/* A record over message.max.bytes (the sink's error says everything). */
+bool worker_too_large(const struct mcdc_error *err)
+{
+    return err->domain == MCDC_ERR_KAFKA && err->code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
+}
+
+/* Sink delivery report, on this task's thread (inside sink_poll/produce/flush). */
+void worker_on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
+{
+    struct worker *w = ctx;
+    int64_t us = sink_last_latency_us(w->sink);
+    if (us >= 0)
+        metrics_observe_delivery_us(w->m, us);
+    metrics_add(w->m, err == NULL ? METRICS_RECORDS_ACKED : METRICS_RECORDS_FAILED, 1);
+    if (err == NULL) {
+        inflight_ack(w->inf, opaque);
+        w->last_ack_ms = worker_now_ms();
+        if (w->ack_stalled) {
+            w->ack_stalled = false;
+            LOG_INFO("Kafka acknowledges records again after %lld ms without one",
+                     (long long)(w->last_ack_ms - w->ack_wait_since_ms));
+        }
+        return;
+    }
+    /* Never acknowledged: the committed position stays before this record. */
+    if (!w->delivery_failed) {
+        w->delivery_failed = true;
+        w->delivery_err = *err;
+    }
+}
+
+/* Records waiting longer than this for an acknowledgement: one WARN per episode. */
+#define ACK_STALL_WARN_MS 10000
+
+/* A WARN when produced records have waited ACK_STALL_WARN_MS without any
+ * acknowledgement (a frozen or unreachable broker); worker_on_delivery says INFO
+ * when acknowledgements resume. */
+static void watch_acks(struct worker *w)
+{
+    size_t n = sink_in_flight(w->sink);
+    int64_t now = worker_now_ms(), since;
+
+    if (n == 0) {
+        w->ack_wait_since_ms = 0;
+        return;
+    }
+    if (w->ack_wait_since_ms == 0)
+        w->ack_wait_since_ms = now;
+    since = w->last_ack_ms > w->ack_wait_since_ms ? w->last_ack_ms : w->ack_wait_since_ms;
+    if (!w->ack_stalled && now - since >= ACK_STALL_WARN_MS) {
+        w->ack_stalled = true;
+        w->ack_wait_since_ms = since;
+        LOG_WARN("%zu records have waited %lld ms for acknowledgement by Kafka, none acknowledged "
+                 "meanwhile: the broker is unreachable or stalled; still retrying, offsets do not "
+                 "advance past them",
+                 n, (long long)(now - since));
+    }
+}
+
+enum phase worker_service(struct worker *w, bool force_commit)
+{
+    const struct mcdc_position *pos;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    bool failed;
+
+    sink_poll(w->sink, 0);
+    watch_acks(w);
+    worker_metrics_service(w, NULL);
+    failed = w->delivery_failed || sink_fatal(w->sink, &err);
+    if (w->has_gate) {
+        /* Other shards' tasks wait on this one's acknowledged position
+         * (the order gate): publish it at every service, commit it on the
+         * flush timer as usual. */
+        pos = inflight_committable(w->inf);
+        if (pos != NULL) {
+            uint32_t sec = 0, ord = 0;
+            position_copy(&w->to_commit, pos);
+            w->to_commit_dirty = true;
+            if (pos->sec > 0)
+                w->gate.publish(w->gate.ctx, ((uint64_t)pos->sec << 32) | (uint32_t)pos->ord);
+            else if (pos->has_resume_token && resume_token_time(&pos->resume_token, &sec, &ord))
+                w->gate.publish(w->gate.ctx, ((uint64_t)sec << 32) | ord);
+        }
+    }
+    if (force_commit || failed ||
+        worker_now_ms() - w->last_commit_ms >= w->cfg->offsets_flush_interval_ms) {
+        w->last_commit_ms = worker_now_ms();
+        /*
+         * At-least-once: the tracker hands out only a position whose records
+         * and every earlier record Kafka has acknowledged, in order. A crash
+         * at any instant therefore resumes at or before the first
+         * unacknowledged change: some records may be produced twice, none is
+         * ever lost. A record that failed is never acknowledged, so the
+         * position committed here stays before it.
+         */
+        if (w->has_gate) {
+            pos = w->to_commit_dirty ? &w->to_commit : NULL;
+            w->to_commit_dirty = false;
+        } else {
+            pos = inflight_committable(w->inf);
+        }
+        if (pos != NULL) {
+            struct mcdc_error serr = MCDC_ERROR_INIT;
+            if (!offset_store_save(w->store, w->rs, pos, &serr)) {
+                w->err = serr;
+                mcdc_error_prefix(&w->err, "cannot store the offsets of %s", w->rs);
+                return PHASE_FATAL;
+            }
+            metrics_offset_stored(w->m);
+            worker_metrics_service(w, pos);
+            if (MCDC_LOG_ENABLED(MCDC_LOG_DEBUG)) {
+                char d[128];
+                resume_describe_position(pos, d, sizeof d);
+                LOG_DEBUG("offsets committed at %s%s", d,
+                          pos->initsync ? " (snapshot running)" : "");
+            }
+        }
+    }
+    if (w->delivery_failed) {
+        w->err = w->delivery_err;
+        if (worker_too_large(&w->err))
+            return PHASE_FATAL; /* retrying cannot help; the error says what to change */
+        /*
+         * Anything else Kafka refused (a topic unknown after an outage, a
+         * leader change, a timeout) may pass on a second try. Re-producing
+         * only the failed record would reorder a document's events, so the
+         * task restarts from the offsets just committed, which stay before
+         * the failed record: the records after them are produced again, in
+         * order (at-least-once), and nothing is skipped.
+         */
+        mcdc_error_prefix(&w->err, "a record could not be delivered");
+        w->restart_from_offsets = true;
+        return PHASE_RETRY;
+    }
+    if (failed) {
+        w->err = err;
+        return PHASE_FATAL;
+    }
+    return PHASE_OK;
+}
+

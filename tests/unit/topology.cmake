@@ -1,0 +1,3 @@
+if(TARGET mcdc_topology)
+  mcdc_unit_test(test_topology SOURCES test_topology.c LIBS mcdc_topology)
+endif()
