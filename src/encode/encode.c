@@ -433,13 +433,13 @@ bool encoder_encode(struct encoder *enc, const struct mcdc_event *ev, int64_t ts
     struct mcdc_record *r = push_key(enc, out, te->topic);
     envelope_write_value(enc, ev, te, &p);
     r->value = encoder_take_out(enc, &r->value_len);
-    r->headers = enc->headers;
+    r->headers = enc->header_count ? enc->headers : NULL;
     r->header_count = enc->header_count;
     /* Tombstone: same key, null value, same headers, after each streamed
      * delete (§1.6). */
     if (ev->op == MCDC_OP_DELETE && cfg->tombstones_on_delete) {
         records_push(out, te->topic, r->key, r->key_len, NULL, 0);
-        out->items[out->count - 1].headers = enc->headers;
+        out->items[out->count - 1].headers = r->headers;
         out->items[out->count - 1].header_count = enc->header_count;
     }
     /* Oplog mode: the applyOps is complete after its last operation (§3.5). */
