@@ -65,6 +65,35 @@ def bad_value(msg):
     return SimError(2, "BadValue", msg)
 
 
+class Undefined(object):
+    """BSON undefined (type 0x06, deprecated): pymongo decodes it as None, which the simulator
+    would store and serve as null. UNDEFINED is the one instance; documents keep it and it is
+    encoded back as 0x06."""
+    __slots__ = ()
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = object.__new__(cls)
+        return cls._instance
+
+    def __repr__(self):
+        return "Undefined"
+
+    def __reduce__(self):
+        return (Undefined, ())
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+UNDEFINED = Undefined()
+# pymongo 3.11's pure-Python codec has no hook for type 0x06: register the decoder and encoder
+# in its tables (keyed by the type byte and by the Python type).
+bson._ELEMENT_GETTER[0x06] = lambda data, view, position, obj_end, opts, name: (UNDEFINED, position)
+bson._ENCODERS[Undefined] = lambda name, value, check_keys, opts: b"\x06" + name
+
+
 # ---------------------------------------------------------------------------
 # canonical type order (BSON spec "Comparison/Sort Order")
 
@@ -72,6 +101,8 @@ def canon(v):
     """Canonical type rank used for sorting and for type bracketing."""
     if v is None:
         return 5
+    if v is UNDEFINED:
+        return 3  # the server ranks undefined with EOO, below null and above MinKey
     if isinstance(v, bool):
         return 40
     if isinstance(v, (int, float, Decimal128)):
@@ -367,6 +398,8 @@ _TYPE_ALIASES = {
 def bson_type_num(v):
     if v is None:
         return 10
+    if v is UNDEFINED:
+        return 6
     if isinstance(v, bool):
         return 8
     if isinstance(v, Int64):
@@ -1082,7 +1115,7 @@ def _ks_str(s):
 
 def _generic_type_byte(v):
     c = canon(v)
-    return {1: 0x0A, 5: 0x14, 10: 0x1E, 15: 0x3C, 20: 0x46, 25: 0x50, 30: 0x5A, 35: 0x64,
+    return {1: 0x0A, 3: 0x0F, 5: 0x14, 10: 0x1E, 15: 0x3C, 20: 0x46, 25: 0x50, 30: 0x5A, 35: 0x64,
             40: 0x6E, 45: 0x78, 47: 0x82, 50: 0x8C, 127: 0xF0}.get(c, 0x3C)
 
 
@@ -1090,6 +1123,8 @@ def ks_value(v, tb):
     """KeyString V1 encoding of one BSON value (type byte + body)."""
     if v is None:
         return b"\x14"
+    if v is UNDEFINED:
+        return b"\x0f"  # KeyString CType kUndefined
     if isinstance(v, MinKey):
         return b"\x0a"
     if isinstance(v, MaxKey):

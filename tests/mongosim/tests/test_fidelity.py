@@ -190,3 +190,27 @@ def test_pipeline_update_expressions(shared_sim):
     with pytest.raises(OperationFailure) as ei:
         coll.update_one({"_id": 1}, [{"$set": {"z": {"$noSuchOp": 1}}}])
     assert ei.value.code == 168
+
+
+def test_undefined_is_stored_and_served_as_undefined(shared_sim):
+    """BSON spec: type 0x06 (undefined, deprecated) is a type of its own; the server keeps it
+    (it is not null), in documents and in change events."""
+    import struct
+    from bson.raw_bson import RawBSONDocument
+
+    def raw_doc(i):
+        body = b"\x10_id\x00" + struct.pack("<i", i) + b"\x06u\x00" + b"\x0an\x00"
+        return RawBSONDocument(struct.pack("<i", len(body) + 5) + body + b"\x00")
+
+    c = shared_sim.client()
+    coll = c.fid.undef
+    raw = coll.with_options(codec_options=CodecOptions(document_class=RawBSONDocument))
+    with raw.watch(max_await_time_ms=200) as s:
+        coll.insert_one(raw_doc(1))
+        ev = s.next()
+    assert b"\x06u\x00" in ev.raw  # fullDocument.u is still undefined
+    d = raw.find_one({"_id": 1})
+    assert d.raw == raw_doc(1).raw
+    # {u: {$type: "undefined"}} finds it; null is not undefined
+    assert coll.count_documents({"u": {"$type": 6}}) == 1
+    assert coll.count_documents({"n": {"$type": 6}}) == 0
