@@ -216,3 +216,33 @@ def test_snapshot_source_and_headers_per_dialect(tmp_workdir, three_sim, run_mon
     assert len(run_ids) == 2, "each task start draws a new runId"
     # µs precision: over a whole snapshot some ts_us is not a whole millisecond
     assert any(x.payload["source"]["ts_us"] % 1000 for x in runs["b3x"] + runs["c3x"])
+
+
+def test_context_headers_reach_kafka(tmp_workdir, three_sim, kafka, start_mongocdc):
+    """3.x on a real broker: the data record and its tombstone carry the four
+    __debezium.context.* string headers (debezium-format.md §1.6, §1.7)."""
+    from pipeline_support import read_topics
+    prefix = "hdr%d" % time.time_ns()
+    cfg = write_config(tmp_workdir, three_sim.uri, kafka={"bootstrap.servers": kafka.bootstrap},
+                       **{"topic.prefix": prefix, "snapshot.mode": "no_data",
+                          "debezium.compatibility": "3.x"})
+    d = start_mongocdc("-c", cfg)
+    wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60, "streaming")
+    c = three_sim.client()
+    c.itdb.hdr.insert_one({"_id": 1})
+    c.itdb.hdr.delete_one({"_id": 1})
+    topic = prefix + ".itdb.hdr"
+    recs = []
+    deadline = time.monotonic() + 60
+    while len(recs) < 3 and time.monotonic() < deadline:
+        recs = read_topics(kafka.bootstrap, [topic], idle_s=2, timeout_s=20)
+    assert d.stop(timeout_s=30) == 0
+    assert [r.op for r in recs] == ["c", "d", "tombstone"]
+    run_ids = set()
+    for r in recs:
+        assert [h[0] for h in r.headers] == [
+            "__debezium.context.connectorLogicalName", "__debezium.context.taskId",
+            "__debezium.context.connectorName", "__debezium.context.runId"], r.headers
+        assert [h[1] for h in r.headers[:3]] == [prefix, "0", "mongodb"]
+        run_ids.add(r.headers[3][1])
+    assert len(run_ids) == 1
