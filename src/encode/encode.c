@@ -201,21 +201,25 @@ static bool parse_skipped(struct encoder *enc, const struct mcdc_strlist *sl,
     return true;
 }
 
-/* A random (version 4) UUID in canonical text (RFC 9562 §5.4) into out[37+].
+/* A version-7 UUID (RFC 9562 §5.7: 48-bit Unix time in ms, then random bits),
+ * the kind Debezium 3.x draws for its runId, in canonical text into out[37+].
  * getrandom() failing (very old kernel) falls back to the clock and pid: the
  * runId only has to differ between task starts. */
 static void random_uuid(char *out)
 {
     uint8_t b[16];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
     if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t x = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-        uint64_t y = ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)out;
+        uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+        uint64_t y = (uint64_t)(uintptr_t)out ^ (uint64_t)ts.tv_sec;
         memcpy(b, &x, 8);
         memcpy(b + 8, &y, 8);
     }
-    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40); /* version 4 */
+    for (int i = 0; i < 6; i++)
+        b[i] = (uint8_t)(ms >> (40 - 8 * i));
+    b[6] = (uint8_t)((b[6] & 0x0f) | 0x70); /* version 7 */
     b[8] = (uint8_t)((b[8] & 0x3f) | 0x80); /* variant 10 */
     static const char hex[] = "0123456789abcdef";
     size_t o = 0;

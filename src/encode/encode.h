@@ -104,7 +104,8 @@ bool encoder_encode(struct encoder *enc, const struct mcdc_event *ev, int64_t ts
  * Sets the runId header value (debezium-format.md §1.7: Debezium 3.3+ draws a
  * random UUID each time a task starts). run_id is copied; it should be a
  * UUID's canonical 36-character text. encoder_new() already sets a fresh
- * random UUID (version 4, RFC 9562 §5.4, from getrandom()), so a task that
+ * UUID (version 7, RFC 9562 §5.7: the time in ms and getrandom() bits, as
+ * Debezium 3.6 draws it), so a task that
  * builds a new encoder on each start gets a new runId; this setter exists for
  * tests and for callers that share one runId. No effect on records already
  * built.

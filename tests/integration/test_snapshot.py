@@ -206,7 +206,7 @@ def test_snapshot_source_and_headers_per_dialect(tmp_workdir, three_sim, run_mon
                              "__debezium.context.taskId", "__debezium.context.connectorName",
                              "__debezium.context.runId"], x.headers
             assert [h[1] for h in x.headers[:3]] == [PREFIX, "0", "mongodb"]
-            assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-"
+            assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-"
                                 r"[0-9a-f]{12}", x.headers[3][1])
             ids.add(x.headers[3][1])
             src = x.payload["source"]

@@ -3,7 +3,7 @@
  * connector side by side (debezium-format.md §1.5, §1.6, §1.7):
  *  - the four __debezium.context.* headers of extended.headers.enabled on
  *    data records and tombstones, not on transaction records; a runId that
- *    is a random version-4 UUID per encoder;
+ *    is a fresh version-7 UUID per encoder (as Debezium 3.6 draws it);
  *  - 3.x snapshot source.ts_us / ts_ns from the µs clock read, streaming ones
  *    from the server time × 1000;
  *  - 1.9 snapshot records with a position: source.ts_ms = seconds × 1000,
@@ -90,7 +90,7 @@ static void encode_read(struct encoder *enc, bool with_ts, struct mcdc_records *
     bson_destroy(doc);
 }
 
-static bool is_uuid4(const char *s)
+static bool is_uuid7(const char *s)
 {
     if (strlen(s) != 36)
         return false;
@@ -99,7 +99,7 @@ static bool is_uuid4(const char *s)
         if (dash ? s[i] != '-' : strchr("0123456789abcdef", s[i]) == NULL)
             return false;
     }
-    return s[14] == '4' && strchr("89ab", s[19]) != NULL;
+    return s[14] == '7' && strchr("89ab", s[19]) != NULL;
 }
 
 static void assert_context_headers(const struct mcdc_record *r, const char *run_id)
@@ -132,7 +132,7 @@ static void headers_on_data_records_and_tombstones(void **state)
     cfg.provide_transaction_metadata = true;
     struct encoder *enc = enc_new(&cfg);
     const char *run_id = encoder_run_id(enc);
-    assert_true(is_uuid4(run_id));
+    assert_true(is_uuid7(run_id));
     struct mcdc_records out = {0};
     encode_json_change(enc, delete_json, &out);
     /* BEGIN, the delete, its tombstone */
@@ -146,10 +146,10 @@ static void headers_on_data_records_and_tombstones(void **state)
     records_release(&out);
 
     /* Snapshot reads carry them too; encoder_set_run_id replaces the value. */
-    encoder_set_run_id(enc, "00000000-0000-4000-8000-000000000001");
+    encoder_set_run_id(enc, "00000000-0000-7000-8000-000000000001");
     encode_read(enc, false, &out);
     assert_int_equal(out.count, 1);
-    assert_context_headers(&out.items[0], "00000000-0000-4000-8000-000000000001");
+    assert_context_headers(&out.items[0], "00000000-0000-7000-8000-000000000001");
     records_release(&out);
 
     /* Heartbeats have none. */
@@ -167,8 +167,8 @@ static void run_id_differs_per_encoder_and_headers_are_optional(void **state)
     cfg_init(&cfg, MCDC_DIALECT_3_X);
     cfg.extended_headers_enabled = true;
     struct encoder *a = enc_new(&cfg), *b = enc_new(&cfg);
-    assert_true(is_uuid4(encoder_run_id(a)));
-    assert_true(is_uuid4(encoder_run_id(b)));
+    assert_true(is_uuid7(encoder_run_id(a)));
+    assert_true(is_uuid7(encoder_run_id(b)));
     assert_string_not_equal(encoder_run_id(a), encoder_run_id(b));
     encoder_destroy(a);
     encoder_destroy(b);
