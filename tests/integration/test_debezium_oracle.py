@@ -5,14 +5,18 @@ debezium-connector-mongodb from Maven Central, built once into the build tree)
 and mongocdc run side by side against one simulator: both snapshot the same
 collection, then stream the same changes. Their records must be identical,
 topic, key, value and headers byte for byte, once the wall-clock values are
-set aside: the envelope's top-level `ts_ms`, a snapshot record's
+set aside: the envelope's top-level `ts_ms`, a 3.x snapshot record's
 `source.ts_ms`/`ts_us`/`ts_ns` (Debezium 3.1+ takes them from the clock) and
-the runId header. A difference prints a report naming each differing record.
+the runId header. Both layouts (1.9.8.Final on the 5.0 profile, whose driver
+predates newer servers; 3.6.1.Final on 6.0 with pre-images), schemas on and
+off, and a restart of both in the middle. A difference prints a report naming each differing record.
 
 Workload: `_id`s of several BSON types, tricky values (unicode, control
 characters, nested documents and arrays, int64, decimal, dates, binary), then
-inserts, `$set`/`$unset`/`$push`, replace and delete, each document changed
-once so that `updateLookup` gives the same `after` whatever the timing.
+inserts, `$set`/`$unset`/`$push`, a pipeline update, replace and delete, then
+after the restart a multi-document transaction and an array truncation; each
+document changed once per phase so that `updateLookup` gives the same `after`
+whatever the timing.
 """
 
 import difflib
@@ -39,23 +43,32 @@ VERSION = "3.6.1.Final"
 PREFIX = "orc"
 
 
-@pytest.fixture(scope="module")
-def debezium():
-    """(java, classpath) of the built harness; builds it with Maven on first use."""
+CASES = [
+    # (Debezium version, schemas.enable, simulator profile): 1.9's driver predates 6.0
+    ("3.6.1.Final", False, "6.0"),
+    ("3.6.1.Final", True, "6.0"),
+    ("1.9.8.Final", False, "5.0"),
+    ("1.9.8.Final", True, "5.0"),
+]
+
+
+def _harness(version):
+    """(java, classpath) of the harness built against `version`; built with Maven on
+    first use into the build tree."""
     java, mvn = shutil.which("java"), shutil.which("mvn")
     if not java or not mvn:
         pytest.skip("skipped: the Debezium oracle needs Java 17+ and Maven")
-    out = BUILD_DIR / "debezium-oracle" / VERSION
+    out = BUILD_DIR / "debezium-oracle" / version
     repo = BUILD_DIR / "debezium-oracle" / "m2"
     built = out / "classes" / "org" / "mongocdc" / "dbzoracle" / "Run.class"
     src = POM_DIR / "src" / "main" / "java" / "org" / "mongocdc" / "dbzoracle" / "Run.java"
     if not built.exists() or built.stat().st_mtime < src.stat().st_mtime or not (out / "lib").is_dir():
         r = subprocess.run([mvn, "-q", "-B", "-Dmaven.test.skip=true",
                             "-Dmaven.repo.local=%s" % repo, "-Doracle.build.dir=%s" % out,
-                            "-Ddebezium.version=%s" % VERSION, "package"],
+                            "-Ddebezium.version=%s" % version, "package"],
                            cwd=POM_DIR, capture_output=True, text=True, timeout=900)
         if r.returncode != 0:
-            pytest.fail("the Debezium oracle did not build:\n%s" % (r.stdout + r.stderr)[-3000:])
+            pytest.fail("the Debezium %s oracle did not build:\n%s" % (version, (r.stdout + r.stderr)[-3000:]))
     return java, "%s:%s/*" % (out / "classes", out / "lib")
 
 
@@ -75,7 +88,8 @@ def _docs():
     ]
 
 
-def _changes(coll):
+def _changes_1(client, coll):
+    """6 data records + 1 tombstone."""
     coll.insert_one({"_id": "new", "ts": datetime.datetime(2001, 1, 1), "l": [1, 2, 3]})
     coll.insert_one({"_id": Int64(-(2 ** 62)), "x": Int64(2 ** 62)})
     coll.update_one({"_id": "upd"}, {"$set": {"score": 2, "sub.x": "y"}, "$unset": {"gone": ""},
@@ -83,6 +97,19 @@ def _changes(coll):
     coll.update_one({"_id": 1}, [{"$set": {"tags": ["a"]}}])
     coll.replace_one({"_id": "rep"}, {"v": 2, "w": [{"x": 1}]})
     coll.delete_one({"_id": "del"})
+    return 7
+
+
+def _changes_2(client, coll):
+    """After the restart: a transaction and array truncation; 5 data records + 1 tombstone."""
+    with client.start_session() as s:
+        with s.start_transaction():
+            coll.insert_one({"_id": "tx1", "v": 1}, session=s)
+            coll.insert_one({"_id": "tx2", "v": 2}, session=s)
+            coll.update_one({"_id": "str-id"}, {"$set": {"in_txn": True}}, session=s)
+    coll.update_one({"_id": "new"}, [{"$set": {"l": {"$slice": ["$l", 1]}}}])  # truncation
+    coll.delete_one({"_id": 3.5})
+    return 6
 
 
 def _norm(line):
@@ -94,7 +121,9 @@ def _norm(line):
         if isinstance(payload, dict) and "op" in payload:
             payload["ts_ms"] = "<wall>"
             src = payload.get("source") or {}
-            if payload.get("op") == "r":
+            # 3.1+ stamps snapshot records with the clock (they have ts_us); 1.9 with the
+            # snapshot's start position, which must match as it is
+            if payload.get("op") == "r" and "ts_us" in src:
                 for k in ("ts_ms", "ts_us", "ts_ns"):
                     if k in src:
                         src[k] = "<wall>"
@@ -114,54 +143,96 @@ def _data(lines):
     return [l for l in lines if json.loads(l)["topic"].startswith(PREFIX + ".")]
 
 
-def test_debezium_and_mongocdc_emit_identical_records(tmp_workdir, debezium, start_mongocdc):
-    java, cp = debezium
-    sim = Sim(tmp_workdir, members=1)
+def _props(path, version, uri, schemas, offsets):
+    lines = ["name=oracle",
+             "connector.class=io.debezium.connector.mongodb.MongoDbConnector",
+             "offset.storage=org.apache.kafka.connect.storage.FileOffsetBackingStore",
+             "offset.storage.file.filename=%s" % offsets,
+             "offset.flush.interval.ms=200",
+             "collection.include.list=oracledb\\\\.things",
+             "key.converter.schemas.enable=%s" % str(schemas).lower(),
+             "value.converter.schemas.enable=%s" % str(schemas).lower()]
+    if version.startswith("1."):
+        # 1.9: seeds as rs/host:port and mongodb.name (debezium-format.md §7.1)
+        hostport = re.match(r"mongodb://([^/?]+)", uri).group(1)
+        lines += ["mongodb.hosts=rs0/%s" % hostport, "mongodb.name=%s" % PREFIX,
+                  "capture.mode=change_streams_update_full"]
+    else:
+        lines += ["mongodb.connection.string=%s" % uri, "topic.prefix=%s" % PREFIX,
+                  "capture.mode=change_streams_update_full_with_pre_image"]
+    path.write_text("\n".join(lines) + "\n")
+
+
+class _Debezium:
+    def __init__(self, java, cp, props, out, workdir, n):
+        self.stop_file = workdir / ("dbz-%d.stop" % n)
+        self.err = open(workdir / ("dbz-%d.stderr" % n), "wb")
+        self.proc = subprocess.Popen([java, "-cp", cp, "org.mongocdc.dbzoracle.Run", str(props),
+                                      str(out), str(self.stop_file)],
+                                     stdout=self.err, stderr=subprocess.STDOUT)
+
+    def stop(self):
+        self.stop_file.write_text("")
+        try:
+            self.proc.wait(timeout=90)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.err.close()
+
+
+@pytest.mark.parametrize("version,schemas,profile", CASES,
+                         ids=["%s-schemas-%s" % (v, "on" if s else "off") for v, s, _ in CASES])
+def test_debezium_and_mongocdc_emit_identical_records(tmp_workdir, start_mongocdc, version,
+                                                      schemas, profile):
+    java, cp = _harness(version)
+    extra = ["--server-version", profile] + (["--pre-images"] if profile >= "6.0" else [])
+    sim = Sim(tmp_workdir, members=1, extra=extra)
+    dbz_out, ours_out = tmp_workdir / "dbz.jsonl", tmp_workdir / "events.jsonl"
+    dialect = "1.9" if version.startswith("1.") else "3.x"
     try:
         c = sim.client()
         coll = c.oracledb.things
         coll.insert_many(_docs())
         props = tmp_workdir / "dbz.properties"
-        props.write_text("\n".join([
-            "name=oracle",
-            "connector.class=io.debezium.connector.mongodb.MongoDbConnector",
-            "mongodb.connection.string=%s" % sim.uri,
-            "topic.prefix=%s" % PREFIX,
-            "collection.include.list=oracledb\\\\.things",
-            "offset.storage=org.apache.kafka.connect.storage.FileOffsetBackingStore",
-            "offset.storage.file.filename=%s" % (tmp_workdir / "dbz-offsets.dat"),
-            "offset.flush.interval.ms=500",
-            "capture.mode=change_streams_update_full",
-            "key.converter.schemas.enable=false",
-            "value.converter.schemas.enable=false",
-        ]) + "\n")
-        dbz_out, stop = tmp_workdir / "dbz.jsonl", tmp_workdir / "dbz.stop"
-        jerr = open(tmp_workdir / "dbz.stderr", "wb")
-        jp = subprocess.Popen([java, "-cp", cp, "org.mongocdc.dbzoracle.Run", str(props),
-                               str(dbz_out), str(stop)], stdout=jerr, stderr=subprocess.STDOUT)
+        _props(props, version, sim.uri, schemas, tmp_workdir / "dbz-offsets.dat")
         cfg = write_config(tmp_workdir, sim.uri, **{
-            "topic.prefix": PREFIX, "debezium.compatibility": "3.x",
-            "collection.include.list": "oracledb\\.things"})
-        d = start_mongocdc("-c", cfg)
-        n = len(_docs())
-        wait_until(lambda: len(_data(_lines(dbz_out))) >= n and
-                   len(_data(_lines(tmp_workdir / "events.jsonl"))) >= n, 120, "both snapshots")
-        _changes(coll)
-        want = n + 7  # 2 inserts, 2 updates, 1 replace, 1 delete + its tombstone
-        wait_until(lambda: len(_data(_lines(dbz_out))) >= want and
-                   len(_data(_lines(tmp_workdir / "events.jsonl"))) >= want, 120, "the changes")
+            "topic.prefix": PREFIX, "debezium.compatibility": dialect,
+            "collection.include.list": "oracledb\\.things",
+            "key.converter.schemas.enable": schemas, "value.converter.schemas.enable": schemas,
+            "capture.mode": "change_streams_update_full" if dialect == "1.9"
+            else "change_streams_update_full_with_pre_image"})
+
+        def both_have(n, what):
+            wait_until(lambda: len(_data(_lines(dbz_out))) >= n and
+                       len(_data(_lines(ours_out))) >= n, 120, what)
+
+        want = len(_docs())
+        # phase 1: snapshot, then changes; both stop cleanly
+        dbz, d = _Debezium(java, cp, props, dbz_out, tmp_workdir, 1), start_mongocdc("-c", cfg)
+        both_have(want, "both snapshots")
+        want += _changes_1(c, coll)
+        both_have(want, "the first changes")
+        time.sleep(1)  # offsets flushed by both
+        assert d.stop(timeout_s=30) == 0
+        dbz.stop()
+        # phase 2: both resume from their offsets and stream what follows
+        dbz, d = _Debezium(java, cp, props, dbz_out, tmp_workdir, 2), start_mongocdc("-c", cfg)
+        wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60,
+                   "mongocdc streaming again")
+        time.sleep(3)  # Debezium's task start
+        want += _changes_2(c, coll)
+        both_have(want, "the changes after the restart")
         time.sleep(1)
         assert d.stop(timeout_s=30) == 0
-        stop.write_text("")
-        jp.wait(timeout=90)
-        jerr.close()
+        dbz.stop()
     finally:
         sim.stop()
     theirs = [_norm(l) for l in _data(_lines(dbz_out))]
-    ours = [_norm(l) for l in _data(_lines(tmp_workdir / "events.jsonl"))]
+    ours = [_norm(l) for l in _data(_lines(ours_out))]
     if theirs != ours:
-        report = "\n".join(difflib.unified_diff(theirs, ours, "debezium %s" % VERSION, "mongocdc",
+        report = "\n".join(difflib.unified_diff(theirs, ours, "debezium %s" % version, "mongocdc",
                                                 lineterm="", n=0))
         pytest.fail("records differ (%d from Debezium, %d from mongocdc):\n%s"
                     % (len(theirs), len(ours), report[-20000:]))
-    print("debezium-oracle %s: %d records identical" % (VERSION, len(ours)))
+    print("debezium-oracle %s schemas=%s: %d records identical" % (version, schemas, len(ours)))
