@@ -44,11 +44,14 @@ PREFIX = "orc"
 
 
 CASES = [
-    # (Debezium version, schemas.enable, simulator profile): 1.9's driver predates 6.0
-    ("3.6.1.Final", False, "6.0"),
-    ("3.6.1.Final", True, "6.0"),
-    ("1.9.8.Final", False, "5.0"),
-    ("1.9.8.Final", True, "5.0"),
+    # (Debezium version, schemas.enable, simulator profile, capture.mode.full.update.type):
+    # 1.9's driver predates 6.0; post_image makes `after` exact even for a document
+    # changed twice and deleted right away
+    ("3.6.1.Final", False, "6.0", "lookup"),
+    ("3.6.1.Final", True, "6.0", "lookup"),
+    ("3.6.1.Final", False, "6.0", "post_image"),
+    ("1.9.8.Final", False, "5.0", "lookup"),
+    ("1.9.8.Final", True, "5.0", "lookup"),
 ]
 
 
@@ -85,6 +88,7 @@ def _docs():
         {"_id": "upd", "tags": ["a", "b", "c", "d"], "score": 1, "gone": True},
         {"_id": "rep", "v": 1},
         {"_id": "del", "v": 1},
+        {"_id": "twice", "v": 0},
     ]
 
 
@@ -143,7 +147,16 @@ def _data(lines):
     return [l for l in lines if json.loads(l)["topic"].startswith(PREFIX + ".")]
 
 
-def _props(path, version, uri, schemas, offsets):
+def _changes_post_image(client, coll):
+    """Only with post_image: two updates and a delete in a row (4 records with the tombstone);
+    updateLookup would give `after` of the later state, or null."""
+    coll.update_one({"_id": "twice"}, {"$set": {"v": 1}})
+    coll.update_one({"_id": "twice"}, {"$inc": {"v": 1}})
+    coll.delete_one({"_id": "twice"})
+    return 4
+
+
+def _props(path, version, uri, schemas, offsets, full_update):
     lines = ["name=oracle",
              "connector.class=io.debezium.connector.mongodb.MongoDbConnector",
              "offset.storage=org.apache.kafka.connect.storage.FileOffsetBackingStore",
@@ -159,7 +172,8 @@ def _props(path, version, uri, schemas, offsets):
                   "capture.mode=change_streams_update_full"]
     else:
         lines += ["mongodb.connection.string=%s" % uri, "topic.prefix=%s" % PREFIX,
-                  "capture.mode=change_streams_update_full_with_pre_image"]
+                  "capture.mode=change_streams_update_full_with_pre_image",
+                  "capture.mode.full.update.type=%s" % full_update]
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -181,10 +195,11 @@ class _Debezium:
             self.err.close()
 
 
-@pytest.mark.parametrize("version,schemas,profile", CASES,
-                         ids=["%s-schemas-%s" % (v, "on" if s else "off") for v, s, _ in CASES])
+@pytest.mark.parametrize("version,schemas,profile,full_update", CASES,
+                         ids=["%s-schemas-%s-%s" % (v, "on" if s else "off", f)
+                              for v, s, _, f in CASES])
 def test_debezium_and_mongocdc_emit_identical_records(tmp_workdir, start_mongocdc, version,
-                                                      schemas, profile):
+                                                      schemas, profile, full_update):
     java, cp = _harness(version)
     extra = ["--server-version", profile] + (["--pre-images"] if profile >= "6.0" else [])
     sim = Sim(tmp_workdir, members=1, extra=extra)
@@ -195,13 +210,14 @@ def test_debezium_and_mongocdc_emit_identical_records(tmp_workdir, start_mongocd
         coll = c.oracledb.things
         coll.insert_many(_docs())
         props = tmp_workdir / "dbz.properties"
-        _props(props, version, sim.uri, schemas, tmp_workdir / "dbz-offsets.dat")
+        _props(props, version, sim.uri, schemas, tmp_workdir / "dbz-offsets.dat", full_update)
         cfg = write_config(tmp_workdir, sim.uri, **{
             "topic.prefix": PREFIX, "debezium.compatibility": dialect,
             "collection.include.list": "oracledb\\.things",
             "key.converter.schemas.enable": schemas, "value.converter.schemas.enable": schemas,
             "capture.mode": "change_streams_update_full" if dialect == "1.9"
-            else "change_streams_update_full_with_pre_image"})
+            else "change_streams_update_full_with_pre_image",
+            "capture.mode.full.update.type": full_update})
 
         def both_have(n, what):
             wait_until(lambda: len(_data(_lines(dbz_out))) >= n and
@@ -212,6 +228,8 @@ def test_debezium_and_mongocdc_emit_identical_records(tmp_workdir, start_mongocd
         dbz, d = _Debezium(java, cp, props, dbz_out, tmp_workdir, 1), start_mongocdc("-c", cfg)
         both_have(want, "both snapshots")
         want += _changes_1(c, coll)
+        if full_update == "post_image":
+            want += _changes_post_image(c, coll)
         both_have(want, "the first changes")
         time.sleep(1)  # offsets flushed by both
         assert d.stop(timeout_s=30) == 0
@@ -235,4 +253,5 @@ def test_debezium_and_mongocdc_emit_identical_records(tmp_workdir, start_mongocd
                                                 lineterm="", n=0))
         pytest.fail("records differ (%d from Debezium, %d from mongocdc):\n%s"
                     % (len(theirs), len(ours), report[-20000:]))
-    print("debezium-oracle %s schemas=%s: %d records identical" % (version, schemas, len(ours)))
+    print("debezium-oracle %s schemas=%s %s: %d records identical"
+          % (version, schemas, full_update, len(ours)))
