@@ -11,8 +11,10 @@ the runId header. Both layouts (1.9.8.Final on the 5.0 profile, whose driver
 predates newer servers; 3.6.1.Final on 6.0 with pre-images), schemas on and
 off, and a restart of both in the middle. A difference prints a report naming each differing record.
 
-Workload: `_id`s of several BSON types, tricky values (unicode, control
-characters, nested documents and arrays, int64, decimal, dates, binary), then
+Workload: `_id`s of every BSON type an `_id` can have (int32, int64 down to
+-2^63, double, decimal, string, ObjectId, document, binary, date, timestamp,
+boolean, MinKey, MaxKey), tricky values (unicode, control characters, nested
+documents and arrays, NaN, -inf, regex, code, a subtype-3 binary), then
 inserts, `$set`/`$unset`/`$push`, a pipeline update, replace and delete, then
 after the restart a multi-document transaction and an array truncation; each
 document changed once per phase so that `updateLookup` gives the same `after`
@@ -33,7 +35,12 @@ import pytest
 from bson.binary import Binary
 from bson.decimal128 import Decimal128
 from bson.int64 import Int64
+from bson.code import Code
+from bson.max_key import MaxKey
+from bson.min_key import MinKey
 from bson.objectid import ObjectId
+from bson.regex import Regex
+from bson.timestamp import Timestamp
 
 from conftest import BUILD_DIR, SOURCE_DIR, wait_until
 from pipeline_support import Sim, log_text, read_jsonl, write_config
@@ -84,24 +91,33 @@ def _docs():
         {"_id": ObjectId("6553f1000000000000000001"), "nested": {"a": [1, {"b": None}], "c": {}}},
         {"_id": Decimal128("10.50"), "dec": Decimal128("-0.000001"), "arr": []},
         {"_id": {"k": 1, "j": "x"}, "when": datetime.datetime(2024, 2, 29, 12, 0, 0, 123000)},
-        {"_id": Binary(b"\x00\x01\x02\x03" * 4, 4), "bin": Binary(b"\xff\x00", 0)},
+        {"_id": Binary(b"\x00\x01\x02\x03" * 4, 4), "bin": Binary(b"\xff\x00", 0),
+         "legacy_uuid": Binary(b"\x10\x11\x12\x13" * 4, 3)},
         {"_id": "upd", "tags": ["a", "b", "c", "d"], "score": 1, "gone": True},
         {"_id": "rep", "v": 1},
         {"_id": "del", "v": 1},
         {"_id": "twice", "v": 0},
+        {"_id": datetime.datetime(2020, 5, 17, 1, 2, 3, 4000), "kind": "date id"},
+        {"_id": {"x": [1, 2]}, "kind": "document id holding an array"},
+        {"_id": MinKey(), "kind": "minkey"},
+        {"_id": MaxKey(), "kind": "maxkey"},
+        {"_id": Timestamp(1700000000, 5), "t": Timestamp(1, 2), "re": Regex("^a.*b$", "i")},
+        {"_id": Binary(b"\x01\x02", 0), "code": Code("function() { return 1; }")},
+        {"_id": True, "nan": float("nan"), "inf": float("-inf")},
     ]
 
 
 def _changes_1(client, coll):
-    """6 data records + 1 tombstone."""
+    """7 data records + 1 tombstone."""
     coll.insert_one({"_id": "new", "ts": datetime.datetime(2001, 1, 1), "l": [1, 2, 3]})
     coll.insert_one({"_id": Int64(-(2 ** 62)), "x": Int64(2 ** 62)})
+    coll.insert_one({"_id": Int64(-(2 ** 63)), "min": Int64(-(2 ** 63))})
     coll.update_one({"_id": "upd"}, {"$set": {"score": 2, "sub.x": "y"}, "$unset": {"gone": ""},
                                      "$push": {"tags": "e"}})
     coll.update_one({"_id": 1}, [{"$set": {"tags": ["a"]}}])
     coll.replace_one({"_id": "rep"}, {"v": 2, "w": [{"x": 1}]})
     coll.delete_one({"_id": "del"})
-    return 7
+    return 8
 
 
 def _changes_2(client, coll):
