@@ -208,6 +208,7 @@ class _Debezium:
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
+                self.proc.wait(timeout=30)
             self.err.close()
 
 
@@ -221,6 +222,7 @@ def test_debezium_and_mongocdc_emit_identical_records(tmp_workdir, start_mongocd
     sim = Sim(tmp_workdir, members=1, extra=extra)
     dbz_out, ours_out = tmp_workdir / "dbz.jsonl", tmp_workdir / "events.jsonl"
     dialect = "1.9" if version.startswith("1.") else "3.x"
+    dbz = None
     try:
         c = sim.client()
         coll = c.oracledb.things
@@ -250,6 +252,7 @@ def test_debezium_and_mongocdc_emit_identical_records(tmp_workdir, start_mongocd
         time.sleep(1)  # offsets flushed by both
         assert d.stop(timeout_s=30) == 0
         dbz.stop()
+        dbz = None
         # phase 2: both resume from their offsets and stream what follows
         dbz, d = _Debezium(java, cp, props, dbz_out, tmp_workdir, 2), start_mongocdc("-c", cfg)
         wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60,
@@ -260,7 +263,10 @@ def test_debezium_and_mongocdc_emit_identical_records(tmp_workdir, start_mongocd
         time.sleep(1)
         assert d.stop(timeout_s=30) == 0
         dbz.stop()
+        dbz = None
     finally:
+        if dbz is not None:
+            dbz.stop()  # after a failed wait: stop Debezium before the simulator
         sim.stop()
     theirs = [_norm(l) for l in _data(_lines(dbz_out))]
     ours = [_norm(l) for l in _data(_lines(ours_out))]
