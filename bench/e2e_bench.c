@@ -258,7 +258,7 @@ static bool encode_one(struct encoder *enc, const bson_t *doc, struct mcdc_recor
     ev.rs = "rs0";
     if (pos != NULL)
         capture_event_position(doc, pos);
-    if (!encoder_encode(enc, &ev, 1700000000000, out, &err)) {
+    if (!encoder_encode(enc, &ev, 1700000000000000, out, &err)) {
         fprintf(stderr, "e2e_bench: encode: %s\n", err.msg);
         exit(1);
     }

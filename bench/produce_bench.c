@@ -155,8 +155,11 @@ static int run(const char *target, const struct payload *pool, uint64_t count, i
     }
     char *topic = xasprintf("bench-produce-%ld-%ld", (long)getpid(), (long)time(NULL));
     /* Warm-up: connection, producer id, topic metadata. */
-    struct mcdc_record rec = {topic, xstrdup(pool[0].key), pool[0].key_len, xstrdup(pool[0].value),
-                              pool[0].value_len};
+    struct mcdc_record rec = {.topic = topic,
+                              .key = xstrdup(pool[0].key),
+                              .key_len = pool[0].key_len,
+                              .value = xstrdup(pool[0].value),
+                              .value_len = pool[0].value_len};
     if (!sink_produce(sink, &rec, NULL, NULL, &err) || !sink_flush(sink, 30000, &err)) {
         fprintf(stderr, "produce_bench: %s: warm-up failed: %s\n", target, err.msg);
         sink_destroy(sink);

@@ -143,23 +143,27 @@ c = MongoClient(sys.argv[1], serverSelectionTimeoutMS=10000)
 orders = c.demo.orders
 orders.insert_one({"_id": 1, "item": "notebook", "qty": 3, "price": 4.5})
 orders.insert_one({"_id": 2, "item": "pencil", "qty": 10, "tags": ["office", "school"]})
+orders.insert_one({"_id": 3, "item": "eraser", "qty": 1})
+# The updated document is left alone afterwards: with the default updateLookup the
+# update's `after` is read when the event is sent, so deleting the document right
+# after the update would make `after` null or not depending on timing (README).
 orders.update_one({"_id": 1}, {"$set": {"qty": 4}, "$unset": {"price": ""}})
 orders.replace_one({"_id": 2}, {"item": "pencil", "qty": 12, "at": datetime.datetime(2024, 1, 2)})
-orders.delete_one({"_id": 1})
+orders.delete_one({"_id": 3})
 cust = c.sample_analytics.customers
 doc = cust.find_one({}, {"_id": 1, "username": 1})
 cust.update_one({"_id": doc["_id"]}, {"$set": {"active": False}})
 users = c.sample_mflix.users
 u = users.find_one({}, {"_id": 1, "name": 1})
 users.delete_one({"_id": u["_id"]})
-print("  demo.orders: 2 inserts, 1 update, 1 replace, 1 delete")
+print("  demo.orders: 3 inserts, 1 update, 1 replace, 1 delete (of another document)")
 print("  sample_analytics.customers: update of %s (%s)" % (doc["_id"], doc.get("username")))
 print("  sample_mflix.users: delete of %s (%s)" % (u["_id"], u.get("name")))
 PYEOF
 
 streamed() {
   if [ -n "$USE_KAFKA" ]; then return 0; fi
-  [ "$(grep -c '"op":"[cud]"' "$WORK/events.jsonl" || true)" -ge 7 ]
+  [ "$(grep -c '"op":"[cud]"' "$WORK/events.jsonl" || true)" -ge 8 ]
 }
 wait_for 30 streamed || echo "demo: not every change arrived within 30 s"
 sleep 1
@@ -181,6 +185,7 @@ md = c.list_topics(timeout=10)
 topics = [t for t in md.topics if t.startswith("demo.")]
 c.subscribe(topics)
 out = open(sys.argv[2], "w")
+recs = []
 idle = 0
 while idle < 5:
     m = c.poll(1.0)
@@ -188,6 +193,12 @@ while idle < 5:
         idle += 1; continue
     if m.error(): continue
     idle = 0
+    recs.append(m)
+# One consumer over every topic returns them grouped by partition; print them in produce
+# order: by the record's Kafka timestamp (the producer's create time, ms), ties in the
+# order polled (which keeps each partition's order).
+recs.sort(key=lambda m: m.timestamp()[1])
+for m in recs:
     out.write('{"topic":%s,"key":%s,"value":%s}\n' % (json.dumps(m.topic()), (m.key() or b"null").decode(), (m.value() or b"null").decode()))
 c.close()
 PYEOF

@@ -137,6 +137,7 @@ struct mcdc_config {
     bool tombstones_on_delete;                   /* tombstones.on.delete, true */
     bool provide_transaction_metadata;           /* provide.transaction.metadata, false */
     bool transaction_eager_end;                  /* transaction.eager.end (mongocdc), false */
+    bool extended_headers_enabled;               /* extended.headers.enabled; dialect default */
 
     /* Filters */
     struct mcdc_strlist database_include, database_exclude;     /* database.*.list */

@@ -268,8 +268,11 @@ const struct opt mcdc_options[] = {
       "Wait before a restart after a retriable error, ms"),
     E("event.processing.failure.handling.mode", "fail", failure_modes, NF, U, G_TOPI,
       "What to do with an event that cannot be processed"),
-    B("extended.headers.enabled", "true", NF, U, G_TOPI,
-      "Add __debezium.context.* Kafka headers (3.3+)"),
+    {"extended.headers.enabled", OPT_BOOL, "false", "true", 0, 0, NULL,
+     F(extended_headers_enabled), 0, NULL, G_TOPI,
+     "Add the __debezium.context.* Kafka headers (connectorLogicalName, taskId, connectorName, "
+     "runId) to every data record and tombstone, as Debezium 3.3+ does; default true in the "
+     "3.x dialect, false in 1.9 (which has no headers)"},
     E("source.struct.version", "v2", struct_versions, NF, U, G_TOPI,
       "v1 = the legacy 1.x source block"),
     N("guardrail.collections.max", "0", 0, I32, NF, U, G_TOPI,

@@ -16,6 +16,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "common/xalloc.h"
 
@@ -139,6 +142,8 @@ void records_push(struct mcdc_records *recs, const char *topic, const char *key,
     memcpy(r->key, key, key_len);
     r->key[key_len] = '\0';
     r->key_len = key_len;
+    r->headers = NULL;
+    r->header_count = 0;
     if (value) {
         r->value = xmalloc(value_len + 1);
         memcpy(r->value, value, value_len);
@@ -196,6 +201,37 @@ static bool parse_skipped(struct encoder *enc, const struct mcdc_strlist *sl,
     return true;
 }
 
+/* A version-7 UUID (RFC 9562 §5.7: 48-bit Unix time in ms, then random bits),
+ * the kind Debezium 3.x draws for its runId, in canonical text into out[37+].
+ * getrandom() failing (very old kernel) falls back to the clock and pid: the
+ * runId only has to differ between task starts. */
+static void random_uuid(char *out)
+{
+    uint8_t b[16];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+        uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+        uint64_t y = (uint64_t)(uintptr_t)out ^ (uint64_t)ts.tv_sec;
+        memcpy(b, &x, 8);
+        memcpy(b + 8, &y, 8);
+    }
+    for (int i = 0; i < 6; i++)
+        b[i] = (uint8_t)(ms >> (40 - 8 * i));
+    b[6] = (uint8_t)((b[6] & 0x0f) | 0x70); /* version 7 */
+    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80); /* variant 10 */
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (size_t i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = hex[b[i] >> 4];
+        out[o++] = hex[b[i] & 15];
+    }
+    out[o] = '\0';
+}
+
 struct encoder *encoder_new(const struct mcdc_config *cfg, struct mcdc_error *err)
 {
     BSON_ASSERT(cfg->topic_prefix != NULL); /* required by config validation */
@@ -220,7 +256,27 @@ struct encoder *encoder_new(const struct mcdc_config *cfg, struct mcdc_error *er
     topics_adjust_schema_name(&b, cfg->schema_name_adjust, source_name, strlen(source_name));
     enc->source_schema_name = xstrndup(b.data, b.len);
     ejson_buf_free(&b);
+    random_uuid(enc->run_id);
+    if (cfg->extended_headers_enabled) {
+        /* Order and values of DebeziumHeaderProducer (debezium-format.md §1.7). */
+        enc->headers[0] = (struct mcdc_header){"__debezium.context.connectorLogicalName",
+                                               cfg->topic_prefix};
+        enc->headers[1] = (struct mcdc_header){"__debezium.context.taskId", "0"};
+        enc->headers[2] = (struct mcdc_header){"__debezium.context.connectorName", "mongodb"};
+        enc->headers[3] = (struct mcdc_header){"__debezium.context.runId", enc->run_id};
+        enc->header_count = 4;
+    }
     return enc;
+}
+
+void encoder_set_run_id(struct encoder *enc, const char *run_id)
+{
+    snprintf(enc->run_id, sizeof enc->run_id, "%s", run_id);
+}
+
+const char *encoder_run_id(const struct encoder *enc)
+{
+    return enc->run_id;
 }
 
 void encoder_destroy(struct encoder *enc)
@@ -322,12 +378,15 @@ static struct mcdc_record *push_key(struct encoder *enc, struct mcdc_records *ou
     r->key = encoder_take_out(enc, &r->key_len);
     r->value = NULL;
     r->value_len = 0;
+    r->headers = NULL;
+    r->header_count = 0;
     return r;
 }
 
-bool encoder_encode(struct encoder *enc, const struct mcdc_event *ev, int64_t ts_ms_now,
+bool encoder_encode(struct encoder *enc, const struct mcdc_event *ev, int64_t ts_us_now,
                     struct mcdc_records *out, struct mcdc_error *err)
 {
+    int64_t ts_ms_now = ts_us_now >= 0 ? ts_us_now / 1000 : -((999 - ts_us_now) / 1000);
     const struct mcdc_config *cfg = enc->cfg;
     struct envelope_parts p = {0};
     struct txn_block blk = {0};
@@ -363,6 +422,7 @@ bool encoder_encode(struct encoder *enc, const struct mcdc_event *ev, int64_t ts
 
     p.source_ts_ms = envelope_source_ts_ms(enc, ev, ts_ms_now);
     p.ts_ms_now = ts_ms_now;
+    p.ts_us_now = ts_us_now;
     if (cfg->provide_transaction_metadata && ev->op != MCDC_OP_READ &&
         !txn_on_event(enc, ev, p.source_ts_ms, out, &blk, err)) {
         records_release(out);
@@ -377,9 +437,15 @@ bool encoder_encode(struct encoder *enc, const struct mcdc_event *ev, int64_t ts
     struct mcdc_record *r = push_key(enc, out, te->topic);
     envelope_write_value(enc, ev, te, &p);
     r->value = encoder_take_out(enc, &r->value_len);
-    /* Tombstone: same key, null value, after each streamed delete (§1.6). */
-    if (ev->op == MCDC_OP_DELETE && cfg->tombstones_on_delete)
+    r->headers = enc->header_count ? enc->headers : NULL;
+    r->header_count = enc->header_count;
+    /* Tombstone: same key, null value, same headers, after each streamed
+     * delete (§1.6). */
+    if (ev->op == MCDC_OP_DELETE && cfg->tombstones_on_delete) {
         records_push(out, te->topic, r->key, r->key_len, NULL, 0);
+        out->items[out->count - 1].headers = r->headers;
+        out->items[out->count - 1].header_count = enc->header_count;
+    }
     /* Oplog mode: the applyOps is complete after its last operation (§3.5). */
     if (cfg->provide_transaction_metadata && ev->oplog_txn_last)
         txn_close(enc, p.source_ts_ms, out);

@@ -19,16 +19,29 @@
 #include "config/config.h"
 #include "event/event.h"
 
+/* One Kafka record header: name and value are NUL-terminated UTF-8 text,
+ * borrowed from the encoder. The value bytes are the text without the NUL,
+ * as Kafka Connect's SimpleHeaderConverter writes a string header. */
+struct mcdc_header {
+    const char *name;
+    const char *value;
+};
+
+/* Debezium's four context headers (debezium-format.md §1.7). */
+#define MCDC_HEADERS_MAX 4
+
 /* One Kafka record. key/value are owned by the record (malloc'd) until handed
  * on (the sink passes them to librdkafka with RD_KAFKA_MSG_F_FREE). value NULL
- * means a tombstone. topic is borrowed from the encoder and valid until
- * encoder_destroy(). */
+ * means a tombstone. topic and headers are borrowed from the encoder and
+ * valid until encoder_destroy(); header_count 0 means no headers. */
 struct mcdc_record {
     const char *topic;
     char *key;
     size_t key_len;
     char *value;
     size_t value_len;
+    const struct mcdc_header *headers;
+    size_t header_count;
 };
 
 /* An event yields at most: transaction END, BEGIN, the data record, a
@@ -62,9 +75,15 @@ bool encoder_captures(const struct encoder *enc, const char *db, const char *col
 
 /*
  * Encodes ev into out (out->count records, caller owns key/value of each and
- * must release them with records_release() unless handed on). ts_ms_now is the
- * connector wall clock in ms (the envelope's top-level ts_ms; also source.ts_ms
- * of 3.x snapshot reads). Records, in order: the END of the previous
+ * must release them with records_release() unless handed on). ts_us_now is the
+ * connector wall clock in microseconds since the epoch, read once per event:
+ * the envelope's top-level ts_ms is ts_us_now / 1000 (floored), and for 3.x
+ * snapshot reads source.ts_ms / ts_us / ts_ns are that same instant at ms /
+ * µs / µs×1000 precision (Debezium takes Instant.now() per snapshot record,
+ * debezium-format.md §1.5; the Java clock has µs resolution on Linux). With
+ * extended.headers.enabled the data record and its tombstone carry the four
+ * __debezium.context.* headers (§1.7); transaction and heartbeat records carry
+ * none. Records, in order: the END of the previous
  * transaction and the BEGIN of a new one (provide.transaction.metadata,
  * debezium-format.md §3.4), the data record on <prefix>.<db>.<coll>, and a
  * tombstone (same key, value NULL) after a delete when tombstones.on.delete
@@ -78,8 +97,24 @@ bool encoder_captures(const struct encoder *enc, const char *db, const char *col
  * field fails the event as in Debezium (the message names the collection, the
  * document's _id and the field); out is then empty.
  */
-bool encoder_encode(struct encoder *enc, const struct mcdc_event *ev, int64_t ts_ms_now,
+bool encoder_encode(struct encoder *enc, const struct mcdc_event *ev, int64_t ts_us_now,
                     struct mcdc_records *out, struct mcdc_error *err);
+
+/*
+ * Sets the runId header value (debezium-format.md §1.7: Debezium 3.3+ draws a
+ * random UUID each time a task starts). run_id is copied; it should be a
+ * UUID's canonical 36-character text. encoder_new() already sets a fresh
+ * UUID (version 7, RFC 9562 §5.7: the time in ms and getrandom() bits, as
+ * Debezium 3.6 draws it), so a task that
+ * builds a new encoder on each start gets a new runId; this setter exists for
+ * tests and for callers that share one runId. No effect on records already
+ * built.
+ */
+void encoder_set_run_id(struct encoder *enc, const char *run_id);
+
+/* The current runId text (borrowed, valid until the next encoder_set_run_id
+ * or encoder_destroy). */
+const char *encoder_run_id(const struct encoder *enc);
 
 /*
  * Builds one heartbeat record (debezium-format.md §1.9) into out: topic

@@ -263,6 +263,9 @@ struct encoder {
     char *source_schema_name;    /* adjusted io.debezium.connector.mongo.Source */
     bool skip_op[MCDC_OP_COUNT]; /* skipped.operations */
     bson_t scratch[9];           /* field selection results, reused: 4 pairs + a patch */
+    char run_id[40];             /* __debezium.context.runId (UUID text) */
+    struct mcdc_header headers[MCDC_HEADERS_MAX]; /* extended.headers.enabled */
+    size_t header_count;
 };
 
 /* Appends s as a JSON string the way Jackson (Kafka's JsonConverter) writes
@@ -293,6 +296,7 @@ struct envelope_parts {
     const struct txn_block *txn;
     int64_t source_ts_ms;
     int64_t ts_ms_now;
+    int64_t ts_us_now; /* the same wall-clock read in µs */
 };
 void envelope_write_value(struct encoder *enc, const struct mcdc_event *ev,
                           const struct topic_entry *te, const struct envelope_parts *p);

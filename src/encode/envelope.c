@@ -134,6 +134,18 @@ int64_t envelope_source_ts_ms(const struct encoder *enc, const struct mcdc_event
     return cluster_ms;
 }
 
+/* source.ts_us of the event (§1.5): a snapshot read's ts_ms is the wall clock
+ * (3.1+), which Debezium keeps at µs precision (Instant.now()); every other
+ * ts_ms comes from a server time in ms or s, so ts_us is that value × 1000. */
+static int64_t source_ts_us(const struct encoder *enc, const struct mcdc_event *ev,
+                            const struct envelope_parts *p)
+{
+    if (enc->d->ts_rule != TS_RULE_1_9 && ev->op == MCDC_OP_READ &&
+        ev->snapshot != MCDC_SNAP_INCREMENTAL)
+        return p->ts_us_now;
+    return p->source_ts_ms * 1000;
+}
+
 /* Appends doc as extended JSON inside a JSON string. */
 static void doc_string(struct encoder *enc, const bson_t *doc, enum ejson_mode mode,
                        enum ejson_separators sep)
@@ -180,10 +192,10 @@ static void write_source_field(struct encoder *enc, const struct mcdc_event *ev,
         json_append_string(out, ev->db ? ev->db : "", ev->db ? ev->db_len : 0);
         return;
     case SF_TS_US:
-        json_append_int(out, p->source_ts_ms * 1000);
+        json_append_int(out, source_ts_us(enc, ev, p));
         return;
     case SF_TS_NS:
-        json_append_int(out, p->source_ts_ms * 1000000);
+        json_append_int(out, source_ts_us(enc, ev, p) * 1000);
         return;
     case SF_RS:
         json_append_string(out, ev->rs ? ev->rs : "", ev->rs ? strlen(ev->rs) : 0);

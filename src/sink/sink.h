@@ -9,6 +9,7 @@
  * inside sink_poll()/sink_produce()/sink_flush() on the calling thread and
  * call the delivery callback with the opaque given to sink_produce(). The
  * JSON-lines sink writes `{"topic": ..., "key": <key>, "value": <value|null>}`
+ * (plus `"headers": {...}` when the record has headers)
  * per record and reports delivery once the line is written (flushed).
  *
  * Thread: worker (the owning capture task).

@@ -197,8 +197,30 @@ static bool kafka_produce(struct sink *sink, struct mcdc_record *rec, void *opaq
                               rd_kafka_err2str(e));
     }
     for (;;) {
-        if (rd_kafka_produce(rkt, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_FREE, rec->value,
-                             rec->value_len, rec->key, rec->key_len, opaque) == 0) {
+        rd_kafka_resp_err_t e;
+        if (rec->header_count == 0) {
+            e = rd_kafka_produce(rkt, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_FREE, rec->value,
+                                 rec->value_len, rec->key, rec->key_len, opaque) == 0
+                    ? RD_KAFKA_RESP_ERR_NO_ERROR
+                    : rd_kafka_last_error();
+        } else {
+            /* String headers, as Kafka Connect's SimpleHeaderConverter writes
+             * them: the UTF-8 bytes, no terminator. The message takes the
+             * headers on success; on failure they are still ours. */
+            rd_kafka_headers_t *hdrs = rd_kafka_headers_new(rec->header_count);
+            for (size_t i = 0; i < rec->header_count; i++)
+                rd_kafka_header_add(hdrs, rec->headers[i].name, -1, rec->headers[i].value, -1);
+            e = rd_kafka_producev(ks->rk, RD_KAFKA_V_RKT(rkt),
+                                  RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
+                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_FREE),
+                                  RD_KAFKA_V_VALUE(rec->value, rec->value_len),
+                                  RD_KAFKA_V_KEY(rec->key, rec->key_len),
+                                  RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(opaque),
+                                  RD_KAFKA_V_END);
+            if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+                rd_kafka_headers_destroy(hdrs);
+        }
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
             sink->in_flight++;
             sink->in_flight_bytes += rec->value_len + rec->key_len;
             free(rec->key); /* librdkafka copied it */
@@ -207,7 +229,6 @@ static bool kafka_produce(struct sink *sink, struct mcdc_record *rec, void *opaq
             rd_kafka_poll(ks->rk, 0);
             return true;
         }
-        rd_kafka_resp_err_t e = rd_kafka_last_error();
         switch (e) {
         case RD_KAFKA_RESP_ERR__QUEUE_FULL:
             /* Backpressure (librdkafka examples/producer.c): serve delivery

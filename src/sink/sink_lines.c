@@ -4,6 +4,8 @@
  *
  *   {"topic": "<topic>", "key": <key bytes>, "value": <value bytes or null>}
  *
+ * followed, for a record with headers (extended.headers.enabled), by
+ * `, "headers": {"<name>": "<value>", ...}` in the record's header order.
  * The key and value are JSON texts from the encoder and are embedded verbatim,
  * so a test can check their exact bytes; the topic is JSON-escaped; a
  * tombstone (value NULL) writes null. Lines are gathered in a buffer and
@@ -125,6 +127,17 @@ static bool lines_produce(struct sink *sink, struct mcdc_record *rec, void *opaq
         put(ls, rec->value, rec->value_len);
     else
         put(ls, "null", 4);
+    if (rec->header_count > 0) {
+        put(ls, ", \"headers\": {", 14);
+        for (size_t i = 0; i < rec->header_count; i++) {
+            if (i > 0)
+                put(ls, ", ", 2);
+            put_escaped(ls, rec->headers[i].name);
+            put(ls, ": ", 2);
+            put_escaped(ls, rec->headers[i].value);
+        }
+        put(ls, "}", 1);
+    }
     put(ls, "}\n", 2);
     if (ls->n_opaques == ls->cap_opaques) {
         ls->cap_opaques = ls->cap_opaques ? ls->cap_opaques * 2 : 256;

@@ -24,6 +24,13 @@ int64_t worker_wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t worker_wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 int64_t worker_now_ms(void)
 {
     struct timespec ts;
@@ -109,7 +116,7 @@ enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
 
     snprintf(what, sizeof what, "%.*s.%.*s", (int)ev->db_len, ev->db ? ev->db : "",
              (int)ev->coll_len, ev->coll ? ev->coll : "");
-    if (!encoder_encode(w->enc, ev, worker_wall_ms(), &recs, &err)) {
+    if (!encoder_encode(w->enc, ev, worker_wall_us(), &recs, &err)) {
         w->err = err;
         mcdc_error_prefix(&w->err, "cannot encode a change of %s", what);
         return PHASE_FATAL;

@@ -86,6 +86,7 @@ static inline bool worker_stopping(const struct worker *w)
 
 int64_t worker_now_ms(void);  /* monotonic */
 int64_t worker_wall_ms(void); /* epoch */
+int64_t worker_wall_us(void); /* epoch, µs: one read gives ts_ms and ts_us (§1.5) */
 
 /*
  * Produces recs (taking their buffers) through the sink, each registered in

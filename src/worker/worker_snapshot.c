@@ -47,8 +47,16 @@ static void snapshot_metrics(struct worker *w, struct snapshot *snap,
     metrics_set_snapshot(w->m, (int64_t)plan->count, done, snapshot_docs_done(snap), est);
 }
 
+/* The position stamped on every `r` record's source (1.9 dialect: ts_ms and
+ * ord of the newest oplog entry before the copy, §1.5). */
+struct snap_source_ts {
+    bool known;
+    uint32_t sec, inc;
+};
+
 static enum phase emit_doc(struct worker *w, const struct snapshot_doc *d,
-                           enum mcdc_snapshot_flag flag, const struct mcdc_position *pos)
+                           enum mcdc_snapshot_flag flag, const struct mcdc_position *pos,
+                           const struct snap_source_ts *src)
 {
     struct mcdc_event ev;
     struct mcdc_error err = MCDC_ERROR_INIT;
@@ -63,6 +71,11 @@ static enum phase emit_doc(struct worker *w, const struct snapshot_doc *d,
         return PHASE_FATAL;
     }
     ev.rs = w->rs;
+    if (src->known) {
+        ev.has_cluster_time = true;
+        ev.ts_sec = src->sec;
+        ev.ts_inc = src->inc;
+    }
     return worker_emit(w, &ev, pos);
 }
 
@@ -118,6 +131,34 @@ static enum phase restrict_to_owned(struct worker *w, struct snapshot_plan *plan
     return PHASE_OK;
 }
 
+/* 1.9 dialect: Debezium 1.9 takes its snapshot position from the newest
+ * oplog entry and writes it into every snapshot record (§1.5). Without read
+ * access to `local` the recorded change-stream start serves when it has a
+ * timestamp; else the records keep ts_ms 0 / ord -1 and a warning says why. */
+static void snapshot_source_ts(struct worker *w, const struct mcdc_position *start,
+                               struct snap_source_ts *src)
+{
+    struct resume_failure fail;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    bool found = false;
+
+    src->known = false;
+    if (w->cfg->dialect != MCDC_DIALECT_1_9)
+        return;
+    if (snapshot_newest_oplog_ts(w->client, &src->sec, &src->inc, &found, &fail, &err) && found) {
+        src->known = true;
+        return;
+    }
+    if (start->sec >= 0) {
+        src->known = true;
+        src->sec = (uint32_t)start->sec;
+        src->inc = (uint32_t)start->ord;
+    }
+    LOG_WARN("%s; snapshot records carry %s in source.ts_ms/ord instead of the newest oplog entry",
+             err.domain != MCDC_ERR_NONE ? err.msg : "the oplog is empty",
+             src->known ? "the change stream's start time" : "0/-1");
+}
+
 enum phase worker_snapshot(struct worker *w)
 {
     const struct mcdc_config *cfg = w->cfg;
@@ -127,6 +168,7 @@ enum phase worker_snapshot(struct worker *w)
     struct snapshot_plan *plan = NULL;
     struct snapshot *snap = NULL;
     struct snapshot_doc *held = NULL;
+    struct snap_source_ts src = {0};
     enum phase ph = PHASE_OK;
     bool done = false;
     char d[128];
@@ -156,6 +198,7 @@ enum phase worker_snapshot(struct worker *w)
         mcdc_error_prefix(&w->err, "cannot record the snapshot's start position");
         goto cleanup;
     }
+    snapshot_source_ts(w, &start, &src);
     if (!snapshot_plan(w->client, cfg, w->enc, &plan, &fail, &err)) {
         if (err.domain == MCDC_ERR_CONFIG) {
             w->err = err;
@@ -200,7 +243,7 @@ enum phase worker_snapshot(struct worker *w)
         switch (snapshot_next(snap, TAKE_TIMEOUT_MS, &doc, &fail, &err)) {
         case SNAPSHOT_DOC:
             if (held != NULL)
-                ph = emit_doc(w, held, MCDC_SNAP_TRUE, &during);
+                ph = emit_doc(w, held, MCDC_SNAP_TRUE, &during, &src);
             snapshot_doc_free(held);
             held = doc;
             break;
@@ -211,7 +254,7 @@ enum phase worker_snapshot(struct worker *w)
         case SNAPSHOT_DONE:
             /* The one record that says "snapshot complete": last, without initsync. */
             if (held != NULL)
-                ph = emit_doc(w, held, MCDC_SNAP_LAST, &resume);
+                ph = emit_doc(w, held, MCDC_SNAP_LAST, &resume, &src);
             else
                 inflight_advance(w->inf, &resume);
             done = true;

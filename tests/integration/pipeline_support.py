@@ -151,12 +151,13 @@ _DEC = json.JSONDecoder()
 class Rec:
     """One record: topic, key bytes (verbatim), value bytes (None = tombstone)
     and the parsed value."""
-    __slots__ = ("topic", "key", "value_raw", "value")
+    __slots__ = ("topic", "key", "value_raw", "value", "headers")
 
-    def __init__(self, topic, key, value_raw):
+    def __init__(self, topic, key, value_raw, headers=None):
         self.topic = topic
         self.key = key
         self.value_raw = value_raw
+        self.headers = headers or []  # [(name, value text)] in record order
         self.value = json.loads(value_raw) if value_raw is not None else None
 
     @property
@@ -214,7 +215,11 @@ def read_jsonl(path):
             topic = json.loads(_raw_member(line, "topic"))
             key = _raw_member(line, "key")
             value = _raw_member(line, "value")
-            out.append(Rec(topic, key, None if value == "null" else value))
+            headers = []
+            at = line.rfind(', "headers": {')
+            if at > 0:  # last member; a quote inside key/value texts is always escaped
+                headers = json.loads(line[at + 13:-1], object_pairs_hook=list)
+            out.append(Rec(topic, key, None if value == "null" else value, headers))
     return out
 
 
@@ -233,7 +238,8 @@ def read_topics(bootstrap, topics, idle_s=3.0, timeout_s=60):
             continue
         last = time.monotonic()
         out.append(Rec(m.topic(), (m.key() or b"").decode("utf-8"),
-                       None if m.value() is None else m.value().decode("utf-8")))
+                       None if m.value() is None else m.value().decode("utf-8"),
+                       [(k, v.decode("utf-8")) for k, v in (m.headers() or [])]))
     c.close()
     return out
 

@@ -173,3 +173,76 @@ def test_progress_is_logged_every_10s(tmp_workdir, shared_dir, start_mongocdc):
         assert d.stop(timeout_s=30) == 0
     finally:
         sim.stop()
+
+
+def test_snapshot_source_and_headers_per_dialect(tmp_workdir, three_sim, run_mongocdc):
+    """1.9: every `r` record's source has ts_ms = seconds of the newest oplog
+    entry read before the copy × 1000 and ord = its increment, and no headers.
+    3.x: the four __debezium.context.* headers with one runId per task start;
+    ts_us / ts_ns of the same µs clock read as ts_ms (debezium-format.md §1.5,
+    §1.7)."""
+    newest = next(three_sim.client().local["oplog.rs"].find().sort("$natural", -1).limit(1))["ts"]
+    runs = {}
+    for name, dialect in (("a19", "1.9"), ("b3x", "3.x"), ("c3x", "3.x")):
+        cfg = write_config(tmp_workdir, three_sim.uri, name=name + ".yaml",
+                           sink_path=tmp_workdir / (name + ".jsonl"),
+                           raw={"snapshot.mode": "initial_only",
+                                "debezium.compatibility": dialect,
+                                "offsets.file.path": str(tmp_workdir / (name + ".offsets"))})
+        r = run_mongocdc("-c", cfg, timeout_s=60)
+        assert r.returncode == 0, r.stderr.decode()[-2000:]
+        runs[name] = [x for x in recs_of(tmp_workdir / (name + ".jsonl")) if x.op == "r"]
+        assert runs[name]
+    for x in runs["a19"]:
+        src = x.payload["source"]
+        assert (src["ts_ms"], src["ord"]) == (newest.time * 1000, newest.inc), src
+        assert x.headers == []
+    run_ids = set()
+    for name in ("b3x", "c3x"):
+        ids = set()
+        for x in runs[name]:
+            names = [h[0] for h in x.headers]
+            assert names == ["__debezium.context.connectorLogicalName",
+                             "__debezium.context.taskId", "__debezium.context.connectorName",
+                             "__debezium.context.runId"], x.headers
+            assert [h[1] for h in x.headers[:3]] == [PREFIX, "0", "mongodb"]
+            assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-"
+                                r"[0-9a-f]{12}", x.headers[3][1])
+            ids.add(x.headers[3][1])
+            src = x.payload["source"]
+            assert src["ts_us"] // 1000 == src["ts_ms"] and src["ts_ns"] == src["ts_us"] * 1000
+        assert len(ids) == 1
+        run_ids |= ids
+    assert len(run_ids) == 2, "each task start draws a new runId"
+    # µs precision: over a whole snapshot some ts_us is not a whole millisecond
+    assert any(x.payload["source"]["ts_us"] % 1000 for x in runs["b3x"] + runs["c3x"])
+
+
+def test_context_headers_reach_kafka(tmp_workdir, three_sim, kafka, start_mongocdc):
+    """3.x on a real broker: the data record and its tombstone carry the four
+    __debezium.context.* string headers (debezium-format.md §1.6, §1.7)."""
+    from pipeline_support import read_topics
+    prefix = "hdr%d" % time.time_ns()
+    cfg = write_config(tmp_workdir, three_sim.uri, kafka={"bootstrap.servers": kafka.bootstrap},
+                       **{"topic.prefix": prefix, "snapshot.mode": "no_data",
+                          "debezium.compatibility": "3.x"})
+    d = start_mongocdc("-c", cfg)
+    wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60, "streaming")
+    c = three_sim.client()
+    c.itdb.hdr.insert_one({"_id": 1})
+    c.itdb.hdr.delete_one({"_id": 1})
+    topic = prefix + ".itdb.hdr"
+    recs = []
+    deadline = time.monotonic() + 60
+    while len(recs) < 3 and time.monotonic() < deadline:
+        recs = read_topics(kafka.bootstrap, [topic], idle_s=2, timeout_s=20)
+    assert d.stop(timeout_s=30) == 0
+    assert [r.op for r in recs] == ["c", "d", "tombstone"]
+    run_ids = set()
+    for r in recs:
+        assert [h[0] for h in r.headers] == [
+            "__debezium.context.connectorLogicalName", "__debezium.context.taskId",
+            "__debezium.context.connectorName", "__debezium.context.runId"], r.headers
+        assert [h[1] for h in r.headers[:3]] == [prefix, "0", "mongodb"]
+        run_ids.add(r.headers[3][1])
+    assert len(run_ids) == 1

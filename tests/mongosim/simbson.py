@@ -6,8 +6,8 @@ double and decimal, type bracketing for $gt/$lt), query matching on dotted paths
 update operators, the `$v: 2` oplog diff (spec §3.7) and resume tokens in KeyString V1 layout
 (spec §3.11, server `key_string.cpp` / `resume_token.cpp`).
 
-Documents are Python dicts decoded with CODEC (tz-aware dates, STANDARD UUIDs) so that field
-order, UUID subtypes, int32/int64 (bson.int64.Int64) and doubles survive a round trip.
+Documents are Python dicts decoded with DECODE_CODEC (tz-aware dates, binaries kept as Binary
+with their subtype) so that field order, binary subtypes, int32/int64 (bson.int64.Int64) and doubles survive a round trip.
 """
 
 import copy
@@ -18,7 +18,7 @@ import uuid
 from decimal import Decimal
 
 import bson
-from bson.binary import Binary, STANDARD
+from bson.binary import Binary, STANDARD, UuidRepresentation
 from bson.code import Code
 from bson.codec_options import CodecOptions
 from bson.dbref import DBRef
@@ -32,16 +32,21 @@ from bson.son import SON
 from bson.timestamp import Timestamp
 
 CODEC = CodecOptions(document_class=dict, tz_aware=True, uuid_representation=STANDARD)
+# Decoding keeps every binary a Binary with the subtype it was sent with: pymongo 3.x turns a
+# 16-byte subtype 3 into a uuid.UUID under STANDARD, which would be stored back as subtype 4.
+DECODE_CODEC = CodecOptions(document_class=dict, tz_aware=True,
+                            uuid_representation=UuidRepresentation.UNSPECIFIED)
 
 
 def encode(doc):
-    """dict -> BSON bytes with the simulator's codec (UUIDs as subtype 4)."""
+    """dict -> BSON bytes with the simulator's codec (its own uuid.UUID values as subtype 4;
+    Binary values keep their subtype)."""
     return bson.encode(doc, codec_options=CODEC)
 
 
 def decode(data):
-    """BSON bytes -> dict with the simulator's codec."""
-    return bson.decode(data, codec_options=CODEC)
+    """BSON bytes -> dict; binaries stay Binary with their subtype (3 stays 3)."""
+    return bson.decode(data, codec_options=DECODE_CODEC)
 
 
 class SimError(Exception):
@@ -60,6 +65,35 @@ def bad_value(msg):
     return SimError(2, "BadValue", msg)
 
 
+class Undefined(object):
+    """BSON undefined (type 0x06, deprecated): pymongo decodes it as None, which the simulator
+    would store and serve as null. UNDEFINED is the one instance; documents keep it and it is
+    encoded back as 0x06."""
+    __slots__ = ()
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = object.__new__(cls)
+        return cls._instance
+
+    def __repr__(self):
+        return "Undefined"
+
+    def __reduce__(self):
+        return (Undefined, ())
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+UNDEFINED = Undefined()
+# pymongo 3.11's pure-Python codec has no hook for type 0x06: register the decoder and encoder
+# in its tables (keyed by the type byte and by the Python type).
+bson._ELEMENT_GETTER[0x06] = lambda data, view, position, obj_end, opts, name: (UNDEFINED, position)
+bson._ENCODERS[Undefined] = lambda name, value, check_keys, opts: b"\x06" + name
+
+
 # ---------------------------------------------------------------------------
 # canonical type order (BSON spec "Comparison/Sort Order")
 
@@ -67,6 +101,8 @@ def canon(v):
     """Canonical type rank used for sorting and for type bracketing."""
     if v is None:
         return 5
+    if v is UNDEFINED:
+        return 3  # the server ranks undefined with EOO, below null and above MinKey
     if isinstance(v, bool):
         return 40
     if isinstance(v, (int, float, Decimal128)):
@@ -362,6 +398,8 @@ _TYPE_ALIASES = {
 def bson_type_num(v):
     if v is None:
         return 10
+    if v is UNDEFINED:
+        return 6
     if isinstance(v, bool):
         return 8
     if isinstance(v, Int64):
@@ -1053,6 +1091,17 @@ def _ks_int(n):
     return bytes([0x2A + k]) + body
 
 
+def _ks_large(x):
+    # |x| >= 2**63 or infinite (KeyString kNumeric{Negative,Positive}LargeMagnitude): the
+    # magnitude's IEEE-754 bits shifted left by one (V1's continuation bit), big-endian, inverted
+    # for negatives. The server writes Int64 -2**63 this way too: it has no positive int64.
+    bits = struct.unpack(">Q", struct.pack(">d", abs(float(x))))[0]
+    body = ((bits << 1) & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big")
+    if x < 0:
+        return b"\x1f" + bytes(255 - b for b in body)
+    return b"\x33" + body
+
+
 def _ks_fraction(x):
     # Non-integral doubles: integer part with the low "has fraction" bit, then 7 bytes of the
     # fraction. Order-preserving but not byte-identical to the server (SPEC-NOTES.md).
@@ -1077,7 +1126,7 @@ def _ks_str(s):
 
 def _generic_type_byte(v):
     c = canon(v)
-    return {1: 0x0A, 5: 0x14, 10: 0x1E, 15: 0x3C, 20: 0x46, 25: 0x50, 30: 0x5A, 35: 0x64,
+    return {1: 0x0A, 3: 0x0F, 5: 0x14, 10: 0x1E, 15: 0x3C, 20: 0x46, 25: 0x50, 30: 0x5A, 35: 0x64,
             40: 0x6E, 45: 0x78, 47: 0x82, 50: 0x8C, 127: 0xF0}.get(c, 0x3C)
 
 
@@ -1085,6 +1134,8 @@ def ks_value(v, tb):
     """KeyString V1 encoding of one BSON value (type byte + body)."""
     if v is None:
         return b"\x14"
+    if v is UNDEFINED:
+        return b"\x0f"  # KeyString CType kUndefined
     if isinstance(v, MinKey):
         return b"\x0a"
     if isinstance(v, MaxKey):
@@ -1093,6 +1144,8 @@ def ks_value(v, tb):
         return b"\x6f" if v else b"\x6e"
     if isinstance(v, Int64):
         tb.add(0, 1)
+        if int(v) == -(2 ** 63):
+            return _ks_large(-(2.0 ** 63))
         return _ks_int(int(v))
     if isinstance(v, int):
         tb.add(0, 0)
@@ -1103,12 +1156,16 @@ def ks_value(v, tb):
             return b"\x1e"
         if v.is_integer() and abs(v) < 2 ** 63:
             return _ks_int(int(v))
-        if v in (float("inf"), float("-inf")):
-            return b"\x33" if v > 0 else b"\x1f"
+        if abs(v) >= 2 ** 63:
+            return _ks_large(v)
         return _ks_fraction(v)
     if isinstance(v, Decimal128):
         tb.add(1, 1)
         d = v.to_decimal()
+        if d.is_nan():
+            return b"\x1e"
+        if d.is_infinite() or abs(d) >= 2 ** 63:
+            return _ks_large(float(d))
         if d == d.to_integral_value():
             return _ks_int(int(d))
         return _ks_fraction(float(d))

@@ -14,6 +14,7 @@ from bson.int64 import Int64
 from bson.timestamp import Timestamp
 
 import simbson as sb
+import simexpr
 from simbson import SimError
 
 INTERNAL_DBS = ("admin", "config", "local")
@@ -26,35 +27,16 @@ def _labels_nonresumable():
 
 
 def eval_expr(expr, doc):
-    """Tiny aggregation expression evaluator: field paths, $literal, nested objects, arrays."""
-    if isinstance(expr, str) and expr.startswith("$$ROOT"):
-        rest = expr[7:]
-        return sb.get_field(doc, rest) if rest else doc
-    if isinstance(expr, str) and expr.startswith("$"):
-        return sb.get_field(doc, expr[1:])
-    if isinstance(expr, dict):
-        if len(expr) == 1:
-            k, v = next(iter(expr.items()))
-            if k == "$literal":
-                return v
-            if k == "$concat":
-                parts = [eval_expr(x, doc) for x in v]
-                return None if any(p is None for p in parts) else "".join(parts)
-            if k == "$toString":
-                x = eval_expr(v, doc)
-                return None if x is None else str(x)
-            if k == "$ifNull":
-                for x in v:
-                    r = eval_expr(x, doc)
-                    if r is not None:
-                        return r
-                return None
-            if k.startswith("$"):
-                raise SimError(168, "InvalidPipelineOperator", "Unrecognized expression '%s'" % k)
-        return {k: eval_expr(v, doc) for k, v in expr.items()}
-    if isinstance(expr, list):
-        return [eval_expr(x, doc) for x in expr]
-    return expr
+    """Aggregation expression expr evaluated against doc (simexpr.py lists the operators);
+    simexpr.REMOVE for $$REMOVE or a missing array element."""
+    return simexpr.evaluate(expr, doc)
+
+
+def _set_or_remove(doc, path, value):
+    if value is simexpr.REMOVE:
+        sb.unset_path(doc, path)
+    else:
+        sb.set_path(doc, path, value)
 
 
 def apply_stage(stage, docs):
@@ -69,7 +51,7 @@ def apply_stage(stage, docs):
                 base = sb.project(d, {k: v for k, v in arg.items() if not isinstance(v, (dict, str))} or {"_id": arg.get("_id", 1)})
                 for k, v in arg.items():
                     if isinstance(v, (dict, str)):
-                        sb.set_path(base, k, eval_expr(v, d))
+                        _set_or_remove(base, k, eval_expr(v, d))
                 out.append(base)
             else:
                 out.append(sb.project(d, arg))
@@ -79,7 +61,7 @@ def apply_stage(stage, docs):
         for d in docs:
             n = copy.deepcopy(d)
             for k, v in arg.items():
-                sb.set_path(n, k, eval_expr(v, d))
+                _set_or_remove(n, k, eval_expr(v, d))
             out.append(n)
         return out
     if name == "$unset":
@@ -185,12 +167,14 @@ class ChangeStream(object):
             self.pbrt = sb.make_token(sb.key_ts(start_key), cl.token_version, 0)
         self.start_key = start_key
         # history check (spec §3.3): the oldest entry must not be newer than the start point,
-        # unless it is the replica set's initiation no-op
+        # unless a token's oldest entry is the replica set's initiation no-op (a token of this
+        # set cannot predate it). A startAtOperationTime before the oldest entry fails like on a
+        # real server, initiation or not: the server only compares the two times.
         if tok is not None or sat is not None:
             first = oplog.entries[0] if oplog.entries else None
             if first is not None and oplog.first_key > start_key:
                 msg = first.get("o", {}).get("msg") if first.get("op") == "n" else None
-                if msg != "initiating set":
+                if sat is not None or msg != "initiating set":
                     raise SimError(286, "ChangeStreamHistoryLost",
                                    "Resume of change stream was not possible, as the resume point may no longer be in the oplog.",
                                    _labels_nonresumable())

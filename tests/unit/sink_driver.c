@@ -88,7 +88,7 @@ static int produce(int argc, char **argv)
         char *sp = strchr(line, ' ');
         if (!sp)
             continue;
-        struct mcdc_record rec = {argv[3], NULL, 0, NULL, 0};
+        struct mcdc_record rec = {.topic = argv[3]};
         rec.key = unhex(line, (size_t)(sp - line), &rec.key_len);
         if (strcmp(sp + 1, "-") != 0)
             rec.value = unhex(sp + 1, strlen(sp + 1), &rec.value_len);

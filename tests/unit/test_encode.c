@@ -23,6 +23,7 @@
 #include "event/event.h"
 
 #define NOW 1694627139500LL
+#define NOW_US (NOW * 1000 + 123) /* same instant, µs: sub-ms digits must reach ts_us */
 
 /* ---- golden file ---------------------------------------------------------- */
 
@@ -129,7 +130,7 @@ static void encode_change(struct encoder *enc, const bson_t *doc, struct mcdc_re
     assert_true(event_from_change(doc, &ev, &emit, &err));
     assert_true(emit);
     ev.rs = "rs0";
-    if (!encoder_encode(enc, &ev, NOW, out, &err))
+    if (!encoder_encode(enc, &ev, NOW_US, out, &err))
         fail_msg("encoder_encode: %s", err.msg);
 }
 
@@ -170,7 +171,7 @@ static void keys_table(void **state)
         struct mcdc_records out = {0};
         assert_true(
             event_from_snapshot_doc(doc, "inventory", "customers", MCDC_SNAP_TRUE, &ev, &err));
-        assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+        assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
         assert_int_equal(out.count, 1);
         assert_text(out.items[0].key, goldens[i].fields[1]);
         assert_int_equal(out.items[0].key_len, strlen(goldens[i].fields[1]));
@@ -213,7 +214,7 @@ static void key_with_schema(void **state)
     struct mcdc_error err = MCDC_ERROR_INIT;
     struct mcdc_records out = {0};
     assert_true(event_from_snapshot_doc(doc, "inventory", "customers", MCDC_SNAP_TRUE, &ev, &err));
-    assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+    assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
     assert_text(out.items[0].key, golden("key_schema"));
     assert_string_equal(out.items[0].topic, "fulfillment.inventory.customers");
     records_release(&out);
@@ -352,7 +353,7 @@ static void snapshot_reads(void **state)
         ev.has_cluster_time = cases[i].has_pos;
         ev.ts_sec = cases[i].sec;
         ev.ts_inc = cases[i].inc;
-        assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+        assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
         assert_int_equal(out.count, 1);
         assert_text(out.items[0].value, golden(cases[i].want));
         records_release(&out);
@@ -392,7 +393,7 @@ static void oplog_patch_and_filter(void **state)
     ev.oplog_stxnid = "a2c1e1a4-2c9b-3b8e-9d2f-6f0e0e5d7b11:5";
     struct mcdc_error err = MCDC_ERROR_INIT;
     struct mcdc_records out = {0};
-    assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+    assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
     assert_int_equal(out.count, 1);
     assert_text(out.items[0].key, "{\"id\":\"1004\"}");
     assert_text(out.items[0].value, golden("oplog_update_19"));
@@ -404,7 +405,7 @@ static void oplog_patch_and_filter(void **state)
     cfg.provide_transaction_metadata = true;
     enc = enc_new(&cfg);
     ev.oplog_tord = 1;
-    assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+    assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
     assert_int_equal(out.count, 2);
     assert_string_equal(out.items[0].topic, "fulfillment.transaction");
     assert_text(out.items[0].value,
@@ -417,7 +418,7 @@ static void oplog_patch_and_filter(void **state)
     ev.op = MCDC_OP_DELETE;
     ev.has_oplog_patch = false;
     ev.oplog_txn_last = true;
-    assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+    assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
     assert_int_equal(out.count, 3); /* data, tombstone, END */
     assert_null(out.items[1].value);
     assert_text(out.items[2].value,
@@ -441,7 +442,7 @@ static void oplog_patch_and_filter(void **state)
     bson_t *patch2 = from_json("{\"$v\": 1, \"$set\": {\"first_name\": \"A\", \"age\": 3},"
                                " \"$unset\": {\"nick\": true}}");
     assert_true(bson_init_static(&ev.oplog_patch, bson_get_data(patch2), patch2->len));
-    assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+    assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
     char *pj = json_member(out.items[0].value, "patch");
     assert_text(pj, "{\"$v\": 1,\"$set\": {\"age\": 3},\"$unset\": {\"alias\": true}}");
     free(pj);
@@ -465,7 +466,7 @@ static void worked_example(void **state)
     struct mcdc_error err = MCDC_ERROR_INIT;
     struct mcdc_records out = {0};
     assert_true(event_from_snapshot_doc(doc, "inventory", "customers", MCDC_SNAP_TRUE, &ev, &err));
-    assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+    assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
     char *after = json_member(out.items[0].value, "after");
     assert_text(after, golden("worked_after"));
     free(after);
@@ -485,7 +486,7 @@ static void worked_example(void **state)
                 "}", "updateDescription", "{", "updatedFields", BCON_DOCUMENT(&upd),
                 "removedFields", "[", "]", "}");
     assert_true(event_from_change(full, &ev, &emit, &err));
-    assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+    assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
     char *ud = strstr(out.items[0].value, "\"updatedFields\":");
     assert_non_null(ud);
     /* wrap the member into an object for the parser */
@@ -732,7 +733,7 @@ static void jackson_string_escaping(void **state)
     struct mcdc_records out = {0};
     assert_true(event_from_snapshot_doc(doc, "caf\xc3\xa9", "q\"b\\s\x01\x1f\t\n/", MCDC_SNAP_TRUE,
                                         &ev, &err));
-    assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+    assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
     assert_non_null(strstr(out.items[0].value, "\"db\":\"caf\xc3\xa9\",\"sequence\":null,"));
     assert_non_null(strstr(out.items[0].value,
                            "\"collection\":\"q\\\"b\\\\s\\u0001\\u001F\\t\\n/\",\"ord\":-1,"));
@@ -858,7 +859,7 @@ static void schema_name_adjustment(void **state)
     struct mcdc_error err = MCDC_ERROR_INIT;
     struct mcdc_records out = {0};
     assert_true(event_from_snapshot_doc(doc, "inv", "cust", MCDC_SNAP_TRUE, &ev, &err));
-    assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+    assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
     assert_string_equal(out.items[0].topic, "my-server.inv.cust");
     assert_non_null(strstr(out.items[0].key, "\"name\":\"my_server.inv.cust.Key\"}"));
     records_release(&out);
@@ -936,7 +937,7 @@ static void namespace_filters(void **state)
     struct mcdc_error err = MCDC_ERROR_INIT;
     struct mcdc_records out = {0};
     assert_true(event_from_snapshot_doc(doc, "other", "x", MCDC_SNAP_TRUE, &ev, &err));
-    assert_true(encoder_encode(enc, &ev, NOW, &out, &err));
+    assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
     assert_int_equal(out.count, 0);
     bson_destroy(doc);
     encoder_destroy(enc);
@@ -1046,7 +1047,7 @@ static char *after_of(struct encoder *enc, const char *doc_json, struct mcdc_err
     struct mcdc_records out = {0};
     char *after = NULL;
     assert_true(event_from_snapshot_doc(doc, "inventory", "customers", MCDC_SNAP_TRUE, &ev, err));
-    *ok = encoder_encode(enc, &ev, NOW, &out, err);
+    *ok = encoder_encode(enc, &ev, NOW_US, &out, err);
     if (*ok)
         after = json_member(out.items[0].value, "after");
     records_release(&out);
@@ -1251,7 +1252,7 @@ static void field_selection_random(void **state)
             ev.has_updated_fields = true;
             ev.has_full_document = false;
         }
-        if (!encoder_encode(enc, &ev, NOW, &out, &err)) {
+        if (!encoder_encode(enc, &ev, NOW_US, &out, &err)) {
             assert_int_equal(err.domain, MCDC_ERR_ENCODE);
             assert_non_null(strstr(err.msg, "already contains field"));
             assert_int_equal(out.count, 0);
@@ -1302,7 +1303,7 @@ static void event_without_id_fails(void **state)
     ev.has_lsid = true;
     struct mcdc_error err = MCDC_ERROR_INIT;
     struct mcdc_records out = {0};
-    assert_false(encoder_encode(enc, &ev, NOW, &out, &err));
+    assert_false(encoder_encode(enc, &ev, NOW_US, &out, &err));
     assert_int_equal(out.count, 0);
     assert_int_equal(err.domain, MCDC_ERR_ENCODE);
     assert_non_null(strstr(err.msg, "inventory.customers has no document _id"));

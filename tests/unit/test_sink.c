@@ -53,6 +53,8 @@ static void record(struct mcdc_record *rec, const char *topic, const char *key, 
     rec->key_len = key ? strlen(key) : 0;
     rec->value = value ? xstrdup(value) : NULL;
     rec->value_len = value ? strlen(value) : 0;
+    rec->headers = NULL;
+    rec->header_count = 0;
 }
 
 static char *slurp(const char *path)
@@ -90,7 +92,11 @@ static void sink_lines_writes_exact_bytes_and_null_tombstone(void **state)
     assert_true(sink_produce(sink, &rec, (void *)1, NULL, &err));
     assert_null(rec.key);
     assert_null(rec.value);
+    static const struct mcdc_header hdrs[] = {{"__debezium.context.taskId", "0"},
+                                              {"a\"b", "c\\d"}};
     record(&rec, "shop.inv", "{\"id\":\"7\"}", NULL);
+    rec.headers = hdrs;
+    rec.header_count = 2;
     assert_true(sink_produce(sink, &rec, (void *)2, NULL, &err));
     assert_int_equal(sink_in_flight(sink), 2);
     assert_int_equal(sink_poll(sink, 0), 2);
@@ -106,7 +112,9 @@ static void sink_lines_writes_exact_bytes_and_null_tombstone(void **state)
                         "{\"topic\": \"shop.inv.\\\"odd\\\"\", \"key\": "
                         "{\"id\":\"{\\\"$oid\\\": \\\"5f\\\"}\"}, \"value\": "
                         "{\"after\":\"{}\",\"op\":\"c\"}}\n"
-                        "{\"topic\": \"shop.inv\", \"key\": {\"id\":\"7\"}, \"value\": null}\n");
+                        "{\"topic\": \"shop.inv\", \"key\": {\"id\":\"7\"}, \"value\": null, "
+                        "\"headers\": {\"__debezium.context.taskId\": \"0\", \"a\\\"b\": "
+                        "\"c\\\\d\"}}\n");
     free(text);
     unlink(path);
 }
@@ -247,6 +255,81 @@ static void sink_kafka_produce_and_delivery_reports(void **state)
     }
     assert_int_equal(total, 150);
     rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    rd_kafka_destroy(c);
+    mock_stop(&m);
+}
+
+/* Debezium 3.3+ context headers reach the broker as string headers in order,
+ * on data records and tombstones alike (debezium-format.md §1.6, §1.7). */
+static void sink_kafka_record_headers_reach_the_broker(void **state)
+{
+    (void)state;
+    static const struct mcdc_header hdrs[] = {
+        {"__debezium.context.connectorLogicalName", "shop"},
+        {"__debezium.context.taskId", "0"},
+        {"__debezium.context.connectorName", "mongodb"},
+        {"__debezium.context.runId", "0b6f1e0c-3d7a-4c1e-9a52-6f1d2f9b8e11"},
+    };
+    struct mock m;
+    mock_start(&m);
+    struct reports r = {0};
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct sink *sink = sink_new(&m.cfg, "rs0", on_delivery, &r, &err);
+    assert_non_null(sink);
+    struct mcdc_record rec;
+    record(&rec, "shop.h", "{\"id\":\"1\"}", "{\"op\":\"d\"}");
+    rec.headers = hdrs;
+    rec.header_count = 4;
+    assert_true(sink_produce(sink, &rec, (void *)1, NULL, &err));
+    record(&rec, "shop.h", "{\"id\":\"1\"}", NULL);
+    rec.headers = hdrs;
+    rec.header_count = 4;
+    assert_true(sink_produce(sink, &rec, (void *)2, NULL, &err));
+    assert_true(sink_flush(sink, 10000, &err));
+    assert_int_equal(r.ok, 2);
+    sink_destroy(sink);
+
+    char errstr[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", rd_kafka_mock_cluster_bootstraps(m.mc), errstr,
+                      sizeof errstr);
+    rd_kafka_t *c = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
+    assert_non_null(c);
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(c, "shop.h", NULL);
+    const struct rd_kafka_metadata *md;
+    assert_int_equal(rd_kafka_metadata(c, 0, rkt, &md, 5000), 0);
+    int parts = md->topics[0].partition_cnt, got = 0;
+    rd_kafka_metadata_destroy(md);
+    for (int p = 0; p < parts; p++)
+        assert_int_equal(rd_kafka_consume_start(rkt, p, RD_KAFKA_OFFSET_BEGINNING), 0);
+    for (int tries = 0; got < 2 && tries < 100; tries++) {
+        for (int p = 0; p < parts && got < 2; p++) {
+            rd_kafka_message_t *msg = rd_kafka_consume(rkt, p, 50);
+            if (msg == NULL)
+                continue;
+            if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                rd_kafka_headers_t *h = NULL;
+                assert_int_equal(rd_kafka_message_headers(msg, &h), 0);
+                assert_int_equal(rd_kafka_header_cnt(h), 4);
+                for (size_t i = 0; i < 4; i++) {
+                    const char *name;
+                    const void *val;
+                    size_t len;
+                    assert_int_equal(rd_kafka_header_get_all(h, i, &name, &val, &len), 0);
+                    assert_string_equal(name, hdrs[i].name);
+                    assert_int_equal(len, strlen(hdrs[i].value));
+                    assert_memory_equal(val, hdrs[i].value, len);
+                }
+                assert_int_equal(msg->len, got == 0 ? strlen("{\"op\":\"d\"}") : 0);
+                got++;
+            }
+            rd_kafka_message_destroy(msg);
+        }
+    }
+    assert_int_equal(got, 2);
+    for (int p = 0; p < parts; p++)
+        rd_kafka_consume_stop(rkt, p);
     rd_kafka_topic_destroy(rkt);
     rd_kafka_destroy(c);
     mock_stop(&m);
@@ -534,6 +617,7 @@ int main(void)
         cmocka_unit_test(sink_lines_batches_are_written_before_reports),
         cmocka_unit_test(sink_lines_needs_a_path),
         cmocka_unit_test(sink_kafka_produce_and_delivery_reports),
+        cmocka_unit_test(sink_kafka_record_headers_reach_the_broker),
         cmocka_unit_test(sink_kafka_backpressure_with_tiny_queue),
         cmocka_unit_test(sink_kafka_oversize_record_names_key_and_size),
         cmocka_unit_test(sink_kafka_fatal_error_is_reported),
