@@ -136,6 +136,7 @@ struct mcdc_config {
     bool tombstones_on_delete;                   /* tombstones.on.delete, true */
     bool provide_transaction_metadata;           /* provide.transaction.metadata, false */
     bool transaction_eager_end;                  /* transaction.eager.end (mongocdc), false */
+    bool oplog_update_raw_diff; /* oplog.update.raw.diff (mongocdc), false: $v: 2 diffs -> $v: 1 */
 
     /* Filters */
     struct mcdc_strlist database_include, database_exclude;     /* database.*.list */
