@@ -291,6 +291,13 @@ static bool view(const bson_t *doc, const char *key, bson_t *out)
     return bson_init_static(out, data, len);
 }
 
+/* Points dst at src's bytes. A static bson_t refers to itself, so views are
+ * made in place, never copied by assignment. */
+static void alias(bson_t *dst, const bson_t *src)
+{
+    bson_init_static(dst, bson_get_data(src), src->len);
+}
+
 /* Fills item->ev from a CRUD operation (a top-level entry or an applyOps
  * element). *emit false for anything but i/u/d. */
 static bool fill_event(struct oplog_reader *r, const bson_t *op, struct oplog_item *item)
@@ -324,18 +331,18 @@ static bool fill_event(struct oplog_reader *r, const bson_t *op, struct oplog_it
     switch (o_letter[0]) {
     case 'i':
         ev->op = MCDC_OP_INSERT;
-        ev->full_document = o;
+        alias(&ev->full_document, &o);
         ev->has_full_document = true;
-        ev->document_key = o;
+        alias(&ev->document_key, &o);
         break;
     case 'u':
         if (!view(op, "o2", &o2))
             return bad(r, "update without o2");
         ev->op = MCDC_OP_UPDATE;
-        ev->document_key = o2;
-        ev->oplog_filter = o2;
+        alias(&ev->document_key, &o2);
+        alias(&ev->oplog_filter, &o2);
         ev->has_oplog_filter = true;
-        ev->oplog_patch = o;
+        alias(&ev->oplog_patch, &o);
         ev->has_oplog_patch = true;
         if (!r->cfg->oplog_update_raw_diff) {
             if (r->has_decoded) {
@@ -345,7 +352,7 @@ static bool fill_event(struct oplog_reader *r, const bson_t *op, struct oplog_it
             switch (oplog_diff_to_v1(&o, &r->decoded, &r->local)) {
             case OPLOG_DIFF_DECODED:
                 r->has_decoded = true;
-                ev->oplog_patch = r->decoded;
+                alias(&ev->oplog_patch, &r->decoded);
                 break;
             case OPLOG_DIFF_INEXPRESSIBLE:
                 item->raw_diff = true;
@@ -362,8 +369,8 @@ static bool fill_event(struct oplog_reader *r, const bson_t *op, struct oplog_it
     case 'd':
     default:
         ev->op = MCDC_OP_DELETE;
-        ev->document_key = o;
-        ev->oplog_filter = o;
+        alias(&ev->document_key, &o);
+        alias(&ev->oplog_filter, &o);
         ev->has_oplog_filter = true;
         break;
     }
