@@ -198,3 +198,178 @@ def test_oplog_transactions(tmp_workdir, start_mongocdc, split):
         c.close()
     finally:
         sim.stop()
+
+
+OFFSET_KEY = '["it",{"rs":"rs0","server_id":"it"}]'
+
+
+def write_offsets(workdir, value):
+    (workdir / "offsets.json").write_text(json.dumps({OFFSET_KEY: value}) + "\n")
+
+
+def stored_value(workdir):
+    return list(json.loads(offsets_value(workdir)).values())[0]
+
+
+def key_ids(recs):
+    return [json.loads(json.loads(r.key)["id"]) for r in recs]
+
+
+@pytest.mark.parametrize("mode", ["when_needed", "initial", "never"])
+def test_oplog_history_lost_at_start(tmp_workdir, start_mongocdc, run_mongocdc, mode):
+    sim = Sim(tmp_workdir, ())
+    try:
+        c = sim.client()
+        c.itdb.h.insert_one({"_id": "kept"})
+        cfg = oplog_cfg(tmp_workdir, sim.uri, name="run1.yaml")
+        d = start_mongocdc("-c", cfg)
+        wait_log(tmp_workdir, "tailing local.oplog.rs", 30, d)
+        c.itdb.h.insert_one({"_id": "first"})
+        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 1, 30, "first")
+        assert d.stop(timeout_s=30) == 0
+        for i in range(10):
+            c.itdb.h.insert_one({"_id": "gone%d" % i})
+        sim.control("truncate_oplog", keep=3)
+        cfg2 = oplog_cfg(tmp_workdir, sim.uri, name="run2.yaml",
+                         sink=tmp_workdir / "run2.jsonl", **{"snapshot.mode": mode})
+        if mode == "never":
+            r = run_mongocdc("-c", cfg2, timeout_s=60)
+            assert r.returncode == 1
+            err = r.stderr.decode(errors="replace")
+            assert "no longer in the oplog" in err and "snapshot.mode" in err, err[-2000:]
+            return
+        d2 = start_mongocdc("-c", cfg2)
+        wait_log(tmp_workdir, "snapshot complete", 60, d2)
+        log = log_text(tmp_workdir)
+        assert "history lost" in log and "no longer in the oplog" in log
+        snap = [r for r in data_records(read_jsonl(tmp_workdir / "run2.jsonl"), PREFIX)
+                if r.op == "r"]
+        assert len(snap) == 12  # kept, first, gone0..9: a new snapshot, not a skipped gap
+        assert d2.stop(timeout_s=30) == 0
+    finally:
+        sim.stop()
+
+
+def _txn_commit_ts(c):
+    e = list(c.local["oplog.rs"].find({"op": "c", "o.applyOps": {"$exists": True}}).sort(
+        "$natural", -1).limit(1))[0]
+    return e["ts"]
+
+
+@pytest.mark.parametrize("mode", ["oplog", "change_streams"])
+def test_resume_inside_a_transaction_skips_only_emitted_ops(tmp_workdir, start_mongocdc, mode):
+    """A stored oplog position with tord 2 inside a 3-operation transaction:
+    oplog capture and the switch to change streams both emit only the third
+    operation, then everything after (migration table rows 'all oplog')."""
+    sim = Sim(tmp_workdir, ())
+    try:
+        c = sim.client()
+        with c.start_session() as s:
+            with s.start_transaction():
+                for i in range(3):
+                    c.itdb.tx.insert_one({"_id": i}, session=s)
+        ts = _txn_commit_ts(c)
+        c.itdb.tx.insert_one({"_id": "after"})
+        write_offsets(tmp_workdir, {"sec": ts.time, "ord": ts.inc, "h": 0, "tord": 2,
+                                    "mongocdc_capture_mode": "oplog"})
+        cfg = oplog_cfg(tmp_workdir, sim.uri, **{"capture.mode": mode})
+        d = start_mongocdc("-c", cfg)
+        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 2, 30, "2 events")
+        time.sleep(1.0)
+        assert key_ids(records(tmp_workdir / "events.jsonl")) == [2, "after"]
+        if mode == "change_streams":
+            assert "written by oplog capture: switching to change streams" in log_text(tmp_workdir)
+            wait_until(lambda: "resume_token" in stored_value(tmp_workdir), 10, "token stored")
+        assert d.stop(timeout_s=30) == 0
+    finally:
+        sim.stop()
+
+
+def test_oplog_offsets_then_change_streams_no_duplicate(tmp_workdir, start_mongocdc):
+    sim = Sim(tmp_workdir, ())
+    try:
+        c = sim.client()
+        d = start_mongocdc("-c", oplog_cfg(tmp_workdir, sim.uri, name="run1.yaml"))
+        wait_log(tmp_workdir, "tailing local.oplog.rs", 30, d)
+        c.itdb.m.insert_one({"_id": "a"})
+        c.itdb.m.insert_one({"_id": "b"})
+        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 2, 30, "2 events")
+        assert d.stop(timeout_s=30) == 0
+        assert stored_value(tmp_workdir)["mongocdc_capture_mode"] == "oplog"
+        c.itdb.m.insert_one({"_id": "c"})
+        cfg2 = oplog_cfg(tmp_workdir, sim.uri, name="run2.yaml", sink=tmp_workdir / "run2.jsonl",
+                         **{"capture.mode": "change_streams"})
+        d2 = start_mongocdc("-c", cfg2)
+        wait_until(lambda: len(records(tmp_workdir / "run2.jsonl")) >= 1, 30, "c")
+        time.sleep(1.0)
+        assert key_ids(records(tmp_workdir / "run2.jsonl")) == ["c"]
+        assert d2.stop(timeout_s=30) == 0
+    finally:
+        sim.stop()
+
+
+def test_change_stream_offsets_with_oplog_mode_keep_change_streams(tmp_workdir, start_mongocdc):
+    sim = Sim(tmp_workdir, ())
+    try:
+        c = sim.client()
+        cfg1 = oplog_cfg(tmp_workdir, sim.uri, name="run1.yaml",
+                         **{"capture.mode": "change_streams"})
+        d = start_mongocdc("-c", cfg1)
+        wait_log(tmp_workdir, "streaming changes from", 30, d)
+        c.itdb.k.insert_one({"_id": "a"})
+        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 1, 30, "a")
+        assert d.stop(timeout_s=30) == 0
+        c.itdb.k.insert_one({"_id": "b"})
+        cfg2 = oplog_cfg(tmp_workdir, sim.uri, name="run2.yaml", sink=tmp_workdir / "run2.jsonl")
+        d2 = start_mongocdc("-c", cfg2)
+        wait_until(lambda: len(records(tmp_workdir / "run2.jsonl")) >= 1, 30, "b")
+        time.sleep(0.5)
+        assert key_ids(records(tmp_workdir / "run2.jsonl")) == ["b"]
+        log = log_text(tmp_workdir)
+        assert log.count("was written by change streams: capture keeps using change streams") == 1
+        assert "resume_token" in stored_value(tmp_workdir)
+        assert d2.stop(timeout_s=30) == 0
+    finally:
+        sim.stop()
+
+
+def test_oplog_repeated_sigkill_loses_nothing(tmp_workdir, start_mongocdc):
+    sim = Sim(tmp_workdir, ())
+    try:
+        c = sim.client()
+        n_total = 0
+        sinks = []
+        for run in range(4):
+            sink = tmp_workdir / ("run%d.jsonl" % run)
+            sinks.append(sink)
+            cfg = oplog_cfg(tmp_workdir, sim.uri, name="run%d.yaml" % run, sink=sink,
+                            **{"offsets.flush.interval.ms": 300})
+            d = start_mongocdc("-c", cfg)
+            wait_log(tmp_workdir, "tailing local.oplog.rs", 30, d)
+            for i in range(30):
+                c.itdb.kill.insert_one({"_id": n_total})
+                n_total += 1
+                if i % 10 == 0:
+                    with c.start_session() as s:
+                        with s.start_transaction():
+                            c.itdb.kill.insert_one({"_id": n_total}, session=s)
+                            c.itdb.kill.insert_one({"_id": n_total + 1}, session=s)
+                    n_total += 2
+                time.sleep(0.01)
+            time.sleep(0.3 * run)
+            if run < 3:
+                d.proc.kill()
+                d.proc.wait(timeout=10)
+            else:
+                wait_until(lambda: len(records(sink)) > 0 and
+                           max(key_ids(records(sink))) == n_total - 1, 60,
+                           "the last insert")
+                assert d.stop(timeout_s=30) == 0
+        seen = set()
+        for s in sinks:
+            seen.update(key_ids(records(s)))
+        lost = set(range(n_total)) - seen
+        print("oplog SIGKILL x3: %d inserts, %d lost" % (n_total, len(lost)))
+        assert not lost, "lost after SIGKILL: %s" % sorted(lost)[:20]
+    finally:
+        sim.stop()
