@@ -373,3 +373,40 @@ def test_oplog_repeated_sigkill_loses_nothing(tmp_workdir, start_mongocdc):
         assert not lost, "lost after SIGKILL: %s" % sorted(lost)[:20]
     finally:
         sim.stop()
+
+
+def test_oplog_stepdown_dropped_connections_and_killed_cursors_lose_nothing(tmp_workdir,
+                                                                           start_mongocdc):
+    from test_faults import insert_retrying
+    sim = Sim(tmp_workdir, ())
+    try:
+        cfg = oplog_cfg(tmp_workdir, sim.uri, **{"mongodb.server.selection.timeout.ms": 1000,
+                                                 "connect.backoff.initial.delay.ms": 250,
+                                                 "connect.backoff.max.delay.ms": 1000,
+                                                 "connect.max.attempts": 40})
+        d = start_mongocdc("-c", cfg)
+        wait_log(tmp_workdir, "tailing local.oplog.rs", 30, d)
+        c = sim.client(retryWrites=True)
+        coll = c.itdb.faults
+        n = 0
+
+        def batch(k):
+            nonlocal n
+            for _ in range(k):
+                insert_retrying(coll, {"_id": n})
+                n += 1
+
+        batch(20)
+        sim.control("stepdown", no_primary_ms=1500)
+        batch(20)
+        sim.control("drop_connections")
+        batch(20)
+        sim.control("kill_cursors")
+        batch(20)
+        wait_until(lambda: set(key_ids(records(tmp_workdir / "events.jsonl"))) >= set(range(n)),
+                   90, "all %d inserts" % n)
+        assert d.running()
+        assert d.stop(timeout_s=30) == 0
+        c.close()
+    finally:
+        sim.stop()
