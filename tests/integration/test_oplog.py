@@ -410,3 +410,40 @@ def test_oplog_stepdown_dropped_connections_and_killed_cursors_lose_nothing(tmp_
         c.close()
     finally:
         sim.stop()
+
+
+@pytest.mark.parametrize("mode", ["when_needed", "never"])
+def test_oplog_capped_position_lost_while_tailing(tmp_workdir, start_mongocdc, mode):
+    """The oplog wraps past the open cursor (getMore fails with 136
+    CappedPositionLost): history lost, handled by snapshot.mode."""
+    sim = Sim(tmp_workdir, ())
+    try:
+        c = sim.client()
+        c.itdb.cap.insert_one({"_id": "seed"})
+        cfg = oplog_cfg(tmp_workdir, sim.uri, **{"snapshot.mode": mode})
+        d = start_mongocdc("-c", cfg)
+        wait_log(tmp_workdir, "tailing local.oplog.rs", 30, d)
+        c.itdb.cap.insert_one({"_id": "first"})
+        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 1, 30, "first")
+        sim.control("delay", command="getMore", ms=2500)
+        time.sleep(0.5)  # the next getMore is now held
+        for i in range(10):
+            c.itdb.cap.insert_one({"_id": "gone%d" % i})
+        sim.control("truncate_oplog", keep=2)
+        sim.control("delay", command="getMore", ms=0)
+        if mode == "never":
+            wait_until(lambda: not d.running(), 30, "exit")
+            assert d.proc.returncode == 1
+            assert "no longer in the oplog" in log_text(tmp_workdir)
+            return
+        wait_log(tmp_workdir, "history lost", 60, d)
+        # when_needed snapshotted at the first start (no offsets); the second
+        # snapshot copies what is left after the lost range
+        wait_until(lambda: log_text(tmp_workdir).count("snapshot complete") >= 2, 60,
+                   "the second snapshot")
+        snap = [r for r in data_records(read_jsonl(tmp_workdir / "events.jsonl"), PREFIX)
+                if r.op == "r"]
+        assert len(snap) == 1 + 12
+        assert d.stop(timeout_s=30) == 0
+    finally:
+        sim.stop()
