@@ -447,3 +447,41 @@ def test_oplog_capped_position_lost_while_tailing(tmp_workdir, start_mongocdc, m
         assert d.stop(timeout_s=30) == 0
     finally:
         sim.stop()
+
+
+@pytest.mark.parametrize("literal", [False, True])
+def test_oplog_filters_go_into_the_server_query(tmp_workdir, start_mongocdc, literal):
+    """collection.include.list and skipped.operations are in the find's
+    filter: entries of other collections and skipped operations never reach
+    mongocdc (the events it reads count only what the server returned)."""
+    import re
+    sim = Sim(tmp_workdir, (), extra=("--noop-interval", "0"))
+    try:
+        opts = {"collection.include.list": "itdb.keep" if literal else "itdb\\.ke+p",
+                "skipped.operations": "u"}
+        if literal:
+            opts["filters.match.mode"] = "literal"
+        cfg = oplog_cfg(tmp_workdir, sim.uri, **opts)
+        d = start_mongocdc("-c", cfg)
+        wait_log(tmp_workdir, "tailing local.oplog.rs", 30, d)
+        c = sim.client()
+        for i in range(20):
+            c.itdb.drop.insert_one({"_id": i})
+            c.itdb.keeper.insert_one({"_id": i})
+        c.itdb.keep.insert_one({"_id": "k"})
+        c.itdb.keep.update_one({"_id": "k"}, {"$set": {"a": 1}})
+        c.itdb.keep.delete_one({"_id": "k"})
+        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 2, 30, "2 events")
+        time.sleep(1.0)
+        recs = records(tmp_workdir / "events.jsonl")
+        assert [(r.op, r.payload["source"]["collection"]) for r in recs] == [
+            ("c", "keep"), ("d", "keep")]
+        assert d.stop(timeout_s=30) == 0
+        m = re.search(r"(\d+) events read, (\d+) records produced, (\d+) skipped",
+                      log_text(tmp_workdir))
+        assert m, log_text(tmp_workdir)[-1500:]
+        read, skipped = int(m.group(1)), int(m.group(3))
+        # 40 inserts elsewhere and the skipped update were filtered by the server
+        assert read <= 2 + 5 and skipped <= 5, (read, skipped)
+    finally:
+        sim.stop()
