@@ -524,8 +524,8 @@ enum capture_status oplog_next(struct oplog_reader *r, struct oplog_item *item)
         return CAPTURE_ERROR;
     if (r->txn_open && r->next_op < r->n_ops)
         return next_txn_op(r, item);
-    if (r->cursor == NULL)
-        open_cursor(r, false);
+    if (r->cursor == NULL) /* still at the stored transaction entry: read it again */
+        open_cursor(r, r->skip_tord > 0);
     if (!mongoc_cursor_next(r->cursor, &doc)) {
         if (mongoc_cursor_error_document(r->cursor, &r->error, &reply)) {
             r->has_error = true;
