@@ -374,8 +374,6 @@ static void check_overrides(struct checker *c)
  * delivers yet; main warns about them at start. */
 static void flag_unsupported_values(struct mcdc_config *cfg)
 {
-    if (cfg->capture_mode == MCDC_CAPTURE_OPLOG)
-        cfg_add_unsupported(cfg, "capture.mode: oplog");
     if (cfg->signal_data_collection)
         cfg_add_unsupported(cfg, "signal.data.collection: execute-snapshot signals");
 }

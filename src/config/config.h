@@ -138,6 +138,7 @@ struct mcdc_config {
     bool provide_transaction_metadata;           /* provide.transaction.metadata, false */
     bool transaction_eager_end;                  /* transaction.eager.end (mongocdc), false */
     bool extended_headers_enabled;               /* extended.headers.enabled; dialect default */
+    bool oplog_update_raw_diff; /* oplog.update.raw.diff (mongocdc), false: $v: 2 diffs -> $v: 1 */
 
     /* Filters */
     struct mcdc_strlist database_include, database_exclude;     /* database.*.list */

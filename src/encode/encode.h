@@ -160,6 +160,24 @@ bool encoder_transaction_passed(struct encoder *enc, uint32_t ts_sec, uint32_t t
 bool encoder_build_stream_match(const struct encoder *enc, bson_t *stage_out,
                                 struct mcdc_error *err);
 
+/*
+ * The oplog counterpart of encoder_build_stream_match for capture.mode oplog
+ * (debezium-format.md §1.4, §7.2; mongo-sim-spec.md §5.1): fills query_out
+ * (bson_init()ed here; the caller bson_destroy()s it) with conditions on
+ * oplog entries, whose `ns` is the string "db.coll":
+ *   {$or: [{op: {$in: [i, u, d minus skipped.operations c/u/d]},
+ *           $and: [{ns: {$not: /^(?:admin|config|local)\./}},
+ *                  <database list: ns /^(?:(?:p1)|(?:p2))\./i or its $not>,
+ *                  <collection list: ns /^(?:(?:p1)|(?:p2))$/i or its $not>]},
+ *          {ns: "<signal db>.<signal coll>"}]}
+ * Literal mode (filters.match.mode literal) quotes the names and matches them
+ * case-sensitively. The oplog reader adds ts, fromMigrate and the no-op and
+ * applyOps branches; operations inside applyOps are checked client-side
+ * (encoder_captures). Returns true; err is kept for the contract.
+ */
+bool encoder_build_oplog_query(const struct encoder *enc, bson_t *query_out,
+                               struct mcdc_error *err);
+
 /* Topic names (debezium-format.md §3.1-3.2), borrowed from the encoder and
  * valid until encoder_destroy(): the data topic of db.coll (sanitised,
  * cached), the transaction topic and the heartbeat topic. */

@@ -341,3 +341,123 @@ bool encoder_captures(const struct encoder *enc, const char *db, const char *col
 {
     return filters_captures(&enc->filters, db, strlen(db), coll, strlen(coll));
 }
+
+/* ---- oplog query (capture.mode oplog) ---------------------------------- */
+
+/* Regex-quotes a literal name for the server's PCRE. */
+static void quote_literal(struct ejson_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        if (strchr("\\^$.|?*+()[]{}", *s))
+            ejson_buf_append(b, "\\", 1);
+        ejson_buf_append(b, s, 1);
+    }
+}
+
+/* "^(?:(?:p1)|(?:p2))<tail>" (regex mode) or "^(?:lit1|lit2)<tail>" (literal). */
+static char *oplog_alternation(const struct filters *f, const struct pattern_list *pl,
+                               const char *tail)
+{
+    struct ejson_buf b = {0};
+    ejson_buf_append(&b, "^(?:", 4);
+    for (size_t i = 0; i < pl->count; i++) {
+        if (i)
+            ejson_buf_append(&b, "|", 1);
+        if (f->literal) {
+            quote_literal(&b, pl->text[i]);
+        } else {
+            ejson_buf_append(&b, "(?:", 3);
+            ejson_buf_append(&b, pl->text[i], strlen(pl->text[i]));
+            ejson_buf_append(&b, ")", 1);
+        }
+    }
+    ejson_buf_append(&b, ")", 1);
+    ejson_buf_append(&b, tail, strlen(tail));
+    char *s = xstrndup(b.data, b.len);
+    ejson_buf_free(&b);
+    return s;
+}
+
+/* {ns: /re/} or {ns: {$not: /re/}}; literal lists match case-sensitively. */
+static void oplog_ns_regex(bson_t *and_arr, int *idx, const struct filters *f, const char *re,
+                           bool include)
+{
+    char key[16];
+    const char *k;
+    bson_t cond, op;
+    const char *opts = f->literal ? "" : "i";
+    bson_uint32_to_string((uint32_t)(*idx)++, &k, key, sizeof key);
+    bson_append_document_begin(and_arr, k, -1, &cond);
+    if (include) {
+        bson_append_regex(&cond, "ns", -1, re, opts);
+    } else {
+        bson_append_document_begin(&cond, "ns", -1, &op);
+        bson_append_regex(&op, "$not", -1, re, opts);
+        bson_append_document_end(&cond, &op);
+    }
+    bson_append_document_end(and_arr, &cond);
+}
+
+bool encoder_build_oplog_query(const struct encoder *enc, bson_t *query_out,
+                               struct mcdc_error *err)
+{
+    const struct filters *f = &enc->filters;
+    static const struct {
+        const char *letter;
+        enum mcdc_op op;
+    } types[] = {{"i", MCDC_OP_INSERT}, {"u", MCDC_OP_UPDATE}, {"d", MCDC_OP_DELETE}};
+    bson_t or_arr, data, ops, in_arr, and_arr, sig;
+    int idx = 0;
+    uint32_t n = 0;
+    char *re;
+
+    (void)err; /* building BSON cannot fail: libbson aborts on out-of-memory */
+    bson_init(query_out);
+    bson_append_array_begin(query_out, "$or", -1, &or_arr);
+    bson_append_document_begin(&or_arr, "0", -1, &data);
+    bson_append_document_begin(&data, "op", -1, &ops);
+    bson_append_array_begin(&ops, "$in", -1, &in_arr);
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        char ik[16];
+        const char *ikp;
+        /* an update and a replace share the oplog letter u */
+        if (enc->skip_op[types[i].op])
+            continue;
+        bson_uint32_to_string(n++, &ikp, ik, sizeof ik);
+        bson_append_utf8(&in_arr, ikp, -1, types[i].letter, -1);
+    }
+    bson_append_array_end(&ops, &in_arr);
+    bson_append_document_end(&data, &ops);
+    bson_append_array_begin(&data, "$and", -1, &and_arr);
+    re = xstrdup("^(?:admin|config|local)\\.");
+    oplog_ns_regex(&and_arr, &idx, &(struct filters){.literal = true}, re, false);
+    free(re);
+    if (f->db_include.count || f->db_exclude.count) {
+        bool inc = f->db_include.count > 0;
+        re = oplog_alternation(f, inc ? &f->db_include : &f->db_exclude, "\\.");
+        oplog_ns_regex(&and_arr, &idx, f, re, inc);
+        free(re);
+    }
+    if (f->coll_include.count || f->coll_exclude.count) {
+        bool inc = f->coll_include.count > 0;
+        re = oplog_alternation(f, inc ? &f->coll_include : &f->coll_exclude, "$");
+        oplog_ns_regex(&and_arr, &idx, f, re, inc);
+        free(re);
+    }
+    bson_append_array_end(&data, &and_arr);
+    bson_append_document_end(&or_arr, &data);
+    if (f->signal_db) {
+        char *ns = NULL;
+        size_t dl = strlen(f->signal_db), cl = strlen(f->signal_coll);
+        ns = xmalloc(dl + cl + 2);
+        memcpy(ns, f->signal_db, dl);
+        ns[dl] = '.';
+        memcpy(ns + dl + 1, f->signal_coll, cl + 1);
+        bson_append_document_begin(&or_arr, "1", -1, &sig);
+        bson_append_utf8(&sig, "ns", -1, ns, -1);
+        bson_append_document_end(&or_arr, &sig);
+        free(ns);
+    }
+    bson_append_array_end(query_out, &or_arr);
+    return true;
+}

@@ -233,6 +233,13 @@ static enum phase setup(struct worker *w, bool *proceed)
         goto fail;
     if (!build_pipeline(w, &err))
         goto fail;
+    if (w->cfg->capture_mode == MCDC_CAPTURE_OPLOG) {
+        if (w->has_oplog_query)
+            bson_destroy(&w->oplog_query);
+        w->has_oplog_query = encoder_build_oplog_query(w->enc, &w->oplog_query, &err);
+        if (!w->has_oplog_query)
+            goto fail;
+    }
     w->inf = inflight_new();
     w->sink = sink_new(w->cfg, w->rs, worker_on_delivery, w, &err);
     if (w->sink == NULL)
@@ -550,5 +557,7 @@ void worker_destroy(struct worker *w)
     position_clear(&w->stream_pos);
     position_clear(&w->to_commit);
     bson_destroy(&w->pipeline);
+    if (w->has_oplog_query)
+        bson_destroy(&w->oplog_query);
     free(w);
 }

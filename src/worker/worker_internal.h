@@ -46,6 +46,9 @@ struct worker {
     struct offset_store *store;
     bson_t pipeline; /* stages after $changeStream */
     bool has_pipeline;
+    bson_t oplog_query; /* capture.mode oplog: namespace/operation conditions on entries */
+    bool has_oplog_query;
+    bool warned_mode;   /* the capture-mode migration WARN was given */
 
     struct mcdc_position stream_pos; /* after the last processed event: where to resume */
     bool have_stored;                /* stream_pos came from the store (or a finished snapshot) */
@@ -118,7 +121,8 @@ enum phase worker_backoff(struct worker *w);
  * naming the lost range), or PHASE_FATAL by snapshot.mode (worker_recover.c). */
 enum phase worker_history_lost(struct worker *w);
 
-/* The streaming phase until stop or failure (worker_stream.c). */
+/* The streaming phase until stop or failure (worker_stream.c): change
+ * streams, or the oplog reader when worker_uses_oplog(). */
 enum phase worker_stream(struct worker *w);
 
 /* The metrics op label of a change (worker_metrics.c). */
@@ -129,6 +133,40 @@ enum metrics_op worker_metrics_op(enum mcdc_op op);
  * position (pos: the one just stored, or NULL) and WARNs under
  * oplog.headroom.warn.seconds (worker_metrics.c). */
 void worker_metrics_service(struct worker *w, const struct mcdc_position *pos);
+
+/*
+ * capture.mode oplog streaming (worker_oplog.c): tails local.oplog.rs from
+ * w->stream_pos (debezium-format.md §1.4, §3.5). Same contract as
+ * worker_stream.
+ */
+enum phase worker_stream_oplog(struct worker *w);
+
+/*
+ * The migration table of debezium-format.md §4.4 for this task: true when
+ * capture.mode is oplog and the stored position (if any) was written by oplog
+ * capture. A stored change-stream position keeps change streams (with one
+ * WARN, worker_oplog.c); a stored oplog position under a change_streams mode
+ * streams from its operation time (worker_stream.c).
+ */
+bool worker_uses_oplog(struct worker *w);
+
+/*
+ * A position that is not an emitted data event (a filtered event, a no-op, a
+ * post-batch resume token): closes an open transaction eagerly when
+ * transaction.eager.end is on, else just advances the position
+ * (worker_stream.c).
+ */
+enum phase worker_pass_position(struct worker *w, const struct mcdc_position *pos);
+
+/* heartbeat.interval.ms: a heartbeat record carrying w->stream_pos when due
+ * (debezium-format.md §1.9; worker_stream.c). */
+enum phase worker_maybe_heartbeat(struct worker *w, int64_t *last_ms);
+
+/* Sharded clusters: holds ev until the donor shard's task has every earlier
+ * event of a migrated document acknowledged (topology/gate.h; design.md §2).
+ * Serves this task's deliveries while waiting. Returns PHASE_OK when ev may
+ * be produced, PHASE_STOPPED on a stop, or the phase worker_service gave. */
+enum phase worker_hold_for_donor(struct worker *w, const struct mcdc_event *ev);
 
 /*
  * Encodes ev and produces its records, each registered in the in-flight

@@ -161,7 +161,7 @@ enum phase worker_history_lost(struct worker *w)
         return PHASE_FATAL;
     }
     if (resume_resnapshot_on_history_lost(w->cfg->snapshot_mode)) {
-        LOG_WARN("change stream history lost on %s: the position %s is no longer in the oplog "
+        LOG_WARN("history lost on %s: the position %s is no longer in the oplog "
                  "(%s); the changes from %s to %s cannot be replayed one by one, so a new "
                  "snapshot is taken (snapshot.mode %s)",
                  w->rs, d, w->err.msg, d, until,

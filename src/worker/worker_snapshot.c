@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "capture/capture.h"
+#include "capture/oplog.h"
 #include "common/log.h"
 #include "snapshot/snapshot.h"
 
@@ -184,16 +185,38 @@ enum phase worker_snapshot(struct worker *w)
          * still in the oplog before copying (Debezium HEAD validates the
          * position at start the same way), so history lost is found now and
          * not after a wasted copy. */
-        struct capture *probe = capture_open(w->client, cfg, w->has_pipeline ? &w->pipeline : NULL,
-                                             &w->stream_pos, &fail, &err);
-        if (probe == NULL) {
+        if (worker_uses_oplog(w)) {
+            struct oplog_reader *probe =
+                oplog_open(w->client, cfg, NULL, &w->stream_pos, &fail, &err);
+            if (probe == NULL) {
+                ph = worker_phase_from_failure(w, &fail, &err);
+                goto cleanup;
+            }
+            oplog_destroy(probe);
+        } else {
+            struct capture *probe = capture_open(
+                w->client, cfg, w->has_pipeline ? &w->pipeline : NULL, &w->stream_pos, &fail, &err);
+            if (probe == NULL) {
+                ph = worker_phase_from_failure(w, &fail, &err);
+                goto cleanup;
+            }
+            capture_destroy(probe);
+        }
+    }
+    if (worker_uses_oplog(w)) {
+        /* Oplog mode (1.9): the start is the newest oplog entry read before any
+         * collection is copied; tailing resumes after it. */
+        uint32_t sec, ord;
+        if (!oplog_edge(w->client, true, &sec, &ord, &fail, &err)) {
             ph = worker_phase_from_failure(w, &fail, &err);
+            mcdc_error_prefix(&w->err, "cannot record the snapshot's start position");
             goto cleanup;
         }
-        capture_destroy(probe);
-    }
-    if (!snapshot_record_start(w->client, cfg, w->has_pipeline ? &w->pipeline : NULL, &start, &fail,
-                               &err)) {
+        start.sec = sec;
+        start.ord = ord;
+        start.oplog = true;
+    } else if (!snapshot_record_start(w->client, cfg, w->has_pipeline ? &w->pipeline : NULL,
+                                      &start, &fail, &err)) {
         ph = worker_phase_from_failure(w, &fail, &err);
         mcdc_error_prefix(&w->err, "cannot record the snapshot's start position");
         goto cleanup;

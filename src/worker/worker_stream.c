@@ -16,7 +16,7 @@
  * post-batch resume token): closes an open transaction eagerly when
  * transaction.eager.end is on, else just advances the position.
  */
-static enum phase pass_position(struct worker *w, const struct mcdc_position *pos)
+enum phase worker_pass_position(struct worker *w, const struct mcdc_position *pos)
 {
     struct mcdc_records recs = {.count = 0};
     uint32_t sec = 0, ord = 0;
@@ -44,7 +44,7 @@ static enum phase pass_position(struct worker *w, const struct mcdc_position *po
  * shard's task has had every earlier event acknowledged. Keeps serving this
  * task's own deliveries while it waits.
  */
-static enum phase hold_for_donor(struct worker *w, const struct mcdc_event *ev)
+enum phase worker_hold_for_donor(struct worker *w, const struct mcdc_event *ev)
 {
     char db[256], coll[256];
     void *donor = NULL;
@@ -93,7 +93,7 @@ static enum phase hold_for_donor(struct worker *w, const struct mcdc_event *ev)
 
 /* heartbeat.interval.ms: a heartbeat record carrying the current position
  * (debezium-format.md §1.9), so consumers see liveness and offsets move. */
-static enum phase maybe_heartbeat(struct worker *w, int64_t *last_ms)
+enum phase worker_maybe_heartbeat(struct worker *w, int64_t *last_ms)
 {
     struct mcdc_records recs = {.count = 0};
     struct mcdc_error err = MCDC_ERROR_INIT;
@@ -122,6 +122,27 @@ enum phase worker_stream(struct worker *w)
     char d[128];
     bool from_stored = w->stream_pos.has_resume_token || w->stream_pos.sec > 0;
     int64_t last_heartbeat_ms = worker_now_ms();
+    /* A stored oplog position under a change_streams mode (§4.4): the stream
+     * starts at its operation time (inclusive); the operations at that time
+     * already emitted (the entry itself, or the first tord operations of its
+     * transaction) are skipped, the rest of such a transaction is not
+     * (Debezium's $ne clusterTime would drop it). */
+    bool migrate = from_stored && w->stream_pos.oplog && !w->stream_pos.has_resume_token;
+    uint32_t skip_sec = 0, skip_ord = 0;
+    int64_t skip_left = 0;
+
+    if (worker_uses_oplog(w))
+        return worker_stream_oplog(w);
+    if (migrate) {
+        skip_sec = (uint32_t)w->stream_pos.sec;
+        skip_ord = (uint32_t)w->stream_pos.ord;
+        skip_left = w->stream_pos.tord > 0 ? w->stream_pos.tord : 1;
+        resume_describe_position(&w->stream_pos, d, sizeof d);
+        LOG_INFO("the stored position %s was written by oplog capture: switching to change "
+                 "streams from its operation time, skipping the %lld operation(s) at that time "
+                 "already emitted",
+                 d, (long long)skip_left);
+    }
 
     ph = worker_await_server(w);
     if (ph != PHASE_OK)
@@ -184,6 +205,13 @@ enum phase worker_stream(struct worker *w)
             metrics_set_source_time_ms(w->m, ev.has_wall_time        ? ev.wall_time_ms
                                              : ev.has_cluster_time ? (int64_t)ev.ts_sec * 1000
                                                                    : 0);
+            if (skip_left > 0 && ev.has_cluster_time && ev.ts_sec == skip_sec &&
+                ev.ts_inc == skip_ord) {
+                skip_left--; /* emitted by oplog capture before the switch */
+                emit = false;
+            } else if (skip_left > 0 && ev.has_cluster_time) {
+                skip_left = 0;
+            }
             if (emit) {
                 char db[256], coll[256];
                 snprintf(db, sizeof db, "%.*s", (int)ev.db_len, ev.db ? ev.db : "");
@@ -191,7 +219,7 @@ enum phase worker_stream(struct worker *w)
                 emit = encoder_captures(w->enc, db, coll);
             }
             if (emit && w->has_gate)
-                ph = hold_for_donor(w, &ev);
+                ph = worker_hold_for_donor(w, &ev);
             if (emit && ph == PHASE_OK) {
                 metrics_event_emitted(w->m, worker_metrics_op(ev.op));
                 ph = worker_emit(w, &ev, &pos);
@@ -199,7 +227,7 @@ enum phase worker_stream(struct worker *w)
                 /* Not captured: no record, but the position moves past it. */
                 metrics_event_filtered(w->m, worker_metrics_op(ev.op));
                 w->skipped++;
-                ph = pass_position(w, &pos);
+                ph = worker_pass_position(w, &pos);
             }
             position_copy(&w->stream_pos, &pos);
             break;
@@ -217,7 +245,7 @@ enum phase worker_stream(struct worker *w)
                 bson_destroy(&pos.resume_token);
                 bson_copy_to(token, &pos.resume_token);
                 pos.has_resume_token = true;
-                ph = pass_position(w, &pos);
+                ph = worker_pass_position(w, &pos);
                 position_copy(&w->stream_pos, &pos);
                 uint32_t sec = 0, ord = 0;
                 if (resume_token_time(token, &sec, &ord))
@@ -231,7 +259,7 @@ enum phase worker_stream(struct worker *w)
             break;
         }
         if (ph == PHASE_OK)
-            ph = maybe_heartbeat(w, &last_heartbeat_ms);
+            ph = worker_maybe_heartbeat(w, &last_heartbeat_ms);
         if (ph == PHASE_OK)
             ph = worker_service(w, false);
     }

@@ -1,0 +1,116 @@
+/*
+ * Unit tests for capture/oplog_diff: every $v: 2 diff shape of the server's
+ * document_diff_serialization.h (d/u/i, nested sub-diffs, arrays with a, l,
+ * u<n>, s<n>) decoded into the $v: 1 form, and oplog_stxnid's 1.9 id.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include <bson/bson.h>
+
+#include "capture/oplog.h"
+#include "capture/oplog_diff.h"
+
+static bson_t *from_json(const char *json)
+{
+    bson_error_t e;
+    bson_t *b = bson_new_from_json((const uint8_t *)json, -1, &e);
+    if (b == NULL)
+        fail_msg("bad JSON %s: %s", json, e.message);
+    return b;
+}
+
+static void expect(const char *o_json, enum oplog_diff_result want, const char *v1_json)
+{
+    bson_t *o = from_json(o_json);
+    bson_t out;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    enum oplog_diff_result r = oplog_diff_to_v1(o, &out, &err);
+    if (r != want)
+        fail_msg("%s: result %d, expected %d (%s)", o_json, (int)r, (int)want, err.msg);
+    if (r == OPLOG_DIFF_DECODED) {
+        bson_t *exp = from_json(v1_json);
+        char *got = bson_as_relaxed_extended_json(&out, NULL);
+        char *wanted = bson_as_relaxed_extended_json(exp, NULL);
+        if (strcmp(got, wanted) != 0)
+            fail_msg("%s:\n got %s\nwant %s", o_json, got, wanted);
+        bson_free(got);
+        bson_free(wanted);
+        bson_destroy(exp);
+        bson_destroy(&out);
+    }
+    bson_destroy(o);
+}
+
+static void decodes_every_shape(void **state)
+{
+    (void)state;
+    /* top level: u, i, d */
+    expect("{\"$v\": 2, \"diff\": {\"u\": {\"status\": \"shipped\"}}}", OPLOG_DIFF_DECODED,
+           "{\"$v\": 1, \"$set\": {\"status\": \"shipped\"}}");
+    expect("{\"$v\": 2, \"diff\": {\"d\": {\"note\": false}, \"u\": {\"s\": 1}, \"i\": {\"n\": "
+           "{\"x\": 1}}}}",
+           OPLOG_DIFF_DECODED,
+           "{\"$v\": 1, \"$set\": {\"s\": 1, \"n\": {\"x\": 1}}, \"$unset\": {\"note\": true}}");
+    /* nested object sub-diffs, two levels */
+    expect("{\"$v\": 2, \"diff\": {\"saddr\": {\"u\": {\"zip\": \"0151\"}, \"sgeo\": {\"d\": "
+           "{\"lat\": false}, \"i\": {\"alt\": 3}}}}}",
+           OPLOG_DIFF_DECODED,
+           "{\"$v\": 1, \"$set\": {\"addr.zip\": \"0151\", \"addr.geo.alt\": 3}, \"$unset\": "
+           "{\"addr.geo.lat\": true}}");
+    /* arrays: element set, element sub-diff, nested array */
+    expect("{\"$v\": 2, \"diff\": {\"sitems\": {\"a\": true, \"u2\": 7, \"s0\": {\"u\": {\"qty\": "
+           "3}}, \"s1\": {\"a\": true, \"u0\": \"x\"}}}}",
+           OPLOG_DIFF_DECODED,
+           "{\"$v\": 1, \"$set\": {\"items.2\": 7, \"items.0.qty\": 3, \"items.1.0\": \"x\"}}");
+    /* a field whose name starts with a digit or an s is still a field path */
+    expect("{\"$v\": 2, \"diff\": {\"ss\": {\"u\": {\"s1\": true}}}}", OPLOG_DIFF_DECODED,
+           "{\"$v\": 1, \"$set\": {\"s.s1\": true}}");
+    /* truncation: not expressible in $v: 1 without the whole array */
+    expect("{\"$v\": 2, \"diff\": {\"sitems\": {\"a\": true, \"l\": 1}}}",
+           OPLOG_DIFF_INEXPRESSIBLE, NULL);
+    expect("{\"$v\": 2, \"diff\": {\"sa\": {\"sb\": {\"a\": true, \"l\": 0}}}}",
+           OPLOG_DIFF_INEXPRESSIBLE, NULL);
+    /* not a $v: 2 diff */
+    expect("{\"$v\": 1, \"$set\": {\"a\": 1}}", OPLOG_DIFF_NOT_V2, NULL);
+    expect("{\"_id\": 1, \"a\": 1}", OPLOG_DIFF_NOT_V2, NULL);
+    /* malformed */
+    expect("{\"$v\": 2}", OPLOG_DIFF_MALFORMED, NULL);
+    expect("{\"$v\": 2, \"diff\": {\"x\": {}}}", OPLOG_DIFF_MALFORMED, NULL);
+    expect("{\"$v\": 2, \"diff\": {\"u\": 1}}", OPLOG_DIFF_MALFORMED, NULL);
+    expect("{\"$v\": 2, \"diff\": {\"sarr\": {\"a\": true, \"q1\": 1}}}", OPLOG_DIFF_MALFORMED,
+           NULL);
+}
+
+static void stxnid_is_19_transaction_id(void **state)
+{
+    (void)state;
+    char buf[96];
+    /* lsid.id as a UUID binary: Java UUID.nameUUIDFromBytes of its 16 bytes
+     * (version 3, IETF variant), then ":<txnNumber>". */
+    bson_t *lsid = from_json("{\"id\": {\"$binary\": {\"base64\": \"AAAAAAAAAAAAAAAAAAAAAA==\", "
+                             "\"subType\": \"04\"}}}");
+    assert_true(oplog_stxnid(lsid, 5, buf, sizeof buf));
+    /* MD5 of 16 zero bytes = 4ae71336e44bf9bf79d2752e234818a5 */
+    assert_string_equal(buf, "4ae71336-e44b-39bf-b9d2-752e234818a5:5");
+    bson_destroy(lsid);
+    lsid = from_json("{\"uid\": 1}");
+    assert_false(oplog_stxnid(lsid, 5, buf, sizeof buf));
+    bson_destroy(lsid);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(decodes_every_shape),
+        cmocka_unit_test(stxnid_is_19_transaction_id),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
