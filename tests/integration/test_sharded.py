@@ -90,15 +90,23 @@ def check_snapshot(recs):
         assert r.key == expected_key(json.loads(key_id_text(r)))
 
 
-@pytest.mark.parametrize("seed", ["mongos", "config_servers"])
-def test_discovery_snapshot_and_streaming_on_every_shard(tmp_workdir, start_mongocdc, seed):
+@pytest.mark.parametrize("seed,mode", [("mongos", "change_streams"),
+                                       ("config_servers", "change_streams"),
+                                       ("config_servers", "oplog")])
+def test_discovery_snapshot_and_streaming_on_every_shard(tmp_workdir, start_mongocdc, seed, mode):
+    """Also in legacy oplog mode (capture.mode: oplog): each shard task tails
+    its own shard's local.oplog.rs, fromMigrate entries never produce events."""
     sim = start_cluster()
     try:
         c = populate(sim)
         uri = sim.uri if seed == "mongos" else sim.config_uri
-        cfg = write_config(tmp_workdir, uri)
+        if mode == "oplog":
+            cfg = write_config(tmp_workdir, uri, raw={"capture.mode": "oplog"})
+        else:
+            cfg = write_config(tmp_workdir, uri)
         d = start_mongocdc("-c", cfg)
-        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
+        wait_log_count(tmp_workdir, "tailing local.oplog.rs of" if mode == "oplog"
+                       else "streaming changes from", 2, 120, d)
         log = log_text(tmp_workdir)
         want = "mongos found" if seed == "mongos" else "config server replica set found"
         assert want in log
@@ -140,7 +148,10 @@ def test_discovery_snapshot_and_streaming_on_every_shard(tmp_workdir, start_mong
         assert d.stop(timeout_s=30) == 0
         parts = shard_partitions(tmp_workdir)
         assert sorted(parts) == ["shard01", "shard02"], "one offsets partition per shard"
-        assert all("resume_token" in v for v in parts.values())
+        if mode == "oplog":
+            assert all("resume_token" not in v and v["sec"] > 0 for v in parts.values()), parts
+        else:
+            assert all("resume_token" in v for v in parts.values())
         c.close()
     finally:
         sim.stop()
