@@ -52,7 +52,12 @@ bool offset_store_load(struct offset_store *store, const char *rs, struct mcdc_p
         if (ok)
             *found = true;
         else
-            mcdc_error_prefix(err, "offsets for %s", key);
+            mcdc_error_prefix(
+                err, "offsets entry %s in %s %s", key,
+                store->cfg->offset_storage == MCDC_OFFSETS_KAFKA ? "topic" : "file",
+                store->cfg->offset_storage == MCDC_OFFSETS_KAFKA
+                    ? (store->cfg->offsets_topic ? store->cfg->offsets_topic : "mongocdc-offsets")
+                    : store->cfg->offsets_file);
     }
     free(value);
     free(key);

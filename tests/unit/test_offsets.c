@@ -349,6 +349,56 @@ static void position_bad_values_are_errors(void **state)
     position_clear(&q);
 }
 
+/* Values with no usable position must be refused, never read as "stream from now". */
+static void position_without_usable_position_is_refused(void **state)
+{
+    (void)state;
+    static const char *const unusable[] = {
+        "{}",
+        "{\"sec\":-1,\"ord\":-1}",
+        "{\"sec\":-1,\"ord\":-1,\"initsync\":true}",
+        "{\"sec\":0,\"ord\":0}",
+        "{\"sec\":12,\"ord\":-1}",
+        "{\"sec\":-1,\"ord\":-1,\"resume_token\":null}",
+        "{\"resume_token\":{}}",
+    };
+    for (size_t i = 0; i < sizeof unusable / sizeof unusable[0]; i++) {
+        struct mcdc_position q;
+        position_init(&q);
+        struct mcdc_error err = MCDC_ERROR_INIT;
+        assert_false(position_from_json(unusable[i], &q, &err));
+        assert_non_null(strstr(err.msg, "no usable position"));
+        position_clear(&q);
+    }
+    /* A token alone, or a clusterTime alone, is usable. */
+    struct mcdc_position q;
+    position_init(&q);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    assert_true(position_from_json("{\"sec\":-1,\"ord\":-1,\"resume_token\":\"82AA\"}", &q, &err));
+    assert_true(position_from_json("{\"sec\":1700000000,\"ord\":0}", &q, &err));
+    position_clear(&q);
+}
+
+static void position_range_and_duplicates_are_refused(void **state)
+{
+    (void)state;
+    struct mcdc_position q;
+    position_init(&q);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    assert_false(position_from_json("{\"sec\":4294967296,\"ord\":1}", &q, &err));
+    assert_non_null(strstr(err.msg, "unsigned 32-bit"));
+    assert_false(position_from_json("{\"sec\":5,\"ord\":-2}", &q, &err));
+    assert_non_null(strstr(err.msg, "\"ord\""));
+    assert_true(position_from_json("{\"sec\":4294967295,\"ord\":4294967295}", &q, &err));
+    assert_int_equal(q.sec, 4294967295LL);
+    assert_false(position_from_json("{\"sec\":5,\"ord\":1,\"sec\":9}", &q, &err));
+    assert_non_null(strstr(err.msg, "duplicate key \"sec\""));
+    assert_false(position_from_json(
+        "{\"sec\":5,\"ord\":1,\"resume_token\":\"82AA\",\"resume_token\":\"82BB\"}", &q, &err));
+    assert_non_null(strstr(err.msg, "duplicate key"));
+    position_clear(&q);
+}
+
 /* ---- file store ---- */
 
 struct tmpdir {
@@ -753,6 +803,8 @@ int main(void)
         cmocka_unit_test(position_initsync_lsid_and_extra_keys),
         cmocka_unit_test(position_oplog_mode_is_remembered),
         cmocka_unit_test(position_bad_values_are_errors),
+        cmocka_unit_test(position_without_usable_position_is_refused),
+        cmocka_unit_test(position_range_and_duplicates_are_refused),
         cmocka_unit_test(store_file_two_replica_sets_save_reload),
         cmocka_unit_test(store_file_replaces_atomically),
         cmocka_unit_test(store_file_handles_of_two_tasks_do_not_clobber),
