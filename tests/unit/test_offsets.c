@@ -20,6 +20,7 @@
 #include <librdkafka/rdkafka_mock.h>
 
 #include "common/xalloc.h"
+#include "common/log.h"
 #include "offsets/offsets.h"
 
 /* A position with a resume token {_data: "<hex>"} and sec/ord. */
@@ -445,6 +446,52 @@ static void file_cfg(struct mcdc_config *cfg, const char *path)
     cfg->offsets_flush_timeout_ms = 5000;
 }
 
+/* Offsets stored under another topic.prefix are named in a WARN at load. */
+static void store_file_other_topic_prefix_is_warned(void **state)
+{
+    (void)state;
+    struct tmpdir t;
+    tmpdir_make(&t);
+    struct mcdc_config cfg;
+    file_cfg(&cfg, t.path);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct offset_store *store = offset_store_open(&cfg, &err);
+    assert_non_null(store);
+    struct mcdc_position p, q;
+    make_pos(&p, 1, 1, "AA01");
+    assert_true(offset_store_save(store, "rs0", &p, &err));
+    assert_true(offset_store_save(store, "rs1", &p, &err));
+    position_clear(&p);
+    offset_store_close(store);
+
+    char logpath[160];
+    snprintf(logpath, sizeof logpath, "%s/log", t.dir);
+    assert_true(mcdc_log_open(MCDC_LOG_INFO, MCDC_LOG_FORMAT_TEXT, logpath, &err));
+    cfg.topic_prefix = (char *)"crm";
+    store = offset_store_open(&cfg, &err);
+    assert_non_null(store);
+    bool found = true;
+    position_init(&q);
+    assert_true(offset_store_load(store, "rs0", &q, &found, &err));
+    assert_false(found);
+    offset_store_close(store);
+    cfg.topic_prefix = (char *)"shop"; /* its own entries: no warning */
+    store = offset_store_open(&cfg, &err);
+    assert_true(offset_store_load(store, "rs0", &q, &found, &err));
+    assert_true(found);
+    offset_store_close(store);
+    mcdc_log_close();
+    position_clear(&q);
+
+    char *text = slurp(logpath);
+    const char *w = strstr(text, "holds offsets for topic.prefix \"shop\", not this one (\"crm\")");
+    assert_non_null(w);
+    assert_null(strstr(w + 1, "holds offsets")); /* once per name, only for crm */
+    free(text);
+    unlink(logpath);
+    tmpdir_remove(&t);
+}
+
 static void store_file_two_replica_sets_save_reload(void **state)
 {
     (void)state;
@@ -806,6 +853,7 @@ int main(void)
         cmocka_unit_test(position_without_usable_position_is_refused),
         cmocka_unit_test(position_range_and_duplicates_are_refused),
         cmocka_unit_test(store_file_two_replica_sets_save_reload),
+        cmocka_unit_test(store_file_other_topic_prefix_is_warned),
         cmocka_unit_test(store_file_replaces_atomically),
         cmocka_unit_test(store_file_handles_of_two_tasks_do_not_clobber),
         cmocka_unit_test(store_file_corrupt_file_is_a_clear_error),
