@@ -224,12 +224,45 @@ enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
 
     snprintf(what, sizeof what, "%.*s.%.*s", (int)ev->db_len, ev->db ? ev->db : "",
              (int)ev->coll_len, ev->coll ? ev->coll : "");
-    if (!encoder_encode(w->enc, ev, worker_wall_ms(), &recs, &err)) {
-        w->err = err;
-        mcdc_error_prefix(&w->err, "cannot encode a change of %s", what);
+    if (!encoder_encode(w->enc, ev, worker_wall_ms(), &recs, &err))
+        return worker_event_failed(w, ev, pos, &err);
+    return worker_produce(w, &recs, pos, what);
+}
+
+enum phase worker_event_failed(struct worker *w, const struct mcdc_event *ev,
+                               const struct mcdc_position *pos, const struct mcdc_error *err)
+{
+    char what[300], id[200] = "unknown";
+    bson_iter_t it;
+
+    snprintf(what, sizeof what, "%.*s.%.*s", (int)ev->db_len, ev->db ? ev->db : "",
+             (int)ev->coll_len, ev->coll ? ev->coll : "");
+    if (ev->has_document_key && bson_iter_init_find(&it, &ev->document_key, "_id")) {
+        bson_t one = BSON_INITIALIZER;
+        bson_append_iter(&one, "_id", 3, &it);
+        char *j = bson_as_relaxed_extended_json(&one, NULL);
+        if (j)
+            snprintf(id, sizeof id, "%s", j);
+        bson_free(j);
+        bson_destroy(&one);
+    }
+    if (w->cfg->failure_mode == MCDC_FAILURE_FAIL) {
+        w->err = *err;
+        mcdc_error_prefix(&w->err,
+                          "cannot encode a change of %s %s (event.processing.failure.handling."
+                          "mode warn or skip moves past it)",
+                          what, id);
         return PHASE_FATAL;
     }
-    return worker_produce(w, &recs, pos, what);
+    w->failed_events++;
+    if (w->cfg->failure_mode == MCDC_FAILURE_WARN)
+        LOG_WARN("skipping a change of %s %s that cannot be encoded: %s (%llu so far)", what, id,
+                 err->msg, (unsigned long long)w->failed_events);
+    else
+        LOG_INFO("skipping a change of %s %s that cannot be encoded: %s (%llu so far)", what, id,
+                 err->msg, (unsigned long long)w->failed_events);
+    inflight_advance(w->inf, pos);
+    return PHASE_OK;
 }
 
 enum phase worker_phase_from_failure(struct worker *w, const struct resume_failure *fail,
@@ -510,9 +543,10 @@ static void finish(struct worker *w, enum phase ph)
         LOG_ERROR("capture of %s stopped: %s", w->rs, w->err.msg);
     else
         LOG_INFO("capture of %s stopped cleanly: %llu events read, %llu records produced, %llu "
-                 "skipped; final offsets written in %lld ms",
+                 "skipped, %llu not encodable and moved past; final offsets written in %lld ms",
                  w->rs, (unsigned long long)w->events, (unsigned long long)w->records,
-                 (unsigned long long)w->skipped, (long long)(worker_now_ms() - t0));
+                 (unsigned long long)w->skipped, (unsigned long long)w->failed_events,
+                 (long long)(worker_now_ms() - t0));
 }
 
 static void *worker_main(void *arg)

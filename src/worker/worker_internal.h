@@ -54,13 +54,14 @@ struct worker {
     int64_t attempts;                      /* failed connection attempts in a row */
     int64_t selection_timeout_ms;          /* overall server-selection budget per attempt */
     int64_t last_commit_ms;
-    int64_t last_ack_ms;      /* monotonic ms of the last acknowledgement */
+    int64_t last_ack_ms;       /* monotonic ms of the last acknowledgement */
     int64_t ack_wait_since_ms; /* records in flight since (0: none in flight) */
     bool ack_stalled;          /* WARN given for the current stall */
     bool delivery_failed;
     struct mcdc_error delivery_err;
     bool restart_from_offsets; /* PHASE_RETRY must rebuild sink and tracker from the store */
     uint64_t events, records, skipped;
+    uint64_t failed_events; /* moved past under event.processing.failure.handling.mode */
 };
 
 /* The stop flag, read atomically (worker_request_stop() runs on the main
@@ -112,6 +113,16 @@ enum phase worker_stream(struct worker *w);
  * that yields no record advances the position. Returns PHASE_OK,
  * PHASE_STOPPED or PHASE_FATAL (w->err names the namespace, key and size).
  */
+/*
+ * An event that cannot be encoded (err says why), per
+ * event.processing.failure.handling.mode (Debezium's
+ * EventProcessingFailureHandlingMode): fail = PHASE_FATAL with w->err naming
+ * the namespace, _id and the setting; warn (WARN) / skip, ignore (INFO) = log
+ * the namespace, _id and reason, count it in w->failed_events and advance the
+ * position past it (pos borrowed, NULL = no move), PHASE_OK.
+ */
+enum phase worker_event_failed(struct worker *w, const struct mcdc_event *ev,
+                               const struct mcdc_position *pos, const struct mcdc_error *err);
 enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
                        const struct mcdc_position *pos);
 

@@ -116,9 +116,9 @@ enum phase worker_stream(struct worker *w)
             }
             event_init(&ev);
             if (!event_from_change(doc, &ev, &emit, &err)) {
-                w->err = err;
-                mcdc_error_prefix(&w->err, "unreadable change event");
-                ph = PHASE_FATAL;
+                mcdc_error_prefix(&err, "unreadable change event");
+                ph = worker_event_failed(w, &ev, &pos, &err);
+                position_copy(&w->stream_pos, &pos);
                 break;
             }
             ev.rs = w->rs;
