@@ -224,6 +224,7 @@ bool event_from_change(const bson_t *doc, struct mcdc_event *ev, bool *emit, str
     }
     if (type == NULL)
         return mcdc_error_set(err, MCDC_ERR_ENCODE, 0, "change event without operationType");
+    ev->op_type = type;
     if (!op_from_type(type, &ev->op))
         return true; /* not a data event: the caller skips it but keeps the position */
 

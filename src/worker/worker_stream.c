@@ -7,6 +7,7 @@
 #include "worker/worker_internal.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "capture/capture.h"
 #include "common/log.h"
@@ -54,6 +55,41 @@ static enum phase maybe_heartbeat(struct worker *w, int64_t *last_ms)
         return PHASE_FATAL;
     }
     return worker_produce(w, &recs, pos, "a heartbeat");
+}
+
+/* INFO for a drop, rename or dropDatabase of a captured namespace: no record
+ * is produced for them (Debezium emits none), but an operator must be able
+ * to see why a captured collection went quiet. */
+static void log_namespace_event(struct worker *w, const bson_t *doc, const struct mcdc_event *ev)
+{
+    const char *t = ev->op_type;
+    char db[256], coll[256];
+    bson_iter_t it;
+
+    if (t == NULL || ev->db == NULL)
+        return;
+    snprintf(db, sizeof db, "%.*s", (int)ev->db_len, ev->db);
+    snprintf(coll, sizeof coll, "%.*s", (int)ev->coll_len, ev->coll ? ev->coll : "");
+    if (!strcmp(t, "dropDatabase")) {
+        LOG_INFO("database %s was dropped (its captured collections emit nothing more)", db);
+        return;
+    }
+    if (ev->coll == NULL || !encoder_captures(w->enc, db, coll))
+        return;
+    if (!strcmp(t, "drop")) {
+        LOG_INFO("captured collection %s.%s was dropped", db, coll);
+    } else if (!strcmp(t, "rename")) {
+        const char *to_db = "?", *to_coll = "?";
+        if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, "to.db", &it) &&
+            BSON_ITER_HOLDS_UTF8(&it))
+            to_db = bson_iter_utf8(&it, NULL);
+        if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, "to.coll", &it) &&
+            BSON_ITER_HOLDS_UTF8(&it))
+            to_coll = bson_iter_utf8(&it, NULL);
+        LOG_INFO("captured collection %s.%s was renamed to %s.%s%s", db, coll, to_db, to_coll,
+                 encoder_captures(w->enc, to_db, to_coll) ? ""
+                                                          : " (not captured under its new name)");
+    }
 }
 
 enum phase worker_stream(struct worker *w)
@@ -131,6 +167,7 @@ enum phase worker_stream(struct worker *w)
             if (emit) {
                 ph = worker_emit(w, &ev, &pos);
             } else {
+                log_namespace_event(w, doc, &ev);
                 /* Not captured: no record, but the position moves past it. */
                 w->skipped++;
                 ph = pass_position(w, &pos);
