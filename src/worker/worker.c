@@ -265,10 +265,39 @@ enum phase worker_event_failed(struct worker *w, const struct mcdc_event *ev,
     return PHASE_OK;
 }
 
+/*
+ * 10334 BSONObjectTooLarge on a change stream: the event after the stored
+ * position, assembled by the server, is over MongoDB's 16 MiB BSON limit
+ * (MongoDB "Change Events": "change stream events are limited to 16 MiB").
+ * The server's text (truncated by the driver) is replaced by one that gives
+ * the size, where the stream stands and what can be done.
+ */
+static void oversize_error(struct worker *w, const char *server_text)
+{
+    char d[128];
+    long long size = -1;
+    const char *p = server_text ? strstr(server_text, "BSONObj size: ") : NULL;
+    if (p)
+        size = strtoll(p + strlen("BSONObj size: "), NULL, 10);
+    resume_describe_position(&w->stream_pos, d, sizeof d);
+    char sz[64] = "";
+    if (size > 0)
+        snprintf(sz, sizeof sz, " (%lld bytes)", size);
+    mcdc_error_set(&w->err, MCDC_ERR_MONGO, 10334,
+                   "change event after %s is over MongoDB's 16 MiB limit%s, on every resume "
+                   "(cursor.oversize.handling.mode fail): exclude its collection "
+                   "(collection.exclude.list) or shrink the document",
+                   d, sz);
+}
+
 enum phase worker_phase_from_failure(struct worker *w, const struct resume_failure *fail,
                                      const struct mcdc_error *err)
 {
     w->err = *err;
+    if (fail->code == 10334 &&
+        (fail->domain == MONGOC_ERROR_SERVER || fail->domain == MONGOC_ERROR_QUERY ||
+         fail->domain == MONGOC_ERROR_COMMAND))
+        oversize_error(w, fail->message);
     switch (resume_classify(fail)) {
     case RESUME_ACTION_RETRY:
         return PHASE_RETRY;

@@ -72,3 +72,18 @@ def test_warn_and_skip_move_past_the_event(tmp_workdir, users_sim, start_mongocd
     wait_until(lambda: poison_ids(tmp_workdir / "run2.jsonl") == [3], 30, "the event after restart")
     assert d2.running()
     assert d2.stop(timeout_s=30) == 0
+
+
+def test_oversized_event_fails_with_a_clear_error(tmp_workdir, users_sim, start_mongocdc):
+    """cursor.oversize.handling.mode fail (the default): exit 1 with the size,
+    where the stream stands and what to change, not the driver's cut-off text."""
+    d = start(tmp_workdir, users_sim, start_mongocdc, None, "run1")
+    c = users_sim.client()
+    users_sim.control("poison_event")
+    c.itdb.big.insert_one({"_id": 1})
+    wait_until(lambda: not d.running(), 60, "mongocdc to stop on the oversized event")
+    assert d.stop(timeout_s=10) == 1
+    log = log_text(tmp_workdir)
+    assert "over MongoDB's 16 MiB limit (16793699 bytes)" in log, log[-2000:]
+    assert "cursor.oversize.handling.mode" in log and "collection.exclude.list" in log
+    assert "resume token at Timestamp(" in log, log[-2000:]
