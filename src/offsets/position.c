@@ -141,9 +141,15 @@ static bool get_int(const bson_iter_t *it, int64_t *out)
     case BSON_TYPE_INT64:
         *out = bson_iter_int64(it);
         return true;
-    case BSON_TYPE_DOUBLE:
-        *out = (int64_t)bson_iter_double(it);
+    case BSON_TYPE_DOUBLE: {
+        /* Only an integral double within int64 range: casting anything else is
+         * undefined behaviour (found by fuzz_offsets). */
+        double d = bson_iter_double(it);
+        if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || d != (double)(int64_t)d)
+            return false;
+        *out = (int64_t)d;
         return true;
+    }
     default:
         return false;
     }

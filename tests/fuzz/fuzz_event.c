@@ -70,6 +70,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (emit) {
         ev.rs = "rs0";
         (void)encoder_encode(enc, &ev, 1700000000000, &out, &err);
+        for (size_t i = 0; i < out.count; i++) { /* the caller owns key and value */
+            free(out.items[i].key);
+            free(out.items[i].value);
+        }
     }
     return 0;
 }

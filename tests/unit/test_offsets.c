@@ -344,6 +344,12 @@ static void position_bad_values_are_errors(void **state)
     struct mcdc_error err = MCDC_ERROR_INIT;
     assert_false(position_from_json("{\"sec\":\"soon\",\"ord\":1}", &q, &err));
     assert_non_null(strstr(err.msg, "\"sec\""));
+    /* found by fuzz_offsets: a double beyond int64 was cast (undefined behaviour) */
+    assert_false(position_from_json("{\"sec\":3.3e107,\"ord\":3}", &q, &err));
+    assert_false(position_from_json("{\"sec\":5.5,\"ord\":3}", &q, &err));
+    assert_true(position_from_json("{\"sec\":5.0,\"ord\":3}", &q, &err));
+    position_clear(&q);
+    position_init(&q);
     assert_false(position_from_json("not json", &q, &err));
     assert_non_null(strstr(err.msg, "not JSON"));
     assert_int_equal(q.sec, -1); /* untouched on failure */
