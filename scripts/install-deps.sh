@@ -19,6 +19,8 @@ REQUIRED=(
   libutf8proc-dev libmicrohttpd-dev
   # unit tests, formatting, memory checks
   libcmocka-dev clang-format valgrind
+  # libFuzzer targets (MCDC_FUZZ)
+  clang
   # integration tests and the MongoDB simulator
   python3 python3-pytest python3-mockupdb python3-pymongo python3-bson
   python3-confluent-kafka python3-yaml

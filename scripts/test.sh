@@ -8,6 +8,8 @@
 #                   integration suite (label integration)
 #   ASan+UBSan tree the unit tests; MCDC_ASAN_INTEGRATION=1 adds the
 #                   integration suite (it roughly doubles the run time)
+#   fuzz tree       (clang, MCDC_FUZZ) a short run of each libFuzzer target,
+#                   label fuzz, MCDC_FUZZ_SECONDS each (default 15)
 #
 # Environment: MCDC_TEST_KAFKA (a broker address, or "mock") skips starting the
 # local broker; MONGO_TEST_URI is passed on to the integration suite;
@@ -24,6 +26,7 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 B=${MCDC_TEST_BUILD_DIR:-build}
 BA=${MCDC_TEST_ASAN_BUILD_DIR:-build-asan}
+BF=${MCDC_TEST_FUZZ_BUILD_DIR:-build-fuzz}
 T0=$SECONDS
 
 scripts/install-deps.sh || { echo "test.sh: installing dependencies failed"; exit 1; }
@@ -46,6 +49,14 @@ echo "== build (ASan+UBSan, $BA)"
 # run so the log shows everything that is wrong at once.
 ASAN_BUILT=1
 build "$BA" -DMCDC_SANITIZE=address,undefined || { echo "test.sh: ASan build FAILED"; ASAN_BUILT=0; }
+
+echo "== build (libFuzzer targets, clang, $BF)"
+# clang's warnings differ from gcc's: the gcc trees hold -Werror, this one
+# only has to build the fuzz targets.
+FUZZ_BUILT=1
+mkdir -p "$BF"
+build "$BF" -DCMAKE_C_COMPILER=clang -DMCDC_FUZZ=ON -DMCDC_WERROR=OFF \
+  -DMCDC_FUZZ_SECONDS="${MCDC_FUZZ_SECONDS:-15}" || { echo "test.sh: fuzz build FAILED"; FUZZ_BUILT=0; }
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -177,6 +188,14 @@ elif [ "${MCDC_ASAN_INTEGRATION:-0}" = 1 ]; then
 else
   # unit, config and process-life tests, and the sanitized end-to-end subset
   run_ctest "ASan+UBSan build, all but the full integration suite" "$BA" -LE '^integration$' || rc=1
+fi
+
+if [ "$FUZZ_BUILT" = 0 ]; then
+  echo "== ctest (fuzz): not run, the build failed"
+  rc=1
+  FAILED=$((FAILED + 1))
+else
+  run_ctest "fuzz targets, short runs" "$BF" -L '^fuzz$' || rc=1
 fi
 
 echo "== summary"

@@ -65,6 +65,16 @@ enum mcdc_snapshot_mode {
     MCDC_SNAPSHOT_MODE_COUNT
 };
 
+/* event.processing.failure.handling.mode (Debezium's CommonConnectorConfig
+ * EventProcessingFailureHandlingMode; "ignore" is its old name for skip). */
+enum mcdc_failure_mode {
+    MCDC_FAILURE_FAIL = 0, /* default: stop with the error */
+    MCDC_FAILURE_WARN,     /* WARN, count, move past the event */
+    MCDC_FAILURE_SKIP,     /* INFO, count, move past the event */
+    MCDC_FAILURE_IGNORE,   /* as skip */
+    MCDC_FAILURE_MODE_COUNT
+};
+
 enum mcdc_sink_type {
     MCDC_SINK_KAFKA = 0, /* default */
     MCDC_SINK_FILE,
@@ -128,6 +138,7 @@ struct mcdc_config {
 
     /* Capture */
     enum mcdc_capture_mode capture_mode;         /* capture.mode */
+    enum mcdc_failure_mode failure_mode;         /* event.processing.failure.handling.mode */
     enum mcdc_full_update_type full_update_type; /* capture.mode.full.update.type */
     int64_t capture_start_op_time;               /* capture.start.op.time, -1 = unset */
     int64_t cursor_max_await_time_ms;            /* cursor.max.await.time.ms, 0 = server default */

@@ -269,8 +269,9 @@ const struct opt mcdc_options[] = {
       "Restarts after retriable errors; -1 = unlimited"),
     N("retriable.restart.connector.wait.ms", "10000", 0, I32, NF, U, G_TOPI,
       "Wait before a restart after a retriable error, ms"),
-    E("event.processing.failure.handling.mode", "fail", failure_modes, NF, U, G_TOPI,
-      "What to do with an event that cannot be processed"),
+    E("event.processing.failure.handling.mode", "fail", failure_modes, F(failure_mode), 0, G_TOPI,
+      "An event that cannot be encoded: fail = stop; warn / skip (ignore) = log its namespace, "
+      "_id and reason, count it and move the offset past it"),
     {"extended.headers.enabled", OPT_BOOL, "false", "true", 0, 0, NULL,
      F(extended_headers_enabled), 0, NULL, G_TOPI,
      "Add the __debezium.context.* Kafka headers (connectorLogicalName, taskId, connectorName, "

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/xalloc.h"
 #include "config/internal.h"
@@ -186,12 +187,63 @@ static void walk_map(yaml_document_t *doc, yaml_node_t *map, const char *prefix,
     }
 }
 
+/*
+ * Options nest a few levels (log.level, kafka.<name>); CFG_MAX_DEPTH leaves
+ * plenty of room. Checked with libyaml's event parser before the document is
+ * loaded: building the node tree of a file nested 100,000 levels deep takes
+ * tens of seconds of CPU, the event pass stops at the first level too many.
+ */
+#define CFG_MAX_DEPTH 64
+
+/* True when f (rewound afterwards) nests no deeper than CFG_MAX_DEPTH; syntax
+ * errors are left to the loading pass, which reports them with context. */
+static bool depth_ok(FILE *f, struct cfg_diag *d)
+{
+    yaml_parser_t parser;
+    yaml_event_t ev;
+    int depth = 0;
+    bool ok = true;
+    yaml_parser_initialize(&parser);
+    yaml_parser_set_input_file(&parser, f);
+    while (yaml_parser_parse(&parser, &ev)) {
+        yaml_event_type_t t = ev.type;
+        if (t == YAML_MAPPING_START_EVENT || t == YAML_SEQUENCE_START_EVENT) {
+            if (++depth > CFG_MAX_DEPTH) {
+                cfg_report(d, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1, "yaml",
+                           "nested more than %d levels deep (options nest a few levels)",
+                           CFG_MAX_DEPTH);
+                ok = false;
+            }
+        } else if (t == YAML_MAPPING_END_EVENT || t == YAML_SEQUENCE_END_EVENT) {
+            depth--;
+        }
+        yaml_event_delete(&ev);
+        if (!ok || t == YAML_STREAM_END_EVENT)
+            break;
+    }
+    yaml_parser_delete(&parser);
+    rewind(f);
+    return ok;
+}
+
 bool cfg_walk_file(const char *path, yaml_document_t *doc, struct cfg_entries *out,
                    struct cfg_diag *d)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
         cfg_report(d, 0, 0, "file", "cannot open: %s", strerror(errno));
+        return false;
+    }
+    struct stat st;
+    bool have_st = fstat(fileno(f), &st) == 0;
+    if (have_st && S_ISDIR(st.st_mode)) {
+        cfg_report(d, 0, 0, "file", "is a directory (expected a YAML file)");
+        fclose(f);
+        return false;
+    }
+    /* The depth pass rewinds: only on a regular file (a pipe cannot be read twice). */
+    if (have_st && S_ISREG(st.st_mode) && !depth_ok(f, d)) {
+        fclose(f);
         return false;
     }
     yaml_parser_t parser;

@@ -328,6 +328,17 @@ bool encoder_build_stream_match(const struct encoder *enc, bson_t *stage_out,
         bson_uint32_to_string(n++, &ikp, ik, sizeof ik);
         bson_append_utf8(&in_arr, ikp, -1, types[i].type, -1);
     }
+    /* Namespace events of captured collections pass too, only to be logged
+     * (MongoDB "Change Events": drop, rename, dropDatabase); a dropDatabase
+     * has no ns.coll, so under a collection filter only the drop of each of
+     * its collections, which precedes it, is seen. */
+    static const char *const ns_events[] = {"drop", "rename", "dropDatabase"};
+    for (size_t i = 0; i < sizeof ns_events / sizeof ns_events[0]; i++) {
+        char ik[16];
+        const char *ikp;
+        bson_uint32_to_string(n++, &ikp, ik, sizeof ik);
+        bson_append_utf8(&in_arr, ikp, -1, ns_events[i], -1);
+    }
     bson_append_array_end(&op_in, &in_arr);
     bson_append_document_end(&ops, &op_in);
     bson_append_document_end(&and_arr, &ops);

@@ -185,6 +185,17 @@ static void join_part(struct ejson_buf *b, const char *delim, const char *s, siz
     ejson_buf_append(b, s, n);
 }
 
+/* n bytes of s and a NUL: unlike strndup, keeps a namespace with an embedded
+ * NUL byte whole, so the cache compares db_len bytes it owns (found by
+ * fuzz_event: strndup stopped at the NUL and the lookup read past it). */
+static char *bytes_dup(const char *s, size_t n)
+{
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
 struct topic_entry *topics_lookup(struct encoder *enc, const char *db, size_t db_len,
                                   const char *coll, size_t coll_len)
 {
@@ -210,9 +221,9 @@ struct topic_entry *topics_lookup(struct encoder *enc, const char *db, size_t db
     topics_sanitize(&clean, joined.data ? joined.data : "", joined.len);
 
     struct topic_entry *te = xcalloc(1, sizeof *te);
-    te->db = xstrndup(db, db_len);
+    te->db = bytes_dup(db, db_len);
     te->db_len = db_len;
-    te->coll = xstrndup(coll, coll_len);
+    te->coll = bytes_dup(coll, coll_len);
     te->coll_len = coll_len;
     te->topic = xstrndup(clean.data ? clean.data : "", clean.len);
     te->hash = h;

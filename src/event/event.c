@@ -14,7 +14,7 @@
 #include <string.h>
 
 /* Points view at the document or array the iterator is on. */
-static void view_of(const bson_iter_t *it, bson_t *view)
+static bool view_of(const bson_iter_t *it, bson_t *view)
 {
     uint32_t len = 0;
     const uint8_t *data = NULL;
@@ -22,8 +22,18 @@ static void view_of(const bson_iter_t *it, bson_t *view)
         bson_iter_document(it, &len, &data);
     else
         bson_iter_array(it, &len, &data);
-    bool ok = bson_init_static(view, data, len);
-    BSON_ASSERT(ok); /* bson_iter already validated the length prefix */
+    /* bson_iter_document/array give no data for an embedded document whose
+     * length prefix is inconsistent (found by fuzz_event: it used to abort). */
+    if (data != NULL && bson_init_static(view, data, len))
+        return true;
+    bson_init(view);
+    return false;
+}
+
+/* The ENCODE error for an embedded document view_of could not read. */
+static bool corrupt(struct mcdc_error *err, const char *k)
+{
+    return mcdc_error_set(err, MCDC_ERR_ENCODE, 0, "change event: \"%s\" is corrupt BSON", k);
 }
 
 void event_init(struct mcdc_event *ev)
@@ -105,13 +115,16 @@ static bool parse_update_description(const bson_iter_t *it, struct mcdc_event *e
     while (bson_iter_next(&child)) {
         const char *k = bson_iter_key(&child);
         if (strcmp(k, "updatedFields") == 0 && BSON_ITER_HOLDS_DOCUMENT(&child)) {
-            view_of(&child, &ev->updated_fields);
+            if (!view_of(&child, &ev->updated_fields))
+                return corrupt(err, k);
             ev->has_updated_fields = true;
         } else if (strcmp(k, "removedFields") == 0 && BSON_ITER_HOLDS_ARRAY(&child)) {
-            view_of(&child, &ev->removed_fields);
+            if (!view_of(&child, &ev->removed_fields))
+                return corrupt(err, k);
             ev->has_removed_fields = true;
         } else if (strcmp(k, "truncatedArrays") == 0 && BSON_ITER_HOLDS_ARRAY(&child)) {
-            view_of(&child, &ev->truncated_arrays);
+            if (!view_of(&child, &ev->truncated_arrays))
+                return corrupt(err, k);
             ev->has_truncated_arrays = true;
         }
         /* disambiguatedPaths (6.1+, expanded events) is not part of Debezium's
@@ -132,7 +145,8 @@ static bool doc_or_null(const bson_iter_t *it, const char *name, bson_t *view, b
         return true;
     if (!BSON_ITER_HOLDS_DOCUMENT(it))
         return mcdc_error_set(err, MCDC_ERR_ENCODE, 0, "change event: %s is not a document", name);
-    view_of(it, view);
+    if (!view_of(it, view))
+        return corrupt(err, name);
     *has = true;
     return true;
 }
@@ -145,7 +159,8 @@ static bool parse_member(const bson_iter_t *it, struct mcdc_event *ev, const cha
     switch (k[0]) {
     case '_':
         if (strcmp(k, "_id") == 0 && BSON_ITER_HOLDS_DOCUMENT(it)) {
-            view_of(it, &ev->resume_token);
+            if (!view_of(it, &ev->resume_token))
+                return corrupt(err, k);
             ev->has_resume_token = true;
         }
         return true;
@@ -164,7 +179,8 @@ static bool parse_member(const bson_iter_t *it, struct mcdc_event *ev, const cha
             if (!BSON_ITER_HOLDS_DOCUMENT(it))
                 return mcdc_error_set(err, MCDC_ERR_ENCODE, 0,
                                       "change event: documentKey is not a document");
-            view_of(it, &ev->document_key);
+            if (!view_of(it, &ev->document_key))
+                return corrupt(err, k);
             ev->has_document_key = true;
         }
         return true;
@@ -193,7 +209,8 @@ static bool parse_member(const bson_iter_t *it, struct mcdc_event *ev, const cha
         return true;
     case 'l':
         if (strcmp(k, "lsid") == 0 && BSON_ITER_HOLDS_DOCUMENT(it)) {
-            view_of(it, &ev->lsid);
+            if (!view_of(it, &ev->lsid))
+                return corrupt(err, k);
             ev->has_lsid = true;
         }
         return true;
@@ -224,6 +241,7 @@ bool event_from_change(const bson_t *doc, struct mcdc_event *ev, bool *emit, str
     }
     if (type == NULL)
         return mcdc_error_set(err, MCDC_ERR_ENCODE, 0, "change event without operationType");
+    ev->op_type = type;
     if (!op_from_type(type, &ev->op))
         return true; /* not a data event: the caller skips it but keeps the position */
 

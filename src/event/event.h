@@ -40,6 +40,7 @@ enum mcdc_snapshot_flag {
 
 struct mcdc_event {
     enum mcdc_op op;
+    const char *op_type; /* change events: operationType (borrowed), NULL otherwise */
     enum mcdc_snapshot_flag snapshot;
 
     const char *db; /* namespace database (borrowed) */

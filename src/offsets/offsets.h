@@ -64,8 +64,11 @@ char *position_to_json(const struct mcdc_position *pos);
  * becomes {"_data": "<hex>"} (Debezium's lastResumeTokenDoc fallback); `h`
  * null or absent; unknown keys are kept in extra_json. Without
  * mongocdc_capture_mode, a non-null `h` and no token means oplog (1.9 rule,
- * §4.4). Returns false with err (domain IO, EINVAL) on invalid JSON or a key
- * of the wrong type.
+ * §4.4). Returns false with err (domain IO, EINVAL) on invalid JSON, a key
+ * of the wrong type, a duplicated key, sec/ord outside -1 (unknown) ..
+ * 2^32-1 (a BSON Timestamp's unsigned 32-bit fields), or a value with no
+ * usable position (no non-empty resume_token and not both sec > 0 and
+ * ord >= 0, e.g. `{}`): such an entry is corruption, never "stream from now".
  */
 bool position_from_json(const char *json, struct mcdc_position *pos, struct mcdc_error *err);
 

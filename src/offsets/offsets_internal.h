@@ -70,7 +70,19 @@ struct offset_store {
     const struct offset_store_ops *ops;
     const struct mcdc_config *cfg;
     void *impl;
+    char **other_prefixes; /* topic.prefix names of other daemons' entries seen by load */
+    size_t other_count;
 };
+
+/*
+ * Called by a back-end's load for every key it reads (len bytes, not
+ * NUL-terminated). A mongocdc/Debezium partition key
+ * ["<name>",{..."server_id"...}] whose name is not this store's topic.prefix
+ * is remembered (once per name) so that offset_store_load can WARN about it:
+ * offsets written under another topic.prefix are never used by this one.
+ * Other keys (other Kafka Connect connectors sharing the topic) are ignored.
+ */
+void offsets_note_key(struct offset_store *store, const char *key, size_t len);
 
 bool store_file_open(struct offset_store *store, struct mcdc_error *err);
 bool store_kafka_open(struct offset_store *store, struct mcdc_error *err);

@@ -24,6 +24,7 @@
 #include "offsets/offsets.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <string.h>
 
 #include "common/xalloc.h"
@@ -140,9 +141,15 @@ static bool get_int(const bson_iter_t *it, int64_t *out)
     case BSON_TYPE_INT64:
         *out = bson_iter_int64(it);
         return true;
-    case BSON_TYPE_DOUBLE:
-        *out = (int64_t)bson_iter_double(it);
+    case BSON_TYPE_DOUBLE: {
+        /* Only an integral double within int64 range: casting anything else is
+         * undefined behaviour (found by fuzz_offsets). */
+        double d = bson_iter_double(it);
+        if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || d != (double)(int64_t)d)
+            return false;
+        *out = (int64_t)d;
         return true;
+    }
     default:
         return false;
     }
@@ -174,6 +181,9 @@ bool position_from_bson(const bson_t *doc, struct mcdc_position *pos, struct mcd
     position_init(&p);
     bson_t extra = BSON_INITIALIZER;
     bool h_set = false, mode_set = false, ok = false;
+    static const char *const known[] = {"sec",      "ord",          "tord", "txnNumber",     "h",
+                                        "initsync", "resume_token", "lsid", CAPTURE_MODE_KEY};
+    unsigned seen = 0;
     bson_iter_t it;
     if (!bson_iter_init(&it, doc)) {
         mcdc_error_set(err, MCDC_ERR_IO, EINVAL, "offset value: not a document");
@@ -182,11 +192,30 @@ bool position_from_bson(const bson_t *doc, struct mcdc_position *pos, struct mcd
     while (bson_iter_next(&it)) {
         const char *k = bson_iter_key(&it);
         bson_type_t t = bson_iter_type(&it);
+        for (unsigned i = 0; i < sizeof known / sizeof known[0]; i++) {
+            if (strcmp(k, known[i]))
+                continue;
+            if (seen & (1u << i)) {
+                mcdc_error_set(err, MCDC_ERR_IO, EINVAL,
+                               "offset value: duplicate key \"%s\" (which one is meant is "
+                               "unknowable; refusing it)",
+                               k);
+                goto cleanup;
+            }
+            seen |= 1u << i;
+        }
         if (!strcmp(k, "sec") || !strcmp(k, "ord") || !strcmp(k, "tord") ||
             !strcmp(k, "txnNumber")) {
             int64_t v;
             if (!get_int(&it, &v)) {
                 bad(err, k);
+                goto cleanup;
+            }
+            if ((k[0] == 's' || (k[0] == 'o' && k[1] == 'r')) && (v < -1 || v > UINT32_MAX)) {
+                mcdc_error_set(err, MCDC_ERR_IO, EINVAL,
+                               "offset value: \"%s\" is %" PRId64
+                               ", outside an unsigned 32-bit clusterTime field (-1 = unknown)",
+                               k, v);
                 goto cleanup;
             }
             if (k[0] == 's')
@@ -249,6 +278,19 @@ bool position_from_bson(const bson_t *doc, struct mcdc_position *pos, struct mcd
         } else {
             bson_append_iter(&extra, k, -1, &it);
         }
+    }
+    if (p.has_resume_token && bson_empty(&p.resume_token))
+        p.has_resume_token = false;
+    if (!p.has_resume_token && (p.sec <= 0 || p.ord < 0)) {
+        /* Without a token, only a clusterTime can place the stream; a value with neither is
+         * not "no offset" and must not turn into "stream from now" (that would skip the
+         * snapshot and lose every existing document). */
+        mcdc_error_set(err, MCDC_ERR_IO, EINVAL,
+                       "offset value has no usable position: no resume_token and no valid "
+                       "sec/ord (sec %" PRId64 ", ord %" PRId64
+                       "); remove the entry to start over per snapshot.mode",
+                       p.sec, p.ord);
+        goto cleanup;
     }
     if (!mode_set)
         p.oplog = h_set && !p.has_resume_token;

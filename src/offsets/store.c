@@ -11,7 +11,9 @@
 #include "offsets/offsets.h"
 
 #include <stdlib.h>
+#include <string.h>
 
+#include "common/log.h"
 #include "common/xalloc.h"
 #include "offsets/offsets_internal.h"
 
@@ -37,7 +39,39 @@ void offset_store_close(struct offset_store *store)
     if (!store)
         return;
     store->ops->close(store);
+    for (size_t i = 0; i < store->other_count; i++)
+        free(store->other_prefixes[i]);
+    free(store->other_prefixes);
     free(store);
+}
+
+void offsets_note_key(struct offset_store *store, const char *key, size_t len)
+{
+    if (len < 4 || key[0] != '[' || key[1] != '"')
+        return;
+    size_t i = 2;
+    while (i < len && key[i] != '"')
+        i += key[i] == '\\' ? 2 : 1;
+    if (i >= len)
+        return;
+    const char *name = key + 2;
+    size_t nlen = i - 2;
+    const char *prefix = store->cfg->topic_prefix;
+    if (strlen(prefix) == nlen && !memcmp(name, prefix, nlen))
+        return;
+    static const char sid[] = "\"server_id\"";
+    bool ours = false;
+    for (size_t j = i; j + sizeof sid - 1 <= len && !ours; j++)
+        ours = !memcmp(key + j, sid, sizeof sid - 1);
+    if (!ours)
+        return;
+    for (size_t k = 0; k < store->other_count; k++)
+        if (strlen(store->other_prefixes[k]) == nlen &&
+            !memcmp(store->other_prefixes[k], name, nlen))
+            return;
+    store->other_prefixes =
+        xrealloc(store->other_prefixes, (store->other_count + 1) * sizeof *store->other_prefixes);
+    store->other_prefixes[store->other_count++] = xstrndup(name, nlen);
 }
 
 bool offset_store_load(struct offset_store *store, const char *rs, struct mcdc_position *pos,
@@ -47,12 +81,23 @@ bool offset_store_load(struct offset_store *store, const char *rs, struct mcdc_p
     char *value = NULL;
     bool ok = store->ops->load(store, key, &value, err);
     *found = false;
+    for (size_t i = 0; ok && i < store->other_count; i++)
+        LOG_WARN("offsets store %s holds offsets for topic.prefix \"%s\", not this one (\"%s\"): "
+                 "they are not used; if topic.prefix was changed, capture does not resume from "
+                 "them",
+                 store->cfg->offset_storage == MCDC_OFFSETS_KAFKA ? "topic" : "file",
+                 store->other_prefixes[i], store->cfg->topic_prefix);
     if (ok && value) {
         ok = position_from_json(value, pos, err);
         if (ok)
             *found = true;
         else
-            mcdc_error_prefix(err, "offsets for %s", key);
+            mcdc_error_prefix(
+                err, "offsets entry %s in %s %s", key,
+                store->cfg->offset_storage == MCDC_OFFSETS_KAFKA ? "topic" : "file",
+                store->cfg->offset_storage == MCDC_OFFSETS_KAFKA
+                    ? (store->cfg->offsets_topic ? store->cfg->offsets_topic : "mongocdc-offsets")
+                    : store->cfg->offsets_file);
     }
     free(value);
     free(key);

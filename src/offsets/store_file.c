@@ -290,6 +290,9 @@ static bool file_load(struct offset_store *store, const char *key, char **value_
     if (!ok)
         return false;
     bson_iter_t it;
+    if (bson_iter_init(&it, doc))
+        while (bson_iter_next(&it))
+            offsets_note_key(store, bson_iter_key(&it), strlen(bson_iter_key(&it)));
     if (bson_iter_init_find(&it, doc, key)) {
         struct jbuf b;
         jbuf_init(&b);

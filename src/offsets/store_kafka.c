@@ -168,8 +168,8 @@ static int64_t now_ms(void)
 }
 
 /* Reads one partition from the beginning to hi; keeps the last value of key. */
-static bool read_partition(rd_kafka_topic_t *rkt, int32_t p, int64_t hi, const char *key,
-                           char **value, int64_t deadline, struct mcdc_error *err)
+static bool read_partition(struct offset_store *store, rd_kafka_topic_t *rkt, int32_t p, int64_t hi,
+                           const char *key, char **value, int64_t deadline, struct mcdc_error *err)
 {
     if (rd_kafka_consume_start(rkt, p, RD_KAFKA_OFFSET_BEGINNING) == -1)
         return mcdc_error_set_retriable(
@@ -193,6 +193,8 @@ static bool read_partition(rd_kafka_topic_t *rkt, int32_t p, int64_t hi, const c
             failed = true;
             break;
         }
+        if (m->key)
+            offsets_note_key(store, m->key, m->key_len);
         if (m->key_len == klen && !memcmp(m->key, key, klen)) {
             free(*value);
             *value = m->payload ? xstrndup(m->payload, m->len) : NULL;
@@ -250,7 +252,7 @@ static bool kafka_load(struct offset_store *store, const char *key, char **value
                                               "offsets topic %s [%d]: watermarks: %s", ks->topic,
                                               (int)p, rd_kafka_err2str(e));
             else if (hi > lo)
-                ok = read_partition(rkt, p, hi, key, value_json, deadline, err);
+                ok = read_partition(store, rkt, p, hi, key, value_json, deadline, err);
         }
     } /* else: the topic does not exist yet: no offsets */
     if (md)

@@ -116,27 +116,9 @@ enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
 
     snprintf(what, sizeof what, "%.*s.%.*s", (int)ev->db_len, ev->db ? ev->db : "",
              (int)ev->coll_len, ev->coll ? ev->coll : "");
-    if (!encoder_encode(w->enc, ev, worker_wall_us(), &recs, &err)) {
-        w->err = err;
-        mcdc_error_prefix(&w->err, "cannot encode a change of %s", what);
-        return PHASE_FATAL;
-    }
+    if (!encoder_encode(w->enc, ev, worker_wall_us(), &recs, &err))
+        return worker_event_failed(w, ev, pos, &err);
     return worker_produce(w, &recs, pos, what);
-}
-
-enum phase worker_phase_from_failure(struct worker *w, const struct resume_failure *fail,
-                                     const struct mcdc_error *err)
-{
-    w->err = *err;
-    switch (resume_classify(fail)) {
-    case RESUME_ACTION_RETRY:
-        return PHASE_RETRY;
-    case RESUME_ACTION_HISTORY_LOST:
-        return PHASE_HISTORY_LOST;
-    case RESUME_ACTION_FATAL:
-    default:
-        return PHASE_FATAL;
-    }
 }
 
 /* ---- discovery ---- */
@@ -433,9 +415,10 @@ static void finish(struct worker *w, enum phase ph)
         LOG_ERROR("capture of %s stopped: %s", w->rs, w->err.msg);
     else
         LOG_INFO("capture of %s stopped cleanly: %llu events read, %llu records produced, %llu "
-                 "skipped; final offsets written in %lld ms",
+                 "skipped, %llu not encodable and moved past; final offsets written in %lld ms",
                  w->rs, (unsigned long long)w->events, (unsigned long long)w->records,
-                 (unsigned long long)w->skipped, (long long)(worker_now_ms() - t0));
+                 (unsigned long long)w->skipped, (unsigned long long)w->failed_events,
+                 (long long)(worker_now_ms() - t0));
     if (w->gate_waits > 0)
         LOG_INFO("order gate: %lld events of documents moved from another shard were held, "
                  "%lld ms in all (%.1f ms each on average)",

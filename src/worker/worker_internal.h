@@ -67,7 +67,7 @@ struct worker {
     int64_t gate_waits;      /* events held by the gate */
     int64_t gate_wait_ms;    /* total ms they were held */
     int64_t last_commit_ms;
-    int64_t last_ack_ms;      /* monotonic ms of the last acknowledgement */
+    int64_t last_ack_ms;       /* monotonic ms of the last acknowledgement */
     int64_t ack_wait_since_ms; /* records in flight since (0: none in flight) */
     bool ack_stalled;          /* WARN given for the current stall */
     bool delivery_failed;
@@ -78,6 +78,7 @@ struct worker {
     int64_t stored_sec;         /* time (epoch s) of the last stored position, 0 none */
     int64_t last_headroom_ms;   /* monotonic ms of the last oplog headroom check */
     bool headroom_warned;       /* WARN given while the headroom is under the threshold */
+    uint64_t failed_events; /* moved past under event.processing.failure.handling.mode */
 };
 
 /* The stop flag, read atomically (worker_request_stop() runs on the main
@@ -174,6 +175,16 @@ enum phase worker_hold_for_donor(struct worker *w, const struct mcdc_event *ev);
  * that yields no record advances the position. Returns PHASE_OK,
  * PHASE_STOPPED or PHASE_FATAL (w->err names the namespace, key and size).
  */
+/*
+ * An event that cannot be encoded (err says why), per
+ * event.processing.failure.handling.mode (Debezium's
+ * EventProcessingFailureHandlingMode): fail = PHASE_FATAL with w->err naming
+ * the namespace, _id and the setting; warn (WARN) / skip, ignore (INFO) = log
+ * the namespace, _id and reason, count it in w->failed_events and advance the
+ * position past it (pos borrowed, NULL = no move), PHASE_OK.
+ */
+enum phase worker_event_failed(struct worker *w, const struct mcdc_event *ev,
+                               const struct mcdc_position *pos, const struct mcdc_error *err);
 enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
                        const struct mcdc_position *pos);
 

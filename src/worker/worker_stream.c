@@ -7,6 +7,7 @@
 #include "worker/worker_internal.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "capture/capture.h"
 #include "common/log.h"
@@ -112,6 +113,41 @@ enum phase worker_maybe_heartbeat(struct worker *w, int64_t *last_ms)
     return worker_produce(w, &recs, pos, "a heartbeat");
 }
 
+/* INFO for a drop, rename or dropDatabase of a captured namespace: no record
+ * is produced for them (Debezium emits none), but an operator must be able
+ * to see why a captured collection went quiet. */
+static void log_namespace_event(struct worker *w, const bson_t *doc, const struct mcdc_event *ev)
+{
+    const char *t = ev->op_type;
+    char db[256], coll[256];
+    bson_iter_t it;
+
+    if (t == NULL || ev->db == NULL)
+        return;
+    snprintf(db, sizeof db, "%.*s", (int)ev->db_len, ev->db);
+    snprintf(coll, sizeof coll, "%.*s", (int)ev->coll_len, ev->coll ? ev->coll : "");
+    if (!strcmp(t, "dropDatabase")) {
+        LOG_INFO("database %s was dropped (its captured collections emit nothing more)", db);
+        return;
+    }
+    if (ev->coll == NULL || !encoder_captures(w->enc, db, coll))
+        return;
+    if (!strcmp(t, "drop")) {
+        LOG_INFO("captured collection %s.%s was dropped", db, coll);
+    } else if (!strcmp(t, "rename")) {
+        const char *to_db = "?", *to_coll = "?";
+        if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, "to.db", &it) &&
+            BSON_ITER_HOLDS_UTF8(&it))
+            to_db = bson_iter_utf8(&it, NULL);
+        if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, "to.coll", &it) &&
+            BSON_ITER_HOLDS_UTF8(&it))
+            to_coll = bson_iter_utf8(&it, NULL);
+        LOG_INFO("captured collection %s.%s was renamed to %s.%s%s", db, coll, to_db, to_coll,
+                 encoder_captures(w->enc, to_db, to_coll) ? ""
+                                                          : " (not captured under its new name)");
+    }
+}
+
 enum phase worker_stream(struct worker *w)
 {
     struct resume_failure fail;
@@ -194,9 +230,9 @@ enum phase worker_stream(struct worker *w)
             }
             event_init(&ev);
             if (!event_from_change(doc, &ev, &emit, &err)) {
-                w->err = err;
-                mcdc_error_prefix(&w->err, "unreadable change event");
-                ph = PHASE_FATAL;
+                mcdc_error_prefix(&err, "unreadable change event");
+                ph = worker_event_failed(w, &ev, &pos, &err);
+                position_copy(&w->stream_pos, &pos);
                 break;
             }
             ev.rs = w->rs;
@@ -224,6 +260,7 @@ enum phase worker_stream(struct worker *w)
                 metrics_event_emitted(w->m, worker_metrics_op(ev.op));
                 ph = worker_emit(w, &ev, &pos);
             } else if (ph == PHASE_OK) {
+                log_namespace_event(w, doc, &ev);
                 /* Not captured: no record, but the position moves past it. */
                 metrics_event_filtered(w->m, worker_metrics_op(ev.op));
                 w->skipped++;

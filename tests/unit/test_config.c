@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -71,6 +72,44 @@ static void assert_problem(const char *yaml, const char *want)
     if (!strstr(l.diag, expect))
         fail_msg("expected\n  %s\nin\n%s", expect, l.diag);
     unload(&l);
+}
+
+/* A directory is refused at once; a file nested 100,000 levels deep (200 KB) is
+ * refused by the depth check in well under a second, before libyaml builds
+ * its node tree. */
+static void test_directory_and_deep_nesting(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mcdc-test-config-dir-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    size_t len = 0;
+    char *out = NULL;
+    FILE *diag = open_memstream(&out, &len);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    assert_null(config_load(dir, diag, &err));
+    fclose(diag);
+    assert_non_null(strstr(out, "is a directory"));
+    free(out);
+    rmdir(dir);
+
+    enum { N = 100000 };
+    size_t n = strlen(BASE) + 4 + 2 * N + 2;
+    char *yaml = malloc(n);
+    assert_non_null(yaml);
+    char *p = yaml + sprintf(yaml, "%sx: ", BASE);
+    memset(p, '[', N);
+    memset(p + N, ']', N);
+    strcpy(p + 2 * N, "\n");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct loaded l = load(yaml);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_null(l.cfg);
+    assert_non_null(strstr(l.diag, "nested more than 64 levels deep"));
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    assert_true(secs < 2.0);
+    unload(&l);
+    free(yaml);
 }
 
 static void test_defaults_1_9(void **state)
@@ -627,6 +666,7 @@ int main(void)
         cmocka_unit_test(test_type_checks),
         cmocka_unit_test(test_lists_both_forms),
         cmocka_unit_test(test_unknown_key),
+        cmocka_unit_test(test_directory_and_deep_nesting),
         cmocka_unit_test(test_duplicate_key),
         cmocka_unit_test(test_missing_required),
         cmocka_unit_test(test_cross_field),

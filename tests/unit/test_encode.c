@@ -997,12 +997,14 @@ static void stream_match_stage(void **state)
         "\"$ns.coll\"]},"
         " \"regex\": \"^(?:(?:inv\\\\.secret))$\", \"options\": \"i\"}}]}}]},"
         "{\"ns.db\": \"sig\", \"ns.coll\": \"signals\"}]},"
-        "{\"operationType\": {\"$in\": [\"insert\", \"update\", \"replace\"]}}]}}";
+        "{\"operationType\": {\"$in\": [\"insert\", \"update\", \"replace\", \"drop\", "
+        "\"rename\", \"dropDatabase\"]}}]}}";
     static const char *want_literal =
         "{\"$match\": {\"$and\": [{\"$or\": [{\"$and\": ["
         "{\"ns.db\": {\"$nin\": [\"admin\", \"config\", \"local\"]}},"
         "{\"ns\": {\"$in\": [{\"db\": \"shop\", \"coll\": \"orders\"}]}}]}]},"
-        "{\"operationType\": {\"$in\": [\"insert\", \"update\", \"replace\", \"delete\"]}}]}}";
+        "{\"operationType\": {\"$in\": [\"insert\", \"update\", \"replace\", \"delete\", "
+        "\"drop\", \"rename\", \"dropDatabase\"]}}]}}";
     struct mcdc_error err = MCDC_ERROR_INIT;
     struct mcdc_config cfg;
     cfg_init(&cfg, MCDC_DIALECT_3_X);

@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include <bson/bson.h>
@@ -231,10 +232,38 @@ static void snapshot_doc_is_a_read(void **state)
     bson_destroy(noid);
 }
 
+/* Found by fuzz_event: an embedded document the iterator cannot hand out
+ * aborted the process (BSON_ASSERT); it is now an ENCODE error. */
+static void corrupt_embedded_document_is_an_error(void **state)
+{
+    (void)state;
+    static const char hex[] =
+        "ea000000035f69640037000000025f64617461002700000038323633463041314232303030303030"
+        "303132423032324330313030323936453541313030340040026f7065726174696f6e547970650007"
+        "00000064656c6574650011636c757374657254696d65000400000000f15365036e73001c00000002"
+        "6b62000300000064620002636f6c6c000200000063000003646f63756d6570744b65790016000000"
+        "035f6964000c000000107800010000000000036c736964001e000000056964001000000004303234"
+        "36393133353738616263646566001274786e4e756d62657200030000000000000000";
+    uint8_t buf[sizeof hex / 2];
+    for (size_t i = 0; i < sizeof buf; i++) {
+        unsigned v;
+        assert_int_equal(sscanf(hex + 2 * i, "%2x", &v), 1);
+        buf[i] = (uint8_t)v;
+    }
+    bson_t doc;
+    assert_true(bson_init_static(&doc, buf, sizeof buf));
+    struct mcdc_event ev;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    bool emit = true;
+    assert_false(event_from_change(&doc, &ev, &emit, &err));
+    assert_non_null(strstr(err.msg, "corrupt BSON"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(insert_event_is_parsed),
+        cmocka_unit_test(corrupt_embedded_document_is_an_error),
         cmocka_unit_test(update_event_has_update_description),
         cmocka_unit_test(replace_and_delete_map_to_u_and_d),
         cmocka_unit_test(non_data_events_are_not_emitted),

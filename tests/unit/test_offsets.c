@@ -20,6 +20,7 @@
 #include <librdkafka/rdkafka_mock.h>
 
 #include "common/xalloc.h"
+#include "common/log.h"
 #include "offsets/offsets.h"
 
 /* A position with a resume token {_data: "<hex>"} and sec/ord. */
@@ -343,9 +344,65 @@ static void position_bad_values_are_errors(void **state)
     struct mcdc_error err = MCDC_ERROR_INIT;
     assert_false(position_from_json("{\"sec\":\"soon\",\"ord\":1}", &q, &err));
     assert_non_null(strstr(err.msg, "\"sec\""));
+    /* found by fuzz_offsets: a double beyond int64 was cast (undefined behaviour) */
+    assert_false(position_from_json("{\"sec\":3.3e107,\"ord\":3}", &q, &err));
+    assert_false(position_from_json("{\"sec\":5.5,\"ord\":3}", &q, &err));
+    assert_true(position_from_json("{\"sec\":5.0,\"ord\":3}", &q, &err));
+    position_clear(&q);
+    position_init(&q);
     assert_false(position_from_json("not json", &q, &err));
     assert_non_null(strstr(err.msg, "not JSON"));
     assert_int_equal(q.sec, -1); /* untouched on failure */
+    position_clear(&q);
+}
+
+/* Values with no usable position must be refused, never read as "stream from now". */
+static void position_without_usable_position_is_refused(void **state)
+{
+    (void)state;
+    static const char *const unusable[] = {
+        "{}",
+        "{\"sec\":-1,\"ord\":-1}",
+        "{\"sec\":-1,\"ord\":-1,\"initsync\":true}",
+        "{\"sec\":0,\"ord\":0}",
+        "{\"sec\":12,\"ord\":-1}",
+        "{\"sec\":-1,\"ord\":-1,\"resume_token\":null}",
+        "{\"resume_token\":{}}",
+    };
+    for (size_t i = 0; i < sizeof unusable / sizeof unusable[0]; i++) {
+        struct mcdc_position q;
+        position_init(&q);
+        struct mcdc_error err = MCDC_ERROR_INIT;
+        assert_false(position_from_json(unusable[i], &q, &err));
+        assert_non_null(strstr(err.msg, "no usable position"));
+        position_clear(&q);
+    }
+    /* A token alone, or a clusterTime alone, is usable. */
+    struct mcdc_position q;
+    position_init(&q);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    assert_true(position_from_json("{\"sec\":-1,\"ord\":-1,\"resume_token\":\"82AA\"}", &q, &err));
+    assert_true(position_from_json("{\"sec\":1700000000,\"ord\":0}", &q, &err));
+    position_clear(&q);
+}
+
+static void position_range_and_duplicates_are_refused(void **state)
+{
+    (void)state;
+    struct mcdc_position q;
+    position_init(&q);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    assert_false(position_from_json("{\"sec\":4294967296,\"ord\":1}", &q, &err));
+    assert_non_null(strstr(err.msg, "unsigned 32-bit"));
+    assert_false(position_from_json("{\"sec\":5,\"ord\":-2}", &q, &err));
+    assert_non_null(strstr(err.msg, "\"ord\""));
+    assert_true(position_from_json("{\"sec\":4294967295,\"ord\":4294967295}", &q, &err));
+    assert_int_equal(q.sec, 4294967295LL);
+    assert_false(position_from_json("{\"sec\":5,\"ord\":1,\"sec\":9}", &q, &err));
+    assert_non_null(strstr(err.msg, "duplicate key \"sec\""));
+    assert_false(position_from_json(
+        "{\"sec\":5,\"ord\":1,\"resume_token\":\"82AA\",\"resume_token\":\"82BB\"}", &q, &err));
+    assert_non_null(strstr(err.msg, "duplicate key"));
     position_clear(&q);
 }
 
@@ -393,6 +450,52 @@ static void file_cfg(struct mcdc_config *cfg, const char *path)
     cfg->offset_storage = MCDC_OFFSETS_FILE;
     cfg->offsets_file = (char *)path;
     cfg->offsets_flush_timeout_ms = 5000;
+}
+
+/* Offsets stored under another topic.prefix are named in a WARN at load. */
+static void store_file_other_topic_prefix_is_warned(void **state)
+{
+    (void)state;
+    struct tmpdir t;
+    tmpdir_make(&t);
+    struct mcdc_config cfg;
+    file_cfg(&cfg, t.path);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct offset_store *store = offset_store_open(&cfg, &err);
+    assert_non_null(store);
+    struct mcdc_position p, q;
+    make_pos(&p, 1, 1, "AA01");
+    assert_true(offset_store_save(store, "rs0", &p, &err));
+    assert_true(offset_store_save(store, "rs1", &p, &err));
+    position_clear(&p);
+    offset_store_close(store);
+
+    char logpath[160];
+    snprintf(logpath, sizeof logpath, "%s/log", t.dir);
+    assert_true(mcdc_log_open(MCDC_LOG_INFO, MCDC_LOG_FORMAT_TEXT, logpath, &err));
+    cfg.topic_prefix = (char *)"crm";
+    store = offset_store_open(&cfg, &err);
+    assert_non_null(store);
+    bool found = true;
+    position_init(&q);
+    assert_true(offset_store_load(store, "rs0", &q, &found, &err));
+    assert_false(found);
+    offset_store_close(store);
+    cfg.topic_prefix = (char *)"shop"; /* its own entries: no warning */
+    store = offset_store_open(&cfg, &err);
+    assert_true(offset_store_load(store, "rs0", &q, &found, &err));
+    assert_true(found);
+    offset_store_close(store);
+    mcdc_log_close();
+    position_clear(&q);
+
+    char *text = slurp(logpath);
+    const char *w = strstr(text, "holds offsets for topic.prefix \"shop\", not this one (\"crm\")");
+    assert_non_null(w);
+    assert_null(strstr(w + 1, "holds offsets")); /* once per name, only for crm */
+    free(text);
+    unlink(logpath);
+    tmpdir_remove(&t);
 }
 
 static void store_file_two_replica_sets_save_reload(void **state)
@@ -753,7 +856,10 @@ int main(void)
         cmocka_unit_test(position_initsync_lsid_and_extra_keys),
         cmocka_unit_test(position_oplog_mode_is_remembered),
         cmocka_unit_test(position_bad_values_are_errors),
+        cmocka_unit_test(position_without_usable_position_is_refused),
+        cmocka_unit_test(position_range_and_duplicates_are_refused),
         cmocka_unit_test(store_file_two_replica_sets_save_reload),
+        cmocka_unit_test(store_file_other_topic_prefix_is_warned),
         cmocka_unit_test(store_file_replaces_atomically),
         cmocka_unit_test(store_file_handles_of_two_tasks_do_not_clobber),
         cmocka_unit_test(store_file_corrupt_file_is_a_clear_error),

@@ -1,0 +1,94 @@
+/*
+ * worker_fail: what a capture task does with an event it cannot take and
+ * with a failed stream: event.processing.failure.handling.mode for events
+ * that cannot be encoded (Debezium's EventProcessingFailureHandlingMode), the
+ * oversized-event error, and the mapping of capture failures to phases.
+ */
+#include "worker/worker_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/capture.h"
+#include "common/log.h"
+
+enum phase worker_event_failed(struct worker *w, const struct mcdc_event *ev,
+                               const struct mcdc_position *pos, const struct mcdc_error *err)
+{
+    char what[300], id[200] = "unknown";
+    bson_iter_t it;
+
+    snprintf(what, sizeof what, "%.*s.%.*s", (int)ev->db_len, ev->db ? ev->db : "",
+             (int)ev->coll_len, ev->coll ? ev->coll : "");
+    if (ev->has_document_key && bson_iter_init_find(&it, &ev->document_key, "_id")) {
+        bson_t one = BSON_INITIALIZER;
+        bson_append_iter(&one, "_id", 3, &it);
+        char *j = bson_as_relaxed_extended_json(&one, NULL);
+        if (j)
+            snprintf(id, sizeof id, "%s", j);
+        bson_free(j);
+        bson_destroy(&one);
+    }
+    if (w->cfg->failure_mode == MCDC_FAILURE_FAIL) {
+        w->err = *err;
+        mcdc_error_prefix(&w->err,
+                          "cannot encode a change of %s %s (event.processing.failure.handling."
+                          "mode warn or skip moves past it)",
+                          what, id);
+        return PHASE_FATAL;
+    }
+    w->failed_events++;
+    if (w->cfg->failure_mode == MCDC_FAILURE_WARN)
+        LOG_WARN("skipping a change of %s %s that cannot be encoded: %s (%llu so far)", what, id,
+                 err->msg, (unsigned long long)w->failed_events);
+    else
+        LOG_INFO("skipping a change of %s %s that cannot be encoded: %s (%llu so far)", what, id,
+                 err->msg, (unsigned long long)w->failed_events);
+    inflight_advance(w->inf, pos);
+    return PHASE_OK;
+}
+
+/*
+ * 10334 BSONObjectTooLarge on a change stream: the event after the stored
+ * position, assembled by the server, is over MongoDB's 16 MiB BSON limit
+ * (MongoDB "Change Events": "change stream events are limited to 16 MiB").
+ * The server's text (truncated by the driver) is replaced by one that gives
+ * the size, where the stream stands and what can be done.
+ */
+static void oversize_error(struct worker *w, const char *server_text)
+{
+    char d[128];
+    long long size = -1;
+    const char *p = server_text ? strstr(server_text, "BSONObj size: ") : NULL;
+    if (p)
+        size = strtoll(p + strlen("BSONObj size: "), NULL, 10);
+    resume_describe_position(&w->stream_pos, d, sizeof d);
+    char sz[64] = "";
+    if (size > 0)
+        snprintf(sz, sizeof sz, " (%lld bytes)", size);
+    mcdc_error_set(&w->err, MCDC_ERR_MONGO, 10334,
+                   "change event after %s is over MongoDB's 16 MiB limit%s, on every resume "
+                   "(cursor.oversize.handling.mode fail): exclude its collection "
+                   "(collection.exclude.list) or shrink the document",
+                   d, sz);
+}
+
+enum phase worker_phase_from_failure(struct worker *w, const struct resume_failure *fail,
+                                     const struct mcdc_error *err)
+{
+    w->err = *err;
+    if (fail->code == 10334 &&
+        (fail->domain == MONGOC_ERROR_SERVER || fail->domain == MONGOC_ERROR_QUERY ||
+         fail->domain == MONGOC_ERROR_COMMAND))
+        oversize_error(w, fail->message);
+    switch (resume_classify(fail)) {
+    case RESUME_ACTION_RETRY:
+        return PHASE_RETRY;
+    case RESUME_ACTION_HISTORY_LOST:
+        return PHASE_HISTORY_LOST;
+    case RESUME_ACTION_FATAL:
+    default:
+        return PHASE_FATAL;
+    }
+}
