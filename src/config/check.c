@@ -170,6 +170,21 @@ static void check_sink_and_offsets(struct checker *c)
     struct mcdc_config *cfg = c->cfg;
     if (cfg->sink_type == MCDC_SINK_FILE && !cfg->sink_path)
         problem(c, "sink.type", "file sink needs sink.path (expected sink.path to be set)");
+    /* Only Kafka refuses a record for its size; on the JSON-lines sinks the
+     * option would never act, so setting it there is a mistake worth naming. */
+    if (cfg->sink_type != MCDC_SINK_KAFKA && cfg->dlq_topic && *cfg->dlq_topic)
+        conflict(c, "errors.deadletterqueue.topic.name", "sink.type",
+                 "a dead-letter topic needs the kafka sink (expected sink.type kafka, or no "
+                 "dead-letter topic)",
+                 "the file and stdout sinks have no dead-letter topic (expected "
+                 "errors.deadletterqueue.topic.name unset)");
+    if (cfg->dlq_topic && *cfg->dlq_topic &&
+        strspn(cfg->dlq_topic,
+               "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+            strlen(cfg->dlq_topic))
+        problem(c, "errors.deadletterqueue.topic.name",
+                "invalid topic name \"%s\" (expected letters, digits, '.', '_' and '-' only)",
+                cfg->dlq_topic);
     if (cfg->sink_type == MCDC_SINK_KAFKA && !has_brokers(cfg)) {
         /* sink.type kafka is the default: then the kafka: map is what is
          * incomplete, if there is one. */

@@ -187,6 +187,7 @@ struct mcdc_config {
     enum mcdc_sink_type sink_type;             /* sink.type */
     char *sink_path;                           /* sink.path (file sink) */
     int64_t sink_queue_bytes;                  /* sink.queue.max.bytes, 16 MiB */
+    char *dlq_topic; /* errors.deadletterqueue.topic.name; NULL/empty = stop on too large */
     enum mcdc_offset_storage offset_storage;   /* offsets.storage */
     char *offsets_file;                        /* offsets.file.path */
     char *offsets_topic;                       /* offsets.topic */

@@ -294,6 +294,9 @@ const struct opt mcdc_options[] = {
     S("sink.path", NULL, F(sink_path), 0, G_SINK, "Output file of the file sink"),
     N("sink.queue.max.bytes", "16777216", 1024, INT64_MAX, F(sink_queue_bytes), 0, G_SINK,
       "Bytes queued per capture task before the task waits (backpressure)"),
+    S("errors.deadletterqueue.topic.name", NULL, F(dlq_topic), 0, G_SINK,
+      "Kafka sink: topic for records over Kafka's size limit (the value, or only their "
+      "metadata, with headers saying why); empty = stop on such a record"),
     E("offsets.storage", "file", offset_storages, F(offset_storage), 0, G_OFFS,
       "Where positions are stored: file, or kafka (a compacted topic)"),
     S("offsets.file.path", NULL, F(offsets_file), 0, G_OFFS,

@@ -42,6 +42,11 @@ struct mcdc_record {
     size_t value_len;
     const struct mcdc_header *headers;
     size_t header_count;
+    /* Borrowed for the produce call, may be NULL: the change's namespace
+     * (db.coll) and _id (relaxed extended JSON), set by the worker for the
+     * dead-letter topic's metadata (errors.deadletterqueue.topic.name). */
+    const char *ns;
+    const char *id;
 };
 
 /* An event yields at most: transaction END, BEGIN, the data record, a

@@ -415,6 +415,10 @@ char *metrics_render(size_t *len)
                      "Records acknowledged by Kafka.", METRICS_RECORDS_ACKED);
     per_task_counter(&o, "mongocdc_records_failed_total",
                      "Records Kafka refused permanently.", METRICS_RECORDS_FAILED);
+    per_task_counter(&o, "mongocdc_records_dead_lettered_total",
+                     "Records too large for Kafka, sent to errors.deadletterqueue.topic.name "
+                     "instead.",
+                     METRICS_RECORDS_DEAD_LETTERED);
     per_task_counter(&o, "mongocdc_reconnects_total",
                      "Reconnections after a transient failure.", METRICS_RECONNECTS);
     per_task_counter(&o, "mongocdc_offset_commits_total",

@@ -87,3 +87,8 @@ void sink_key_excerpt(const char *key, size_t len, char *out, size_t max)
     }
     out[n] = '\0';
 }
+
+bool sink_last_dead_lettered(const struct sink *sink)
+{
+    return sink->last_dead_lettered;
+}

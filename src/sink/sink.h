@@ -54,7 +54,9 @@ void sink_destroy(struct sink *sink);
  * of rec->key and rec->value (sets them to NULL). Blocks while the queue is
  * full (backpressure), serving delivery reports; returns false with err if
  * the record can never be delivered (too large: domain KAFKA, code
- * MSG_SIZE_TOO_LARGE, naming topic, key and size) or on a fatal producer
+ * MSG_SIZE_TOO_LARGE, naming topic, key and size; with a dead-letter topic
+ * configured such a record is sent there instead and acknowledged through
+ * the callback once the copy is) or on a fatal producer
  * error; then rec still owns its buffers. A *stop flag (may be NULL) set to
  * true while waiting makes it return false with a retriable error. The
  * JSON-lines sink buffers the line and may deliver (call the callback) here.
@@ -82,6 +84,14 @@ size_t sink_in_flight_bytes(const struct sink *sink);
  * latency in microseconds (librdkafka rd_kafka_message_latency); -1 when the
  * sink cannot tell (JSON lines, or librdkafka has no timestamp). */
 int64_t sink_last_latency_us(const struct sink *sink);
+
+/*
+ * Inside a delivery callback: true when the acknowledged record is the
+ * dead-letter copy of a record Kafka refused as too large
+ * (errors.deadletterqueue.topic.name; sink_kafka.c). Always false for the
+ * JSON-lines sinks. Takes the sink (borrowed); no errors.
+ */
+bool sink_last_dead_lettered(const struct sink *sink);
 
 /* A fatal producer error (librdkafka ERR__FATAL) has occurred: fills err and returns true. */
 bool sink_fatal(struct sink *sink, struct mcdc_error *err);

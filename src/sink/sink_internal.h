@@ -26,6 +26,7 @@ struct sink {
     size_t in_flight; /* produced, not yet reported */
     size_t in_flight_bytes;  /* their key + value bytes */
     int64_t last_latency_us; /* of the record just reported (Kafka), else -1 */
+    bool last_dead_lettered; /* the record just reported went to the dead-letter topic */
     void *impl;
 };
 

@@ -26,7 +26,22 @@
  * topic, the start of the key and the size; the delivery callback receives it
  * and the worker decides (stop), never a silent drop. A broker refuses the
  * whole batch, so records sent in the same batch fail with it (librdkafka does
- * not split batches); each report names its own record. Delivery reports, the
+ * not split batches); each report names its own record.
+ *
+ * Dead-letter topic (errors.deadletterqueue.topic.name, Kafka Connect's name;
+ * empty = the stop above): a too-large record is produced instead to that
+ * topic with the same key, string headers saying why (dead_letter() below)
+ * and the value, or, when the copy is too large as well, a small JSON value
+ * with only the metadata (original topic, key, size, namespace, _id). The
+ * copy carries the original record's opaque: the delivery callback
+ * acknowledges the original only when Kafka acknowledges the copy, so the
+ * stored offset never passes a record that is not in Kafka in one form or
+ * the other, and the order tracker keeps the other records in order. Copies
+ * of records refused in a delivery report are produced from inside dr_cb
+ * (librdkafka's producer calls are safe there); if that produce itself
+ * fails, the original's error is reported as without the option. A broker
+ * refuses a whole batch, so small records batched with a too-large one are
+ * dead-lettered with it (each with its own headers). Delivery reports, the
  * error callback and thus the fatal flag are served by rd_kafka_poll() on the
  * task's thread inside sink_poll/produce/flush. librdkafka's log lines go to
  * the project log with component "rdkafka".
@@ -54,9 +69,27 @@ struct topic_entry {
     rd_kafka_topic_t *rkt;
 };
 
+/*
+ * The opaque librdkafka carries for each message while a dead-letter topic is
+ * configured: the caller's opaque and what a dead-letter copy needs to say.
+ * One allocation (the strings follow it); freed when the record is reported.
+ */
+enum dl_stage { DL_ORIGINAL = 0, DL_WITH_VALUE, DL_META_ONLY };
+struct dl_ctx {
+    void *opaque;
+    enum dl_stage stage;
+    size_t size;       /* key + value bytes of the original record */
+    const char *topic; /* the original topic */
+    const char *ns;    /* namespace, "" when unknown */
+    const char *id;    /* _id, "" when unknown */
+    char why[MCDC_ERROR_MSG_SIZE]; /* the too-large error: which limit refused it */
+};
+
 struct kafka_sink {
     struct sink *sink;
     rd_kafka_t *rk;
+    rd_kafka_topic_t *dlq; /* NULL: no dead-letter topic */
+    uint64_t dead_lettered;
     struct topic_entry *topics;
     size_t n_topics, cap_topics, last_topic;
     int served;      /* delivery reports served during the current call */
@@ -115,6 +148,139 @@ static void too_large(struct mcdc_error *err, const char *topic, const void *key
                    strlen(topic) > TOO_LARGE_TOPIC ? "..." : "", k);
 }
 
+static struct dl_ctx *dl_ctx_new(void *opaque, const char *topic, const char *ns,
+                                 const char *id, size_t size)
+{
+    size_t lt = strlen(topic) + 1, ln = ns ? strlen(ns) + 1 : 1, li = id ? strlen(id) + 1 : 1;
+    struct dl_ctx *c = xcalloc(1, sizeof *c + lt + ln + li);
+    char *p = (char *)(c + 1);
+    c->opaque = opaque;
+    c->size = size;
+    c->topic = memcpy(p, topic, lt);
+    c->ns = memcpy(p + lt, ns ? ns : "", ln);
+    c->id = memcpy(p + lt + ln, id ? id : "", li);
+    return c;
+}
+
+/* Appends s as a JSON string (quoted, escaped) to out (holds cap bytes). */
+static size_t json_str(char *out, size_t at, size_t cap, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (at < cap)
+        out[at] = '"';
+    at++;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        char esc[7];
+        size_t n = 0;
+        if (ch == '"' || ch == '\\') {
+            esc[n++] = '\\';
+            esc[n++] = (char)ch;
+        } else if (ch < 0x20) {
+            memcpy(esc, "\\u00", 4);
+            n = 4;
+            esc[n++] = hex[ch >> 4];
+            esc[n++] = hex[ch & 15];
+        } else {
+            esc[n++] = (char)ch;
+        }
+        for (size_t j = 0; j < n; j++, at++)
+            if (at < cap)
+                out[at] = esc[j];
+    }
+    if (at < cap)
+        out[at] = '"';
+    return at + 1;
+}
+
+/*
+ * Produces the dead-letter copy of a too-large record: stage DL_WITH_VALUE
+ * sends value (copied), DL_META_ONLY a JSON object of the metadata. ctx
+ * becomes the message's opaque on success (false: still the caller's, and
+ * rd_kafka_last_error-style code in *code).
+ */
+static bool dl_produce(struct kafka_sink *ks, struct dl_ctx *ctx, const void *key, size_t key_len,
+                       const void *value, size_t value_len, rd_kafka_resp_err_t *code)
+{
+    char size[32], *meta = NULL;
+    size_t meta_len = 0;
+    snprintf(size, sizeof size, "%zu", ctx->size);
+    if (ctx->stage == DL_META_ONLY) {
+        size_t cap = 160 + 6 * (strlen(ctx->topic) + key_len + strlen(ctx->ns) + strlen(ctx->id));
+        meta = xmalloc(cap);
+        size_t at = (size_t)snprintf(meta, cap, "{\"topic\":");
+        at = json_str(meta, at, cap, ctx->topic, strlen(ctx->topic));
+        at += (size_t)snprintf(meta + at, cap - at, ",\"key\":");
+        at = key ? json_str(meta, at, cap, key, key_len)
+                 : at + (size_t)snprintf(meta + at, cap - at, "null");
+        at += (size_t)snprintf(meta + at, cap - at, ",\"size\":%zu,\"namespace\":", ctx->size);
+        at = json_str(meta, at, cap, ctx->ns, strlen(ctx->ns));
+        at += (size_t)snprintf(meta + at, cap - at, ",\"_id\":");
+        at = json_str(meta, at, cap, ctx->id, strlen(ctx->id));
+        at += (size_t)snprintf(meta + at, cap - at, "}");
+        meta_len = at;
+        value = meta;
+        value_len = meta_len;
+    }
+    rd_kafka_headers_t *h = rd_kafka_headers_new(8);
+    rd_kafka_header_add(h, "__connect.errors.topic", -1, ctx->topic, -1);
+    rd_kafka_header_add(h, "__connect.errors.exception.message", -1, ctx->why, -1);
+    rd_kafka_header_add(h, "mongocdc.dlq.reason", -1, "MSG_SIZE_TOO_LARGE", -1);
+    rd_kafka_header_add(h, "mongocdc.dlq.topic", -1, ctx->topic, -1);
+    rd_kafka_header_add(h, "mongocdc.dlq.size", -1, size, -1);
+    rd_kafka_header_add(h, "mongocdc.dlq.namespace", -1, ctx->ns, -1);
+    rd_kafka_header_add(h, "mongocdc.dlq.id", -1, ctx->id, -1);
+    rd_kafka_header_add(h, "mongocdc.dlq.value", -1,
+                        ctx->stage == DL_META_ONLY ? "omitted" : "included", -1);
+    *code = rd_kafka_producev(
+        ks->rk, RD_KAFKA_V_RKT(ks->dlq), RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_VALUE((void *)value, value_len),
+        RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_HEADERS(h), RD_KAFKA_V_OPAQUE(ctx),
+        RD_KAFKA_V_END);
+    free(meta);
+    if (*code != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_headers_destroy(h);
+        return false;
+    }
+    ks->sink->in_flight++;
+    ks->sink->in_flight_bytes += value_len + key_len;
+    return true;
+}
+
+/*
+ * A too-large record (err says so) goes to the dead-letter topic: with its
+ * value, else with only its metadata. ctx (the record's dl_ctx) is taken on
+ * success. Logs the WARN. Returns false (ctx still the caller's) when even
+ * the metadata cannot be produced.
+ */
+static bool dead_letter(struct kafka_sink *ks, struct dl_ctx *ctx, const struct mcdc_error *err,
+                        const void *key, size_t key_len, const void *value, size_t value_len)
+{
+    rd_kafka_resp_err_t code;
+    char k[KEY_EXCERPT + 4];
+    snprintf(ctx->why, sizeof ctx->why, "%s", err->msg);
+    ctx->stage = value ? DL_WITH_VALUE : DL_META_ONLY;
+    bool ok = dl_produce(ks, ctx, key, key_len, value, value_len, &code);
+    if (!ok && code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE && ctx->stage == DL_WITH_VALUE) {
+        ctx->stage = DL_META_ONLY;
+        ok = dl_produce(ks, ctx, key, key_len, NULL, 0, &code);
+    }
+    sink_key_excerpt(key, key_len, k, KEY_EXCERPT);
+    if (!ok) {
+        LOG_ERROR("cannot produce the dead-letter copy of a record for %s key %s: %s",
+                  ctx->topic, k, rd_kafka_err2str(code));
+        return false;
+    }
+    LOG_WARN("record of %zu bytes for %s (%s _id %s, key %s) is too large: sent to the "
+             "dead-letter topic %s %s: %s",
+             ctx->size, ctx->topic, ctx->ns[0] ? ctx->ns : "?", ctx->id[0] ? ctx->id : "?", k,
+             rd_kafka_topic_name(ks->dlq),
+             ctx->stage == DL_META_ONLY ? "(metadata only, the value is too large too)"
+                                        : "(with its value)",
+             err->msg);
+    return true;
+}
+
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
     (void)rk;
@@ -122,28 +288,39 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
     if (ks->destroying)
         return;
     struct sink *sink = ks->sink;
+    struct dl_ctx *ctx = ks->dlq ? msg->_private : NULL;
+    void *user = ctx ? ctx->opaque : msg->_private;
     sink->in_flight--;
     sink->in_flight_bytes -= msg->len + msg->key_len;
     sink->last_latency_us = rd_kafka_message_latency(msg);
+    sink->last_dead_lettered = ctx && ctx->stage != DL_ORIGINAL;
     ks->served++;
-    if (!sink->cb)
-        return;
-    if (!msg->err) {
-        sink->cb(msg->_private, NULL, sink->cb_ctx);
-        return;
-    }
     struct mcdc_error err = MCDC_ERROR_INIT;
-    const char *topic = rd_kafka_topic_name(msg->rkt);
+    const char *topic = ctx ? ctx->topic : rd_kafka_topic_name(msg->rkt);
     if (msg->err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) {
-        too_large(&err, topic, msg->key, msg->key_len, msg->len, "refused by the broker");
-    } else {
+        too_large(&err, topic, msg->key, msg->key_len,
+                  ctx && ctx->stage != DL_ORIGINAL ? ctx->size - msg->key_len : msg->len,
+                  ctx && ctx->stage != DL_ORIGINAL ? "dead-letter copy refused by the broker"
+                                                   : "refused by the broker");
+        /* Into the dead-letter topic, or, for a copy with its value, once
+         * more with only the metadata; acknowledged when that copy is. */
+        if (ctx && ctx->stage != DL_META_ONLY &&
+            dead_letter(ks, ctx, &err, msg->key, msg->key_len,
+                        ctx->stage == DL_ORIGINAL ? msg->payload : NULL, msg->len))
+            return;
+    } else if (msg->err) {
         char k[KEY_EXCERPT + 4];
         sink_key_excerpt(msg->key, msg->key_len, k, KEY_EXCERPT);
         mcdc_error_from_kafka(&err, msg->err, rd_kafka_err2str(msg->err),
                               msg->err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT);
-        mcdc_error_prefix(&err, "delivery to %s failed (key %s)", topic, k);
+        mcdc_error_prefix(&err, "delivery to %s failed (key %s)", rd_kafka_topic_name(msg->rkt),
+                          k);
     }
-    sink->cb(msg->_private, &err, sink->cb_ctx);
+    if (!msg->err && sink->last_dead_lettered)
+        ks->dead_lettered++;
+    free(ctx);
+    if (sink->cb)
+        sink->cb(user, msg->err ? &err : NULL, sink->cb_ctx);
 }
 
 static rd_kafka_topic_t *topic_get(struct kafka_sink *ks, const char *name)
@@ -196,6 +373,11 @@ static bool kafka_produce(struct sink *sink, struct mcdc_record *rec, void *opaq
         return mcdc_error_set(err, MCDC_ERR_KAFKA, e, "topic %s: %s", rec->topic,
                               rd_kafka_err2str(e));
     }
+    struct dl_ctx *ctx = NULL;
+    if (ks->dlq) {
+        ctx = dl_ctx_new(opaque, rec->topic, rec->ns, rec->id, rec->key_len + rec->value_len);
+        opaque = ctx;
+    }
     for (;;) {
         rd_kafka_resp_err_t e;
         if (rec->header_count == 0) {
@@ -233,20 +415,36 @@ static bool kafka_produce(struct sink *sink, struct mcdc_record *rec, void *opaq
         case RD_KAFKA_RESP_ERR__QUEUE_FULL:
             /* Backpressure (librdkafka examples/producer.c): serve delivery
              * reports until there is room; the capture thread waits here. */
-            if (stop && *stop)
+            if (stop && *stop) {
+                free(ctx);
                 return mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, e,
                                                 "stopped while the producer queue was full");
+            }
             rd_kafka_poll(ks->rk, 100);
             continue;
         case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
             too_large(err, rec->topic, rec->key, rec->key_len, rec->value_len,
                       "over producer message.max.bytes");
+            if (ctx && dead_letter(ks, ctx, err, rec->key, rec->key_len, rec->value,
+                                   rec->value_len)) {
+                /* The copy stands for the record: acknowledged through ctx. */
+                free(rec->key);
+                free(rec->value);
+                rec->key = rec->value = NULL;
+                *err = (struct mcdc_error)MCDC_ERROR_INIT;
+                ks->served = 0;
+                rd_kafka_poll(ks->rk, 0);
+                return true;
+            }
+            free(ctx);
             return false;
         case RD_KAFKA_RESP_ERR__FATAL:
+            free(ctx);
             if (!fatal_error(ks, err))
                 mcdc_error_set(err, MCDC_ERR_KAFKA, e, "kafka producer fatal error");
             return false;
         default:
+            free(ctx);
             return mcdc_error_set(err, MCDC_ERR_KAFKA, e, "produce to %s: %s", rec->topic,
                                   rd_kafka_err2str(e));
         }
@@ -283,6 +481,8 @@ static void kafka_destroy(struct sink *sink)
     ks->destroying = true;
     if (ks->rk)
         rd_kafka_purge(ks->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    if (ks->dlq)
+        rd_kafka_topic_destroy(ks->dlq);
     for (size_t i = 0; i < ks->n_topics; i++) {
         rd_kafka_topic_destroy(ks->topics[i].rkt);
         free(ks->topics[i].name);
@@ -369,6 +569,16 @@ bool sink_kafka_open(struct sink *sink, const char *client_tag, struct mcdc_erro
         rd_kafka_conf_destroy(conf);
         free(ks);
         return mcdc_error_set(err, MCDC_ERR_CONFIG, 0, "kafka producer: %s", errstr);
+    }
+    if (cfg->dlq_topic && *cfg->dlq_topic) {
+        ks->dlq = rd_kafka_topic_new(ks->rk, cfg->dlq_topic, NULL);
+        if (!ks->dlq) {
+            rd_kafka_resp_err_t e = rd_kafka_last_error();
+            rd_kafka_destroy(ks->rk);
+            free(ks);
+            return mcdc_error_set(err, MCDC_ERR_CONFIG, e, "errors.deadletterqueue.topic.name %s: %s",
+                                  cfg->dlq_topic, rd_kafka_err2str(e));
+        }
     }
     sink->impl = ks;
     sink->ops = &kafka_ops;

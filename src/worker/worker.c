@@ -112,12 +112,20 @@ enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
 {
     struct mcdc_records recs = {.count = 0};
     struct mcdc_error err = MCDC_ERROR_INIT;
-    char what[300];
+    char what[300], id[200] = "";
 
     snprintf(what, sizeof what, "%.*s.%.*s", (int)ev->db_len, ev->db ? ev->db : "",
              (int)ev->coll_len, ev->coll ? ev->coll : "");
     if (!encoder_encode(w->enc, ev, worker_wall_us(), &recs, &err))
         return worker_event_failed(w, ev, pos, &err);
+    if (w->cfg->dlq_topic && *w->cfg->dlq_topic) {
+        /* What a dead-letter copy's metadata names (sink_kafka.c). */
+        worker_event_id(ev, id, sizeof id);
+        for (size_t i = 0; i < recs.count; i++) {
+            recs.items[i].ns = what;
+            recs.items[i].id = id;
+        }
+    }
     return worker_produce(w, &recs, pos, what);
 }
 

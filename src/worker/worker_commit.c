@@ -27,6 +27,11 @@ void worker_on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
         metrics_observe_delivery_us(w->m, us);
     metrics_add(w->m, err == NULL ? METRICS_RECORDS_ACKED : METRICS_RECORDS_FAILED, 1);
     if (err == NULL) {
+        if (sink_last_dead_lettered(w->sink)) {
+            /* The dead-letter copy stands for the record (sink_kafka.c). */
+            w->dead_lettered++;
+            metrics_add(w->m, METRICS_RECORDS_DEAD_LETTERED, 1);
+        }
         inflight_ack(w->inf, opaque);
         w->last_ack_ms = worker_now_ms();
         if (w->ack_stalled) {
@@ -133,7 +138,8 @@ enum phase worker_service(struct worker *w, bool force_commit)
     if (w->delivery_failed) {
         w->err = w->delivery_err;
         if (worker_too_large(&w->err))
-            return PHASE_FATAL; /* retrying cannot help; the error says what to change */
+            return PHASE_FATAL; /* retrying cannot help; the error says what to change
+                                   (or errors.deadletterqueue.topic.name could not take it) */
         /*
          * Anything else Kafka refused (a topic unknown after an outage, a
          * leader change, a timeout) may pass on a second try. Re-producing

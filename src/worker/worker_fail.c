@@ -13,23 +13,29 @@
 #include "capture/capture.h"
 #include "common/log.h"
 
-enum phase worker_event_failed(struct worker *w, const struct mcdc_event *ev,
-                               const struct mcdc_position *pos, const struct mcdc_error *err)
+void worker_event_id(const struct mcdc_event *ev, char *out, size_t size)
 {
-    char what[300], id[200] = "unknown";
     bson_iter_t it;
 
-    snprintf(what, sizeof what, "%.*s.%.*s", (int)ev->db_len, ev->db ? ev->db : "",
-             (int)ev->coll_len, ev->coll ? ev->coll : "");
     if (ev->has_document_key && bson_iter_init_find(&it, &ev->document_key, "_id")) {
         bson_t one = BSON_INITIALIZER;
         bson_append_iter(&one, "_id", 3, &it);
         char *j = bson_as_relaxed_extended_json(&one, NULL);
         if (j)
-            snprintf(id, sizeof id, "%s", j);
+            snprintf(out, size, "%s", j);
         bson_free(j);
         bson_destroy(&one);
     }
+}
+
+enum phase worker_event_failed(struct worker *w, const struct mcdc_event *ev,
+                               const struct mcdc_position *pos, const struct mcdc_error *err)
+{
+    char what[300], id[200] = "unknown";
+
+    snprintf(what, sizeof what, "%.*s.%.*s", (int)ev->db_len, ev->db ? ev->db : "",
+             (int)ev->coll_len, ev->coll ? ev->coll : "");
+    worker_event_id(ev, id, sizeof id);
     if (w->cfg->failure_mode == MCDC_FAILURE_FAIL) {
         w->err = *err;
         mcdc_error_prefix(&w->err,

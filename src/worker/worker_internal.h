@@ -79,6 +79,7 @@ struct worker {
     int64_t last_headroom_ms;   /* monotonic ms of the last oplog headroom check */
     bool headroom_warned;       /* WARN given while the headroom is under the threshold */
     uint64_t failed_events; /* moved past under event.processing.failure.handling.mode */
+    uint64_t dead_lettered; /* too-large records acknowledged in the dead-letter topic */
 };
 
 /* The stop flag, read atomically (worker_request_stop() runs on the main
@@ -183,6 +184,10 @@ enum phase worker_hold_for_donor(struct worker *w, const struct mcdc_event *ev);
  * the namespace, _id and reason, count it in w->failed_events and advance the
  * position past it (pos borrowed, NULL = no move), PHASE_OK.
  */
+/* Writes ev's document _id as relaxed extended JSON (`{ "_id" : ... }`) to
+ * out (size bytes, cut to fit); leaves out untouched when ev has none
+ * (worker_fail.c). */
+void worker_event_id(const struct mcdc_event *ev, char *out, size_t size);
 enum phase worker_event_failed(struct worker *w, const struct mcdc_event *ev,
                                const struct mcdc_position *pos, const struct mcdc_error *err);
 enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
