@@ -144,6 +144,7 @@ void records_push(struct mcdc_records *recs, const char *topic, const char *key,
     r->key_len = key_len;
     r->headers = NULL;
     r->header_count = 0;
+    r->ns = r->id = NULL;
     if (value) {
         r->value = xmalloc(value_len + 1);
         memcpy(r->value, value, value_len);
@@ -380,6 +381,7 @@ static struct mcdc_record *push_key(struct encoder *enc, struct mcdc_records *ou
     r->value_len = 0;
     r->headers = NULL;
     r->header_count = 0;
+    r->ns = r->id = NULL;
     return r;
 }
 
