@@ -285,8 +285,11 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
     (void)rk;
     struct kafka_sink *ks = opaque;
-    if (ks->destroying)
+    if (ks->destroying) {
+        if (ks->dlq)
+            free(msg->_private); /* the purged record's dl_ctx */
         return;
+    }
     struct sink *sink = ks->sink;
     struct dl_ctx *ctx = ks->dlq ? msg->_private : NULL;
     void *user = ctx ? ctx->opaque : msg->_private;
