@@ -250,25 +250,34 @@ static bool dl_produce(struct kafka_sink *ks, struct dl_ctx *ctx, const void *ke
 /*
  * A too-large record (err says so) goes to the dead-letter topic: with its
  * value, else with only its metadata. ctx (the record's dl_ctx) is taken on
- * success. Logs the WARN. Returns false (ctx still the caller's) when even
- * the metadata cannot be produced.
+ * success. Logs the WARN. wait: the caller may poll (sink_produce), so a full
+ * queue is waited out (stop ends the wait); from a delivery report it is
+ * not. Returns false (ctx still the caller's), with the reason in *code,
+ * when even the metadata cannot be produced.
  */
 static bool dead_letter(struct kafka_sink *ks, struct dl_ctx *ctx, const struct mcdc_error *err,
-                        const void *key, size_t key_len, const void *value, size_t value_len)
+                        const void *key, size_t key_len, const void *value, size_t value_len,
+                        bool wait, const volatile bool *stop, rd_kafka_resp_err_t *code)
 {
-    rd_kafka_resp_err_t code;
     char k[KEY_EXCERPT + 4];
+    bool ok;
     snprintf(ctx->why, sizeof ctx->why, "%s", err->msg);
     ctx->stage = value ? DL_WITH_VALUE : DL_META_ONLY;
-    bool ok = dl_produce(ks, ctx, key, key_len, value, value_len, &code);
-    if (!ok && code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE && ctx->stage == DL_WITH_VALUE) {
-        ctx->stage = DL_META_ONLY;
-        ok = dl_produce(ks, ctx, key, key_len, NULL, 0, &code);
+    for (;;) {
+        ok = dl_produce(ks, ctx, key, key_len, ctx->stage == DL_META_ONLY ? NULL : value,
+                        value_len, code);
+        if (!ok && *code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE && ctx->stage == DL_WITH_VALUE) {
+            ctx->stage = DL_META_ONLY;
+            continue;
+        }
+        if (ok || *code != RD_KAFKA_RESP_ERR__QUEUE_FULL || !wait || (stop && *stop))
+            break;
+        rd_kafka_poll(ks->rk, 100); /* backpressure, as in kafka_produce */
     }
     sink_key_excerpt(key, key_len, k, KEY_EXCERPT);
     if (!ok) {
         LOG_ERROR("cannot produce the dead-letter copy of a record for %s key %s: %s",
-                  ctx->topic, k, rd_kafka_err2str(code));
+                  ctx->topic, k, rd_kafka_err2str(*code));
         return false;
     }
     LOG_WARN("record of %zu bytes for %s (%s _id %s, key %s) is too large: sent to the "
@@ -307,10 +316,21 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
                                                    : "refused by the broker");
         /* Into the dead-letter topic, or, for a copy with its value, once
          * more with only the metadata; acknowledged when that copy is. */
+        rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
         if (ctx && ctx->stage != DL_META_ONLY &&
             dead_letter(ks, ctx, &err, msg->key, msg->key_len,
-                        ctx->stage == DL_ORIGINAL ? msg->payload : NULL, msg->len))
+                        ctx->stage == DL_ORIGINAL ? msg->payload : NULL, msg->len, false, NULL,
+                        &code))
             return;
+        if (code != RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE) {
+            /* The copy could not be queued (a full queue, say): a failure the
+             * worker retries from its offsets, not the too-large stop. */
+            char k[KEY_EXCERPT + 4];
+            sink_key_excerpt(msg->key, msg->key_len, k, KEY_EXCERPT);
+            mcdc_error_from_kafka(&err, code, rd_kafka_err2str(code), true);
+            mcdc_error_prefix(&err, "dead-letter copy of a record for %s (key %s) not produced",
+                              topic, k);
+        }
     } else if (msg->err) {
         char k[KEY_EXCERPT + 4];
         sink_key_excerpt(msg->key, msg->key_len, k, KEY_EXCERPT);
@@ -428,8 +448,9 @@ static bool kafka_produce(struct sink *sink, struct mcdc_record *rec, void *opaq
         case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
             too_large(err, rec->topic, rec->key, rec->key_len, rec->value_len,
                       "over producer message.max.bytes");
+            rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
             if (ctx && dead_letter(ks, ctx, err, rec->key, rec->key_len, rec->value,
-                                   rec->value_len)) {
+                                   rec->value_len, true, stop, &code)) {
                 /* The copy stands for the record: acknowledged through ctx. */
                 free(rec->key);
                 free(rec->value);
@@ -439,6 +460,10 @@ static bool kafka_produce(struct sink *sink, struct mcdc_record *rec, void *opaq
                 rd_kafka_poll(ks->rk, 0);
                 return true;
             }
+            if (code != RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE)
+                mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, code,
+                                         "dead-letter copy of a record for %s not produced: %s",
+                                         rec->topic, rd_kafka_err2str(code));
             free(ctx);
             return false;
         case RD_KAFKA_RESP_ERR__FATAL:
