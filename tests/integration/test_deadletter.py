@@ -12,6 +12,7 @@ message.max.bytes (1 MB, refused at produce time).
 import json
 import re
 import time
+import urllib.request
 
 import pytest
 
@@ -67,7 +68,8 @@ def test_too_large_goes_to_the_dead_letter_topic(tmp_workdir, users_sim, kafka, 
     prefix = "dlq1x%d" % int(time.time())
     dlq = create_topic(kafka, prefix + "-dlq") if not kafka.is_mock else None
     cfg, topic, c = _setup(tmp_workdir, users_sim, kafka, prefix,
-                           **{"errors.deadletterqueue.topic.name": prefix + "-dlq"})
+                           **{"errors.deadletterqueue.topic.name": prefix + "-dlq",
+                              "metrics.enabled": True, "metrics.http.port": 0})
     c.itdb.dl.insert_one({"_id": "a"})
     c.itdb.dl.insert_one({"_id": "big", "blob": "x" * 5000})        # over the topic's limit
     c.itdb.dl.insert_one({"_id": "b"})
@@ -107,6 +109,11 @@ def test_too_large_goes_to_the_dead_letter_topic(tmp_workdir, users_sim, kafka, 
     assert "huge" in meta["key"]
 
     log = log_text(tmp_workdir)
+    port = int(re.search(r"metrics: listening on 127\.0\.0\.1 port (\d+)", log).group(1))
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=10) as r:
+        body = r.read().decode()
+    assert re.search(r"^mongocdc_records_dead_lettered_total\{[^}]*\} 2$", body, re.M), body
+    assert re.search(r"^mongocdc_records_failed_total\{[^}]*\} 0$", body, re.M), body
     assert len(re.findall(r"WARN .*too large: sent to the dead-letter topic", log)) == 2, log[-3000:]
     assert d.running(), log[-2000:]
     assert d.stop(timeout_s=60) == 0
