@@ -29,7 +29,7 @@ enum metrics_counter {
     METRICS_RECORDS_PRODUCED = 0, /* handed to the producer (Debezium: none; librdkafka txmsgs) */
     METRICS_RECORDS_ACKED,        /* acknowledged by Kafka */
     METRICS_RECORDS_FAILED,       /* failed permanently */
-    METRICS_RECORDS_DEAD_LETTERED, /* too large, acknowledged in errors.deadletterqueue.topic.name */
+    METRICS_RECORDS_DEAD_LETTERED, /* too large: acknowledged in the dead-letter topic */
     METRICS_RECONNECTS,           /* connection attempts after a transient failure */
     METRICS_OFFSET_COMMITS,       /* positions written to the offset store */
     METRICS_COUNTER_COUNT

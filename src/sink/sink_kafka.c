@@ -78,10 +78,10 @@ enum dl_stage { DL_ORIGINAL = 0, DL_WITH_VALUE, DL_META_ONLY };
 struct dl_ctx {
     void *opaque;
     enum dl_stage stage;
-    size_t size;       /* key + value bytes of the original record */
-    const char *topic; /* the original topic */
-    const char *ns;    /* namespace, "" when unknown */
-    const char *id;    /* _id, "" when unknown */
+    size_t size;                   /* key + value bytes of the original record */
+    const char *topic;             /* the original topic */
+    const char *ns;                /* namespace, "" when unknown */
+    const char *id;                /* _id, "" when unknown */
     char why[MCDC_ERROR_MSG_SIZE]; /* the too-large error: which limit refused it */
 };
 
@@ -148,8 +148,8 @@ static void too_large(struct mcdc_error *err, const char *topic, const void *key
                    strlen(topic) > TOO_LARGE_TOPIC ? "..." : "", k);
 }
 
-static struct dl_ctx *dl_ctx_new(void *opaque, const char *topic, const char *ns,
-                                 const char *id, size_t size)
+static struct dl_ctx *dl_ctx_new(void *opaque, const char *topic, const char *ns, const char *id,
+                                 size_t size)
 {
     size_t lt = strlen(topic) + 1, ln = ns ? strlen(ns) + 1 : 1, li = id ? strlen(id) + 1 : 1;
     struct dl_ctx *c = xcalloc(1, sizeof *c + lt + ln + li);
@@ -264,8 +264,8 @@ static bool dead_letter(struct kafka_sink *ks, struct dl_ctx *ctx, const struct 
     snprintf(ctx->why, sizeof ctx->why, "%s", err->msg);
     ctx->stage = value ? DL_WITH_VALUE : DL_META_ONLY;
     for (;;) {
-        ok = dl_produce(ks, ctx, key, key_len, ctx->stage == DL_META_ONLY ? NULL : value,
-                        value_len, code);
+        ok = dl_produce(ks, ctx, key, key_len, ctx->stage == DL_META_ONLY ? NULL : value, value_len,
+                        code);
         if (!ok && *code == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE && ctx->stage == DL_WITH_VALUE) {
             ctx->stage = DL_META_ONLY;
             continue;
@@ -276,8 +276,8 @@ static bool dead_letter(struct kafka_sink *ks, struct dl_ctx *ctx, const struct 
     }
     sink_key_excerpt(key, key_len, k, KEY_EXCERPT);
     if (!ok) {
-        LOG_ERROR("cannot produce the dead-letter copy of a record for %s key %s: %s",
-                  ctx->topic, k, rd_kafka_err2str(*code));
+        LOG_ERROR("cannot produce the dead-letter copy of a record for %s key %s: %s", ctx->topic,
+                  k, rd_kafka_err2str(*code));
         return false;
     }
     LOG_WARN("record of %zu bytes for %s (%s _id %s, key %s) is too large: sent to the "
@@ -336,8 +336,7 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
         sink_key_excerpt(msg->key, msg->key_len, k, KEY_EXCERPT);
         mcdc_error_from_kafka(&err, msg->err, rd_kafka_err2str(msg->err),
                               msg->err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT);
-        mcdc_error_prefix(&err, "delivery to %s failed (key %s)", rd_kafka_topic_name(msg->rkt),
-                          k);
+        mcdc_error_prefix(&err, "delivery to %s failed (key %s)", rd_kafka_topic_name(msg->rkt), k);
     }
     if (!msg->err && sink->last_dead_lettered)
         ks->dead_lettered++;
@@ -419,9 +418,8 @@ static bool kafka_produce(struct sink *sink, struct mcdc_record *rec, void *opaq
                                   RD_KAFKA_V_PARTITION(RD_KAFKA_PARTITION_UA),
                                   RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_FREE),
                                   RD_KAFKA_V_VALUE(rec->value, rec->value_len),
-                                  RD_KAFKA_V_KEY(rec->key, rec->key_len),
-                                  RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(opaque),
-                                  RD_KAFKA_V_END);
+                                  RD_KAFKA_V_KEY(rec->key, rec->key_len), RD_KAFKA_V_HEADERS(hdrs),
+                                  RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
             if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
                 rd_kafka_headers_destroy(hdrs);
         }
@@ -449,8 +447,8 @@ static bool kafka_produce(struct sink *sink, struct mcdc_record *rec, void *opaq
             too_large(err, rec->topic, rec->key, rec->key_len, rec->value_len,
                       "over producer message.max.bytes");
             rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE;
-            if (ctx && dead_letter(ks, ctx, err, rec->key, rec->key_len, rec->value,
-                                   rec->value_len, true, stop, &code)) {
+            if (ctx && dead_letter(ks, ctx, err, rec->key, rec->key_len, rec->value, rec->value_len,
+                                   true, stop, &code)) {
                 /* The copy stands for the record: acknowledged through ctx. */
                 free(rec->key);
                 free(rec->value);
@@ -604,8 +602,9 @@ bool sink_kafka_open(struct sink *sink, const char *client_tag, struct mcdc_erro
             rd_kafka_resp_err_t e = rd_kafka_last_error();
             rd_kafka_destroy(ks->rk);
             free(ks);
-            return mcdc_error_set(err, MCDC_ERR_CONFIG, e, "errors.deadletterqueue.topic.name %s: %s",
-                                  cfg->dlq_topic, rd_kafka_err2str(e));
+            return mcdc_error_set(err, MCDC_ERR_CONFIG, e,
+                                  "errors.deadletterqueue.topic.name %s: %s", cfg->dlq_topic,
+                                  rd_kafka_err2str(e));
         }
     }
     sink->impl = ks;
