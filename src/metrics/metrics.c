@@ -534,9 +534,16 @@ bool metrics_ready(int64_t window_ms, char *why, size_t n)
         ok = false;
         snprintf(why, n, "no capture task has started");
     }
+    size_t live = 0;
     for (size_t i = 0; i < ntasks && ok; i++) {
         int s = atomic_load(&tasks[i]->state);
         int64_t age = now - atomic_load(&tasks[i]->progress_ms);
+        /* A task that stopped cleanly while the daemon runs on (its shard
+         * left config.shards) has nothing left to capture: it does not make
+         * the daemon unready; a failed one does. */
+        if (s == METRICS_STATE_STOPPED)
+            continue;
+        live++;
         if (s != METRICS_STATE_STREAMING && s != METRICS_STATE_SNAPSHOTTING) {
             ok = false;
             snprintf(why, n, "task %s is %s", tasks[i]->name, state_labels[s]);
@@ -545,6 +552,10 @@ bool metrics_ready(int64_t window_ms, char *why, size_t n)
             snprintf(why, n, "task %s is %s but has made no progress for %lld ms", tasks[i]->name,
                      state_labels[s], (long long)age);
         }
+    }
+    if (ok && live == 0 && ntasks > 0) {
+        ok = false;
+        snprintf(why, n, "every capture task has stopped");
     }
     if (ok)
         snprintf(why, n, "ok");

@@ -112,7 +112,8 @@ char *metrics_render(size_t *len);
 /*
  * /health: true when at least one task is registered and none has failed.
  * /ready: true when every task is snapshotting or streaming and made
- * progress within window_ms. why (size n) says which task is not, and why.
+ * progress within window_ms; a task stopped cleanly (its shard was removed
+ * from the cluster) is left out, but not every task may be stopped. why (size n) says which task is not, and why.
  */
 bool metrics_healthy(char *why, size_t n);
 bool metrics_ready(int64_t window_ms, char *why, size_t n);

@@ -144,6 +144,17 @@ static void health_and_readiness(void **state)
     metrics_set_state(t, METRICS_STATE_FAILED);
     assert_false(metrics_healthy(why, sizeof why));
     assert_non_null(strstr(why, "rs0 has failed"));
+
+    /* A shard removed from the cluster: its task stops cleanly, the others
+     * stream on, and the daemon stays ready; with every task stopped it is not. */
+    struct metrics_task *t2 = metrics_task_register("shard02");
+    metrics_set_state(t, METRICS_STATE_STREAMING);
+    metrics_progress(t);
+    metrics_set_state(t2, METRICS_STATE_STOPPED);
+    assert_true(metrics_ready(1000, why, sizeof why));
+    metrics_set_state(t, METRICS_STATE_STOPPED);
+    assert_false(metrics_ready(1000, why, sizeof why));
+    assert_non_null(strstr(why, "every capture task has stopped"));
 }
 
 static void null_task_is_a_no_op(void **state)
