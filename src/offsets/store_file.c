@@ -178,6 +178,21 @@ static bool load_doc(const struct file_store *fs, bson_t **doc, struct mcdc_erro
     bson_iter_t it;
     bson_iter_init(&it, *doc);
     while (bson_iter_next(&it)) {
+        bson_iter_t later = it;
+        /* The same partition stored twice: which position is meant cannot be
+         * known (a JSON object's keys are unique, RFC 8259 §4 "SHOULD"), and
+         * taking either could skip changes. A save never writes this. */
+        while (bson_iter_next(&later)) {
+            if (strcmp(bson_iter_key(&later), bson_iter_key(&it)) == 0) {
+                mcdc_error_set(err, MCDC_ERR_IO, EINVAL,
+                               "offsets file %s is corrupt: partition %.120s is stored twice; "
+                               "keep the right one or move the file away",
+                               fs->path, bson_iter_key(&it));
+                bson_destroy(*doc);
+                *doc = NULL;
+                return false;
+            }
+        }
         if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
             mcdc_error_set(err, MCDC_ERR_IO, EINVAL,
                            "offsets file %s is corrupt: member %.80s is not an object", fs->path,

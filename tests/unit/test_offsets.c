@@ -645,6 +645,15 @@ static void store_file_corrupt_file_is_a_clear_error(void **state)
     fclose(f);
     assert_null(offset_store_open(&cfg, &err));
     assert_non_null(strstr(err.msg, "not an object"));
+    /* One partition twice: refused, never one of the two picked. */
+    f = fopen(t.path, "w");
+    fputs("{\"[\\\"shop\\\",{\\\"rs\\\":\\\"rs0\\\"}]\": {\"sec\": 1796169080, \"ord\": 1},"
+          " \"[\\\"shop\\\",{\\\"rs\\\":\\\"rs0\\\"}]\": {\"sec\": 1796169081, \"ord\": 1}}",
+          f);
+    fclose(f);
+    assert_null(offset_store_open(&cfg, &err));
+    assert_non_null(strstr(err.msg, "stored twice"));
+    assert_non_null(strstr(err.msg, t.path));
     cfg.offsets_file = (char *)"/nonexistent-mcdc-dir/offsets.json";
     assert_null(offset_store_open(&cfg, &err));
     assert_non_null(strstr(err.msg, "/nonexistent-mcdc-dir"));
