@@ -98,7 +98,8 @@ bool oplog_edge(mongoc_client_t *client, bool newest, uint32_t *sec, uint32_t *o
 }
 
 /* {ts: {$gt|$gte: T}, fromMigrate: {$exists: false},
- *  $or: [<query>, {op: "n"}, {op: "c", "o.applyOps": {$exists: true}}]} */
+ *  $or: [<query>, {op: "n"}, {op: "c", "o.applyOps": {$exists: true}},
+ *        {op: "c", "o.commitTransaction": {$exists: true}}]} */
 static void build_filter(const struct oplog_reader *r, bool inclusive, bson_t *f)
 {
     bson_t ts, fm, or_arr, d;
@@ -119,6 +120,18 @@ static void build_filter(const struct oplog_reader *r, bool inclusive, bson_t *f
     {
         bson_t ex;
         bson_append_document_begin(&d, "o.applyOps", -1, &ex);
+        bson_append_bool(&ex, "$exists", -1, true);
+        bson_append_document_end(&d, &ex);
+    }
+    bson_append_document_end(&or_arr, &d);
+    /* A prepared transaction (a cross-shard one, committed by two-phase
+     * commit) is applied by a later commitTransaction entry whose prevOpTime
+     * names the prepare entry (MongoDB's oplog, "Prepared transactions"). */
+    bson_append_document_begin(&or_arr, "3", -1, &d);
+    bson_append_utf8(&d, "op", -1, "c", 1);
+    {
+        bson_t ex;
+        bson_append_document_begin(&d, "o.commitTransaction", -1, &ex);
         bson_append_bool(&ex, "$exists", -1, true);
         bson_append_document_end(&d, &ex);
     }
@@ -452,9 +465,10 @@ static bool fetch_entry(struct oplog_reader *r, uint32_t sec, uint32_t ord, bson
     return ok;
 }
 
-/* The committing applyOps entry r->entry: collects the chain (walking
- * prevOpTime back to Timestamp(0, 0)) and then its own operations. */
-static bool start_txn(struct oplog_reader *r)
+/* The committing entry r->entry: collects the chain (walking prevOpTime
+ * back to Timestamp(0, 0)) and then its own operations. own_ops is false for
+ * a commitTransaction entry, which carries none (its prepare entry does). */
+static bool start_txn(struct oplog_reader *r, bool own_ops)
 {
     bson_iter_t it, pt;
     const bson_t *cur = &r->entry;
@@ -479,7 +493,7 @@ static bool start_txn(struct oplog_reader *r)
     for (size_t i = r->n_chain; i > 0; i--)
         if (!take_ops(r, r->chain[i - 1]))
             return false;
-    if (!take_ops(r, &r->entry))
+    if (own_ops && !take_ops(r, &r->entry))
         return false;
     r->has_stxnid = false;
     if (view(&r->entry, "lsid", &lsid) && bson_iter_init_find(&it, &r->entry, "txnNumber"))
@@ -553,17 +567,22 @@ enum capture_status oplog_next(struct oplog_reader *r, struct oplog_item *item)
 
     if (bson_iter_init_find(&it, &r->entry, "op") && BSON_ITER_HOLDS_UTF8(&it) &&
         !strcmp(bson_iter_utf8(&it, NULL), "c") && view(&r->entry, "o", &o) &&
-        bson_iter_init_find(&it, &o, "applyOps")) {
+        (bson_iter_init_find(&it, &o, "applyOps") ||
+         bson_iter_init_find(&it, &o, "commitTransaction"))) {
+        bool commit = !strcmp(bson_iter_key(&it), "commitTransaction");
         event_init(&item->ev);
         item->emit = false;
-        /* partialTxn links are read again through prevOpTime when their commit
-         * arrives; a prepared transaction commits in a later commitTransaction
-         * entry, which this reader does not follow (cross-shard transactions). */
-        if (holds_true(&o, "partialTxn") || holds_true(&o, "prepare")) {
+        /* partialTxn links and a prepared transaction's prepare entry are read
+         * again through prevOpTime when their commit arrives (the committing
+         * applyOps, or the commitTransaction of a prepared transaction; an
+         * aborted one has no commit and so never produces events). The stored
+         * position may move past them meanwhile: the commit entry, later in
+         * the oplog, is what a restart reads again. */
+        if (!commit && (holds_true(&o, "partialTxn") || holds_true(&o, "prepare"))) {
             set_pos(r, item, 0);
             return CAPTURE_EVENT;
         }
-        if (!start_txn(r))
+        if (!start_txn(r, !commit))
             return CAPTURE_ERROR;
         if (r->n_ops == 0) {
             set_pos(r, item, 0);

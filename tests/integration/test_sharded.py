@@ -487,3 +487,40 @@ def test_sigkill_loop_with_chunk_moves_loses_nothing(tmp_workdir, start_mongocdc
         c.close()
     finally:
         sim.stop()
+
+
+def test_oplog_mode_follows_a_cross_shard_transaction(tmp_workdir, start_mongocdc):
+    """Oplog mode: a transaction writing on two shards is committed by two-phase
+    commit (a prepare applyOps entry, then commitTransaction on each shard);
+    each shard's task emits its part when the commitTransaction arrives, and an
+    aborted transaction produces nothing."""
+    sim = start_cluster()
+    try:
+        c = populate(sim)
+        cfg = write_config(tmp_workdir, sim.config_uri, raw={"capture.mode": "oplog"})
+        d = start_mongocdc("-c", cfg)
+        wait_log_count(tmp_workdir, "tailing local.oplog.rs of", 2, 120, d)
+        with c.start_session() as s:
+            with s.start_transaction():
+                c.shop.orders.insert_one({"_id": 5000, "v": 0}, session=s)    # shard02
+                c.shop.orders.update_one({"_id": 20}, {"$set": {"v": 9}}, session=s)  # shard01
+        with c.start_session() as s:
+            s.start_transaction()
+            c.shop.orders.insert_one({"_id": 6000, "v": 0}, session=s)
+            c.shop.orders.update_one({"_id": 30}, {"$set": {"v": 9}}, session=s)
+            s.abort_transaction()
+        c.shop.orders.insert_one({"_id": 7000, "v": 0})  # after both: a marker
+
+        def streamed():
+            return [r for r in records(tmp_workdir / "events.jsonl") if r.op in ("c", "u", "d")]
+        wait_until(lambda: 7000 in ids_of(streamed(), ("c",)), 60, "the marker insert")
+        time.sleep(1.0)
+        got = streamed()
+        assert sorted(ids_of(got, ("c",))) == [5000, 7000], got
+        assert ids_of(got, ("u",)) == [20], "the committed update, not the aborted one"
+        assert {r.payload["source"]["rs"] for r in got if json.loads(key_id_text(r)) in (5000, 20)} \
+            == {"shard01", "shard02"}
+        assert d.stop(timeout_s=30) == 0
+        c.close()
+    finally:
+        sim.stop()
