@@ -74,6 +74,29 @@ static int64_t oplog_oldest_sec(mongoc_client_t *client)
     return sec;
 }
 
+/* Whether local.oplog.rs has reached its capped size (collStats size at or
+ * above 90 % of maxSize): only then does the oplog drop its oldest entries,
+ * so only then is a small headroom a countdown (MongoDB manual, "Replica Set
+ * Oplog" > "Oplog Size"). Unknown (no privilege, an older server without
+ * maxSize) counts as full, so the WARN errs on the side of warning. */
+static bool oplog_is_full(mongoc_client_t *client)
+{
+    bson_t cmd = BSON_INITIALIZER, reply;
+    bson_iter_t it;
+    double size = -1, max = -1;
+
+    BSON_APPEND_UTF8(&cmd, "collStats", "oplog.rs");
+    if (mongoc_client_command_simple(client, "local", &cmd, NULL, &reply, NULL)) {
+        if (bson_iter_init_find(&it, &reply, "size") && BSON_ITER_HOLDS_NUMBER(&it))
+            size = (double)bson_iter_as_int64(&it);
+        if (bson_iter_init_find(&it, &reply, "maxSize") && BSON_ITER_HOLDS_NUMBER(&it))
+            max = (double)bson_iter_as_int64(&it);
+    }
+    bson_destroy(&reply);
+    bson_destroy(&cmd);
+    return size < 0 || max <= 0 || size >= 0.9 * max;
+}
+
 void worker_metrics_service(struct worker *w, const struct mcdc_position *pos)
 {
     int64_t now = worker_now_ms(), oldest, stored, headroom;
@@ -94,15 +117,24 @@ void worker_metrics_service(struct worker *w, const struct mcdc_position *pos)
         return;
     metrics_set_oplog(w->m, oldest, stored);
     headroom = stored - oldest;
+    /* A young oplog (not yet at its capped size) drops nothing: its oldest
+     * entry is recent because the set is, and no countdown is running. */
+    if (headroom < w->cfg->oplog_headroom_warn_s && !w->headroom_warned &&
+        !oplog_is_full(w->client))
+        return;
     if (headroom < w->cfg->oplog_headroom_warn_s) {
         if (!w->headroom_warned)
             LOG_WARN("oplog headroom is %lld s (under oplog.headroom.warn.seconds %lld): the "
-                     "stored position is %lld s after the oldest oplog entry; once the oplog "
-                     "rolls past it, resuming fails with ChangeStreamHistoryLost (286). Grow "
-                     "the oplog (replSetResizeOplog, or storage.oplogMinRetentionHours) and "
-                     "enable heartbeat.interval.ms so a quiet stream keeps its position moving",
+                     "stored position is %lld s after the oldest entry of a full oplog; once "
+                     "the oplog rolls past it, the history is lost (%s) and snapshot.mode "
+                     "decides what follows. Grow the oplog (replSetResizeOplog, or "
+                     "storage.oplogMinRetentionHours) and enable heartbeat.interval.ms so a "
+                     "quiet stream keeps its position moving",
                      (long long)headroom, (long long)w->cfg->oplog_headroom_warn_s,
-                     (long long)headroom);
+                     (long long)headroom,
+                     w->cfg->capture_mode == MCDC_CAPTURE_OPLOG
+                         ? "CappedPositionLost when tailing"
+                         : "ChangeStreamHistoryLost, 286");
         w->headroom_warned = true;
     } else if (w->headroom_warned) {
         LOG_INFO("oplog headroom back to %lld s", (long long)headroom);

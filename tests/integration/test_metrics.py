@@ -156,6 +156,12 @@ def test_headroom_warn_with_a_tiny_oplog(tmp_workdir, shared_dir, start_mongocdc
         d = start_mongocdc("-c", cfg)
         port = metrics_port(tmp_workdir, d)
         c = sim.client()
+        # A young oplog (not yet at its capped size) drops nothing: no WARN,
+        # though its oldest entry is only seconds old.
+        wait_until(lambda: "mongocdc_oplog_headroom_seconds" in get(port, "/metrics")[1], 30,
+                   "the headroom gauge")
+        time.sleep(1.0)
+        assert "oplog headroom is" not in log_text(tmp_workdir)
         for i in range(200):
             c.itdb.busy.insert_one({"_id": i, "pad": "x" * 500})
         wait_until(lambda: "oplog headroom is" in log_text(tmp_workdir), 30, "the headroom WARN")
