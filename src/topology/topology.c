@@ -370,8 +370,11 @@ static void on_poll(struct ev_loop *loop, ev_timer *timer, int revents)
         return;
     if (!shards_read(t->seed.pool, &shards, &err)) {
         char *why = config_redact_text(err.msg, t->cfg->connection_string);
+        /* The read itself may have waited for server selection: failing
+         * since the attempt began, counted up to now. */
         if (t->discovery_failing_since_ms == 0)
             t->discovery_failing_since_ms = now;
+        now = monotonic_ms();
         if (now - t->discovery_warned_ms >= DISCOVERY_WARN_MS) {
             LOG_WARN("shard discovery has failed for %lld ms: %s; the running capture tasks go on",
                      (long long)(now - t->discovery_failing_since_ms), why);
