@@ -16,6 +16,7 @@
 #include "encode/encode.h"
 #include "offsets/offsets.h"
 #include "snapshot/snapshot.h"
+#include "topology/shards.h"
 
 /* Seconds a Kafka metadata or DescribeConfigs request may take. */
 #define KAFKA_TIMEOUT_MS 10000
@@ -53,8 +54,11 @@ static bool command(mongoc_client_t *c, const char *db, const bson_t *cmd, bson_
 
 /* ---- mongodb: version and topology ---- */
 
+/* What `hello` says the seed is (the topology module decides the same way). */
+enum seed_kind { SEED_RS, SEED_CONFIG_SERVER, SEED_MONGOS, SEED_STANDALONE };
+
 static bool check_server(struct pf *p, mongoc_client_t *c, int *major, int *minor, char *rs,
-                         size_t rs_cap)
+                         size_t rs_cap, enum seed_kind *kind)
 {
     bson_t cmd = BSON_INITIALIZER, reply;
     bson_error_t error;
@@ -78,7 +82,17 @@ static bool check_server(struct pf *p, mongoc_client_t *c, int *major, int *mino
         bson_destroy(&reply);
         return false;
     }
-    if (bson_iter_init_find(&it, &reply, "setName") && BSON_ITER_HOLDS_UTF8(&it)) {
+    *kind = SEED_STANDALONE;
+    if (bson_iter_init_find(&it, &reply, "setName") && BSON_ITER_HOLDS_UTF8(&it) &&
+        bson_iter_init_find(&it, &reply, "configsvr")) {
+        *kind = SEED_CONFIG_SERVER;
+        bson_iter_init_find(&it, &reply, "setName");
+        say(p, "PASS", "mongodb",
+            "MongoDB %s, config server replica set %s (sharded cluster): every shard is "
+            "checked below",
+            version, bson_iter_utf8(&it, NULL));
+    } else if (bson_iter_init_find(&it, &reply, "setName") && BSON_ITER_HOLDS_UTF8(&it)) {
+        *kind = SEED_RS;
         snprintf(rs, rs_cap, "%s", bson_iter_utf8(&it, NULL));
         if (*major > 0 && (*major < 3 || (*major == 3 && *minor < 6)))
             say(p, "FAIL", "mongodb", "MongoDB %s, replica set %s: change streams need 3.6 or later",
@@ -88,10 +102,9 @@ static bool check_server(struct pf *p, mongoc_client_t *c, int *major, int *mino
                 bson_iter_utf8(&it, NULL));
     } else if (bson_iter_init_find(&it, &reply, "msg") && BSON_ITER_HOLDS_UTF8(&it) &&
                strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0) {
-        say(p, "FAIL", "mongodb",
-            "MongoDB %s through mongos (sharded cluster): this build captures replica sets only; "
-            "point mongodb.connection.string at each shard's replica set",
-            version);
+        *kind = SEED_MONGOS;
+        say(p, "PASS", "mongodb",
+            "MongoDB %s through mongos (sharded cluster): every shard is checked below", version);
     } else {
         say(p, "FAIL", "mongodb",
             "MongoDB %s standalone: no oplog and so no change streams; run it as a replica set",
@@ -168,7 +181,7 @@ static bool can_write_signal(mongoc_client_t *c, const char *ns, bson_error_t *e
 }
 
 static void check_access(struct pf *p, mongoc_client_t *c, const struct mcdc_config *cfg,
-                         const struct snapshot_plan *plan, bool *oplog_readable)
+                         const struct snapshot_plan *plan, bool *oplog_readable, bool signal)
 {
     bson_error_t error;
     size_t refused = 0;
@@ -198,7 +211,7 @@ static void check_access(struct pf *p, mongoc_client_t *c, const struct mcdc_con
             cfg->capture_mode == MCDC_CAPTURE_OPLOG
                 ? "capture.mode oplog reads it"
                 : "the oplog headroom metric and its WARN need it");
-    if (cfg->signal_data_collection != NULL && cfg->signal_data_collection[0] != '\0') {
+    if (signal && cfg->signal_data_collection != NULL && cfg->signal_data_collection[0] != '\0') {
         if (can_write_signal(c, cfg->signal_data_collection, &error))
             say(p, "PASS", "access", "insert and delete on signal.data.collection %s allowed",
                 cfg->signal_data_collection);
@@ -490,6 +503,80 @@ static void check_kafka(struct pf *p, const struct mcdc_config *cfg)
     rd_kafka_destroy(rk);
 }
 
+/* ---- a replica set, or each shard ---- */
+
+/* The checks of one replica set (the configured one, or a shard's): captured
+ * collections, access, oplog, images, stored offsets of partition rs.
+ * signal: also try writing the signal collection (not on a shard directly:
+ * writes to a sharded cluster go through mongos). */
+static void check_replica_set(struct pf *p, mongoc_client_t *c, const struct mcdc_config *cfg,
+                              const char *rs, int major, bool signal)
+{
+    struct snapshot_plan *plan = NULL;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct encoder *enc = encoder_new(cfg, &err);
+    struct resume_failure fail;
+    int64_t oldest = 0;
+    bool oplog_readable = false;
+
+    if (enc == NULL || !snapshot_plan(c, cfg, enc, &plan, &fail, &err))
+        say(p, "FAIL", "access", "cannot list the captured collections of %s: %s", rs, err.msg);
+    else
+        say(p, "PASS", "collections", "%s: %zu collections captured now", rs, plan->count);
+    check_access(p, c, cfg, plan, &oplog_readable, signal);
+    if (oplog_readable)
+        check_oplog(p, c, cfg, &oldest);
+    else
+        say(p, "SKIP", "oplog", "local.oplog.rs of %s cannot be read", rs);
+    check_images(p, c, cfg, plan, major);
+    check_offsets(p, cfg, rs, oldest);
+    snapshot_plan_free(plan);
+    encoder_destroy(enc);
+}
+
+/* A sharded cluster: config.shards through the seed, then each shard's
+ * replica set on the connection string its capture task would use
+ * (topology/shards.h; debezium-format.md §6.2). */
+static void check_shards(struct pf *p, const mongoc_uri_t *uri, const struct mcdc_config *cfg)
+{
+    mongoc_client_pool_t *pool = mongoc_client_pool_new(uri);
+    struct shard_list shards = {0};
+    struct mcdc_error err = MCDC_ERROR_INIT;
+
+    if (pool == NULL || !shards_read(pool, &shards, &err)) {
+        say(p, "FAIL", "shards", "cannot read config.shards: %s",
+            pool == NULL ? "cannot create a client pool" : err.msg);
+        if (pool != NULL)
+            mongoc_client_pool_destroy(pool);
+        return;
+    }
+    say(p, shards.count > 0 ? "PASS" : "FAIL", "shards", "%zu shards in config.shards",
+        shards.count);
+    for (size_t i = 0; i < shards.count; i++) {
+        const struct shard_info *s = &shards.items[i];
+        char *cs = shard_connection_string(cfg->connection_string, s, cfg->shard_params, &err);
+        bson_error_t error;
+        mongoc_uri_t *su = cs != NULL ? mongoc_uri_new_with_error(cs, &error) : NULL;
+        mongoc_client_t *sc = su != NULL ? mongoc_client_new_from_uri_with_error(su, &error) : NULL;
+        enum seed_kind kind = SEED_STANDALONE;
+        int major = 0, minor = 0;
+        char rs[128] = "";
+
+        if (sc == NULL) {
+            say(p, "FAIL", "shards", "shard %s: cannot build its connection: %s", s->name,
+                cs == NULL ? err.msg : error.message);
+        } else if (check_server(p, sc, &major, &minor, rs, sizeof rs, &kind) && kind == SEED_RS) {
+            check_replica_set(p, sc, cfg, s->rs, major, false);
+        }
+        if (sc != NULL)
+            mongoc_client_destroy(sc);
+        mongoc_uri_destroy(su);
+        free(cs);
+    }
+    shard_list_clear(&shards);
+    mongoc_client_pool_destroy(pool);
+}
+
 /* ---- all ---- */
 
 int preflight_run(const struct mcdc_config *cfg, FILE *out)
@@ -498,14 +585,9 @@ int preflight_run(const struct mcdc_config *cfg, FILE *out)
     bson_error_t error;
     mongoc_uri_t *uri = mongoc_uri_new_with_error(cfg->connection_string, &error);
     mongoc_client_t *c = NULL;
-    struct snapshot_plan *plan = NULL;
-    struct encoder *enc = NULL;
-    struct resume_failure fail;
-    struct mcdc_error err = MCDC_ERROR_INIT;
+    enum seed_kind kind = SEED_STANDALONE;
     int major = 0, minor = 0;
-    int64_t oldest = 0;
     char rs[128] = "";
-    bool oplog_readable = false;
 
     if (uri != NULL) {
         if (!mongoc_uri_has_option(uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS))
@@ -515,27 +597,17 @@ int preflight_run(const struct mcdc_config *cfg, FILE *out)
     }
     if (c == NULL) {
         say(&p, "FAIL", "mongodb", "mongodb.connection.string: %s", error.message);
-    } else if (check_server(&p, c, &major, &minor, rs, sizeof rs) && rs[0] != '\0') {
-        enc = encoder_new(cfg, &err);
-        if (enc == NULL || !snapshot_plan(c, cfg, enc, &plan, &fail, &err))
-            say(&p, "FAIL", "access", "cannot list the captured collections: %s", err.msg);
-        else
-            say(&p, "PASS", "collections", "%zu collections captured now", plan->count);
-        check_access(&p, c, cfg, plan, &oplog_readable);
-        if (oplog_readable)
-            check_oplog(&p, c, cfg, &oldest);
-        else
-            say(&p, "SKIP", "oplog", "local.oplog.rs cannot be read");
-        check_images(&p, c, cfg, plan, major);
-        check_offsets(&p, cfg, rs, oldest);
+    } else if (check_server(&p, c, &major, &minor, rs, sizeof rs, &kind)) {
+        if (kind == SEED_RS)
+            check_replica_set(&p, c, cfg, rs, major, true);
+        else if (kind == SEED_CONFIG_SERVER || kind == SEED_MONGOS)
+            check_shards(&p, uri, cfg);
     }
     check_kafka(&p, cfg);
     if (p.failed == 0)
         fprintf(out, "OK: every check passed\n");
     else
         fprintf(out, "FAILED: %d check(s) failed: %s\n", p.failed, p.failures);
-    snapshot_plan_free(plan);
-    encoder_destroy(enc);
     if (c != NULL)
         mongoc_client_destroy(c);
     mongoc_uri_destroy(uri);

@@ -117,3 +117,31 @@ def test_check_fails_when_kafka_is_unreachable(tmp_workdir, users_sim, run_mongo
     assert r.returncode == 1, out
     assert verdict(r, "kafka") == ["FAIL"]
     assert "FAILED: 1 check(s) failed: kafka" in out
+
+
+@pytest.mark.parametrize("seed", ["mongos", "config_servers"])
+def test_check_on_a_sharded_cluster_checks_every_shard(tmp_workdir, run_mongocdc, seed):
+    """From a mongos or the config servers, as the daemon itself: config.shards,
+    then each shard's replica set on the connection string its task uses."""
+    from conftest import import_mongosim
+    mongosim = import_mongosim()
+    sim = mongosim.MongoSim(topology="sharded", shards=2, members=1)
+    sim.start()
+    try:
+        c = sim.client()
+        c.admin.command("enableSharding", "shop")
+        c.admin.command("shardCollection", "shop.orders", key={"_id": 1})
+        c.shop.orders.insert_many([{"_id": i} for i in range(10)])
+        uri = sim.uri if seed == "mongos" else sim.config_uri
+        r = run_mongocdc("check", "-c", write_config(tmp_workdir, uri), timeout_s=60)
+        out = r.stdout.decode()
+        assert r.returncode == 0, out + r.stderr.decode()
+        assert ("through mongos" if seed == "mongos" else "config server replica set") in out
+        assert "2 shards in config.shards" in out
+        for shard in ("shard01", "shard02"):
+            assert "replica set %s" % shard in out, out
+            assert "no stored position for %s" % shard in out, out
+        assert verdict(r, "oplog").count("PASS") == 2, out
+        c.close()
+    finally:
+        sim.stop()
