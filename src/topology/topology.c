@@ -19,6 +19,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "offsets/offsets.h"
 #include "topology/chunks.h"
 #include "topology/gate.h"
 #include "topology/shards.h"
@@ -422,6 +423,62 @@ static void on_poll(struct ev_loop *loop, ev_timer *timer, int revents)
     shard_list_clear(&shards);
 }
 
+/* Appends ", name" (or "name") to a malloc'd list text. */
+static void list_add(char **list, const char *name)
+{
+    size_t n = *list ? strlen(*list) : 0, m = strlen(name);
+    *list = xrealloc(*list, n + m + 3);
+    if (n > 0) {
+        memcpy(*list + n, ", ", 2);
+        n += 2;
+    }
+    memcpy(*list + n, name, m + 1);
+}
+
+/*
+ * debezium-format.md §4.4: the stored offsets say which capture mode wrote
+ * them, and each shard's task switches from the other mode on its own. When
+ * some shards were written by oplog capture and others by change streams,
+ * no single configured mode continues both without a rule per shard (Debezium
+ * logs it and carries on, which can re-read or skip); refuse to start, naming
+ * the shards, so the operator decides. Returns false with err when the modes
+ * differ or the store cannot be read.
+ */
+static bool capture_modes_agree(struct topology *t, const struct shard_list *shards,
+                                struct mcdc_error *err)
+{
+    struct offset_store *store = offset_store_open(t->cfg, err);
+    char *oplog = NULL, *streams = NULL;
+    bool ok = true;
+
+    if (store == NULL)
+        return false;
+    for (size_t i = 0; ok && i < shards->count; i++) {
+        struct mcdc_position pos;
+        bool found = false;
+        position_init(&pos);
+        ok = offset_store_load(store, shards->items[i].rs, &pos, &found, err);
+        if (ok && found)
+            list_add(pos.oplog ? &oplog : &streams, shards->items[i].name);
+        position_clear(&pos);
+    }
+    offset_store_close(store);
+    if (ok && oplog != NULL && streams != NULL) {
+        LOG_ERROR("the stored offsets of shards %s were written by oplog capture, those of shards "
+                  "%s by change streams: set capture.mode to the mode wanted and remove the stored "
+                  "offsets of the other shards (they then follow snapshot.mode), or restore "
+                  "offsets written by one mode",
+                  oplog, streams);
+        mcdc_error_set(err, MCDC_ERR_CONFIG, 0,
+                       "stored offsets of different capture modes across shards (see the error "
+                       "above)");
+        ok = false;
+    }
+    free(oplog);
+    free(streams);
+    return ok;
+}
+
 /* The per-shard tasks of a sharded cluster at start: config.shards through
  * the seed's pool, then one task per shard. */
 static bool start_shard_tasks(struct topology *t, struct mcdc_error *err)
@@ -434,6 +491,10 @@ static bool start_shard_tasks(struct topology *t, struct mcdc_error *err)
     if (shards.count == 0) {
         mcdc_error_set(err, MCDC_ERR_CONFIG, 0,
                        "the sharded cluster has no shards in config.shards: nothing to capture");
+        shard_list_clear(&shards);
+        return false;
+    }
+    if (!capture_modes_agree(t, &shards, err)) {
         shard_list_clear(&shards);
         return false;
     }

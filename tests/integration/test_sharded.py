@@ -524,3 +524,36 @@ def test_oplog_mode_follows_a_cross_shard_transaction(tmp_workdir, start_mongocd
         c.close()
     finally:
         sim.stop()
+
+
+def test_offsets_of_different_capture_modes_across_shards_are_refused(tmp_workdir,
+                                                                     start_mongocdc):
+    """debezium-format.md §4.4: shard01's offsets by change streams, shard02's
+    by oplog capture: no single capture.mode continues both, so mongocdc
+    refuses to start, naming the shards (Debezium logs it and carries on)."""
+    sim = start_cluster()
+    try:
+        populate(sim).close()
+        cfg = write_config(tmp_workdir, sim.config_uri)
+        d = start_mongocdc("-c", cfg)
+        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
+        assert d.stop(timeout_s=30) == 0
+        path = tmp_workdir / "offsets.json"
+        stored = json.loads(path.read_text())
+        for k, v in stored.items():
+            if json.loads(k)[1]["rs"] == "shard02":
+                v.pop("resume_token", None)
+                v["mongocdc_capture_mode"] = "oplog"
+                v["sec"], v["ord"] = int(time.time()) - 5, 1
+        path.write_text(json.dumps(stored))
+        for mode in ("change_streams", "oplog"):
+            cfg2 = write_config(tmp_workdir, sim.config_uri, name="cfg-%s.yaml" % mode,
+                                raw={"capture.mode": mode})
+            d2 = start_mongocdc("-c", cfg2)
+            assert d2.proc.wait(timeout=60) == 1
+            log = log_text(tmp_workdir)
+            assert "stored offsets of shards shard02 were written by oplog capture, those of " \
+                "shards shard01 by change streams" in log, log[-2000:]
+        assert json.loads(path.read_text()) == stored, "the refused start left the offsets alone"
+    finally:
+        sim.stop()
