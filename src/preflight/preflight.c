@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "capture/oplog.h"
 #include "capture/resume.h"
 #include "common/error.h"
 #include "encode/encode.h"
@@ -223,32 +224,13 @@ static void check_access(struct pf *p, mongoc_client_t *c, const struct mcdc_con
 
 /* ---- oplog ---- */
 
-/* ts seconds of the first (dir 1) or last (dir -1) oplog entry; 0 unknown. */
-static int64_t oplog_edge(mongoc_client_t *c, int dir)
+/* ts seconds of the oldest or newest oplog entry (capture/oplog.h); 0 unknown. */
+static int64_t oplog_edge_sec(mongoc_client_t *c, bool newest)
 {
-    mongoc_collection_t *col = mongoc_client_get_collection(c, "local", "oplog.rs");
-    bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, sort;
-    const bson_t *doc;
-    mongoc_cursor_t *cur;
-    bson_iter_t it;
-    int64_t sec = 0;
-
-    BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort);
-    BSON_APPEND_INT32(&sort, "$natural", dir);
-    bson_append_document_end(&opts, &sort);
-    BSON_APPEND_INT64(&opts, "limit", 1);
-    cur = mongoc_collection_find_with_opts(col, &filter, &opts, NULL);
-    if (mongoc_cursor_next(cur, &doc) && bson_iter_init_find(&it, doc, "ts") &&
-        BSON_ITER_HOLDS_TIMESTAMP(&it)) {
-        uint32_t t, i;
-        bson_iter_timestamp(&it, &t, &i);
-        sec = t;
-    }
-    mongoc_cursor_destroy(cur);
-    mongoc_collection_destroy(col);
-    bson_destroy(&filter);
-    bson_destroy(&opts);
-    return sec;
+    struct resume_failure fail;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    uint32_t sec = 0, ord = 0;
+    return oplog_edge(c, newest, &sec, &ord, &fail, &err) ? (int64_t)sec : 0;
 }
 
 static int64_t reply_int(const bson_t *reply, const char *key)
@@ -266,8 +248,8 @@ static void check_oplog(struct pf *p, mongoc_client_t *c, const struct mcdc_conf
     bson_error_t error;
     int64_t newest, size = -1, max = -1, span, flush_s = cfg->offsets_flush_interval_ms / 1000;
 
-    *oldest = oplog_edge(c, 1);
-    newest = oplog_edge(c, -1);
+    *oldest = oplog_edge_sec(c, false);
+    newest = oplog_edge_sec(c, true);
     if (*oldest == 0 || newest == 0) {
         say(p, "SKIP", "oplog", "local.oplog.rs cannot be read: window unknown");
         return;

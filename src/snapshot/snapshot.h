@@ -82,19 +82,6 @@ bool snapshot_record_start(mongoc_client_t *client, const struct mcdc_config *cf
                            struct resume_failure *fail, struct mcdc_error *err);
 
 /*
- * Reads the timestamp of the newest entry of local.oplog.rs (find sorted
- * {$natural: -1}, limit 1): Debezium 1.x's snapshot position, whose seconds
- * × 1000 and increment 1.9 writes as source.ts_ms and source.ord of every
- * snapshot record (debezium-format.md §1.5, §5.2 step 1). client is
- * borrowed. On success *found says whether the oplog had an entry with a
- * timestamp ts, then in *sec (seconds) and *inc (increment). Returns false
- * with fail/err (domain MONGO; e.g. Unauthorized when the user may not read
- * `local`) on a failed query.
- */
-bool snapshot_newest_oplog_ts(mongoc_client_t *client, uint32_t *sec, uint32_t *inc, bool *found,
-                              struct resume_failure *fail, struct mcdc_error *err);
-
-/*
  * Lists the collections to copy (§5.2 step 3). enc is borrowed. On success
  * *out is a new plan the caller frees with snapshot_plan_free (or hands to
  * snapshot_start). Returns false with fail/err on a failed command, or err

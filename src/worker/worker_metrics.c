@@ -8,6 +8,7 @@
  */
 #include "worker/worker_internal.h"
 
+#include "capture/oplog.h"
 #include "capture/resume.h"
 #include "common/log.h"
 
@@ -41,38 +42,6 @@ static int64_t position_sec(const struct mcdc_position *pos)
     return 0;
 }
 
-/* The oldest entry of local.oplog.rs: find {} sort {$natural: 1} limit 1,
- * projection {ts: 1}. 0 when it cannot be read (no privilege on local, an
- * unreachable server): the headroom is then unknown, not zero. */
-static int64_t oplog_oldest_sec(mongoc_client_t *client)
-{
-    mongoc_collection_t *c = mongoc_client_get_collection(client, "local", "oplog.rs");
-    bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, sort, proj;
-    const bson_t *doc;
-    mongoc_cursor_t *cur;
-    bson_iter_t it;
-    int64_t sec = 0;
-
-    BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort);
-    BSON_APPEND_INT32(&sort, "$natural", 1);
-    bson_append_document_end(&opts, &sort);
-    BSON_APPEND_DOCUMENT_BEGIN(&opts, "projection", &proj);
-    BSON_APPEND_INT32(&proj, "ts", 1);
-    bson_append_document_end(&opts, &proj);
-    BSON_APPEND_INT64(&opts, "limit", 1);
-    cur = mongoc_collection_find_with_opts(c, &filter, &opts, NULL);
-    if (mongoc_cursor_next(cur, &doc) && bson_iter_init_find(&it, doc, "ts") &&
-        BSON_ITER_HOLDS_TIMESTAMP(&it)) {
-        uint32_t t, i;
-        bson_iter_timestamp(&it, &t, &i);
-        sec = t;
-    }
-    mongoc_cursor_destroy(cur);
-    mongoc_collection_destroy(c);
-    bson_destroy(&filter);
-    bson_destroy(&opts);
-    return sec;
-}
 
 /* Whether local.oplog.rs has reached its capped size (collStats size at or
  * above 90 % of maxSize): only then does the oplog drop its oldest entries,
@@ -113,8 +82,18 @@ void worker_metrics_service(struct worker *w, const struct mcdc_position *pos)
     w->last_headroom_ms = now;
     /* Nothing stored yet: the stream's own position is what a restart uses. */
     stored = w->stored_sec > 0 ? w->stored_sec : position_sec(&w->stream_pos);
-    if (stored == 0 || (oldest = oplog_oldest_sec(w->client)) == 0)
+    if (stored == 0)
         return;
+    {
+        /* The oldest entry; unreadable (no privilege on local, an unreachable
+         * server) means the headroom is unknown, not zero. */
+        struct resume_failure fail;
+        struct mcdc_error err = MCDC_ERROR_INIT;
+        uint32_t sec = 0, ord = 0;
+        if (!oplog_edge(w->client, false, &sec, &ord, &fail, &err) || sec == 0)
+            return;
+        oldest = sec;
+    }
     metrics_set_oplog(w->m, oldest, stored);
     headroom = stored - oldest;
     /* A young oplog (not yet at its capped size) drops nothing: its oldest

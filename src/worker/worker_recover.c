@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "capture/capture.h"
+#include "capture/oplog.h"
 #include "common/log.h"
 
 #define SLEEP_STEP_MS 100
@@ -92,32 +93,6 @@ enum phase worker_await_server(struct worker *w)
 
 /* ---- the task ---- */
 
-/* The oldest entry still in local.oplog.rs, for the history-lost message. */
-static bool oldest_oplog_entry(struct worker *w, uint32_t *sec, uint32_t *ord)
-{
-    mongoc_collection_t *oplog = mongoc_client_get_collection(w->client, "local", "oplog.rs");
-    bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER, sort;
-    const bson_t *doc;
-    mongoc_cursor_t *cur;
-    bson_iter_t it;
-    bool ok = false;
-
-    BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort);
-    BSON_APPEND_INT32(&sort, "$natural", 1);
-    bson_append_document_end(&opts, &sort);
-    BSON_APPEND_INT64(&opts, "limit", 1);
-    cur = mongoc_collection_find_with_opts(oplog, &filter, &opts, NULL);
-    if (mongoc_cursor_next(cur, &doc) && bson_iter_init_find(&it, doc, "ts") &&
-        BSON_ITER_HOLDS_TIMESTAMP(&it)) {
-        bson_iter_timestamp(&it, sec, ord);
-        ok = true;
-    }
-    mongoc_cursor_destroy(cur);
-    mongoc_collection_destroy(oplog);
-    bson_destroy(&filter);
-    bson_destroy(&opts);
-    return ok;
-}
 
 enum phase worker_history_lost(struct worker *w)
 {
@@ -125,7 +100,10 @@ enum phase worker_history_lost(struct worker *w)
     uint32_t sec, ord;
 
     resume_describe_position(&w->stream_pos, d, sizeof d);
-    if (oldest_oplog_entry(w, &sec, &ord))
+    struct resume_failure ofail;
+    struct mcdc_error oerr = MCDC_ERROR_INIT;
+    /* The oldest entry still in local.oplog.rs, for the history-lost message. */
+    if (oplog_edge(w->client, false, &sec, &ord, &ofail, &oerr) && sec != 0)
         snprintf(until, sizeof until, "Timestamp(%u, %u), the oldest entry still in the oplog", sec,
                  ord);
     else

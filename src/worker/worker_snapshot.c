@@ -141,12 +141,13 @@ static void snapshot_source_ts(struct worker *w, const struct mcdc_position *sta
 {
     struct resume_failure fail;
     struct mcdc_error err = MCDC_ERROR_INIT;
-    bool found = false;
 
     src->known = false;
     if (w->cfg->dialect != MCDC_DIALECT_1_9)
         return;
-    if (snapshot_newest_oplog_ts(w->client, &src->sec, &src->inc, &found, &fail, &err) && found) {
+    /* The newest entry, find sorted {$natural: -1}: Debezium 1.x's snapshot
+     * position (debezium-format.md §1.5, §5.2 step 1). */
+    if (oplog_edge(w->client, true, &src->sec, &src->inc, &fail, &err) && src->sec != 0) {
         src->known = true;
         return;
     }
