@@ -1,0 +1,118 @@
+/*
+ * signals: Debezium signals (debezium-format.md §5.3) from every channel, and
+ * the daemon-wide bus that hands each one to every capture task.
+ *
+ * Channels (signal.enabled.channels): `source` (inserts into
+ * signal.data.collection, seen by a task in its own stream), `kafka`
+ * (signal.kafka.topic, records keyed by topic.prefix), `file`
+ * (signal.file, one JSON object per line). Every channel produces the same
+ * id/type/data triple, parsed here, and publishes it on the bus; each task
+ * drains its own queue between events. In a sharded cluster a signal seen on
+ * one shard's stream reaches every shard's task the same way.
+ *
+ * Ownership: a struct mcdc_signal owns its strings and data; free it with
+ * mcdc_signal_destroy(). The bus and its queues are thread-safe.
+ */
+#ifndef MCDC_SIGNALS_SIGNALS_H
+#define MCDC_SIGNALS_SIGNALS_H
+
+#include <bson/bson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/error.h"
+
+enum mcdc_signal_type {
+    MCDC_SIGNAL_EXECUTE_SNAPSHOT, /* execute-snapshot */
+    MCDC_SIGNAL_STOP_SNAPSHOT,    /* stop-snapshot */
+    MCDC_SIGNAL_PAUSE_SNAPSHOT,   /* pause-snapshot */
+    MCDC_SIGNAL_RESUME_SNAPSHOT,  /* resume-snapshot */
+    MCDC_SIGNAL_LOG,              /* log */
+    MCDC_SIGNAL_WINDOW_OPEN,      /* snapshot-window-open (internal marker) */
+    MCDC_SIGNAL_WINDOW_CLOSE,     /* snapshot-window-close (internal marker) */
+};
+
+enum mcdc_signal_channel {
+    MCDC_SIGNAL_CHANNEL_SOURCE,
+    MCDC_SIGNAL_CHANNEL_KAFKA,
+    MCDC_SIGNAL_CHANNEL_FILE,
+};
+
+struct mcdc_signal {
+    char *id;                 /* 1st field, as Debezium's toString(): ObjectId as 24 hex */
+    enum mcdc_signal_type type;
+    bson_t data;              /* 3rd field as a document (a JSON string parsed); empty if none */
+    enum mcdc_signal_channel channel;
+    char task[128];           /* the task (replica set / shard) that saw it; "" if not a stream */
+};
+
+/* One additional-conditions entry of execute-snapshot. */
+struct mcdc_snapshot_condition {
+    char *collection; /* data-collection: case-insensitive regex on db.coll */
+    bson_t filter;    /* the MongoDB query document the JSON filter gave */
+};
+
+/* execute-snapshot / stop-snapshot data, checked. */
+struct mcdc_snapshot_request {
+    bool blocking;      /* "type": "blocking" (default incremental, case-insensitive) */
+    char **collections; /* data-collections: regexes on db.coll; stop: 0 = all */
+    size_t collection_count;
+    struct mcdc_snapshot_condition *conditions;
+    size_t condition_count;
+};
+
+/*
+ * Parses a signal document positionally (§5.3): exactly three fields, the
+ * first the id, the second the type name, the third the data as a
+ * sub-document or a JSON string. Returns true and fills *out (caller
+ * destroys it), or false with err naming the id (when one was readable) and
+ * the problem: not three fields, unknown type, data neither document nor
+ * valid JSON. Never aborts on any input.
+ */
+bool mcdc_signal_parse_doc(const bson_t *doc, enum mcdc_signal_channel channel,
+                           struct mcdc_signal *out, struct mcdc_error *err);
+
+/*
+ * Parses the kafka and file channels' JSON shape
+ * {"id": "...", "type": "...", "data": {...}} (Debezium's KafkaSignalChannel
+ * / FileSignalChannel). len bytes of json. Same contract as
+ * mcdc_signal_parse_doc.
+ */
+bool mcdc_signal_parse_json(const char *json, size_t len, enum mcdc_signal_channel channel,
+                            struct mcdc_signal *out, struct mcdc_error *err);
+
+/*
+ * The data of an execute-snapshot or stop-snapshot signal, checked:
+ * data-collections a non-empty array of strings for execute-snapshot,
+ * every regex compiling, additional-conditions' filters valid JSON
+ * documents, surrogate-key refused. Returns true and fills *out (caller
+ * destroys it) or false with err naming the signal id and the problem.
+ */
+bool mcdc_signal_snapshot_request(const struct mcdc_signal *sig,
+                                  struct mcdc_snapshot_request *out, struct mcdc_error *err);
+
+void mcdc_signal_destroy(struct mcdc_signal *sig);
+void mcdc_snapshot_request_destroy(struct mcdc_snapshot_request *req);
+
+/* The Debezium type name of t ("execute-snapshot", ...). Static string. */
+const char *mcdc_signal_type_name(enum mcdc_signal_type t);
+
+/* ---- the bus ------------------------------------------------------------ */
+
+struct signal_bus;
+struct signal_queue;
+
+struct signal_bus *signal_bus_new(void);
+void signal_bus_destroy(struct signal_bus *bus);
+
+/* A queue for one task (name: the replica set or shard). Owned by the bus. */
+struct signal_queue *signal_bus_subscribe(struct signal_bus *bus, const char *task);
+
+/* Copies sig into every subscribed queue. Thread-safe. */
+void signal_bus_publish(struct signal_bus *bus, const struct mcdc_signal *sig);
+
+/* Moves the oldest signal of q into *out (caller destroys it); false when
+ * empty. Never blocks. */
+bool signal_queue_pop(struct signal_queue *q, struct mcdc_signal *out);
+
+#endif
