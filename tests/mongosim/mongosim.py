@@ -52,8 +52,9 @@ def _parse_args(argv):
     p.add_argument("--data-seed", type=int, default=None)
     p.add_argument("--noop-interval", type=float, default=10.0, help="periodic no-op interval in s (0: off)")
     p.add_argument("--pre-images", action="store_true", help="record pre-/post-images for every collection")
-    p.add_argument("--auth", action="append", default=[], metavar="USER:PASSWORD",
-                   help="require SCRAM-SHA-1/256 authentication with these users (admin database)")
+    p.add_argument("--auth", action="append", default=[], metavar="USER:PASSWORD[:ROLE[@DB],...]",
+                   help="require SCRAM-SHA-1/256 authentication with these users; roles as MongoDB's "
+                        "built-in ones (ROLE without @DB is of admin; no roles: root)")
     a = p.parse_args(argv)
     if not 1 <= a.members <= 7:
         p.error("--members must be between 1 and 7")
@@ -72,7 +73,11 @@ def build(args):
     cl = simserver.Cluster(members=args.members, set_name=args.set_name, server_version=args.server_version,
                            oplog_size_mb=args.oplog_size_mb, seed=args.data_seed,
                            noop_interval=args.noop_interval, pre_images=args.pre_images, ports=ports)
-    cl.users = dict(u.split(":", 1) for u in args.auth)
+    import simauth
+    cl.users, cl.user_roles = {}, {}
+    for u in args.auth:
+        name, pwd, roles = simauth.parse_auth_arg(u)
+        cl.users[name], cl.user_roles[name] = pwd, roles
     sim = simwire.Sim([cl], control_port=(args.base_port + args.members) if args.base_port else 0)
     sim.start()
     for spec in args.load:
@@ -211,6 +216,18 @@ class MongoSim(object):
                 return json_util.loads(r.read().decode())
         except urllib.error.HTTPError as e:
             raise RuntimeError("control %s failed: %s" % (action, e.read().decode()))
+
+    def create_user(self, user, password, roles, db="admin"):
+        """Adds a user with MongoDB built-in roles (createUser's forms: "read" of db, or
+        {"role": "read", "db": "shop"}) through the control API; needs auth=[...] at start.
+        A user that can read but not write the captured data: roles=[{"role": "read",
+        "db": "shop"}] (plus {"role": "read", "db": "local"} for the oplog)."""
+        self.control("create_user", user=user, password=password, roles=list(roles), db=db)
+
+    def uri_for(self, user, password, auth_source="admin"):
+        """The deployment's connection string with these credentials."""
+        uri = self.uri.replace("mongodb://", "mongodb://%s:%s@" % (user, password), 1)
+        return uri + ("&" if "?" in uri else "/?") + "authSource=" + auth_source
 
     def client(self, **kw):
         """A pymongo MongoClient on the deployment (STANDARD UUIDs, short timeouts)."""

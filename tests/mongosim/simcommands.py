@@ -341,7 +341,29 @@ class Dispatcher(object):
         return ok_reply(argv=["mongod"], parsed={"replication": {"replSet": self.cl.set_name}})
 
     def cmd_connectionStatus(self, member, body, conn):
-        return ok_reply(authInfo={"authenticatedUsers": [], "authenticatedUserRoles": []})
+        import simauth
+        return ok_reply(authInfo=simauth.connection_status(self.cl, conn))
+
+    # users and roles (simauth.py)
+    def cmd_createUser(self, member, body, conn):
+        import simauth
+        return simauth.create_user(self.cl, body)
+
+    def cmd_dropUser(self, member, body, conn):
+        import simauth
+        return simauth.drop_user(self.cl, body)
+
+    def cmd_grantRolesToUser(self, member, body, conn):
+        import simauth
+        return simauth.grant_roles(self.cl, body, True)
+
+    def cmd_revokeRolesFromUser(self, member, body, conn):
+        import simauth
+        return simauth.grant_roles(self.cl, body, False)
+
+    def cmd_usersInfo(self, member, body, conn):
+        import simauth
+        return simauth.users_info(self.cl, body)
 
     def cmd_listDatabases(self, member, body, conn):
         cl = self.cl
@@ -362,6 +384,8 @@ class Dispatcher(object):
         flt = body.get("filter")
         if flt:
             dbs = [d for d in dbs if sb.matches(d, flt)]
+        import simauth
+        dbs = simauth.filter_databases(cl, conn, body, dbs)
         if body.get("nameOnly"):
             return ok_reply(databases=dbs)
         return ok_reply(databases=dbs, totalSize=Int64(total), totalSizeMb=Int64(total // 1048576))
@@ -390,6 +414,9 @@ class Dispatcher(object):
     def cmd_listCollections(self, member, body, conn):
         db = body["$db"]
         out = self._coll_infos(db, bool(body.get("nameOnly")))
+        if body.get("authorizedCollections") and body.get("nameOnly"):
+            import simauth
+            out = simauth.filter_collections(self.cl, conn, body, out)
         flt = body.get("filter")
         if flt:
             out = [d for d in out if sb.matches(d, flt)]

@@ -26,6 +26,7 @@ from bson.timestamp import Timestamp
 
 import simbson as sb
 from simbson import SimError
+import simauth
 import simserver as ss
 from simcommands import Dispatcher
 
@@ -351,6 +352,8 @@ class MemberServer(object):
                                    "operation was interrupted because of a replica set state change")
                 if getattr(cl, "users", None) and not c.authenticated and raw_name not in NO_AUTH:
                     raise SimError(13, "Unauthorized", "command %s requires authentication" % raw_name)
+                if getattr(cl, "users", None) and c.authenticated:
+                    simauth.authorize(cl, c, name, body)  # the user's roles (simauth.py)
                 self.dispatcher.cur_member = member  # handlers run under the cluster lock
                 h = getattr(self.dispatcher, "cmd_" + name, None)
                 if h is None:
@@ -728,6 +731,15 @@ class Sim(object):
 
     def act_noop_interval(self, a):
         self.cl.noop_interval = float(a.get("seconds", 10))
+        return {}
+
+    def act_create_user(self, a):
+        """{user, password, roles: ["read", {"role": "read", "db": "shop"}], db: "admin"}:
+        createUser without credentials, for tests (needs --auth)."""
+        cl = self.cl
+        with cl.lock:
+            simauth.create_user(cl, {"createUser": a["user"], "pwd": a["password"],
+                                     "roles": a.get("roles", []), "$db": a.get("db", "admin")})
         return {}
 
     def act_write(self, a):
