@@ -128,6 +128,15 @@ struct offset_store;
  * Returns NULL with err (CONFIG for settings, IO for the file).
  */
 struct offset_store *offset_store_open(const struct mcdc_config *cfg, struct mcdc_error *err);
+/*
+ * As offset_store_open, for reading only: the file store does not take the
+ * run-long lock, so a running daemon's positions can be read (mongocdc
+ * check); offset_store_save on it fails (domain INTERNAL). A daemon that
+ * writes meanwhile replaces the file atomically, so a load sees the old or
+ * the new file, never a torn one.
+ */
+struct offset_store *offset_store_open_read_only(const struct mcdc_config *cfg,
+                                                 struct mcdc_error *err);
 /* Closes the store; NULL is a no-op. */
 void offset_store_close(struct offset_store *store);
 

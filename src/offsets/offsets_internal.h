@@ -70,6 +70,7 @@ struct offset_store {
     const struct offset_store_ops *ops;
     const struct mcdc_config *cfg;
     void *impl;
+    bool read_only; /* offset_store_open_read_only: loads only, no file lock */
     char **other_prefixes; /* topic.prefix names of other daemons' entries seen by load */
     size_t other_count;
 };

@@ -17,7 +17,8 @@
 #include "common/xalloc.h"
 #include "offsets/offsets_internal.h"
 
-struct offset_store *offset_store_open(const struct mcdc_config *cfg, struct mcdc_error *err)
+static struct offset_store *open_store(const struct mcdc_config *cfg, bool read_only,
+                                       struct mcdc_error *err)
 {
     if (!cfg->topic_prefix || !cfg->topic_prefix[0]) {
         mcdc_error_set(err, MCDC_ERR_CONFIG, 0, "offsets: topic.prefix is not set");
@@ -25,6 +26,7 @@ struct offset_store *offset_store_open(const struct mcdc_config *cfg, struct mcd
     }
     struct offset_store *store = xcalloc(1, sizeof *store);
     store->cfg = cfg;
+    store->read_only = read_only;
     bool ok = cfg->offset_storage == MCDC_OFFSETS_KAFKA ? store_kafka_open(store, err)
                                                         : store_file_open(store, err);
     if (!ok) {
@@ -32,6 +34,17 @@ struct offset_store *offset_store_open(const struct mcdc_config *cfg, struct mcd
         return NULL;
     }
     return store;
+}
+
+struct offset_store *offset_store_open(const struct mcdc_config *cfg, struct mcdc_error *err)
+{
+    return open_store(cfg, false, err);
+}
+
+struct offset_store *offset_store_open_read_only(const struct mcdc_config *cfg,
+                                                 struct mcdc_error *err)
+{
+    return open_store(cfg, true, err);
 }
 
 void offset_store_close(struct offset_store *store)

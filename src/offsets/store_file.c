@@ -370,6 +370,10 @@ static bool file_save(struct offset_store *store, const char *key, const char *v
 {
     struct file_store *fs = store->impl;
     bson_error_t berr;
+    if (store->read_only)
+        return mcdc_error_set(err, MCDC_ERR_INTERNAL, 0,
+                              "offsets file %s was opened read-only (without its lock)",
+                              fs->path);
     bson_t *value = bson_new_from_json((const uint8_t *)value_json, -1, &berr);
     if (!value)
         return mcdc_error_set(err, MCDC_ERR_INTERNAL, 0, "offset value is not JSON: %s",
@@ -462,7 +466,7 @@ bool store_file_open(struct offset_store *store, struct mcdc_error *err)
         file_close(store);
         return false;
     }
-    if (!hold_lock(fs, err)) {
+    if (!store->read_only && !hold_lock(fs, err)) {
         file_close(store);
         return false;
     }

@@ -3,7 +3,9 @@
  * requirement comes from.
  */
 #include "preflight/preflight.h"
+#include "preflight/preflight_internal.h"
 
+#include <errno.h>
 #include <librdkafka/rdkafka.h>
 #include <mongoc/mongoc.h>
 #include <stdarg.h>
@@ -22,15 +24,7 @@
 /* Seconds a Kafka metadata or DescribeConfigs request may take. */
 #define KAFKA_TIMEOUT_MS 10000
 
-struct pf {
-    FILE *out;
-    int failed;
-    char failures[512];
-};
-
-static void say(struct pf *p, const char *verdict, const char *check, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void say(struct pf *p, const char *verdict, const char *check, const char *fmt, ...)
+void pf_say(struct pf *p, const char *verdict, const char *check, const char *fmt, ...)
 {
     va_list ap;
 
@@ -61,17 +55,20 @@ enum seed_kind { SEED_RS, SEED_CONFIG_SERVER, SEED_MONGOS, SEED_STANDALONE };
 static bool check_server(struct pf *p, mongoc_client_t *c, int *major, int *minor, char *rs,
                          size_t rs_cap, enum seed_kind *kind)
 {
-    bson_t cmd = BSON_INITIALIZER, reply;
-    bson_error_t error;
+    bson_t cmd = BSON_INITIALIZER, reply, first;
+    bson_error_t error, first_error;
     bson_iter_t it;
     char version[64] = "unknown";
-    bool ok;
+    bool ok, first_ok;
 
     BSON_APPEND_INT32(&cmd, "buildInfo", 1);
-    if (command(c, "admin", &cmd, &reply, &error) && bson_iter_init_find(&it, &reply, "version") &&
-        BSON_ITER_HOLDS_UTF8(&it))
+    first_ok = command(c, "admin", &cmd, &first, &error);
+    if (first_ok && bson_iter_init_find(&it, &first, "version") && BSON_ITER_HOLDS_UTF8(&it))
         snprintf(version, sizeof version, "%s", bson_iter_utf8(&it, NULL));
-    bson_destroy(&reply);
+    bson_destroy(&first);
+    if (!first_ok)
+        first_error = error; /* the hello right after only says "No servers yet eligible
+                              * for rescan": libmongoc's cooldown after a failed scan */
     bson_reinit(&cmd);
     *major = *minor = 0;
     sscanf(version, "%d.%d", major, minor);
@@ -79,7 +76,15 @@ static bool check_server(struct pf *p, mongoc_client_t *c, int *major, int *mino
     ok = command(c, "admin", &cmd, &reply, &error);
     bson_destroy(&cmd);
     if (!ok) {
-        say(p, "FAIL", "mongodb", "cannot connect or authenticate: %s", error.message);
+        char hosts[256] = "";
+        for (const mongoc_host_list_t *h = mongoc_uri_get_hosts(mongoc_client_get_uri(c));
+             h != NULL; h = h->next) {
+            size_t n = strlen(hosts);
+            snprintf(hosts + n, sizeof hosts - n, "%s%s", n ? "," : "", h->host_and_port);
+        }
+        pf_say(p, "FAIL", "mongodb", "cannot connect or authenticate to %s: %s",
+               hosts[0] ? hosts : "the configured hosts",
+               first_ok ? error.message : first_error.message);
         bson_destroy(&reply);
         return false;
     }
@@ -88,7 +93,7 @@ static bool check_server(struct pf *p, mongoc_client_t *c, int *major, int *mino
         bson_iter_init_find(&it, &reply, "configsvr")) {
         *kind = SEED_CONFIG_SERVER;
         bson_iter_init_find(&it, &reply, "setName");
-        say(p, "PASS", "mongodb",
+        pf_say(p, "PASS", "mongodb",
             "MongoDB %s, config server replica set %s (sharded cluster): every shard is "
             "checked below",
             version, bson_iter_utf8(&it, NULL));
@@ -96,130 +101,23 @@ static bool check_server(struct pf *p, mongoc_client_t *c, int *major, int *mino
         *kind = SEED_RS;
         snprintf(rs, rs_cap, "%s", bson_iter_utf8(&it, NULL));
         if (*major > 0 && (*major < 3 || (*major == 3 && *minor < 6)))
-            say(p, "FAIL", "mongodb", "MongoDB %s, replica set %s: change streams need 3.6 or later",
+            pf_say(p, "FAIL", "mongodb", "MongoDB %s, replica set %s: change streams need 3.6 or later",
                 version, bson_iter_utf8(&it, NULL));
         else
-            say(p, "PASS", "mongodb", "MongoDB %s, replica set %s", version,
+            pf_say(p, "PASS", "mongodb", "MongoDB %s, replica set %s", version,
                 bson_iter_utf8(&it, NULL));
     } else if (bson_iter_init_find(&it, &reply, "msg") && BSON_ITER_HOLDS_UTF8(&it) &&
                strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0) {
         *kind = SEED_MONGOS;
-        say(p, "PASS", "mongodb",
+        pf_say(p, "PASS", "mongodb",
             "MongoDB %s through mongos (sharded cluster): every shard is checked below", version);
     } else {
-        say(p, "FAIL", "mongodb",
+        pf_say(p, "FAIL", "mongodb",
             "MongoDB %s standalone: no oplog and so no change streams; run it as a replica set",
             version);
     }
     bson_destroy(&reply);
     return true;
-}
-
-/* ---- access ---- */
-
-/* find {} limit 1 on db.coll; false with error when refused. */
-static bool can_find(mongoc_client_t *c, const char *db, const char *coll, bson_error_t *error)
-{
-    mongoc_collection_t *col = mongoc_client_get_collection(c, db, coll);
-    bson_t filter = BSON_INITIALIZER, opts = BSON_INITIALIZER;
-    const bson_t *doc;
-    mongoc_cursor_t *cur;
-    bool ok;
-
-    BSON_APPEND_INT64(&opts, "limit", 1);
-    cur = mongoc_collection_find_with_opts(col, &filter, &opts, NULL);
-    (void)mongoc_cursor_next(cur, &doc);
-    ok = !mongoc_cursor_error(cur, error);
-    mongoc_cursor_destroy(cur);
-    mongoc_collection_destroy(col);
-    bson_destroy(&filter);
-    bson_destroy(&opts);
-    return ok;
-}
-
-/* Opens a change stream on the whole deployment, as capture does. */
-static bool can_watch(mongoc_client_t *c, bson_error_t *error)
-{
-    bson_t pipeline = BSON_INITIALIZER, opts = BSON_INITIALIZER;
-    const bson_t *doc;
-    mongoc_change_stream_t *cs;
-    bool ok;
-
-    BSON_APPEND_INT64(&opts, "maxAwaitTimeMS", 100);
-    cs = mongoc_client_watch(c, &pipeline, &opts);
-    (void)mongoc_change_stream_next(cs, &doc);
-    ok = !mongoc_change_stream_error_document(cs, error, NULL);
-    mongoc_change_stream_destroy(cs);
-    bson_destroy(&pipeline);
-    bson_destroy(&opts);
-    return ok;
-}
-
-/* insert + delete of a marker document: what signalling needs (the signal
- * collection is read by the connector and written by users; Debezium
- * "Sending signals"). */
-static bool can_write_signal(mongoc_client_t *c, const char *ns, bson_error_t *error)
-{
-    char db[256];
-    const char *dot = strchr(ns, '.');
-    mongoc_collection_t *col;
-    bson_t doc = BSON_INITIALIZER;
-    bool ok;
-
-    if (dot == NULL || (size_t)(dot - ns) >= sizeof db) {
-        bson_set_error(error, 0, 0, "'%s' is not <database>.<collection>", ns);
-        return false;
-    }
-    snprintf(db, sizeof db, "%.*s", (int)(dot - ns), ns);
-    col = mongoc_client_get_collection(c, db, dot + 1);
-    BSON_APPEND_UTF8(&doc, "_id", "mongocdc-check");
-    BSON_APPEND_UTF8(&doc, "type", "mongocdc-check");
-    ok = mongoc_collection_insert_one(col, &doc, NULL, NULL, error) &&
-         mongoc_collection_delete_one(col, &doc, NULL, NULL, error);
-    mongoc_collection_destroy(col);
-    bson_destroy(&doc);
-    return ok;
-}
-
-static void check_access(struct pf *p, mongoc_client_t *c, const struct mcdc_config *cfg,
-                         const struct snapshot_plan *plan, bool *oplog_readable, bool signal)
-{
-    bson_error_t error;
-    size_t refused = 0;
-
-    if (!can_watch(c, &error))
-        say(p, "FAIL", "access", "cannot open a change stream (privilege changeStream): %s",
-            error.message);
-    else
-        say(p, "PASS", "access", "change stream opened");
-    for (size_t i = 0; plan != NULL && i < plan->count; i++) {
-        if (can_find(c, plan->colls[i].db, plan->colls[i].coll, &error))
-            continue;
-        if (refused++ < 5)
-            say(p, "FAIL", "access", "find on %s.%s refused (privilege find): %s",
-                plan->colls[i].db, plan->colls[i].coll, error.message);
-    }
-    if (plan != NULL && refused == 0)
-        say(p, "PASS", "access", "find allowed on all %zu captured collections", plan->count);
-    else if (refused > 5)
-        say(p, "FAIL", "access", "find refused on %zu captured collections in all", refused);
-    *oplog_readable = can_find(c, "local", "oplog.rs", &error);
-    if (*oplog_readable)
-        say(p, "PASS", "access", "find on local.oplog.rs allowed");
-    else
-        say(p, cfg->capture_mode == MCDC_CAPTURE_OPLOG ? "FAIL" : "WARN", "access",
-            "find on local.oplog.rs refused: %s (%s)", error.message,
-            cfg->capture_mode == MCDC_CAPTURE_OPLOG
-                ? "capture.mode oplog reads it"
-                : "the oplog headroom metric and its WARN need it");
-    if (signal && cfg->signal_data_collection != NULL && cfg->signal_data_collection[0] != '\0') {
-        if (can_write_signal(c, cfg->signal_data_collection, &error))
-            say(p, "PASS", "access", "insert and delete on signal.data.collection %s allowed",
-                cfg->signal_data_collection);
-        else
-            say(p, "FAIL", "access", "cannot write signal.data.collection %s: %s",
-                cfg->signal_data_collection, error.message);
-    }
 }
 
 /* ---- oplog ---- */
@@ -251,7 +149,7 @@ static void check_oplog(struct pf *p, mongoc_client_t *c, const struct mcdc_conf
     *oldest = oplog_edge_sec(c, false);
     newest = oplog_edge_sec(c, true);
     if (*oldest == 0 || newest == 0) {
-        say(p, "SKIP", "oplog", "local.oplog.rs cannot be read: window unknown");
+        pf_say(p, "SKIP", "oplog", "local.oplog.rs cannot be read: window unknown");
         return;
     }
     BSON_APPEND_UTF8(&cmd, "collStats", "oplog.rs");
@@ -263,16 +161,16 @@ static void check_oplog(struct pf *p, mongoc_client_t *c, const struct mcdc_conf
     bson_destroy(&cmd);
     span = newest - *oldest;
     if (size < 0 || max <= 0 || size < max * 9 / 10) {
-        say(p, "PASS", "oplog", "spans %lld s so far and is not full (%lld of %lld bytes)",
+        pf_say(p, "PASS", "oplog", "spans %lld s so far and is not full (%lld of %lld bytes)",
             (long long)span, (long long)size, (long long)max);
     } else if (span <= flush_s * 2) {
-        say(p, "FAIL", "oplog",
+        pf_say(p, "FAIL", "oplog",
             "the full oplog spans only %lld s; offsets.flush.interval.ms is %lld ms: a stored "
             "position can fall off before the next one is written. Grow the oplog "
             "(replSetResizeOplog) to hold hours of writes",
             (long long)span, (long long)cfg->offsets_flush_interval_ms);
     } else {
-        say(p, span < 3600 ? "WARN" : "PASS", "oplog",
+        pf_say(p, span < 3600 ? "WARN" : "PASS", "oplog",
             "the full oplog spans %lld s (%lld bytes): that is how long mongocdc may be down "
             "before it must re-snapshot",
             (long long)span, (long long)max);
@@ -316,27 +214,27 @@ static void check_images(struct pf *p, mongoc_client_t *c, const struct mcdc_con
     size_t off = 0;
 
     if (!need) {
-        say(p, "SKIP", "pre-images", "capture.mode does not use pre- or post-images");
+        pf_say(p, "SKIP", "pre-images", "capture.mode does not use pre- or post-images");
         return;
     }
     if (major > 0 && major < 6) {
-        say(p, "FAIL", "pre-images", "pre- and post-images need MongoDB 6.0 or later");
+        pf_say(p, "FAIL", "pre-images", "pre- and post-images need MongoDB 6.0 or later");
         return;
     }
     for (size_t i = 0; plan != NULL && i < plan->count; i++) {
         if (images_enabled(c, plan->colls[i].db, plan->colls[i].coll))
             continue;
         if (off++ < 5)
-            say(p, "FAIL", "pre-images",
+            pf_say(p, "FAIL", "pre-images",
                 "%s.%s has changeStreamPreAndPostImages off; enable it: db.runCommand({collMod: "
                 "\"%s\", changeStreamPreAndPostImages: {enabled: true}})",
                 plan->colls[i].db, plan->colls[i].coll, plan->colls[i].coll);
     }
     if (off == 0)
-        say(p, "PASS", "pre-images", "enabled on all %zu captured collections",
+        pf_say(p, "PASS", "pre-images", "enabled on all %zu captured collections",
             plan != NULL ? plan->count : 0);
     else if (off > 5)
-        say(p, "FAIL", "pre-images", "off on %zu captured collections in all", off);
+        pf_say(p, "FAIL", "pre-images", "off on %zu captured collections in all", off);
 }
 
 /* ---- offsets ---- */
@@ -350,15 +248,25 @@ static void check_offsets(struct pf *p, const struct mcdc_config *cfg, const cha
     bool found = false;
     uint32_t sec = 0, ord = 0;
 
+    if (store == NULL && err.domain == MCDC_ERR_CONFIG && err.code == EWOULDBLOCK) {
+        /* A daemon holds the file's run-long lock: it is running, which is
+         * no failure of the setup; its positions are still read. */
+        pf_say(p, "WARN", "offsets",
+               "a mongocdc daemon is running on %s (it holds %s.lock); its stored positions "
+               "are read without the lock, and a second daemon on this file would be refused",
+               cfg->offsets_file, cfg->offsets_file);
+        err = (struct mcdc_error)MCDC_ERROR_INIT;
+        store = offset_store_open_read_only(cfg, &err);
+    }
     if (store == NULL) {
-        say(p, "FAIL", "offsets", "cannot open the offset store: %s", err.msg);
+        pf_say(p, "FAIL", "offsets", "cannot open the offset store: %s", err.msg);
         return;
     }
     position_init(&pos);
     if (!offset_store_load(store, rs, &pos, &found, &err)) {
-        say(p, "FAIL", "offsets", "cannot read the stored position of %s: %s", rs, err.msg);
+        pf_say(p, "FAIL", "offsets", "cannot read the stored position of %s: %s", rs, err.msg);
     } else if (!found) {
-        say(p, "PASS", "offsets", "no stored position for %s: the first start follows "
+        pf_say(p, "PASS", "offsets", "no stored position for %s: the first start follows "
             "snapshot.mode", rs);
     } else {
         if (pos.sec > 0)
@@ -366,16 +274,16 @@ static void check_offsets(struct pf *p, const struct mcdc_config *cfg, const cha
         else if (pos.has_resume_token)
             (void)resume_token_time(&pos.resume_token, &sec, &ord);
         if (sec == 0 || oldest == 0)
-            say(p, "WARN", "offsets", "stored position of %s found; its place in the oplog "
+            pf_say(p, "WARN", "offsets", "stored position of %s found; its place in the oplog "
                 "cannot be checked", rs);
         else if ((int64_t)sec < oldest)
-            say(p, "FAIL", "offsets",
+            pf_say(p, "FAIL", "offsets",
                 "the stored position of %s (%u) is older than the oldest oplog entry (%lld): "
                 "resuming fails with ChangeStreamHistoryLost; snapshot.mode decides what "
                 "happens next",
                 rs, sec, (long long)oldest);
         else
-            say(p, "PASS", "offsets", "stored position of %s is inside the oplog, %lld s after "
+            pf_say(p, "PASS", "offsets", "stored position of %s is inside the oplog, %lld s after "
                 "its oldest entry", rs, (long long)sec - oldest);
     }
     position_clear(&pos);
@@ -393,14 +301,14 @@ static rd_kafka_t *kafka_client(struct pf *p, const struct mcdc_config *cfg)
     for (size_t i = 0; i < cfg->kafka.count; i++)
         if (rd_kafka_conf_set(conf, cfg->kafka.items[i].key, cfg->kafka.items[i].value, errstr,
                               sizeof errstr) != RD_KAFKA_CONF_OK) {
-            say(p, "FAIL", "kafka", "kafka.%s: %s", cfg->kafka.items[i].key, errstr);
+            pf_say(p, "FAIL", "kafka", "kafka.%s: %s", cfg->kafka.items[i].key, errstr);
             rd_kafka_conf_destroy(conf);
             return NULL;
         }
     rd_kafka_conf_set(conf, "log_level", "0", errstr, sizeof errstr);
     rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
     if (rk == NULL) {
-        say(p, "FAIL", "kafka", "cannot create a producer: %s", errstr);
+        pf_say(p, "FAIL", "kafka", "cannot create a producer: %s", errstr);
         rd_kafka_conf_destroy(conf);
     }
     return rk;
@@ -421,19 +329,19 @@ static void check_offsets_topic(struct pf *p, rd_kafka_t *rk, const char *topic)
     rd_kafka_DescribeConfigs(rk, &res, 1, NULL, q);
     ev = rd_kafka_queue_poll(q, KAFKA_TIMEOUT_MS);
     if (ev == NULL || rd_kafka_event_error(ev)) {
-        say(p, "FAIL", "offsets-topic", "cannot describe %s: %s", topic,
+        pf_say(p, "FAIL", "offsets-topic", "cannot describe %s: %s", topic,
             ev != NULL ? rd_kafka_event_error_string(ev) : "timed out");
         goto out;
     }
     r = rd_kafka_event_DescribeConfigs_result(ev);
     rs = rd_kafka_DescribeConfigs_result_resources(r, &n);
     if (n == 1 && rd_kafka_ConfigResource_error(rs[0]) == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
-        say(p, "PASS", "offsets-topic", "%s does not exist yet; mongocdc creates it compacted",
+        pf_say(p, "PASS", "offsets-topic", "%s does not exist yet; mongocdc creates it compacted",
             topic);
         goto out;
     }
     if (n == 1 && rd_kafka_ConfigResource_error(rs[0])) {
-        say(p, "FAIL", "offsets-topic", "cannot describe %s: %s", topic,
+        pf_say(p, "FAIL", "offsets-topic", "cannot describe %s: %s", topic,
             rd_kafka_ConfigResource_error_string(rs[0]));
         goto out;
     }
@@ -444,9 +352,9 @@ static void check_offsets_topic(struct pf *p, rd_kafka_t *rk, const char *topic)
                 policy = rd_kafka_ConfigEntry_value(e[k]);
     }
     if (policy != NULL && strstr(policy, "compact") != NULL)
-        say(p, "PASS", "offsets-topic", "%s has cleanup.policy=%s", topic, policy);
+        pf_say(p, "PASS", "offsets-topic", "%s has cleanup.policy=%s", topic, policy);
     else
-        say(p, "FAIL", "offsets-topic",
+        pf_say(p, "FAIL", "offsets-topic",
             "%s has cleanup.policy=%s: positions would be deleted with old segments; set "
             "cleanup.policy=compact",
             topic, policy ? policy : "(unknown)");
@@ -465,7 +373,7 @@ static void check_kafka(struct pf *p, const struct mcdc_config *cfg)
     rd_kafka_t *rk;
 
     if (!sink && !store) {
-        say(p, "SKIP", "kafka", "neither sink.type nor offsets.storage is kafka");
+        pf_say(p, "SKIP", "kafka", "neither sink.type nor offsets.storage is kafka");
         return;
     }
     rk = kafka_client(p, cfg);
@@ -473,10 +381,10 @@ static void check_kafka(struct pf *p, const struct mcdc_config *cfg)
         return;
     e = rd_kafka_metadata(rk, 0, NULL, &md, KAFKA_TIMEOUT_MS);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        say(p, "FAIL", "kafka", "no broker answered within %d ms: %s (check kafka.bootstrap.servers "
+        pf_say(p, "FAIL", "kafka", "no broker answered within %d ms: %s (check kafka.bootstrap.servers "
             "and the security settings)", KAFKA_TIMEOUT_MS, rd_kafka_err2str(e));
     } else {
-        say(p, "PASS", "kafka", "%d broker(s) answer, controller %d", md->broker_cnt,
+        pf_say(p, "PASS", "kafka", "%d broker(s) answer, controller %d", md->broker_cnt,
             (int)rd_kafka_controllerid(rk, 0));
         rd_kafka_metadata_destroy(md);
         if (store)
@@ -501,15 +409,26 @@ static void check_replica_set(struct pf *p, mongoc_client_t *c, const struct mcd
     int64_t oldest = 0;
     bool oplog_readable = false;
 
-    if (enc == NULL || !snapshot_plan(c, cfg, enc, &plan, &fail, &err))
-        say(p, "FAIL", "access", "cannot list the captured collections of %s: %s", rs, err.msg);
-    else
-        say(p, "PASS", "collections", "%s: %zu collections captured now", rs, plan->count);
-    check_access(p, c, cfg, plan, &oplog_readable, signal);
+    if (enc == NULL || !snapshot_plan(c, cfg, enc, &plan, &fail, &err)) {
+        if (strstr(err.msg, "not authorized on ") != NULL) {
+            const char *on = strstr(err.msg, "not authorized on ");
+            const char *cut = strstr(on, " to execute command");
+            pf_say(p, "FAIL", "access",
+                   "missing privilege listCollections on a database listDatabases shows, which "
+                   "the snapshot and the collection filters need to list %s's collections: "
+                   "grant read on each captured database, or readAnyDatabase (server: %.*s)",
+                   rs, cut != NULL ? (int)(cut - on) : (int)strlen(on), on);
+        } else {
+            pf_say(p, "FAIL", "access", "cannot list the captured collections of %s: %s", rs,
+                   err.msg);
+        }
+    } else
+        pf_say(p, "PASS", "collections", "%s: %zu collections captured now", rs, plan->count);
+    pf_check_access(p, c, cfg, plan, &oplog_readable, signal);
     if (oplog_readable)
         check_oplog(p, c, cfg, &oldest);
     else
-        say(p, "SKIP", "oplog", "local.oplog.rs of %s cannot be read", rs);
+        pf_say(p, "SKIP", "oplog", "local.oplog.rs of %s cannot be read", rs);
     check_images(p, c, cfg, plan, major);
     check_offsets(p, cfg, rs, oldest);
     snapshot_plan_free(plan);
@@ -526,13 +445,13 @@ static void check_shards(struct pf *p, const mongoc_uri_t *uri, const struct mcd
     struct mcdc_error err = MCDC_ERROR_INIT;
 
     if (pool == NULL || !shards_read(pool, &shards, &err)) {
-        say(p, "FAIL", "shards", "cannot read config.shards: %s",
+        pf_say(p, "FAIL", "shards", "cannot read config.shards: %s",
             pool == NULL ? "cannot create a client pool" : err.msg);
         if (pool != NULL)
             mongoc_client_pool_destroy(pool);
         return;
     }
-    say(p, shards.count > 0 ? "PASS" : "FAIL", "shards", "%zu shards in config.shards",
+    pf_say(p, shards.count > 0 ? "PASS" : "FAIL", "shards", "%zu shards in config.shards",
         shards.count);
     for (size_t i = 0; i < shards.count; i++) {
         const struct shard_info *s = &shards.items[i];
@@ -545,7 +464,7 @@ static void check_shards(struct pf *p, const mongoc_uri_t *uri, const struct mcd
         char rs[128] = "";
 
         if (sc == NULL) {
-            say(p, "FAIL", "shards", "shard %s: cannot build its connection: %s", s->name,
+            pf_say(p, "FAIL", "shards", "shard %s: cannot build its connection: %s", s->name,
                 cs == NULL ? err.msg : error.message);
         } else if (check_server(p, sc, &major, &minor, rs, sizeof rs, &kind) && kind == SEED_RS) {
             check_replica_set(p, sc, cfg, s->rs, major, false);
@@ -578,7 +497,7 @@ int preflight_run(const struct mcdc_config *cfg, FILE *out)
         c = mongoc_client_new_from_uri_with_error(uri, &error);
     }
     if (c == NULL) {
-        say(&p, "FAIL", "mongodb", "mongodb.connection.string: %s", error.message);
+        pf_say(&p, "FAIL", "mongodb", "mongodb.connection.string: %s", error.message);
     } else if (check_server(&p, c, &major, &minor, rs, sizeof rs, &kind)) {
         if (kind == SEED_RS)
             check_replica_set(&p, c, cfg, rs, major, true);

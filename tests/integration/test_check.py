@@ -145,3 +145,122 @@ def test_check_on_a_sharded_cluster_checks_every_shard(tmp_workdir, run_mongocdc
         c.close()
     finally:
         sim.stop()
+
+
+def _auth_uri(sim, user, pwd):
+    uri = sim.uri.replace("mongodb://", "mongodb://%s:%s@" % (user, pwd), 1)
+    return uri + ("&" if "?" in uri else "/?") + "authSource=admin"
+
+
+def _access(r):
+    return [ln for ln in lines(r) if re.match(r"^\w+\s+access:", ln)]
+
+
+@pytest.fixture
+def roles_sim(tmp_workdir):
+    """--auth with a root user and users of the simulator's built-in roles (SPEC-NOTES.md)."""
+    sim = Sim(tmp_workdir, extra=["--auth", "admin:pw",
+                                  "--auth", "reader:pw:read@shop",
+                                  "--auth", "anyreader:pw:readAnyDatabase",
+                                  "--auth", "shopper:pw:read@shop,clusterMonitor",
+                                  "--auth", "cdc:pw:readAnyDatabase,read@local,readWrite@shop"])
+    root = sim.client(username="admin", password="pw", authSource="admin")
+    root.shop.orders.insert_many([{"_id": i} for i in range(3)])
+    root.other.items.insert_one({"_id": 1})
+    yield sim
+    sim.stop()
+
+
+def test_check_names_each_missing_privilege(tmp_workdir, roles_sim, run_mongocdc):
+    """A user with read on one database: the whole-deployment change stream, the oplog,
+    listDatabases and the signal collection each get a line naming the privilege, the
+    resource, what needs it and a role that grants it."""
+    cfg = write_config(tmp_workdir, _auth_uri(roles_sim, "reader", "pw"),
+                       **{"collection.include.list": "shop\\..*",
+                          "signal.data.collection": "shop.signals"})
+    r = run_mongocdc("check", "-c", cfg, timeout_s=60)
+    out = r.stdout.decode()
+    acc = _access(r)
+    assert r.returncode == 1, out
+    assert any(ln.startswith("FAIL") and "missing privilege changeStream and find on every database"
+               in ln and "readAnyDatabase" in ln and "not authorized on admin" in ln for ln in acc), out
+    assert "PASS  access: find allowed on all 1 captured collections" in out
+    assert any(ln.startswith("WARN") and "missing privilege find on local.oplog.rs" in ln and
+               "oplog headroom metric" in ln and "read on local" in ln for ln in acc), out
+    assert any(ln.startswith("WARN") and "missing privilege collStats on local.oplog.rs" in ln
+               for ln in acc), out
+    assert any(ln.startswith("WARN") and "missing privilege listDatabases on the cluster" in ln
+               for ln in acc), out
+    assert any(ln.startswith("FAIL") and "missing privilege insert on shop.signals" in ln and
+               "readWrite on shop" in ln for ln in acc), out
+    assert out.rstrip().endswith("failed: access")
+
+
+def test_check_oplog_mode_needs_find_on_the_oplog(tmp_workdir, roles_sim, run_mongocdc):
+    """readAnyDatabase leaves local out: change streams pass, capture.mode oplog fails on
+    local.oplog.rs (a WARN in change-stream mode)."""
+    uri = _auth_uri(roles_sim, "anyreader", "pw")
+    r = run_mongocdc("check", "-c", write_config(tmp_workdir, uri, **{"capture.mode": "oplog"}),
+                     timeout_s=60)
+    out = r.stdout.decode()
+    assert r.returncode == 1, out
+    assert "PASS  access: change stream opened" in out
+    assert any(ln.startswith("FAIL") and "missing privilege find on local.oplog.rs, which "
+               "capture.mode oplog needs" in ln for ln in _access(r)), out
+    r = run_mongocdc("check", "-c", write_config(tmp_workdir, uri), timeout_s=60)
+    assert r.returncode == 0, r.stdout.decode()
+    assert "WARN  access: missing privilege find on local.oplog.rs" in r.stdout.decode()
+
+
+def test_check_names_list_collections_when_a_database_cannot_be_listed(tmp_workdir, roles_sim,
+                                                                       run_mongocdc):
+    """clusterMonitor shows every database (listDatabases) but grants no listCollections on
+    them: the collection list of the captured databases fails, naming the privilege."""
+    cfg = write_config(tmp_workdir, _auth_uri(roles_sim, "shopper", "pw"))
+    r = run_mongocdc("check", "-c", cfg, timeout_s=60)
+    out = r.stdout.decode()
+    assert r.returncode == 1, out
+    assert any(ln.startswith("FAIL") and "missing privilege listCollections" in ln and
+               "not authorized on other" in ln for ln in _access(r)), out
+
+
+def test_check_passes_with_the_documented_roles(tmp_workdir, roles_sim, run_mongocdc):
+    """readAnyDatabase + read on local + readWrite on the signal collection's database is
+    enough for everything check looks at, in both capture modes (docs/OPERATIONS.md)."""
+    uri = _auth_uri(roles_sim, "cdc", "pw")
+    for mode in ("change_streams_update_full", "oplog"):
+        cfg = write_config(tmp_workdir, uri, **{"capture.mode": mode,
+                                                "signal.data.collection": "shop.signals"})
+        r = run_mongocdc("check", "-c", cfg, timeout_s=60)
+        out = r.stdout.decode()
+        assert r.returncode == 0, out
+        assert not [ln for ln in _access(r) if not ln.startswith("PASS")], out
+
+
+def test_check_while_the_daemon_runs(tmp_workdir, users_sim, run_mongocdc, start_mongocdc,
+                                     wait_until_fn):
+    """The daemon holds the offsets file's lock for its whole run: check says it is running
+    (a WARN, not a failure) and still reads the stored position."""
+    cfg = write_config(tmp_workdir, users_sim.uri)
+    d = start_mongocdc("-c", cfg)
+    wait_until_fn(lambda: (tmp_workdir / "offsets.json").exists() and "streaming" in d.stderr(),
+                  60, "the daemon streaming with a stored position")
+    r = run_mongocdc("check", "-c", cfg, timeout_s=60)
+    out = r.stdout.decode()
+    assert d.running()
+    d.stop()
+    assert r.returncode == 0, out
+    assert "WARN  offsets: a mongocdc daemon is running on" in out
+    assert "stored position of rs0 is inside the oplog" in out, out
+    assert "cannot open the offset store" not in out
+
+
+def test_check_names_the_host_it_cannot_reach(tmp_workdir, run_mongocdc):
+    """A dead host: the first connection error with the host, not libmongoc's later
+    "No servers yet eligible for rescan"."""
+    cfg = write_config(tmp_workdir, "mongodb://127.0.0.1:1/?replicaSet=rs0")
+    r = run_mongocdc("check", "-c", cfg, timeout_s=90)
+    out = r.stdout.decode()
+    assert r.returncode == 1, out
+    assert "FAIL  mongodb: cannot connect or authenticate to 127.0.0.1:1: " in out
+    assert "No servers yet eligible" not in out

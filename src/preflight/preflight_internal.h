@@ -1,0 +1,43 @@
+/*
+ * preflight internals shared by preflight.c (server, oplog, images, offsets,
+ * Kafka) and access.c (privileges).
+ */
+#ifndef MCDC_PREFLIGHT_INTERNAL_H
+#define MCDC_PREFLIGHT_INTERNAL_H
+
+#include <mongoc/mongoc.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "config/config.h"
+#include "snapshot/snapshot.h"
+
+/* One run's output and the failed checks' names. */
+struct pf {
+    FILE *out;
+    int failed;
+    char failures[512];
+};
+
+/* Prints "<verdict>  <check>: <detail>"; a FAIL counts and names check in
+ * the verdict line. */
+void pf_say(struct pf *p, const char *verdict, const char *check, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/*
+ * The access checks of one replica set (client c borrowed): a change stream
+ * as capture opens it, find on each collection of plan (may be NULL), find
+ * and collStats on local.oplog.rs, listDatabases on the cluster, and, when
+ * signal is true and signal.data.collection is set, insert and delete
+ * there. A refusal with error 13 Unauthorized names the missing privilege
+ * (action on resource), what in mongocdc needs it and a built-in role that
+ * grants it (MongoDB manual, "Built-In Roles"; "Change Streams" > "Access
+ * Control"). *oplog_readable tells whether local.oplog.rs can be read.
+ */
+void pf_check_access(struct pf *p, mongoc_client_t *c, const struct mcdc_config *cfg,
+                     const struct snapshot_plan *plan, bool *oplog_readable, bool signal);
+
+/* Whether a server error is 13 Unauthorized (a missing privilege). */
+bool pf_unauthorized(const bson_error_t *error);
+
+#endif
