@@ -30,6 +30,7 @@
 #endif
 #ifdef MCDC_HAVE_TOPOLOGY
 #include "topology/topology.h"
+#include "metrics/metrics.h"
 #include "metrics/metrics_http.h"
 #endif
 #ifdef MCDC_HAVE_PREFLIGHT
@@ -201,6 +202,8 @@ static int run_capture(const struct mcdc_config *cfg)
     ev_signal_start(loop, &sighup_w);
 
     struct metrics_http *mh = NULL;
+    /* Per-collection counters cost a lookup per event: only when served. */
+    metrics_set_collection_cap(cfg->metrics_enabled ? (size_t)cfg->metrics_collections_max : 0);
     if (cfg->metrics_enabled) {
         int port = 0;
         mh = metrics_http_start(cfg->metrics_bind_address, (int)cfg->metrics_port,

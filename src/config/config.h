@@ -201,6 +201,7 @@ struct mcdc_config {
     char *metrics_bind_address;                /* metrics.http.bind.address, 127.0.0.1 */
     int64_t metrics_port;                      /* metrics.http.port, 9464 */
     int64_t metrics_ready_window_ms;           /* metrics.ready.window.ms, 60000 */
+    int64_t metrics_collections_max;           /* metrics.collections.max, 100 */
     int64_t oplog_headroom_interval_ms;        /* oplog.headroom.check.interval.ms, 60000 */
     int64_t oplog_headroom_warn_s;             /* oplog.headroom.warn.seconds, 3600 */
 

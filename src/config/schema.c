@@ -322,6 +322,9 @@ const struct opt mcdc_options[] = {
       "Port of the metrics listener; 0 = chosen by the system (logged)"),
     N("metrics.ready.window.ms", "60000", 1, I32, F(metrics_ready_window_ms), 0, G_METR,
       "/ready answers 503 when a task made no progress for this long, ms"),
+    N("metrics.collections.max", "100", 0, 10000, F(metrics_collections_max), 0, G_METR,
+      "Distinct collections per task with their own metrics; later ones share "
+      "collection=\"__overflow__\"; 0 = no per-collection metrics"),
     N("oplog.headroom.check.interval.ms", "60000", 0, I32, F(oplog_headroom_interval_ms), 0,
       G_METR, "How often the oplog's oldest entry is read for the headroom, ms; 0 = never"),
     N("oplog.headroom.warn.seconds", "3600", 0, I32, F(oplog_headroom_warn_s), 0, G_METR,

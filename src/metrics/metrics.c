@@ -14,34 +14,17 @@
 #include <unistd.h>
 
 #include "common/xalloc.h"
+#include "metrics/metrics_internal.h"
 
 /* Delivery-latency bucket bounds, seconds (le="..."); +Inf is implied. */
-static const double latency_bounds[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                        0.5,   1,     2.5,  5,     10,  30};
-#define LATENCY_BUCKETS (sizeof latency_bounds / sizeof latency_bounds[0])
-
-struct metrics_task {
-    char name[128];
-    atomic_uint_fast64_t seen[METRICS_OP_COUNT], filtered[METRICS_OP_COUNT],
-        emitted[METRICS_OP_COUNT];
-    atomic_uint_fast64_t counters[METRICS_COUNTER_COUNT];
-    atomic_int state;
-    atomic_int_fast64_t progress_ms;  /* monotonic */
-    atomic_int_fast64_t source_ms;    /* epoch; 0 none yet */
-    atomic_int_fast64_t offset_ms;    /* epoch of the last offset store; 0 none */
-    atomic_int_fast64_t oplog_oldest; /* epoch s; 0 unknown */
-    atomic_int_fast64_t oplog_stored; /* epoch s */
-    atomic_int_fast64_t queue_records, queue_bytes;
-    atomic_int_fast64_t snap_colls_total, snap_colls_done, snap_docs_done, snap_docs_est;
-    atomic_uint_fast64_t latency[LATENCY_BUCKETS + 1]; /* per bucket, not cumulative */
-    atomic_uint_fast64_t latency_sum_us;
-};
+static const double latency_bounds[LATENCY_BUCKETS] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                       0.5,   1,     2.5,  5,     10,  30};
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct metrics_task *tasks[METRICS_MAX_TASKS];
 static size_t ntasks;
 
-static const char *const op_labels[METRICS_OP_COUNT] = {"c", "u", "d", "r", "other"};
+const char *const metrics_op_labels[METRICS_OP_COUNT] = {"c", "u", "d", "r", "other"};
 static const char *const state_labels[METRICS_STATE_COUNT] = {
     "starting", "snapshotting", "streaming", "reconnecting", "stopped", "failed"};
 
@@ -72,6 +55,7 @@ struct metrics_task *metrics_task_register(const char *name)
         snprintf(t->name, sizeof t->name, "%s", name);
         atomic_store(&t->progress_ms, mono_ms());
         atomic_store(&t->snap_docs_est, -1);
+        t->colls = metrics_colls_new();
         tasks[ntasks++] = t;
     }
     pthread_mutex_unlock(&reg_mu);
@@ -185,13 +169,7 @@ void metrics_observe_delivery_us(struct metrics_task *t, int64_t us)
 
 /* ---- exposition ---- */
 
-struct out {
-    char *buf;
-    size_t len, cap;
-};
-
-static void outf(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void outf(struct out *o, const char *fmt, ...)
+void outf(struct out *o, const char *fmt, ...)
 {
     va_list ap;
     int n;
@@ -209,14 +187,14 @@ static void outf(struct out *o, const char *fmt, ...)
     }
 }
 
-static void header(struct out *o, const char *name, const char *type, const char *help)
+void metrics_header(struct out *o, const char *name, const char *type, const char *help)
 {
     outf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* Label values in the exposition escape \, " and newline. Task names are
  * replica-set names, but a shard name could hold anything. */
-static void esc(char *dst, size_t n, const char *src)
+void metrics_esc(char *dst, size_t n, const char *src)
 {
     size_t j = 0;
     for (; *src && j + 2 < n; src++) {
@@ -234,13 +212,13 @@ static void per_op(struct out *o, const char *name, const char *help, size_t off
 {
     char nm[300];
 
-    header(o, name, "counter", help);
+    metrics_header(o, name, "counter", help);
     for (size_t i = 0; i < ntasks; i++) {
         const atomic_uint_fast64_t *a =
             (const atomic_uint_fast64_t *)((const char *)tasks[i] + off);
-        esc(nm, sizeof nm, tasks[i]->name);
+        metrics_esc(nm, sizeof nm, tasks[i]->name);
         for (int op = 0; op < METRICS_OP_COUNT; op++)
-            outf(o, "%s{task=\"%s\",op=\"%s\"} %llu\n", name, nm, op_labels[op],
+            outf(o, "%s{task=\"%s\",op=\"%s\"} %llu\n", name, nm, metrics_op_labels[op],
                  (unsigned long long)atomic_load(&a[op]));
     }
 }
@@ -250,9 +228,9 @@ static void per_task_counter(struct out *o, const char *name, const char *help,
 {
     char nm[300];
 
-    header(o, name, "counter", help);
+    metrics_header(o, name, "counter", help);
     for (size_t i = 0; i < ntasks; i++) {
-        esc(nm, sizeof nm, tasks[i]->name);
+        metrics_esc(nm, sizeof nm, tasks[i]->name);
         outf(o, "%s{task=\"%s\"} %llu\n", name, nm,
              (unsigned long long)atomic_load(&tasks[i]->counters[c]));
     }
@@ -266,11 +244,11 @@ static void per_task_gauge(struct out *o, const char *name, const char *help,
     char nm[300];
     double v;
 
-    header(o, name, "gauge", help);
+    metrics_header(o, name, "gauge", help);
     for (size_t i = 0; i < ntasks; i++) {
         if (!value(tasks[i], now_ms, &v))
             continue;
-        esc(nm, sizeof nm, tasks[i]->name);
+        metrics_esc(nm, sizeof nm, tasks[i]->name);
         outf(o, "%s{task=\"%s\"} %.3f\n", name, nm, v);
     }
 }
@@ -461,21 +439,21 @@ char *metrics_render(size_t *len)
                    "Estimated documents left to copy (estimatedDocumentCount - copied).",
                    v_docs_remaining, now);
 
-    header(&o, "mongocdc_task_state", "gauge",
+    metrics_header(&o, "mongocdc_task_state", "gauge",
            "1 for the state each task is in (Debezium Connected, SnapshotRunning).");
     for (size_t i = 0; i < ntasks; i++) {
         int s = atomic_load(&tasks[i]->state);
-        esc(nm, sizeof nm, tasks[i]->name);
+        metrics_esc(nm, sizeof nm, tasks[i]->name);
         for (int k = 0; k < METRICS_STATE_COUNT; k++)
             outf(&o, "mongocdc_task_state{task=\"%s\",state=\"%s\"} %d\n", nm, state_labels[k],
                  k == s);
     }
 
-    header(&o, "mongocdc_delivery_latency_seconds", "histogram",
+    metrics_header(&o, "mongocdc_delivery_latency_seconds", "histogram",
            "Produce-to-acknowledgement latency of records.");
     for (size_t i = 0; i < ntasks; i++) {
         uint64_t cum = 0;
-        esc(nm, sizeof nm, tasks[i]->name);
+        metrics_esc(nm, sizeof nm, tasks[i]->name);
         for (size_t b = 0; b <= LATENCY_BUCKETS; b++) {
             cum += atomic_load(&tasks[i]->latency[b]);
             if (b < LATENCY_BUCKETS)
@@ -491,14 +469,15 @@ char *metrics_render(size_t *len)
         outf(&o, "mongocdc_delivery_latency_seconds_count{task=\"%s\"} %llu\n", nm,
              (unsigned long long)cum);
     }
+    metrics_colls_render(&o, tasks, ntasks);
     pthread_mutex_unlock(&reg_mu);
 
     if (proc_stat(&cpu, &rss, &start)) {
-        header(&o, "process_cpu_seconds_total", "counter", "User and system CPU time, seconds.");
+        metrics_header(&o, "process_cpu_seconds_total", "counter", "User and system CPU time, seconds.");
         outf(&o, "process_cpu_seconds_total %.2f\n", cpu);
-        header(&o, "process_resident_memory_bytes", "gauge", "Resident memory size, bytes.");
+        metrics_header(&o, "process_resident_memory_bytes", "gauge", "Resident memory size, bytes.");
         outf(&o, "process_resident_memory_bytes %.0f\n", rss);
-        header(&o, "process_start_time_seconds", "gauge",
+        metrics_header(&o, "process_start_time_seconds", "gauge",
                "Start time of the process since the epoch, seconds.");
         outf(&o, "process_start_time_seconds %.2f\n", start);
     }
@@ -566,8 +545,10 @@ bool metrics_ready(int64_t window_ms, char *why, size_t n)
 void metrics_reset(void)
 {
     pthread_mutex_lock(&reg_mu);
-    for (size_t i = 0; i < ntasks; i++)
+    for (size_t i = 0; i < ntasks; i++) {
+        metrics_colls_free(tasks[i]->colls);
         free(tasks[i]);
+    }
     ntasks = 0;
     pthread_mutex_unlock(&reg_mu);
 }

@@ -68,6 +68,27 @@ void metrics_event_seen(struct metrics_task *t, enum metrics_op op);
 void metrics_event_filtered(struct metrics_task *t, enum metrics_op op);
 void metrics_event_emitted(struct metrics_task *t, enum metrics_op op);
 
+/*
+ * Per collection (label collection="db.coll"): an event of op turned into a
+ * record (db/coll: db_len/coll_len bytes, not NUL-terminated), and n
+ * documents copied by the snapshot (NUL-terminated names; Debezium's
+ * RowsScanned map). A task tracks at most the cap set by
+ * metrics_set_collection_cap (metrics.collections.max, default
+ * METRICS_COLLECTIONS_DEFAULT) distinct collections; later ones share the
+ * label METRICS_COLLECTION_OVERFLOW. Cost: one uncontended mutex per call,
+ * a name compare when the collection is the previous call's, else a hash
+ * lookup.
+ */
+void metrics_collection_event(struct metrics_task *t, const char *db, size_t db_len,
+                              const char *coll, size_t coll_len, enum metrics_op op);
+void metrics_collection_snapshot_rows(struct metrics_task *t, const char *db, const char *coll,
+                                      uint64_t n);
+/* The cap on distinct collections per task; 0 turns per-collection metrics
+ * off (no series, no cost beyond a load). Set once before tasks start. */
+void metrics_set_collection_cap(size_t cap);
+#define METRICS_COLLECTIONS_DEFAULT 100
+#define METRICS_COLLECTION_OVERFLOW "__overflow__"
+
 /* Adds n to a counter. */
 void metrics_add(struct metrics_task *t, enum metrics_counter c, uint64_t n);
 

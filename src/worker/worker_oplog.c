@@ -92,6 +92,8 @@ enum phase worker_stream_oplog(struct worker *w)
                 ph = worker_hold_for_donor(w, &item.ev);
             if (item.emit && ph == PHASE_OK) {
                 metrics_event_emitted(w->m, worker_metrics_op(item.ev.op));
+                metrics_collection_event(w->m, item.ev.db, item.ev.db_len, item.ev.coll,
+                                         item.ev.coll_len, worker_metrics_op(item.ev.op));
                 ph = worker_emit(w, &item.ev, &item.pos);
             } else if (ph == PHASE_OK) {
                 metrics_event_filtered(w->m, worker_metrics_op(item.ev.op));

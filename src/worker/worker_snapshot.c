@@ -66,6 +66,8 @@ static enum phase emit_doc(struct worker *w, const struct snapshot_doc *d,
     metrics_progress(w->m);
     metrics_event_seen(w->m, METRICS_OP_R);
     metrics_event_emitted(w->m, METRICS_OP_R);
+    metrics_collection_event(w->m, d->db, strlen(d->db), d->coll, strlen(d->coll), METRICS_OP_R);
+    metrics_collection_snapshot_rows(w->m, d->db, d->coll, 1);
     if (!event_from_snapshot_doc(d->doc, d->db, d->coll, flag, &ev, &err)) {
         w->err = err;
         mcdc_error_prefix(&w->err, "snapshot of %s.%s", d->db, d->coll);

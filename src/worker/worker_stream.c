@@ -258,6 +258,8 @@ enum phase worker_stream(struct worker *w)
                 ph = worker_hold_for_donor(w, &ev);
             if (emit && ph == PHASE_OK) {
                 metrics_event_emitted(w->m, worker_metrics_op(ev.op));
+                metrics_collection_event(w->m, ev.db, ev.db_len, ev.coll, ev.coll_len,
+                                         worker_metrics_op(ev.op));
                 ph = worker_emit(w, &ev, &pos);
             } else if (ph == PHASE_OK) {
                 log_namespace_event(w, doc, &ev);

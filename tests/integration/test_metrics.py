@@ -87,6 +87,8 @@ def test_metrics_during_snapshot_and_streaming(tmp_workdir, users_sim, kafka, st
     t = 'task="%s"' % rs
     assert s["mongocdc_snapshot_collections_planned{%s}" % t] == 1
     assert s["mongocdc_snapshot_documents_remaining{%s}" % t] > 0
+    rows = s['mongocdc_snapshot_collection_rows_total{%s,collection="sample_mflix.users"}' % t]
+    assert 0 < rows < 185
     assert get(port, "/ready")[0] == 200
     assert get(port, "/health")[0] == 200
     sim.control("delay", command="getMore", ms=0)
@@ -111,6 +113,14 @@ def test_metrics_during_snapshot_and_streaming(tmp_workdir, users_sim, kafka, st
     assert s1['mongocdc_events_seen_total{%s,op="c"}' % t] == 20
     assert s1['mongocdc_events_seen_total{%s,op="u"}' % t] == 1
     assert s1["mongocdc_records_failed_total{%s}" % t] == 0
+    per = 'mongocdc_collection_events_total{%s,collection="%s",op="%s"}'
+    assert s1[per % (t, "itdb.m", "c")] == 20
+    assert s1[per % (t, "itdb.m", "u")] == 1
+    assert s1[per % (t, "itdb.m", "d")] == 1
+    assert s1[per % (t, "sample_mflix.users", "r")] == 185
+    assert s1[per % (t, "sample_mflix.users", "c")] == 0
+    assert s1['mongocdc_snapshot_collection_rows_total{%s,collection="sample_mflix.users"}' % t] == 185
+    assert s1['mongocdc_snapshot_collection_rows_total{%s,collection="itdb.m"}' % t] == 0
     assert s1["mongocdc_delivery_latency_seconds_count{%s}" % t] >= 185 + 22
     assert 0 <= s1["mongocdc_behind_source_seconds{%s}" % t] < 30
     assert s1["mongocdc_offset_age_seconds{%s}" % t] < 30
@@ -170,6 +180,37 @@ def test_headroom_warn_with_a_tiny_oplog(tmp_workdir, shared_dir, start_mongocdc
         s = samples(get(port, "/metrics")[1])
         h = [v for k, v in s.items() if k.startswith("mongocdc_oplog_headroom_seconds")]
         assert h and h[0] < 3600
+        assert d.stop(timeout_s=30) == 0
+    finally:
+        sim.stop()
+
+
+def test_per_collection_labels_are_capped(tmp_workdir, start_mongocdc):
+    """metrics.collections.max bounds the collection label: the first N collections seen
+    keep their own series, every later one is counted under collection="__overflow__"."""
+    sim = Sim(tmp_workdir)
+    try:
+        cfg = write_config(tmp_workdir, sim.uri, **{"metrics.enabled": True, "metrics.http.port": 0,
+                                                   "metrics.collections.max": 2})
+        d = start_mongocdc("-c", cfg)
+        port = metrics_port(tmp_workdir, d)
+        wait_until(lambda: "streaming changes" in log_text(tmp_workdir), 60, "streaming")
+        c = sim.client()
+        for i, coll in enumerate(["a", "b", "c", "d", "e"]):
+            for k in range(i + 1):
+                c.capdb[coll].insert_one({"_id": k})
+
+        def counted():
+            s = samples(get(port, "/metrics")[1])
+            v = [val for k, val in s.items() if k.startswith("mongocdc_events_emitted_total") and 'op="c"' in k]
+            return v and v[0] == 15 and s
+        s = wait_until(counted, 30, "15 inserts counted")
+        body = get(port, "/metrics")[1]
+        promtool_ok(body)
+        colls = set(re.findall(r'mongocdc_collection_events_total\{task="[^"]+",collection="([^"]+)"', body))
+        assert colls == {"capdb.a", "capdb.b", "__overflow__"}, colls
+        ov = [v for k, v in s.items() if 'collection="__overflow__",op="c"' in k]
+        assert ov == [3 + 4 + 5]
         assert d.stop(timeout_s=30) == 0
     finally:
         sim.stop()

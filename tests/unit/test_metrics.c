@@ -2,6 +2,7 @@
  * cumulative buckets, label escaping, /health and /ready decisions. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,83 @@ static double sample(const char *body, const char *series)
             return strtod(p + n + 1, NULL);
     fail_msg("no sample %s in:\n%s", series, body);
     return -1;
+}
+
+/* Whether body has a line starting with prefix. */
+static bool has_line(const char *body, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    for (const char *p = body; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, prefix, n) == 0)
+            return true;
+    return false;
+}
+
+static void per_collection_counters(void **state)
+{
+    (void)state;
+    struct metrics_task *a = metrics_task_register("rs0"), *b = metrics_task_register("rs1");
+    const char *ns = "shop.ordersXX"; /* names are lengths, not NUL-terminated */
+    size_t len;
+
+    metrics_set_collection_cap(METRICS_COLLECTIONS_DEFAULT);
+    for (int i = 0; i < 3; i++)
+        metrics_collection_event(a, ns, 4, ns + 5, 6, METRICS_OP_C);
+    metrics_collection_event(a, "shop", 4, "carts", 5, METRICS_OP_U);
+    metrics_collection_event(a, ns, 4, ns + 5, 6, METRICS_OP_D);
+    metrics_collection_event(b, "shop", 4, "orders", 6, METRICS_OP_U);
+    metrics_collection_snapshot_rows(a, "shop", "orders", 7);
+    metrics_collection_event(a, "sh\"op", 5, "o", 1, METRICS_OP_R);
+    char *body = metrics_render(&len);
+    assert_true(has_line(body, "# TYPE mongocdc_collection_events_total counter"));
+    assert_true(sample(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\"shop."
+                             "orders\",op=\"c\"}") == 3);
+    assert_true(sample(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\"shop."
+                             "orders\",op=\"d\"}") == 1);
+    assert_true(sample(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\"shop."
+                             "carts\",op=\"u\"}") == 1);
+    assert_true(sample(body, "mongocdc_collection_events_total{task=\"rs1\",collection=\"shop."
+                             "orders\",op=\"u\"}") == 1);
+    assert_true(sample(body, "mongocdc_collection_events_total{task=\"rs1\",collection=\"shop."
+                             "orders\",op=\"c\"}") == 0);
+    assert_true(sample(body, "mongocdc_snapshot_collection_rows_total{task=\"rs0\",collection=\""
+                             "shop.orders\"}") == 7);
+    assert_true(sample(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\"sh\\\"op."
+                             "o\",op=\"r\"}") == 1);
+    assert_false(has_line(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\"__overflow__\""));
+    free(body);
+}
+
+static void per_collection_cap_and_overflow(void **state)
+{
+    (void)state;
+    struct metrics_task *a = metrics_task_register("rs0");
+    char coll[32];
+    size_t len;
+
+    metrics_set_collection_cap(50);
+    for (int i = 0; i < 200; i++) { /* past the cap, and past the hash table's first size */
+        int n = snprintf(coll, sizeof coll, "c%03d", i);
+        metrics_collection_event(a, "db", 2, coll, (size_t)n, METRICS_OP_C);
+        metrics_collection_event(a, "db", 2, coll, (size_t)n, METRICS_OP_C);
+    }
+    metrics_collection_event(a, "db", 2, "c007", 4, METRICS_OP_U); /* known: own label */
+    char *body = metrics_render(&len);
+    assert_true(sample(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\"db.c000\","
+                             "op=\"c\"}") == 2);
+    assert_true(sample(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\"db.c049\","
+                             "op=\"c\"}") == 2);
+    assert_true(sample(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\"db.c007\","
+                             "op=\"u\"}") == 1);
+    assert_false(has_line(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\"db.c050\""));
+    assert_true(sample(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\""
+                             "__overflow__\",op=\"c\"}") == 300);
+    free(body);
+    metrics_set_collection_cap(0); /* off: no family at all */
+    body = metrics_render(&len);
+    assert_false(has_line(body, "# TYPE mongocdc_collection_events_total"));
+    free(body);
+    metrics_set_collection_cap(METRICS_COLLECTIONS_DEFAULT);
 }
 
 static void counters_by_op_and_task(void **state)
@@ -171,6 +249,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(counters_by_op_and_task, reset),
+        cmocka_unit_test_setup(per_collection_counters, reset),
+        cmocka_unit_test_setup(per_collection_cap_and_overflow, reset),
         cmocka_unit_test_setup(histogram_buckets_are_cumulative, reset),
         cmocka_unit_test_setup(headroom_behind_and_snapshot_gauges, reset),
         cmocka_unit_test_setup(label_values_are_escaped, reset),
