@@ -14,7 +14,7 @@
  *
  * --metrics updates the capture task's metrics as the worker does (events
  * seen and emitted, records produced and acknowledged, delivery latency,
- * queue gauges, progress) and serves them on 127.0.0.1 (port chosen by the
+ * queue gauges, progress, per-collection events) and serves them on 127.0.0.1 (port chosen by the
  * system), scraped once a second by a thread of the bench: run it with and
  * without to see what metrics cost.
  *
@@ -258,6 +258,8 @@ static bool encode_one(struct encoder *enc, const bson_t *doc, struct mcdc_recor
     ev.rs = "rs0";
     if (pos != NULL)
         capture_event_position(doc, pos);
+    if (pos != NULL && mt != NULL) /* as the worker does at emit (two collections alternate) */
+        metrics_collection_event(mt, ev.db, ev.db_len, ev.coll, ev.coll_len, METRICS_OP_C);
     if (!encoder_encode(enc, &ev, 1700000000000000, out, &err)) {
         fprintf(stderr, "e2e_bench: encode: %s\n", err.msg);
         exit(1);
