@@ -33,8 +33,8 @@ struct metrics_colls {
     pthread_mutex_t mu;
     struct metrics_coll **slots; /* named collections, in first-seen order */
     size_t n, slots_cap;
-    uint32_t *index; /* hash table: slot index + 1, 0 empty */
-    size_t index_size; /* power of two, > 2 n */
+    uint32_t *index;               /* hash table: slot index + 1, 0 empty */
+    size_t index_size;             /* power of two, > 2 n */
     struct metrics_coll *overflow; /* created on the first collection past the cap */
     struct metrics_coll *last;
 };
@@ -198,8 +198,10 @@ static void render_family(struct out *o, struct metrics_task *const *tasks, size
                 continue;
             metrics_esc(coll, sizeof coll, s->name);
             if (rows) {
-                outf(o, "mongocdc_snapshot_collection_rows_total{task=\"%s\",collection=\"%s\"} %llu\n",
-                     task, coll, (unsigned long long)atomic_load(&s->snapshot_rows));
+                outf(
+                    o,
+                    "mongocdc_snapshot_collection_rows_total{task=\"%s\",collection=\"%s\"} %llu\n",
+                    task, coll, (unsigned long long)atomic_load(&s->snapshot_rows));
                 continue;
             }
             for (int op = 0; op < METRICS_OP_COUNT; op++)

@@ -372,8 +372,7 @@ static bool file_save(struct offset_store *store, const char *key, const char *v
     bson_error_t berr;
     if (store->read_only)
         return mcdc_error_set(err, MCDC_ERR_INTERNAL, 0,
-                              "offsets file %s was opened read-only (without its lock)",
-                              fs->path);
+                              "offsets file %s was opened read-only (without its lock)", fs->path);
     bson_t *value = bson_new_from_json((const uint8_t *)value_json, -1, &berr);
     if (!value)
         return mcdc_error_set(err, MCDC_ERR_INTERNAL, 0, "offset value is not JSON: %s",
