@@ -75,9 +75,36 @@ static bool error_set_str(struct mcdc_error *err, enum mcdc_err_domain domain, i
     return false;
 }
 
+/* 13 Unauthorized: the server's text, "not authorized on <db> to execute
+ * command { <the whole command> }", is mostly the command (its pipeline, the
+ * session id) and would fill the message before saying anything useful. Keep
+ * its head and the command's name and say where the missing privilege is
+ * named. False when message is not that text. */
+static bool unauthorized_text(uint32_t code, const char *message, char *buf, size_t n)
+{
+    static const char head[] = "not authorized on ", mid[] = " to execute command { ";
+    const char *cmd, *end;
+
+    if (code != 13 || message == NULL || strncmp(message, head, sizeof head - 1) != 0 ||
+        (cmd = strstr(message, mid)) == NULL)
+        return false;
+    end = cmd + sizeof mid - 1;
+    end += strcspn(end, ": }");
+    snprintf(buf, n,
+             "%.*s %.*s (error 13 Unauthorized: the user lacks a privilege; `mongocdc check -c "
+             "FILE` names it)",
+             (int)(cmd - message) + (int)sizeof " to execute command" - 1, message,
+             (int)(end - (cmd + sizeof mid - 1)), cmd + sizeof mid - 1);
+    return true;
+}
+
 bool mcdc_error_from_bson(struct mcdc_error *err, uint32_t code, const char *message,
                           bool retriable)
 {
+    char shorter[MCDC_ERROR_MSG_SIZE];
+
+    if (unauthorized_text(code, message, shorter, sizeof shorter))
+        message = shorter;
     return error_set_str(err, MCDC_ERR_MONGO, (int)code, retriable, message);
 }
 

@@ -69,7 +69,9 @@ void mcdc_error_prefix(struct mcdc_error *err, const char *fmt, ...) MCDC_PRINTF
 /*
  * Copies a libbson/libmongoc error (domain/code/message as in bson_error_t)
  * into *err with domain MCDC_ERR_MONGO. The caller passes the fields to keep
- * common free of libbson. Returns false.
+ * common free of libbson. Returns false. A 13 Unauthorized message ("not
+ * authorized on <db> to execute command { <whole command> }") is shortened
+ * to its head and the command's name, plus a pointer to `mongocdc check`.
  */
 bool mcdc_error_from_bson(struct mcdc_error *err, uint32_t code, const char *message,
                           bool retriable);

@@ -264,3 +264,17 @@ def test_check_names_the_host_it_cannot_reach(tmp_workdir, run_mongocdc):
     assert r.returncode == 1, out
     assert "FAIL  mongodb: cannot connect or authenticate to 127.0.0.1:1: " in out
     assert "No servers yet eligible" not in out
+
+
+def test_daemon_stops_on_a_missing_privilege_with_a_short_message(tmp_workdir, roles_sim,
+                                                                  start_mongocdc):
+    """13 Unauthorized is fatal (no retry loop), and the log says which command was refused
+    and where the privilege is named, not the server's whole echoed command."""
+    cfg = write_config(tmp_workdir, _auth_uri(roles_sim, "reader", "pw"))
+    d = start_mongocdc("-c", cfg)
+    rc = d.proc.wait(timeout=60)
+    err = d.stderr()
+    assert rc == 1, err
+    assert ("not authorized on admin to execute command aggregate (error 13 Unauthorized: the user "
+            "lacks a privilege; `mongocdc check -c FILE` names it)") in err, err
+    assert "lsid" not in err

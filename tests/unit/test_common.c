@@ -42,6 +42,27 @@ static void error_truncates_long_messages(void **state)
     assert_int_equal(strlen(err.msg), MCDC_ERROR_MSG_SIZE - 1);
 }
 
+static void unauthorized_is_shortened(void **state)
+{
+    (void)state;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    const char *srv = "not authorized on admin to execute command { aggregate: 1, pipeline: [ { "
+                      "$changeStream: { allChangesForCluster: true } } ], cursor: {}, lsid: { id: "
+                      "UUID(\"2a08295e-c423-4685-9e4c-591b725ef39e\") }, $db: \"admin\" }";
+
+    assert_false(mcdc_error_from_bson(&err, 13, srv, false));
+    assert_int_equal(err.domain, MCDC_ERR_MONGO);
+    assert_int_equal(err.code, 13);
+    assert_string_equal(err.msg, "not authorized on admin to execute command aggregate (error 13 "
+                                 "Unauthorized: the user lacks a privilege; `mongocdc check -c "
+                                 "FILE` names it)");
+    /* Other codes, and 13 with another text, are kept as they are. */
+    assert_false(mcdc_error_from_bson(&err, 8000, srv, false));
+    assert_memory_equal(err.msg, srv, 40);
+    assert_false(mcdc_error_from_bson(&err, 13, "command find requires authentication", false));
+    assert_string_equal(err.msg, "command find requires authentication");
+}
+
 static void log_writes_json_lines_with_component(void **state)
 {
     (void)state;
@@ -93,6 +114,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(error_set_formats_and_returns_false),
         cmocka_unit_test(error_truncates_long_messages),
+        cmocka_unit_test(unauthorized_is_shortened),
         cmocka_unit_test(log_writes_json_lines_with_component),
         cmocka_unit_test(log_level_parse_accepts_names),
         cmocka_unit_test(xasprintf_formats),
