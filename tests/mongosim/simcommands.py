@@ -197,7 +197,10 @@ class Dispatcher(object):
 
     def _register_cursor(self, member, ns, impl, lsid, await_data, is_cs):
         cid = self.cl.new_cursor_id()
-        member.cursors[cid] = CursorEntry(cid, ns, impl, lsid, await_data, is_cs)
+        ce = CursorEntry(cid, ns, impl, lsid, await_data, is_cs)
+        conn = getattr(self, "cur_conn", None)
+        ce.user = getattr(conn, "authenticated", None) if conn is not None else None
+        member.cursors[cid] = ce
         return cid
 
     # ------------------------------------------------------------------ hello
@@ -838,6 +841,9 @@ class Dispatcher(object):
         if ce.ns.split(".", 1)[0] != db or (coll != ce.ns.split(".", 1)[1] and not ce.ns.endswith(".$cmd.aggregate")) \
                 or (ce.ns.endswith(".$cmd.aggregate") and coll not in ("$cmd.aggregate",)):
             raise SimError(13, "Unauthorized", "Requested getMore on namespace '%s.%s', but cursor belongs to a different namespace %s" % (db, coll, ce.ns))
+        if getattr(self.cl, "users", None) and getattr(ce, "user", None) != conn.authenticated:
+            # getmore_cmd.cpp: the cursor's authenticated user must be this connection's
+            raise SimError(13, "Unauthorized", "cursor id %d was not created by the authenticated user" % cid)
         lsid = body.get("lsid")
         if ce.lsid is None and lsid is not None:
             raise SimError(50736, "Location50736", "Cannot run getMore on cursor %d, which was not created in a session, in session %r" % (cid, lsid.get("id")))

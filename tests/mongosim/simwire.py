@@ -355,6 +355,7 @@ class MemberServer(object):
                 if getattr(cl, "users", None) and c.authenticated:
                     simauth.authorize(cl, c, name, body)  # the user's roles (simauth.py)
                 self.dispatcher.cur_member = member  # handlers run under the cluster lock
+                self.dispatcher.cur_conn = c
                 h = getattr(self.dispatcher, "cmd_" + name, None)
                 if h is None:
                     raise SimError(59, "CommandNotFound", "no such command: '%s'" % raw_name)

@@ -142,3 +142,19 @@ def test_create_user_roles_and_helpers(roles_sim):
     assert _refused(lambda: w2.shop.orders.find_one()).code == 13
     r = roles_sim.client(username="reader", password="pw")
     assert _refused(lambda: r.admin.command("createUser", "x", pwd="x", roles=[])).code == 13
+
+
+def test_get_more_belongs_to_the_cursors_user(roles_sim):
+    """getmore_cmd.cpp: a cursor may be continued only by the user who opened it: another
+    user gets 13 "cursor id N was not created by the authenticated user"."""
+    root = roles_sim.client(username="admin", password="pw")
+    root.shop.many.insert_many([{"_id": i} for i in range(5)])
+    roles_sim.create_user("reader2", "pw", [{"role": "read", "db": "shop"}])
+    r1 = roles_sim.client(username="reader", password="pw")
+    r2 = roles_sim.client(username="reader2", password="pw")
+    cur = r1.shop.command("find", "many", batchSize=1)["cursor"]
+    assert cur["id"] != 0
+    e = _refused(lambda: r2.shop.command("getMore", cur["id"], collection="many"))
+    assert e.code == 13
+    assert e.details["errmsg"] == "cursor id %d was not created by the authenticated user" % cur["id"]
+    assert len(list(r1.shop.many.find(batch_size=2))) == 5  # its own cursors go on
