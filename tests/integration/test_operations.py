@@ -24,7 +24,7 @@ def promtool(*args):
 def test_alert_rules_and_scrape_config_pass_promtool():
     r = promtool("check", "rules", str(MON / "alerts.yml"))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS: 7 rules found" in r.stdout + r.stderr
+    assert "SUCCESS: 8 rules found" in r.stdout + r.stderr
     r = promtool("check", "config", str(MON / "prometheus.yml"))
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -47,3 +47,34 @@ def test_rules_and_dashboard_use_exposed_metrics(tmp_workdir, start_mongocdc):
     exprs += [t["expr"] for p in dash["panels"] for t in p["targets"]]
     used = {m for e in exprs for m in re.findall(r"\b((?:mongocdc|process)_[a-z_]+)", e)}
     assert used and used <= names, sorted(used - names)
+
+
+def test_overflow_alert_fires_only_on_overflow(tmp_workdir):
+    """promtool test rules: MongocdcCollectionLabelsOverflow fires when the __overflow__
+    series grows, not for named collections."""
+    (tmp_workdir / "t.yml").write_text("""rule_files:
+  - %s
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'mongocdc_collection_events_total{task="rs0",collection="__overflow__",op="c"}'
+        values: '0+5x90'
+      - series: 'mongocdc_collection_events_total{task="rs1",collection="shop.orders",op="c"}'
+        values: '0+5x90'
+      - series: 'up{job="mongocdc"}'
+        values: '1x90'
+    alert_rule_test:
+      - eval_time: 80m
+        alertname: MongocdcCollectionLabelsOverflow
+        exp_alerts:
+          - exp_labels:
+              severity: info
+              task: rs0
+              collection: __overflow__
+              op: c
+            exp_annotations:
+              summary: "mongocdc task rs0 captures more collections than metrics.collections.max: some are counted under __overflow__"
+""" % (MON / "alerts.yml"))
+    r = promtool("test", "rules", str(tmp_workdir / "t.yml"))
+    assert r.returncode == 0, r.stdout + r.stderr
