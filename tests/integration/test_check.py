@@ -278,3 +278,16 @@ def test_daemon_stops_on_a_missing_privilege_with_a_short_message(tmp_workdir, r
     assert ("not authorized on admin to execute command aggregate (error 13 Unauthorized: the user "
             "lacks a privilege; `mongocdc check -c FILE` names it)") in err, err
     assert "lsid" not in err
+
+
+def test_check_names_find_refused_on_a_collection(tmp_workdir, users_sim, run_mongocdc):
+    """A collection the user may list but not read (a custom role can do that): the line
+    names find on that collection and the role that grants it."""
+    users_sim.control("fail", commands=["find"], times=1, code=13,
+                      errmsg='not authorized on sample_mflix to execute command { find: "users" }')
+    r = run_mongocdc("check", "-c", write_config(tmp_workdir, users_sim.uri), timeout_s=60)
+    out = r.stdout.decode()
+    assert r.returncode == 1, out
+    assert ("FAIL  access: missing privilege find on sample_mflix.users, which the snapshot and "
+            "updateLookup need: grant the role read on sample_mflix (server: not authorized on "
+            "sample_mflix)") in out, out
