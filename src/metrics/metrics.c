@@ -18,7 +18,7 @@
 
 /* Delivery-latency bucket bounds, seconds (le="..."); +Inf is implied. */
 static const double latency_bounds[LATENCY_BUCKETS] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                                       0.5,   1,     2.5,  5,     10,  30};
+                                                       0.5,   1,     2.5,  5,     10,   30};
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct metrics_task *tasks[METRICS_MAX_TASKS];
@@ -440,7 +440,7 @@ char *metrics_render(size_t *len)
                    v_docs_remaining, now);
 
     metrics_header(&o, "mongocdc_task_state", "gauge",
-           "1 for the state each task is in (Debezium Connected, SnapshotRunning).");
+                   "1 for the state each task is in (Debezium Connected, SnapshotRunning).");
     for (size_t i = 0; i < ntasks; i++) {
         int s = atomic_load(&tasks[i]->state);
         metrics_esc(nm, sizeof nm, tasks[i]->name);
@@ -450,7 +450,7 @@ char *metrics_render(size_t *len)
     }
 
     metrics_header(&o, "mongocdc_delivery_latency_seconds", "histogram",
-           "Produce-to-acknowledgement latency of records.");
+                   "Produce-to-acknowledgement latency of records.");
     for (size_t i = 0; i < ntasks; i++) {
         uint64_t cum = 0;
         metrics_esc(nm, sizeof nm, tasks[i]->name);
@@ -473,12 +473,14 @@ char *metrics_render(size_t *len)
     pthread_mutex_unlock(&reg_mu);
 
     if (proc_stat(&cpu, &rss, &start)) {
-        metrics_header(&o, "process_cpu_seconds_total", "counter", "User and system CPU time, seconds.");
+        metrics_header(&o, "process_cpu_seconds_total", "counter",
+                       "User and system CPU time, seconds.");
         outf(&o, "process_cpu_seconds_total %.2f\n", cpu);
-        metrics_header(&o, "process_resident_memory_bytes", "gauge", "Resident memory size, bytes.");
+        metrics_header(&o, "process_resident_memory_bytes", "gauge",
+                       "Resident memory size, bytes.");
         outf(&o, "process_resident_memory_bytes %.0f\n", rss);
         metrics_header(&o, "process_start_time_seconds", "gauge",
-               "Start time of the process since the epoch, seconds.");
+                       "Start time of the process since the epoch, seconds.");
         outf(&o, "process_start_time_seconds %.2f\n", start);
     }
     *len = o.len;

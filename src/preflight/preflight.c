@@ -94,27 +94,29 @@ static bool check_server(struct pf *p, mongoc_client_t *c, int *major, int *mino
         *kind = SEED_CONFIG_SERVER;
         bson_iter_init_find(&it, &reply, "setName");
         pf_say(p, "PASS", "mongodb",
-            "MongoDB %s, config server replica set %s (sharded cluster): every shard is "
-            "checked below",
-            version, bson_iter_utf8(&it, NULL));
+               "MongoDB %s, config server replica set %s (sharded cluster): every shard is "
+               "checked below",
+               version, bson_iter_utf8(&it, NULL));
     } else if (bson_iter_init_find(&it, &reply, "setName") && BSON_ITER_HOLDS_UTF8(&it)) {
         *kind = SEED_RS;
         snprintf(rs, rs_cap, "%s", bson_iter_utf8(&it, NULL));
         if (*major > 0 && (*major < 3 || (*major == 3 && *minor < 6)))
-            pf_say(p, "FAIL", "mongodb", "MongoDB %s, replica set %s: change streams need 3.6 or later",
-                version, bson_iter_utf8(&it, NULL));
+            pf_say(p, "FAIL", "mongodb",
+                   "MongoDB %s, replica set %s: change streams need 3.6 or later", version,
+                   bson_iter_utf8(&it, NULL));
         else
             pf_say(p, "PASS", "mongodb", "MongoDB %s, replica set %s", version,
-                bson_iter_utf8(&it, NULL));
+                   bson_iter_utf8(&it, NULL));
     } else if (bson_iter_init_find(&it, &reply, "msg") && BSON_ITER_HOLDS_UTF8(&it) &&
                strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0) {
         *kind = SEED_MONGOS;
         pf_say(p, "PASS", "mongodb",
-            "MongoDB %s through mongos (sharded cluster): every shard is checked below", version);
+               "MongoDB %s through mongos (sharded cluster): every shard is checked below",
+               version);
     } else {
         pf_say(p, "FAIL", "mongodb",
-            "MongoDB %s standalone: no oplog and so no change streams; run it as a replica set",
-            version);
+               "MongoDB %s standalone: no oplog and so no change streams; run it as a replica set",
+               version);
     }
     bson_destroy(&reply);
     return true;
@@ -162,18 +164,18 @@ static void check_oplog(struct pf *p, mongoc_client_t *c, const struct mcdc_conf
     span = newest - *oldest;
     if (size < 0 || max <= 0 || size < max * 9 / 10) {
         pf_say(p, "PASS", "oplog", "spans %lld s so far and is not full (%lld of %lld bytes)",
-            (long long)span, (long long)size, (long long)max);
+               (long long)span, (long long)size, (long long)max);
     } else if (span <= flush_s * 2) {
         pf_say(p, "FAIL", "oplog",
-            "the full oplog spans only %lld s; offsets.flush.interval.ms is %lld ms: a stored "
-            "position can fall off before the next one is written. Grow the oplog "
-            "(replSetResizeOplog) to hold hours of writes",
-            (long long)span, (long long)cfg->offsets_flush_interval_ms);
+               "the full oplog spans only %lld s; offsets.flush.interval.ms is %lld ms: a stored "
+               "position can fall off before the next one is written. Grow the oplog "
+               "(replSetResizeOplog) to hold hours of writes",
+               (long long)span, (long long)cfg->offsets_flush_interval_ms);
     } else {
         pf_say(p, span < 3600 ? "WARN" : "PASS", "oplog",
-            "the full oplog spans %lld s (%lld bytes): that is how long mongocdc may be down "
-            "before it must re-snapshot",
-            (long long)span, (long long)max);
+               "the full oplog spans %lld s (%lld bytes): that is how long mongocdc may be down "
+               "before it must re-snapshot",
+               (long long)span, (long long)max);
     }
 }
 
@@ -226,13 +228,13 @@ static void check_images(struct pf *p, mongoc_client_t *c, const struct mcdc_con
             continue;
         if (off++ < 5)
             pf_say(p, "FAIL", "pre-images",
-                "%s.%s has changeStreamPreAndPostImages off; enable it: db.runCommand({collMod: "
-                "\"%s\", changeStreamPreAndPostImages: {enabled: true}})",
-                plan->colls[i].db, plan->colls[i].coll, plan->colls[i].coll);
+                   "%s.%s has changeStreamPreAndPostImages off; enable it: db.runCommand({collMod: "
+                   "\"%s\", changeStreamPreAndPostImages: {enabled: true}})",
+                   plan->colls[i].db, plan->colls[i].coll, plan->colls[i].coll);
     }
     if (off == 0)
         pf_say(p, "PASS", "pre-images", "enabled on all %zu captured collections",
-            plan != NULL ? plan->count : 0);
+               plan != NULL ? plan->count : 0);
     else if (off > 5)
         pf_say(p, "FAIL", "pre-images", "off on %zu captured collections in all", off);
 }
@@ -266,25 +268,31 @@ static void check_offsets(struct pf *p, const struct mcdc_config *cfg, const cha
     if (!offset_store_load(store, rs, &pos, &found, &err)) {
         pf_say(p, "FAIL", "offsets", "cannot read the stored position of %s: %s", rs, err.msg);
     } else if (!found) {
-        pf_say(p, "PASS", "offsets", "no stored position for %s: the first start follows "
-            "snapshot.mode", rs);
+        pf_say(p, "PASS", "offsets",
+               "no stored position for %s: the first start follows "
+               "snapshot.mode",
+               rs);
     } else {
         if (pos.sec > 0)
             sec = (uint32_t)pos.sec;
         else if (pos.has_resume_token)
             (void)resume_token_time(&pos.resume_token, &sec, &ord);
         if (sec == 0 || oldest == 0)
-            pf_say(p, "WARN", "offsets", "stored position of %s found; its place in the oplog "
-                "cannot be checked", rs);
+            pf_say(p, "WARN", "offsets",
+                   "stored position of %s found; its place in the oplog "
+                   "cannot be checked",
+                   rs);
         else if ((int64_t)sec < oldest)
             pf_say(p, "FAIL", "offsets",
-                "the stored position of %s (%u) is older than the oldest oplog entry (%lld): "
-                "resuming fails with ChangeStreamHistoryLost; snapshot.mode decides what "
-                "happens next",
-                rs, sec, (long long)oldest);
+                   "the stored position of %s (%u) is older than the oldest oplog entry (%lld): "
+                   "resuming fails with ChangeStreamHistoryLost; snapshot.mode decides what "
+                   "happens next",
+                   rs, sec, (long long)oldest);
         else
-            pf_say(p, "PASS", "offsets", "stored position of %s is inside the oplog, %lld s after "
-                "its oldest entry", rs, (long long)sec - oldest);
+            pf_say(p, "PASS", "offsets",
+                   "stored position of %s is inside the oplog, %lld s after "
+                   "its oldest entry",
+                   rs, (long long)sec - oldest);
     }
     position_clear(&pos);
     offset_store_close(store);
@@ -330,19 +338,19 @@ static void check_offsets_topic(struct pf *p, rd_kafka_t *rk, const char *topic)
     ev = rd_kafka_queue_poll(q, KAFKA_TIMEOUT_MS);
     if (ev == NULL || rd_kafka_event_error(ev)) {
         pf_say(p, "FAIL", "offsets-topic", "cannot describe %s: %s", topic,
-            ev != NULL ? rd_kafka_event_error_string(ev) : "timed out");
+               ev != NULL ? rd_kafka_event_error_string(ev) : "timed out");
         goto out;
     }
     r = rd_kafka_event_DescribeConfigs_result(ev);
     rs = rd_kafka_DescribeConfigs_result_resources(r, &n);
     if (n == 1 && rd_kafka_ConfigResource_error(rs[0]) == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
         pf_say(p, "PASS", "offsets-topic", "%s does not exist yet; mongocdc creates it compacted",
-            topic);
+               topic);
         goto out;
     }
     if (n == 1 && rd_kafka_ConfigResource_error(rs[0])) {
         pf_say(p, "FAIL", "offsets-topic", "cannot describe %s: %s", topic,
-            rd_kafka_ConfigResource_error_string(rs[0]));
+               rd_kafka_ConfigResource_error_string(rs[0]));
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
@@ -355,9 +363,9 @@ static void check_offsets_topic(struct pf *p, rd_kafka_t *rk, const char *topic)
         pf_say(p, "PASS", "offsets-topic", "%s has cleanup.policy=%s", topic, policy);
     else
         pf_say(p, "FAIL", "offsets-topic",
-            "%s has cleanup.policy=%s: positions would be deleted with old segments; set "
-            "cleanup.policy=compact",
-            topic, policy ? policy : "(unknown)");
+               "%s has cleanup.policy=%s: positions would be deleted with old segments; set "
+               "cleanup.policy=compact",
+               topic, policy ? policy : "(unknown)");
 out:
     if (ev != NULL)
         rd_kafka_event_destroy(ev);
@@ -381,11 +389,13 @@ static void check_kafka(struct pf *p, const struct mcdc_config *cfg)
         return;
     e = rd_kafka_metadata(rk, 0, NULL, &md, KAFKA_TIMEOUT_MS);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        pf_say(p, "FAIL", "kafka", "no broker answered within %d ms: %s (check kafka.bootstrap.servers "
-            "and the security settings)", KAFKA_TIMEOUT_MS, rd_kafka_err2str(e));
+        pf_say(p, "FAIL", "kafka",
+               "no broker answered within %d ms: %s (check kafka.bootstrap.servers "
+               "and the security settings)",
+               KAFKA_TIMEOUT_MS, rd_kafka_err2str(e));
     } else {
         pf_say(p, "PASS", "kafka", "%d broker(s) answer, controller %d", md->broker_cnt,
-            (int)rd_kafka_controllerid(rk, 0));
+               (int)rd_kafka_controllerid(rk, 0));
         rd_kafka_metadata_destroy(md);
         if (store)
             check_offsets_topic(p, rk, cfg->offsets_topic);
@@ -446,13 +456,13 @@ static void check_shards(struct pf *p, const mongoc_uri_t *uri, const struct mcd
 
     if (pool == NULL || !shards_read(pool, &shards, &err)) {
         pf_say(p, "FAIL", "shards", "cannot read config.shards: %s",
-            pool == NULL ? "cannot create a client pool" : err.msg);
+               pool == NULL ? "cannot create a client pool" : err.msg);
         if (pool != NULL)
             mongoc_client_pool_destroy(pool);
         return;
     }
     pf_say(p, shards.count > 0 ? "PASS" : "FAIL", "shards", "%zu shards in config.shards",
-        shards.count);
+           shards.count);
     for (size_t i = 0; i < shards.count; i++) {
         const struct shard_info *s = &shards.items[i];
         char *cs = shard_connection_string(cfg->connection_string, s, cfg->shard_params, &err);
@@ -465,7 +475,7 @@ static void check_shards(struct pf *p, const mongoc_uri_t *uri, const struct mcd
 
         if (sc == NULL) {
             pf_say(p, "FAIL", "shards", "shard %s: cannot build its connection: %s", s->name,
-                cs == NULL ? err.msg : error.message);
+                   cs == NULL ? err.msg : error.message);
         } else if (check_server(p, sc, &major, &minor, rs, sizeof rs, &kind) && kind == SEED_RS) {
             check_replica_set(p, sc, cfg, s->rs, major, false);
         }

@@ -74,7 +74,8 @@ static void per_collection_counters(void **state)
                              "shop.orders\"}") == 7);
     assert_true(sample(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\"sh\\\"op."
                              "o\",op=\"r\"}") == 1);
-    assert_false(has_line(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\"__overflow__\""));
+    assert_false(has_line(
+        body, "mongocdc_collection_events_total{task=\"rs0\",collection=\"__overflow__\""));
     free(body);
 }
 
@@ -99,7 +100,8 @@ static void per_collection_cap_and_overflow(void **state)
                              "op=\"c\"}") == 2);
     assert_true(sample(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\"db.c007\","
                              "op=\"u\"}") == 1);
-    assert_false(has_line(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\"db.c050\""));
+    assert_false(
+        has_line(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\"db.c050\""));
     assert_true(sample(body, "mongocdc_collection_events_total{task=\"rs0\",collection=\""
                              "__overflow__\",op=\"c\"}") == 300);
     free(body);
