@@ -185,16 +185,20 @@ def test_headroom_warn_with_a_tiny_oplog(tmp_workdir, shared_dir, start_mongocdc
         sim.stop()
 
 
-def test_per_collection_labels_are_capped(tmp_workdir, start_mongocdc):
+@pytest.mark.parametrize("mode", ["change_streams_update_full", "oplog"])
+def test_per_collection_labels_are_capped(tmp_workdir, start_mongocdc, mode):
     """metrics.collections.max bounds the collection label: the first N collections seen
-    keep their own series, every later one is counted under collection="__overflow__"."""
+    keep their own series, every later one is counted under collection="__overflow__"
+    (both capture paths count per collection)."""
     sim = Sim(tmp_workdir)
     try:
         cfg = write_config(tmp_workdir, sim.uri, **{"metrics.enabled": True, "metrics.http.port": 0,
-                                                   "metrics.collections.max": 2})
+                                                   "metrics.collections.max": 2,
+                                                   "capture.mode": mode})
         d = start_mongocdc("-c", cfg)
         port = metrics_port(tmp_workdir, d)
-        wait_until(lambda: "streaming changes" in log_text(tmp_workdir), 60, "streaming")
+        wait_until(lambda: re.search(r"streaming changes|tailing local\.oplog\.rs", log_text(tmp_workdir)),
+                   60, "streaming")
         c = sim.client()
         for i, coll in enumerate(["a", "b", "c", "d", "e"]):
             for k in range(i + 1):
