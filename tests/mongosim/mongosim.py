@@ -73,11 +73,7 @@ def build(args):
     cl = simserver.Cluster(members=args.members, set_name=args.set_name, server_version=args.server_version,
                            oplog_size_mb=args.oplog_size_mb, seed=args.data_seed,
                            noop_interval=args.noop_interval, pre_images=args.pre_images, ports=ports)
-    import simauth
-    cl.users, cl.user_roles = {}, {}
-    for u in args.auth:
-        name, pwd, roles = simauth.parse_auth_arg(u)
-        cl.users[name], cl.user_roles[name] = pwd, roles
+    cl.users, cl.user_roles = _users(args)
     sim = simwire.Sim([cl], control_port=(args.base_port + args.members) if args.base_port else 0)
     sim.start()
     for spec in args.load:
@@ -86,6 +82,16 @@ def build(args):
             path, ns = spec.rsplit(":", 1)
         cl.load(path, ns)
     return sim
+
+
+def _users(args):
+    """--auth: {user: password} and {user: [(role, db)]} (simauth.py)."""
+    import simauth
+    users, roles = {}, {}
+    for u in args.auth:
+        name, pwd, r = simauth.parse_auth_arg(u)
+        users[name], roles[name] = pwd, r
+    return users, roles
 
 
 def build_sharded(args):
@@ -101,14 +107,22 @@ def build_sharded(args):
               for i in range(args.shards)]
     sim = simwire.Sim([cfg] + shards, control_port=0)
 
+    # --auth: one user table for mongos, the config servers and every shard (the same
+    # credentials work on a shard directly, as capture tasks connect)
+    users, roles = _users(args)
+    for c in [cfg] + shards:
+        c.users, c.user_roles = users, roles
+
     def make_shard(members):
         c = simserver.Cluster(members=members, set_name="shard%02d" % (len(sim.router.shards) + 1), **common)
+        c.users, c.user_roles = users, roles
         sim.add_cluster_servers(c)
         sim.start_cluster(c)
         return c
 
     sim.router = simshard.Router(sim, shared, cfg, shards, args.mongos, args.server_version,
                                  seed=args.data_seed, make_shard=make_shard)
+    sim.router.users, sim.router.user_roles = users, roles
     sim.start()
     for spec in args.load:
         path, ns = spec, None

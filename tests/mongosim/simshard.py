@@ -730,6 +730,8 @@ class MongosDispatcher(Dispatcher):
             names.update(n for n, colls in c.store.items() if colls and n not in ("admin", "local"))
         dbs = [{"name": n} if body.get("nameOnly") else {"name": n, "sizeOnDisk": Int64(8192), "empty": False}
                for n in sorted(names)]
+        import simauth
+        dbs = simauth.filter_databases(r, conn, body, dbs)
         if body.get("nameOnly"):
             return ok_reply(databases=dbs)
         return ok_reply(databases=dbs, totalSize=Int64(8192 * len(dbs)), totalSizeMb=Int64(0))

@@ -158,3 +158,29 @@ def test_get_more_belongs_to_the_cursors_user(roles_sim):
     assert e.code == 13
     assert e.details["errmsg"] == "cursor id %d was not created by the authenticated user" % cur["id"]
     assert len(list(r1.shop.many.find(batch_size=2))) == 5  # its own cursors go on
+
+
+def test_roles_on_a_sharded_cluster():
+    """--auth on a sharded cluster: mongos, the config servers and every shard share the
+    users (a capture task connects to each shard with the same credentials); mongos checks
+    the same privileges and filters listDatabases."""
+    import pymongo
+    with MongoSim(topology="sharded", shards=2, members=1, noop_interval=0,
+                  auth=["admin:pw", "reader:pw:read@shop"]) as s:
+        s.client(username="admin", password="pw").shop.orders.insert_one({"_id": 1})
+        r = s.client(username="reader", password="pw")
+        assert r.shop.orders.find_one() == {"_id": 1}
+        e = _refused(lambda: r.shop.orders.insert_one({"_id": 2}))
+        assert e.code == 13 and e.details["errmsg"].startswith('not authorized on shop to execute command { insert: "orders"')
+        assert _refused(lambda: r.watch(max_await_time_ms=50).try_next()).code == 13
+        assert r.list_database_names() == ["shop"]
+        assert _refused(lambda: s.client().shop.orders.find_one()).code == 13
+        for uri in s.shard_uris.values():
+            u = uri.replace("mongodb://", "mongodb://reader:pw@", 1)
+            c = pymongo.MongoClient(u + ("&" if "?" in u else "/?") + "authSource=admin",
+                                    serverSelectionTimeoutMS=5000)
+            try:
+                c.shop.orders.find_one()
+                assert _refused(lambda: c.shop.orders.insert_one({"_id": 3})).code == 13
+            finally:
+                c.close()
