@@ -453,8 +453,18 @@ static void check_shards(struct pf *p, const mongoc_uri_t *uri, const struct mcd
     mongoc_client_pool_t *pool = mongoc_client_pool_new(uri);
     struct shard_list shards = {0};
     struct mcdc_error err = MCDC_ERROR_INIT;
+    bool read = pool != NULL && shards_read(pool, &shards, &err);
 
-    if (pool == NULL || !shards_read(pool, &shards, &err)) {
+    if (pool != NULL && !read && err.domain == MCDC_ERR_MONGO && err.code == 13) {
+        pf_say(p, "FAIL", "shards",
+               "missing privilege find on config.shards, which finding the shards of the "
+               "cluster needs (each one gets its capture task): grant the role clusterMonitor "
+               "(readAnyDatabase leaves config out)");
+        shard_list_clear(&shards);
+        mongoc_client_pool_destroy(pool);
+        return;
+    }
+    if (!read) {
         pf_say(p, "FAIL", "shards", "cannot read config.shards: %s",
                pool == NULL ? "cannot create a client pool" : err.msg);
         if (pool != NULL)

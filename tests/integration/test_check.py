@@ -291,3 +291,30 @@ def test_check_names_find_refused_on_a_collection(tmp_workdir, users_sim, run_mo
     assert ("FAIL  access: missing privilege find on sample_mflix.users, which the snapshot and "
             "updateLookup need: grant the role read on sample_mflix (server: not authorized on "
             "sample_mflix)") in out, out
+
+
+def test_check_privileges_on_a_sharded_cluster(tmp_workdir, run_mongocdc):
+    """Through mongos: config.shards needs find on config (clusterMonitor); with it and the
+    documented roles every shard passes."""
+    from conftest import import_mongosim
+    mongosim = import_mongosim()
+    sim = mongosim.MongoSim(topology="sharded", shards=2, members=1, noop_interval=0,
+                            auth=["admin:pw", "reader:pw:read@shop",
+                                  "cdc:pw:readAnyDatabase,read@local,clusterMonitor"])
+    sim.start()
+    try:
+        sim.client(username="admin", password="pw").shop.orders.insert_one({"_id": 1})
+        r = run_mongocdc("check", "-c", write_config(tmp_workdir, sim.uri_for("reader", "pw")),
+                         timeout_s=60)
+        out = r.stdout.decode()
+        assert r.returncode == 1, out
+        assert ("FAIL  shards: missing privilege find on config.shards, which finding the shards "
+                "of the cluster needs") in out and "clusterMonitor" in out, out
+        r = run_mongocdc("check", "-c", write_config(tmp_workdir, sim.uri_for("cdc", "pw")),
+                         timeout_s=60)
+        out = r.stdout.decode()
+        assert r.returncode == 0, out
+        assert "2 shards in config.shards" in out
+        assert not [ln for ln in _access(r) if not ln.startswith("PASS")], out
+    finally:
+        sim.stop()

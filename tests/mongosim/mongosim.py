@@ -241,7 +241,9 @@ class MongoSim(object):
     def uri_for(self, user, password, auth_source="admin"):
         """The deployment's connection string with these credentials."""
         uri = self.uri.replace("mongodb://", "mongodb://%s:%s@" % (user, password), 1)
-        return uri + ("&" if "?" in uri else "/?") + "authSource=" + auth_source
+        if "?" in uri:
+            return uri + "&authSource=" + auth_source
+        return uri.rstrip("/") + "/?authSource=" + auth_source
 
     def client(self, **kw):
         """A pymongo MongoClient on the deployment (STANDARD UUIDs, short timeouts)."""
