@@ -219,6 +219,8 @@ def test_split_sigkill_between_fragments(tmp_workdir, start_mongocdc):
                    "the first fragment")
         d.proc.send_signal(signal.SIGKILL)
         d.proc.wait(timeout=10)
+        log1 = log_text(tmp_workdir)
+        assert "fragment 2 of 2" not in log1 and "reassembled" not in log1, log1[-2000:]
         assert _ids_ops(_recs(out1, "it", "huge")) == [(1, "c")]
         off = (tmp_workdir / "offsets.json").read_text()
         sim.control("delay", command="getMore", ms=0)
