@@ -74,9 +74,9 @@ static void oversize_error(struct worker *w, const char *server_text)
     if (size > 0)
         snprintf(sz, sizeof sz, " (%lld bytes)", size);
     mcdc_error_set(&w->err, MCDC_ERR_MONGO, 10334,
-                   "change event after %s is over MongoDB's 16 MiB limit%s, on every resume "
-                   "(cursor.oversize.handling.mode fail): exclude its collection "
-                   "(collection.exclude.list) or shrink the document",
+                   "change event after %s is over MongoDB's 16 MiB limit%s, on every resume: "
+                   "cursor.oversize.handling.mode split or skip moves past it, or exclude its "
+                   "collection (collection.exclude.list)",
                    d, sz);
 }
 
