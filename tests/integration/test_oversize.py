@@ -226,6 +226,7 @@ def test_split_sigkill_between_fragments(tmp_workdir, start_mongocdc):
         sim.control("delay", command="getMore", ms=0)
 
         out2 = tmp_workdir / "run2.jsonl"
+        opts.update({"metrics.enabled": True, "metrics.http.port": 0})
         cfg2 = write_config(tmp_workdir, sim.uri, name="cfg2.yaml", sink_path=out2, **opts)
         d2 = start_mongocdc("-c", cfg2)
         wait_until(lambda: (2, "c") in _ids_ops(_recs(out2, "it", "huge")), 120,
@@ -234,6 +235,7 @@ def test_split_sigkill_between_fragments(tmp_workdir, start_mongocdc):
         assert _ids_ops(recs) == [(1, "u"), (2, "c")], (_ids_ops(recs), off)
         assert recs[0].after() == {"_id": 1, "a": "x" * (6 * MIB), "b": "y" * (7 * MIB)}
         assert recs[0].updated_fields() == {"b": "y" * (7 * MIB)}
+        assert _metric(log_text(tmp_workdir), "mongocdc_events_split_total") == 1
         assert d2.stop(timeout_s=60) == 0
         assert "1 reassembled from fragments" in log_text(tmp_workdir)
     finally:
