@@ -213,10 +213,13 @@ enum split_result split_add(struct split_buffer *b, const bson_t *doc, const bso
     }
     if (fragment < of)
         return SPLIT_MORE;
-    bson_reinit(&b->merged);
+    /* _id last: the event is handed on without another copy of its
+     * megabytes (readers look fields up by name, event.c). */
     if (bson_iter_init_find(&it, doc, "_id"))
-        bson_append_iter(&b->merged, "_id", 3, &it);
-    bson_concat(&b->merged, &b->fields);
+        bson_append_iter(&b->fields, "_id", 3, &it);
+    bson_destroy(&b->merged);
+    bson_steal(&b->merged, &b->fields);
+    bson_init(&b->fields);
     split_reset(b);
     b->events++;
     *merged = &b->merged;

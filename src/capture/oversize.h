@@ -102,9 +102,10 @@ void split_reset(struct split_buffer *b);
 /*
  * Takes the next document of the stream (borrowed; copied when it is a
  * fragment). On SPLIT_DONE *merged (owned by b, valid until the next call)
- * is the event: _id = the last fragment's _id (its resume token is the
- * event's position, as Debezium's mergeEventFragments), then every field of
- * the fragments in the order received. A document that is not a fragment
+ * is the event: every field of the fragments in the order received, then
+ * _id = the last fragment's _id (its resume token is the event's position,
+ * as Debezium's mergeEventFragments; last, so the event is not copied once
+ * more to put it first). A document that is not a fragment
  * while fragments are buffered, or a fragment other than the next expected
  * (or whose `of` differs), gives SPLIT_BROKEN with why filled.
  */
