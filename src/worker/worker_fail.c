@@ -69,7 +69,10 @@ static void oversize_error(struct worker *w, const char *server_text)
     const char *p = server_text ? strstr(server_text, "BSONObj size: ") : NULL;
     if (p)
         size = strtoll(p + strlen("BSONObj size: "), NULL, 10);
-    resume_describe_position(&w->stream_pos, d, sizeof d);
+    if (w->stream_pos.has_resume_token || w->stream_pos.sec > 0)
+        resume_describe_position(&w->stream_pos, d, sizeof d);
+    else
+        snprintf(d, sizeof d, "the stream's start"); /* nothing stored yet */
     char sz[64] = "";
     if (size > 0)
         snprintf(sz, sizeof sz, " (%lld bytes)", size);
