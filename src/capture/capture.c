@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+#include "capture/oversize.h"
+#include "common/log.h"
 #include "common/xalloc.h"
 
 struct capture {
@@ -13,6 +15,8 @@ struct capture {
     bson_error_t error;
     bson_t reply; /* copy of the error reply */
     bool has_error;
+    struct split_buffer split; /* fragments of $changeStreamSplitLargeEvent */
+    bool last_split;           /* the last event returned was reassembled */
 };
 
 static void append_options(bson_t *opts, const struct mcdc_config *cfg,
@@ -93,6 +97,7 @@ struct capture *capture_open(mongoc_client_t *client, const struct mcdc_config *
     }
     cap->stream = mongoc_client_watch(client, &wrapped, &opts);
     bson_init(&cap->reply);
+    split_init(&cap->split);
     bson_destroy(&opts);
     bson_destroy(&wrapped);
 
@@ -110,17 +115,43 @@ void capture_destroy(struct capture *cap)
         return;
     mongoc_change_stream_destroy(cap->stream);
     bson_destroy(&cap->reply);
+    split_destroy(&cap->split);
     free(cap);
 }
 
 enum capture_status capture_next(struct capture *cap, const bson_t **doc)
 {
-    const bson_t *reply = NULL;
+    const bson_t *reply = NULL, *got = NULL, *merged = NULL;
+    char why[200];
 
     if (cap->has_error)
         return CAPTURE_ERROR;
-    if (mongoc_change_stream_next(cap->stream, doc))
-        return CAPTURE_EVENT;
+    cap->last_split = false;
+    /* Fragments of a split event are read one after the other (mongoc's own
+     * resume after a network error continues from the last fragment's
+     * token, so the next one follows); only the whole event is returned. */
+    while (mongoc_change_stream_next(cap->stream, &got)) {
+        switch (split_add(&cap->split, got, &merged, why, sizeof why)) {
+        case SPLIT_WHOLE:
+            *doc = got;
+            return CAPTURE_EVENT;
+        case SPLIT_DONE:
+            *doc = merged;
+            cap->last_split = true;
+            return CAPTURE_EVENT;
+        case SPLIT_MORE:
+            LOG_DEBUG("split event: fragment %d of %d received", (int)cap->split.next - 1,
+                      (int)cap->split.of);
+            continue;
+        case SPLIT_BROKEN:
+        default:
+            cap->has_error = true;
+            bson_reinit(&cap->reply);
+            /* 280 ChangeStreamFatalError: not resumable, the task stops */
+            bson_set_error(&cap->error, MONGOC_ERROR_SERVER, 280, "%s", why);
+            return CAPTURE_ERROR;
+        }
+    }
     if (mongoc_change_stream_error_document(cap->stream, &cap->error, &reply)) {
         cap->has_error = true;
         bson_reinit(&cap->reply);
@@ -133,7 +164,19 @@ enum capture_status capture_next(struct capture *cap, const bson_t **doc)
 
 const bson_t *capture_resume_token(struct capture *cap)
 {
+    /* Between fragments the stream's token is a fragment's: a position
+     * stored there would resume inside the event, whose first fragments
+     * would then never be read. */
+    if (cap->split.active)
+        return NULL;
     return mongoc_change_stream_get_resume_token(cap->stream);
+}
+
+bool capture_last_was_split(const struct capture *cap, uint64_t *fragments)
+{
+    if (fragments != NULL)
+        *fragments = cap->split.fragments;
+    return cap->last_split;
 }
 
 void capture_failure(struct capture *cap, struct resume_failure *fail, struct mcdc_error *err)

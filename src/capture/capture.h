@@ -55,16 +55,30 @@ void capture_destroy(struct capture *cap);
 
 /*
  * Waits up to cursor.max.await.time.ms for the next event. On CAPTURE_EVENT
- * *doc is borrowed and valid until the next capture_* call.
+ * *doc is borrowed and valid until the next capture_* call. Fragments of a
+ * split event are read and reassembled first (they may span several
+ * getMores: CAPTURE_IDLE in between); fragments out of sequence end the
+ * stream with CAPTURE_ERROR (code 280, not resumable).
  */
 enum capture_status capture_next(struct capture *cap, const bson_t **doc);
 
 /*
  * The stream's current resume token (the post-batch resume token after an
  * empty batch, else the last event's _id), borrowed until the next call; NULL
- * when the server sent none. mongoc_change_stream_get_resume_token.
+ * when the server sent none, and while fragments of a split event are
+ * buffered (the position stays before the event's first fragment).
+ * mongoc_change_stream_get_resume_token.
  */
 const bson_t *capture_resume_token(struct capture *cap);
+
+/*
+ * True when the event the last capture_next returned was reassembled from
+ * $changeStreamSplitLargeEvent fragments (capture/oversize.h: the pipeline
+ * ends with that stage under cursor.oversize.handling.mode split; the event
+ * then carries the last fragment's _id). *fragments (if not NULL) gets the
+ * fragments this capture has received in all.
+ */
+bool capture_last_was_split(const struct capture *cap, uint64_t *fragments);
 
 /*
  * After CAPTURE_ERROR: fills fail (message points into err, which must stay

@@ -144,6 +144,7 @@ enum resume_action resume_classify(const struct resume_failure *f)
     case 2:     /* BadValue */
     case 9:     /* FailedToParse */
     case 10334: /* BSONObjectTooLarge: the same event fails again on resume */
+    case 7182500: /* a split event's field too large for any fragment: the same again */
     case 47:    /* NoMatchingDocument: a required image is missing */
     case 59:    /* CommandNotFound */
     case 50865: /* resumeAfter with startAfter */

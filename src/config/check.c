@@ -246,6 +246,18 @@ static void check_capture(struct checker *c)
                  "mongos has no oplog (expected replica_set with capture.mode oplog)",
                  "mongos has no oplog (expected a change_streams mode with "
                  "mongodb.connection.mode sharded)");
+    if (cfg->oversize_mode == MCDC_OVERSIZE_SKIP && cfg->oversize_skip_threshold <= 0)
+        problem(c, "cursor.oversize.skip.threshold",
+                "invalid threshold value for skipped document size (expected a number of bytes "
+                "> 0 with cursor.oversize.handling.mode skip)");
+    /* An oplog entry is itself at most 16 MiB + 16 KiB and find returns it
+     * whole: the oplog reader never meets an oversized event. */
+    if (cfg->capture_mode == MCDC_CAPTURE_OPLOG && cfg->oversize_mode != MCDC_OVERSIZE_FAIL)
+        conflict(c, "cursor.oversize.handling.mode", "capture.mode",
+                 "has no effect in oplog capture, whose entries are never over the limit "
+                 "(expected fail with capture.mode oplog)",
+                 "oplog capture has no oversized events (expected a change_streams mode with "
+                 "cursor.oversize.handling.mode skip or split)");
     if (cfg->backoff_initial_ms > cfg->backoff_max_ms)
         conflict(c, "connect.backoff.initial.delay.ms", "connect.backoff.max.delay.ms",
                  "larger than connect.backoff.max.delay.ms (expected at most the maximum)",

@@ -67,6 +67,13 @@ enum mcdc_snapshot_mode {
 
 /* event.processing.failure.handling.mode (Debezium's CommonConnectorConfig
  * EventProcessingFailureHandlingMode; "ignore" is its old name for skip). */
+enum mcdc_oversize_mode {
+    MCDC_OVERSIZE_FAIL = 0, /* default: the server's 10334 stops the task */
+    MCDC_OVERSIZE_SKIP,     /* events with a document over the threshold are skipped */
+    MCDC_OVERSIZE_SPLIT,    /* $changeStreamSplitLargeEvent, fragments reassembled */
+    MCDC_OVERSIZE_MODE_COUNT
+};
+
 enum mcdc_failure_mode {
     MCDC_FAILURE_FAIL = 0, /* default: stop with the error */
     MCDC_FAILURE_WARN,     /* WARN, count, move past the event */
@@ -144,6 +151,8 @@ struct mcdc_config {
     int64_t cursor_max_await_time_ms;            /* cursor.max.await.time.ms, 0 = server default */
     int64_t cursor_batch_size;                   /* cursor.batch.size (mongocdc), 0 = server default */
     char *cursor_pipeline;                       /* cursor.pipeline JSON array text, or NULL */
+    enum mcdc_oversize_mode oversize_mode;       /* cursor.oversize.handling.mode */
+    int64_t oversize_skip_threshold;             /* cursor.oversize.skip.threshold, bytes */
     struct mcdc_strlist skipped_operations;      /* skipped.operations: subset of c,u,d,t */
     bool tombstones_on_delete;                   /* tombstones.on.delete, true */
     bool provide_transaction_metadata;           /* provide.transaction.metadata, false */

@@ -162,10 +162,15 @@ const struct opt mcdc_options[] = {
      "JSON array of extra aggregation stages appended to the change-stream pipeline"},
     E("cursor.pipeline.order", "internal_first", pipeline_orders, NF, U, G_CAPT,
       "Where cursor.pipeline goes relative to the internal stages"),
-    E("cursor.oversize.handling.mode", "fail", oversize_modes, NF, U, G_CAPT,
-      "What to do with change events over 16 MiB"),
-    N("cursor.oversize.skip.threshold", "0", 0, INT64_MAX, NF, U, G_CAPT,
-      "Document size limit in bytes for cursor.oversize.handling.mode skip"),
+    E("cursor.oversize.handling.mode", "fail", oversize_modes, F(oversize_mode), 0, G_CAPT,
+      "Change events over MongoDB's 16 MiB limit: fail stops with an error; skip drops, on the "
+      "server, events whose fullDocument or fullDocumentBeforeChange is over "
+      "cursor.oversize.skip.threshold (logged and counted); split reassembles "
+      "$changeStreamSplitLargeEvent fragments into one event (MongoDB 6.0.9+ or 7.0+). No "
+      "effect in oplog capture (refused there)"),
+    N("cursor.oversize.skip.threshold", "0", 0, I32, F(oversize_skip_threshold), 0, G_CAPT,
+      "Largest fullDocument / fullDocumentBeforeChange in bytes ($bsonSize) whose event is "
+      "kept under cursor.oversize.handling.mode skip; must be > 0 then"),
     {"skipped.operations", OPT_LIST, NULL, "t", 0, 0, NULL, F(skipped_operations), 0, NULL, G_CAPT,
      "Operations not emitted: any of c, u, d, t, or none"},
     B("tombstones.on.delete", "true", F(tombstones_on_delete), 0, G_CAPT,

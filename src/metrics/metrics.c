@@ -401,6 +401,14 @@ char *metrics_render(size_t *len)
                      "Reconnections after a transient failure.", METRICS_RECONNECTS);
     per_task_counter(&o, "mongocdc_offset_commits_total",
                      "Positions written to the offset store.", METRICS_OFFSET_COMMITS);
+    per_task_counter(&o, "mongocdc_events_oversize_skipped_total",
+                     "Change events whose document was over cursor.oversize.skip.threshold, "
+                     "skipped on the server (cursor.oversize.handling.mode skip).",
+                     METRICS_EVENTS_OVERSIZE_SKIPPED);
+    per_task_counter(&o, "mongocdc_events_split_total",
+                     "Change events over 16 MiB reassembled from $changeStreamSplitLargeEvent "
+                     "fragments (cursor.oversize.handling.mode split).",
+                     METRICS_EVENTS_SPLIT);
     per_task_gauge(&o, "mongocdc_produce_queue_records",
                    "Records produced and not yet acknowledged (Debezium QueueTotalCapacity - "
                    "QueueRemainingCapacity).",

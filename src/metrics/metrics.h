@@ -32,6 +32,8 @@ enum metrics_counter {
     METRICS_RECORDS_DEAD_LETTERED, /* too large: acknowledged in the dead-letter topic */
     METRICS_RECONNECTS,           /* connection attempts after a transient failure */
     METRICS_OFFSET_COMMITS,       /* positions written to the offset store */
+    METRICS_EVENTS_OVERSIZE_SKIPPED, /* cursor.oversize.handling.mode skip: skipped on the server */
+    METRICS_EVENTS_SPLIT,            /* reassembled from $changeStreamSplitLargeEvent fragments */
     METRICS_COUNTER_COUNT
 };
 

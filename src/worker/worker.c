@@ -14,6 +14,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include "capture/capture.h"
+#include "capture/oversize.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -173,9 +174,12 @@ static enum phase discover(struct worker *w)
 /* ---- setup ---- */
 
 /*
- * The stages after $changeStream: the encoder's $match on namespaces and
- * operation types (debezium-format.md §7.2, the signal collection included),
- * then cursor.pipeline (Debezium's default order, internal stages first).
+ * The stages after $changeStream: under cursor.oversize.handling.mode skip
+ * the size stage first (capture/oversize.h), the encoder's $match on
+ * namespaces and operation types (debezium-format.md §7.2, the signal
+ * collection included), then cursor.pipeline (Debezium's default order,
+ * internal stages first), under split $changeStreamSplitLargeEvent last
+ * (Debezium's ChangeStreamPipelineFactory: size, internal, user, split).
  */
 static bool build_pipeline(struct worker *w, struct mcdc_error *err)
 {
@@ -186,6 +190,13 @@ static bool build_pipeline(struct worker *w, struct mcdc_error *err)
     const char *key;
 
     bson_reinit(&w->pipeline);
+    if (w->cfg->oversize_mode == MCDC_OVERSIZE_SKIP) {
+        bson_init(&stage);
+        oversize_skip_stage(&stage, w->cfg->oversize_skip_threshold);
+        bson_uint32_to_string(n++, &key, idx, sizeof idx);
+        BSON_APPEND_DOCUMENT(&w->pipeline, key, &stage);
+        bson_destroy(&stage);
+    }
     if (!encoder_build_stream_match(w->enc, &stage, err))
         return false;
     bson_uint32_to_string(n++, &key, idx, sizeof idx);
@@ -203,6 +214,13 @@ static bool build_pipeline(struct worker *w, struct mcdc_error *err)
             }
         }
         bson_destroy(&user);
+    }
+    if (w->cfg->oversize_mode == MCDC_OVERSIZE_SPLIT) {
+        bson_init(&stage);
+        oversize_split_stage(&stage);
+        bson_uint32_to_string(n++, &key, idx, sizeof idx);
+        BSON_APPEND_DOCUMENT(&w->pipeline, key, &stage);
+        bson_destroy(&stage);
     }
     w->has_pipeline = true;
     return true;
@@ -423,9 +441,11 @@ static void finish(struct worker *w, enum phase ph)
         LOG_ERROR("capture of %s stopped: %s", w->rs, w->err.msg);
     else
         LOG_INFO("capture of %s stopped cleanly: %llu events read, %llu records produced, %llu "
-                 "skipped, %llu not encodable and moved past; final offsets written in %lld ms",
+                 "skipped, %llu not encodable and moved past, %llu oversized skipped, %llu "
+                 "reassembled from fragments; final offsets written in %lld ms",
                  w->rs, (unsigned long long)w->events, (unsigned long long)w->records,
                  (unsigned long long)w->skipped, (unsigned long long)w->failed_events,
+                 (unsigned long long)w->oversize_skipped, (unsigned long long)w->split_events,
                  (long long)(worker_now_ms() - t0));
     if (w->gate_waits > 0)
         LOG_INFO("order gate: %lld events of documents moved from another shard were held, "

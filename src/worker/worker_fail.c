@@ -69,14 +69,17 @@ static void oversize_error(struct worker *w, const char *server_text)
     const char *p = server_text ? strstr(server_text, "BSONObj size: ") : NULL;
     if (p)
         size = strtoll(p + strlen("BSONObj size: "), NULL, 10);
-    resume_describe_position(&w->stream_pos, d, sizeof d);
+    if (w->stream_pos.has_resume_token || w->stream_pos.sec > 0)
+        resume_describe_position(&w->stream_pos, d, sizeof d);
+    else
+        snprintf(d, sizeof d, "the stream's start"); /* nothing stored yet */
     char sz[64] = "";
     if (size > 0)
         snprintf(sz, sizeof sz, " (%lld bytes)", size);
     mcdc_error_set(&w->err, MCDC_ERR_MONGO, 10334,
-                   "change event after %s is over MongoDB's 16 MiB limit%s, on every resume "
-                   "(cursor.oversize.handling.mode fail): exclude its collection "
-                   "(collection.exclude.list) or shrink the document",
+                   "change event after %s is over MongoDB's 16 MiB limit%s, on every resume: "
+                   "cursor.oversize.handling.mode split or skip moves past it, or exclude its "
+                   "collection (collection.exclude.list)",
                    d, sz);
 }
 

@@ -80,7 +80,24 @@ struct worker {
     bool headroom_warned;       /* WARN given while the headroom is under the threshold */
     uint64_t failed_events; /* moved past under event.processing.failure.handling.mode */
     uint64_t dead_lettered; /* too-large records acknowledged in the dead-letter topic */
+    uint64_t oversize_skipped; /* cursor.oversize.handling.mode skip: stubs moved past */
+    uint64_t split_events;     /* events reassembled from split fragments */
+    bool split_checked;        /* the server was found to support the split stage */
 };
+
+/*
+ * cursor.oversize.handling.mode (worker_oversize.c). worker_oversize_ready:
+ * before a change stream is opened under split, checks once that the
+ * server has $changeStreamSplitLargeEvent (PHASE_FATAL with w->err naming
+ * the version and the setting when not; PHASE_RETRY when buildInfo failed).
+ * worker_oversize_skipped: a skip stub doc at pos (capture/oversize.h) is
+ * logged (namespace, _id, sizes, threshold), counted and passed like a
+ * filtered event, so the stored position moves past it.
+ */
+enum phase worker_oversize_ready(struct worker *w);
+enum phase worker_oversize_skipped(struct worker *w, const bson_t *doc,
+                                   const struct mcdc_position *pos, int64_t full_size,
+                                   int64_t before_size);
 
 /* The stop flag, read atomically (worker_request_stop() runs on the main
  * thread). The sink polls the same flag through its volatile pointer. */

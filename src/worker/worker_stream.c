@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "capture/capture.h"
+#include "capture/oversize.h"
 #include "common/log.h"
 
 /*
@@ -181,6 +182,8 @@ enum phase worker_stream(struct worker *w)
     }
 
     ph = worker_await_server(w);
+    if (ph == PHASE_OK)
+        ph = worker_oversize_ready(w);
     if (ph != PHASE_OK)
         return ph;
     /* No stored position: capture.start.op.time when set, else now (§4.3). */
@@ -218,6 +221,7 @@ enum phase worker_stream(struct worker *w)
         const bson_t *doc = NULL, *token;
         struct mcdc_event ev;
         bool emit = false;
+        int64_t full_size = -1, before_size = -1;
 
         switch (capture_next(cap, &doc)) {
         case CAPTURE_EVENT:
@@ -227,6 +231,15 @@ enum phase worker_stream(struct worker *w)
                 ph = PHASE_FATAL;
                 mcdc_error_set(&w->err, MCDC_ERR_MONGO, 0, "change event without a resume token");
                 break;
+            }
+            if (oversize_is_stub(doc, &full_size, &before_size)) {
+                ph = worker_oversize_skipped(w, doc, &pos, full_size, before_size);
+                position_copy(&w->stream_pos, &pos);
+                break;
+            }
+            if (capture_last_was_split(cap, NULL)) {
+                w->split_events++;
+                metrics_add(w->m, METRICS_EVENTS_SPLIT, 1);
             }
             event_init(&ev);
             if (!event_from_change(doc, &ev, &emit, &err)) {

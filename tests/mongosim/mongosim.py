@@ -52,6 +52,9 @@ def _parse_args(argv):
     p.add_argument("--data-seed", type=int, default=None)
     p.add_argument("--noop-interval", type=float, default=10.0, help="periodic no-op interval in s (0: off)")
     p.add_argument("--pre-images", action="store_true", help="record pre-/post-images for every collection")
+    p.add_argument("--max-event-bytes", type=int, default=16 * 1024 * 1024 + 16 * 1024,
+                   help="largest change event a stream returns (real servers: 16 MiB + 16 KiB); "
+                        "lower for tests of oversized events")
     p.add_argument("--auth", action="append", default=[], metavar="USER:PASSWORD[:ROLE[@DB],...]",
                    help="require SCRAM-SHA-1/256 authentication with these users; roles as MongoDB's "
                         "built-in ones (ROLE without @DB is of admin; no roles: root)")
@@ -74,6 +77,7 @@ def build(args):
                            oplog_size_mb=args.oplog_size_mb, seed=args.data_seed,
                            noop_interval=args.noop_interval, pre_images=args.pre_images, ports=ports)
     cl.users, cl.user_roles = _users(args)
+    cl.max_event_bytes = args.max_event_bytes
     sim = simwire.Sim([cl], control_port=(args.base_port + args.members) if args.base_port else 0)
     sim.start()
     for spec in args.load:

@@ -594,6 +594,13 @@ def eval_expr(doc, e):
         a, b = (eval_expr(doc, x) for x in args)
         c = cmp_values(a, b)
         return {"$gt": c > 0, "$gte": c >= 0, "$lt": c < 0, "$lte": c <= 0}[op]
+    if op == "$bsonSize":
+        v = eval_expr(doc, args[0])
+        if v is None:
+            return None
+        if not isinstance(v, dict):
+            raise SimError(31393, "Location31393", "$bsonSize requires a document input")
+        return len(encode(v))
     if op == "$ifNull":
         for x in args[:-1]:
             v = eval_expr(doc, x)

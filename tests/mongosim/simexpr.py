@@ -371,6 +371,14 @@ def _operator(op, arg, doc, vars_):
         return None if x is None else _true(x)
     if op == "$type":
         return _type_name(_args(arg, doc, vars_)[0])
+    if op == "$bsonSize":
+        # size in bytes of a document's BSON; null or missing -> null; else 31393
+        x = _args(arg, doc, vars_)[0]
+        if x is None or x is REMOVE:
+            return None
+        if not isinstance(x, dict):
+            raise SimError(31393, "Location31393", "$bsonSize requires a document input, found: %s" % _type_name(x))
+        return len(sb.encode(x))
     raise SimError(168, "InvalidPipelineOperator", "Unrecognized expression '%s'" % op)
 
 

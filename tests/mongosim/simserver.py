@@ -309,6 +309,9 @@ class Cluster(object):
         self.majority_frozen = None  # ts key of the frozen majority point (no-majority fault)
         self.poison_pending = False
         self.poison_keys = set()  # entries whose change event is "larger than 16 MiB"
+        # largest change event a stream returns (BSONObjMaxInternalSize, spec §3.12); tests
+        # may lower it to split or refuse events of a few hundred KiB
+        self.max_event_bytes = 16 * 1024 * 1024 + 16 * 1024
 
     def applied_key(self, member):
         """ts key of the last entry `member` has applied: a secondary with a replication lag

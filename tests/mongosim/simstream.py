@@ -22,6 +22,15 @@ ALLOWED_STAGES = ("$match", "$project", "$addFields", "$set", "$unset", "$replac
                   "$replaceWith", "$redact", "$changeStreamSplitLargeEvent")
 
 
+def _fragment_num(frag_token_data, event_data):
+    """fragmentNum of a fragment's token (the event's token with a KeyString integer appended
+    before the end byte, spec §3.11)."""
+    raw = bytes.fromhex(frag_token_data[len(event_data) - 2:-2])
+    if not raw or raw[0] == 0x29:
+        return 0
+    return int.from_bytes(raw[1:1 + raw[0] - 0x2A], "big") >> 1
+
+
 def _labels_nonresumable():
     return ["NonResumableChangeStreamError"]
 
@@ -369,24 +378,83 @@ class ChangeStream(object):
             return [(ev, False, None)]
         return []
 
-    LARGE_FIELDS = ("fullDocument", "fullDocumentBeforeChange", "updateDescription")
+    def _fragment_token(self, ev, data, num):
+        tok = dict(ev["_id"])
+        tok["_data"] = data[:-2] + sb._ks_int(num).hex().upper() + "04"
+        return tok
 
-    def _fragments(self, ev, data):
-        """$changeStreamSplitLargeEvent: an event "over 16 MiB" (poison_event) becomes two
-        fragments, the large fields in the second; each fragment's token is the event's token
-        with fragmentNum appended, so resuming from a fragment continues with the next one
-        (spec §3.11)."""
-        small = [(k, v) for k, v in ev.items() if k != "_id" and k not in self.LARGE_FIELDS]
-        large = [(k, v) for k, v in ev.items() if k in self.LARGE_FIELDS]
-        parts = [small, large] if large else [small]
-        out = []
-        for i, fields in enumerate(parts):
-            tok = dict(ev["_id"])
-            tok["_data"] = data[:-2] + sb._ks_int(i).hex().upper() + "04"
-            f = {"_id": tok, "splitEvent": {"fragment": i + 1, "of": len(parts)}}
-            f.update(fields)
-            out.append(f)
-        return out
+    def _split(self, ev, data, max_fragment):
+        """$changeStreamSplitLargeEvent (server change_stream_split_event_helpers.cpp,
+        splitChangeEvent): every top-level field but `_id`, ordered by (BSON element size,
+        name), is packed greedily into fragments of at most max_fragment bytes; each fragment
+        is `{_id: <the event's token with fragmentNum = index>, splitEvent: {fragment: n,
+        of: total}, <fields>}` and takes at least one field. A field that does not fit into a
+        fragment of its own fails with 7182500. The first `skip` fragments (already received
+        by a client resuming from a fragment's token) are left out by the caller."""
+        fields = []
+        for k, v in ev.items():
+            if k != "_id":
+                fields.append((len(sb.encode({k: v})) - 5, k.encode("utf-8"), k, v))
+        if not fields:
+            raise SimError(7182502, "Location7182502",
+                           "Cannot split an empty event or an event containing solely '_id' field")
+        fields.sort(key=lambda f: (f[0], f[1]))
+        frags = []
+        i = 0
+        while i < len(fields):
+            num = len(frags)
+            f = {"_id": self._fragment_token(ev, data, num),
+                 "splitEvent": {"fragment": num + 1, "of": 0}}
+            size = len(sb.encode(f))
+            while True:
+                fsize, _, k, v = fields[i]
+                f[k] = v
+                size += fsize
+                i += 1
+                if i >= len(fields) or size + fields[i][0] > max_fragment:
+                    break
+            if size > max_fragment:
+                raise SimError(7182500, "Location7182500",
+                               "Splitting change event failed: fragment size %d is greater than maximum allowed fragment size %d" % (size, max_fragment))
+            frags.append(f)
+        for f in frags:
+            f["splitEvent"]["of"] = len(frags)
+        return frags
+
+    def _output(self, d, data, poisoned, frag_skip):
+        """What one event that passed the user's stages becomes on the cursor (spec §3.12): the
+        event itself when it fits in the server's limit for a change event
+        (BSONObjMaxInternalSize, 16 MiB + 16 KiB, `max_event_bytes`), its fragments when the
+        pipeline ends with $changeStreamSplitLargeEvent, else 10334 BSONObjectTooLarge. The
+        size is that of the event after the stages, so stages before can shrink or drop it.
+        A poisoned entry (control `poison_event`) counts as 16793699 bytes.
+        Returns a list of (document, BSON size)."""
+        limit = getattr(self.cl, "max_event_bytes", MAX_EVENT_BYTES)
+        size = 16793699 if poisoned else len(sb.encode(d))
+        tok_size = len(sb.encode(d["_id"]))
+        if self.split:
+            # the split stage counts the _id twice: the cursor's postBatchResumeToken repeats it
+            # (processChangeEventBeforeSplit), and leaves room for the token in each fragment
+            skip = 0
+            if frag_skip is not None:
+                skip = _fragment_num(frag_skip, data) + 1
+            if size + 5 + tok_size + tok_size <= limit:
+                if skip:
+                    raise SimError(280, "ChangeStreamFatalError",
+                                   "Attempted to resume from a split event, but the resumed stream produced a different split. Ensure that the pipeline used to resume is the same as the original",
+                                   _labels_nonresumable())
+                return [(d, size)]
+            frags = self._split(d, data, limit - tok_size)
+            if skip > len(frags):
+                raise SimError(280, "ChangeStreamFatalError",
+                               "Attempted to resume from a split event, but the resumed stream produced a different split. Ensure that the pipeline used to resume is the same as the original",
+                               _labels_nonresumable())
+            # from the last fragment's token the stream goes on with the next event
+            return [(f, len(sb.encode(f))) for f in frags[skip:]]
+        if size > limit:
+            raise SimError(10334, "BSONObjectTooLarge",
+                           "Executor error during getMore :: caused by :: BSONObj size: %d (0x%X) is invalid. Size must be between 0 and %d(16MB) First element: _id: %r" % (size, size, limit, d["_id"]))
+        return [(d, size)]
 
     def _txn_ops(self, entry):
         """All operations of a transaction ending at entry, following prevOpTime through the
@@ -446,10 +514,7 @@ class ChangeStream(object):
             entry = entries[idx]
             evs = self._events_for(entry)
             poisoned = bool(evs) and keys[idx] in self.cl.poison_keys
-            if poisoned and not self.split and \
-                    (self.skip_data is None or evs[-1][0]["_id"]["_data"] > self.skip_data):
-                raise SimError(10334, "BSONObjectTooLarge",
-                               "Executor error during getMore :: caused by :: BSONObj size: 16793699 (0x1000163) is invalid. Size must be between 0 and 16793600(16MB) First element: _id: %r" % (evs[0][0]["_id"],))
+            out = []
             for ev, is_inv, extra in evs:
                 data = ev["_id"]["_data"]
                 frag_skip = None
@@ -469,8 +534,7 @@ class ChangeStream(object):
                                        "cannot resume stream; the resume token was not found. %r" % ({"_data": self.skip_data},),
                                        _labels_nonresumable())
                 if is_inv:
-                    self.pending.append((ev, True))
-                    self.invalidated = True
+                    out.append((ev, True, 0))
                     break
                 ev = self._finish(ev, extra)
                 docs = [ev]
@@ -481,12 +545,13 @@ class ChangeStream(object):
                         raise SimError(280, "ChangeStreamFatalError",
                                        "Encountered an event whose _id field, which contains the resume token, was modified by the pipeline. Modifying the _id field of an event makes it impossible to resume the stream from that point. Only transformations that retain the unmodified _id field are allowed.",
                                        _labels_nonresumable())
-                    if poisoned and self.split:
-                        for f in self._fragments(d, data):
-                            if frag_skip is None or f["_id"]["_data"] > frag_skip:
-                                self.pending.append((f, False))
-                    else:
-                        self.pending.append((d, False))
+                    for f, size in self._output(d, data, poisoned, frag_skip):
+                        out.append((f, False, size))
+            # an error above leaves the cursor where it was: every retry meets the same event
+            for ev, is_inv, size in out:
+                self.pending.append((ev, is_inv, size))
+                if is_inv:
+                    self.invalidated = True
             self.scan_key = keys[idx]
             idx += 1
 
@@ -508,9 +573,9 @@ class ChangeStream(object):
         batch = []
         size = 0
         while self.pending and len(batch) < limit:
-            ev, inv = self.pending[0]
+            ev, inv, ev_size = self.pending[0]
             if not inv:
-                size += len(sb.encode(ev))
+                size += ev_size
                 if size > 16 * 1024 * 1024 and batch:
                     break
             self.pending.popleft()
@@ -532,3 +597,6 @@ class ChangeStream(object):
 
 
 ALLOWED_ERR_CODE = 31324
+# BSONObjMaxInternalSize: the largest change event a server returns (16 MiB + 16 KiB); the
+# cluster's `max_event_bytes` (--max-event-bytes, control `max_event_bytes`) overrides it
+MAX_EVENT_BYTES = 16 * 1024 * 1024 + 16 * 1024

@@ -711,9 +711,19 @@ class Sim(object):
             cl.oplog_cond.notify_all()
         return {"frozen": cl.majority_frozen is not None}
 
+    def act_max_event_bytes(self, a):
+        """Set the largest change event a stream returns (default 16 MiB + 16 KiB, as a real
+        server): a test knob so that events of a few hundred KiB split or fail like 16 MiB
+        ones would (spec §3.12). Returns the previous and the new value."""
+        with self.cl.lock:
+            old = self.cl.max_event_bytes
+            self.cl.max_event_bytes = int(a.get("bytes", 16 * 1024 * 1024 + 16 * 1024))
+            return {"previous": old, "bytes": self.cl.max_event_bytes}
+
     def act_poison_event(self, a):
-        """The next write's change event counts as larger than 16 MiB: streams reaching it fail
-        with 10334 BSONObjectTooLarge, again after every resume (spec §3.12)."""
+        """The next write's change event counts as 16793699 bytes (over 16 MiB) once the
+        stream's stages have run: streams reaching it fail with 10334 BSONObjectTooLarge, again
+        after every resume, unless a stage drops it (spec §3.12)."""
         with self.cl.lock:
             self.cl.poison_pending = True
         return {}

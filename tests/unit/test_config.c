@@ -530,6 +530,33 @@ static void test_secrets(void **state)
     unload(&l);
 }
 
+/* cursor.oversize.*: Debezium's enum and threshold (skip needs a threshold
+ * > 0, MongoDbConnectorConfig.validateOversizeSkipThreshold); oplog capture
+ * has no oversized events, so skip and split are refused with it. */
+static void test_oversize_options(void **state)
+{
+    (void)state;
+    struct loaded l = load(BASE "cursor.oversize.handling.mode: skip\n"
+                                "cursor.oversize.skip.threshold: 1048576\n");
+    assert_non_null(l.cfg);
+    assert_int_equal(l.cfg->oversize_mode, MCDC_OVERSIZE_SKIP);
+    assert_int_equal(l.cfg->oversize_skip_threshold, 1048576);
+    unload(&l);
+    l = load(BASE "cursor.oversize.handling.mode: split\n");
+    assert_non_null(l.cfg);
+    assert_int_equal(l.cfg->oversize_mode, MCDC_OVERSIZE_SPLIT);
+    unload(&l);
+    l = load(BASE);
+    assert_int_equal(l.cfg->oversize_mode, MCDC_OVERSIZE_FAIL);
+    unload(&l);
+    assert_problem(BASE "cursor.oversize.handling.mode: skip\n",
+                   "cursor.oversize.skip.threshold: invalid threshold value for skipped "
+                   "document size");
+    assert_problem(BASE "debezium.compatibility: \"1.9\"\ncapture.mode: oplog\n"
+                        "cursor.oversize.handling.mode: split\n",
+                   "F:7:1: cursor.oversize.handling.mode: has no effect in oplog capture");
+}
+
 static void test_unsupported_set(void **state)
 {
     (void)state;
@@ -674,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_secrets),
         cmocka_unit_test(test_kafka_locked),
         cmocka_unit_test(test_userinfo_escaping),
+        cmocka_unit_test(test_oversize_options),
         cmocka_unit_test(test_unsupported_set),
         cmocka_unit_test(test_syntax_error),
         cmocka_unit_test(test_help_lists_every_option),
