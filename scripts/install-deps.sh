@@ -19,8 +19,9 @@ REQUIRED=(
   libutf8proc-dev libmicrohttpd-dev
   # unit tests, formatting, memory checks
   libcmocka-dev clang-format valgrind
-  # libFuzzer targets (MCDC_FUZZ)
-  clang
+  # libFuzzer targets (MCDC_FUZZ): clang and its sanitizer/fuzzer runtimes,
+  # which clang only recommends (not pulled in with --no-install-recommends)
+  clang libclang-rt-dev
   # integration tests and the MongoDB simulator
   python3 python3-pytest python3-mockupdb python3-pymongo python3-bson
   python3-confluent-kafka python3-yaml
