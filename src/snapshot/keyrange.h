@@ -25,9 +25,9 @@
  * Singleton brackets: every MinKey, Undefined, Null, NaN or MaxKey value
  * equals every other of its bracket, so a collection has at most one such
  * `_id`; these brackets are read whole (ranges are ignored for them).
- * Arrays and Undefined (and regexes) cannot be an `_id` (the server refuses
- * the insert); their brackets are kept so that no type is left out, at the
- * cost of one empty indexed query each.
+ * Arrays and regexes cannot be an `_id` (the server refuses the insert) and
+ * undefined is deprecated; their brackets are kept so that no type is left
+ * out, at the cost of one empty indexed query each.
  *
  * Collation: filters and sorts both follow the collection's default
  * collation, so chunking stays consistent under a non-simple collation;
