@@ -101,6 +101,21 @@ bool keyrange_filter(enum keyrange_bracket b, const bson_value_t *after, const b
                      const bson_t *extra, bson_t *out, struct mcdc_error *err);
 
 /*
+ * Appends to out the filter for keys greater than *after (NULL: from the
+ * lowest key, MinKey included) and at most *upto (NULL: to the highest,
+ * MaxKey included), whatever their brackets: {"$or": [one keyrange_filter
+ * range per bracket the span touches]}, ANDed with extra (borrowed; NULL or
+ * empty: none) as {"$and": [span, extra]}. A span inside one bracket is that
+ * bracket's range alone; an empty span (upto not above after) matches
+ * nothing ({"_id": {"$in": []}}). The spans (-, p1], (p1, p2], ..., (pn, -)
+ * of increasing keys p1 < ... < pn cover every key exactly once, as the
+ * parallel initial snapshot uses them. out must be initialised and empty.
+ * Returns false with err (domain INTERNAL) only on an internal error.
+ */
+bool keyrange_span_filter(const bson_value_t *after, const bson_value_t *upto, const bson_t *extra,
+                          bson_t *out, struct mcdc_error *err);
+
+/*
  * Appends to out the find options of the next chunk: {sort: {_id: 1},
  * limit: limit} and, when keys_only, projection {_id: 1}. limit > 0.
  * Used with keyrange_filter(b, lastKey, maxKey, extra): find(filter, opts).
