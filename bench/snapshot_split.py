@@ -7,10 +7,10 @@ One collection of N documents (~200 B, int32 `_id`s) is loaded once; each run
 is `snapshot.mode: initial_only` to a JSON-lines file and exits when done.
 Figures per run: rows/s (wall time of the whole run, start to exit), mongocdc
 CPU seconds (user+sys from /proc, also per million rows), the server's CPU
-seconds over the run, and the daemon's own "snapshot complete" line.
+seconds over the run (the simulator's process; not measured for
+MONGO_TEST_URI), and the daemon's own "snapshot complete" line.
 
-Against MONGO_TEST_URI when set (a real MongoDB), else the simulator run in
-this process: the simulator is single-threaded Python without indexes, so its
+Against MONGO_TEST_URI when set (a real MongoDB), else the simulator: it is single-threaded Python without indexes, so its
 figures measure mongocdc's side (CPU per row, overlap of reads) more than what
 parallel ranges give on a real server.
 
@@ -18,7 +18,6 @@ parallel ranges give on a real server.
 """
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -34,12 +33,7 @@ def cpu_s(pid):
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def self_cpu_s():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def run(binary, uri, threads, count, min_docs):
+def run(binary, uri, threads, count, min_docs, server_pid):
     work = tempfile.mkdtemp(prefix="snapshot_split.")
     cfg = os.path.join(work, "cfg.yaml")
     with open(cfg, "w") as f:
@@ -51,7 +45,7 @@ def run(binary, uri, threads, count, min_docs):
                 % (uri, threads, min_docs, work, work))
     log_path = os.path.join(work, "log")
     with open(log_path, "wb") as log:
-        t0, s0 = time.monotonic(), self_cpu_s()
+        t0, s0 = time.monotonic(), cpu_s(server_pid) if server_pid else 0.0
         p = subprocess.Popen([binary, "-c", cfg], stderr=log,
                              env=dict(os.environ, MONGOC_DISABLE_SHM="1"))
         cpu = 0.0
@@ -61,15 +55,16 @@ def run(binary, uri, threads, count, min_docs):
             except OSError:
                 pass
             time.sleep(0.05)
-        wall, server_cpu = time.monotonic() - t0, self_cpu_s() - s0
+        wall = time.monotonic() - t0
+        server_cpu = cpu_s(server_pid) - s0 if server_pid else float("nan")
     with open(os.path.join(work, "events.jsonl"), "rb") as f:
         n = sum(1 for _ in f)
     summary = [ln for ln in open(log_path, errors="replace") if "snapshot complete" in ln
                or "_id ranges" in ln]
     print("threads %d: %d rows in %.1f s: %.0f rows/s; mongocdc %.2f CPU-s (%.1f per million "
           "rows); server %.1f CPU-s%s" % (threads, n, wall, n / wall, cpu, cpu * 1e6 / max(n, 1),
-                                          server_cpu, "" if os.environ.get("MONGO_TEST_URI")
-                                          else " (simulator, in this process)"))
+                                          server_cpu, " (simulator)" if server_pid else
+                                          " (not measured)"))
     for ln in summary:
         print("   " + ln.strip().split("] ", 1)[-1])
     if n != count:
@@ -101,7 +96,8 @@ def main():
     print("loaded %d documents in %.1f s" % (a.count, time.monotonic() - t0))
     ok = True
     for t in [int(x) for x in a.threads.split(",")]:
-        ok = run(a.bin, uri, t, a.count, max(1, a.count // 8)) and ok
+        ok = run(a.bin, uri, t, a.count, max(1, a.count // 8),
+                 sim.proc.pid if sim is not None else None) and ok
     c.close()
     if sim is not None:
         sim.stop()

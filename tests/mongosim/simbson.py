@@ -685,6 +685,13 @@ def _index_key(v, rank):
     return None
 
 
+def _type_covers(names, rank):
+    """True when the $type names match every value of the bracket that has an index key."""
+    names = names if isinstance(names, list) else [names]
+    whole = {10: "number", 15: "string", 35: "objectId", 40: "bool", 45: "date", 47: "timestamp"}
+    return whole.get(rank) in names
+
+
 def _id_clause_ranks(c):
     """The brackets of an {_id: {$type: ..., comparisons}} clause, or None for other shapes."""
     if not isinstance(c, dict) or list(c.keys()) != ["_id"] or not isinstance(c["_id"], dict):
@@ -747,22 +754,31 @@ def id_index_find(docs, plan):
                 continue
             keyed, bydoc, rest = buckets[r]
             lo, hi = 0, len(keyed)
+            # exact: the bounds below are the clause's whole condition on the keyed values
+            exact = _type_covers(ops["$type"], r)
             for op in _CMP_OPS:
-                if op not in ops or canon(ops[op]) != r:
+                if op not in ops:
                     continue
                 try:
-                    k = _index_key(ops[op], r)
+                    k = _index_key(ops[op], r) if canon(ops[op]) == r else None
                 except (AttributeError, TypeError):
                     k = None
                 if k is None:
+                    exact = False
                     continue
-                if op in ("$gt", "$gte", "$eq"):
-                    lo = max(lo, bisect.bisect_left(keyed, (k, -1)))
-                if op in ("$lt", "$lte", "$eq"):
-                    hi = min(hi, bisect.bisect_right(keyed, (k, len(bydoc))))
-            cands = [bydoc[seq] for _, seq in keyed[lo:hi]] + rest
-            for d in cands:
-                if id(d) in seen or not matches(d, c) or (extra is not None and not matches(d, extra)):
+                before, after = (k, -1), (k, len(bydoc))  # around every equal key
+                if op == "$gt":
+                    lo = max(lo, bisect.bisect_right(keyed, after))
+                elif op in ("$gte", "$eq"):
+                    lo = max(lo, bisect.bisect_left(keyed, before))
+                if op == "$lt":
+                    hi = min(hi, bisect.bisect_left(keyed, before))
+                elif op in ("$lte", "$eq"):
+                    hi = min(hi, bisect.bisect_right(keyed, after))
+            for d, checked in [(bydoc[seq], exact) for _, seq in keyed[lo:hi]] + [(d, False) for d in rest]:
+                if id(d) in seen or (not checked and not matches(d, c)):
+                    continue
+                if extra is not None and not matches(d, extra):
                     continue
                 seen.add(id(d))
                 out.append(d)
