@@ -107,6 +107,8 @@ def canon(v):
         return 40
     if isinstance(v, (int, float, Decimal128)):
         return 10
+    if isinstance(v, Code):  # a str subclass: before str
+        return 65 if v.scope is not None else 60  # code with scope sorts after code
     if isinstance(v, str):
         return 15
     if isinstance(v, (dict, SON)):
@@ -125,8 +127,6 @@ def canon(v):
         return 50
     if isinstance(v, DBRef):
         return 55
-    if isinstance(v, Code):
-        return 60
     if isinstance(v, MinKey):
         return 1
     if isinstance(v, MaxKey):
@@ -210,6 +210,11 @@ def cmp_values(a, b):
         ka = (a.pattern, str(getattr(a, "flags", "")))
         kb = (b.pattern, str(getattr(b, "flags", "")))
         return (ka > kb) - (ka < kb)
+    if ca in (60, 65):
+        x, y = str(a).encode("utf-8"), str(b).encode("utf-8")
+        if x != y:
+            return (x > y) - (x < y)
+        return cmp_values(a.scope, b.scope) if ca == 65 else 0
     if ca in (1, 5, 127):
         return 0
     x, y = repr(a), repr(b)
@@ -264,6 +269,8 @@ def id_key(v):
         return (c,)
     if c == 50:
         return (50, v.pattern, str(getattr(v, "flags", "")))
+    if c in (60, 65):
+        return (c, str(v), id_key(v.scope) if v.scope is not None else None)
     return (c, v)
 
 
@@ -391,7 +398,8 @@ def _regex_of(r, options=""):
 _TYPE_ALIASES = {
     "double": 1, "string": 2, "object": 3, "array": 4, "binData": 5, "objectId": 7, "bool": 8,
     "date": 9, "null": 10, "regex": 11, "int": 16, "timestamp": 17, "long": 18, "decimal": 19,
-    "minKey": -1, "maxKey": 127,
+    "minKey": -1, "maxKey": 127, "undefined": 6, "dbPointer": 12, "javascript": 13, "symbol": 14,
+    "javascriptWithScope": 15,
 }
 
 
@@ -410,6 +418,8 @@ def bson_type_num(v):
         return 1
     if isinstance(v, Decimal128):
         return 19
+    if isinstance(v, Code):  # a str subclass: before str
+        return 15 if v.scope is not None else 13
     if isinstance(v, str):
         return 2
     if isinstance(v, dict):
@@ -439,6 +449,12 @@ def _cmp_op(op, v, operand):
     co = canon(operand)
     if co not in (1, 127) and canon(v) != co:
         return False
+    if co == 10 and (_is_nan(_num(v)) or _is_nan(_num(operand))):
+        # MongoDB's matcher (ComparisonMatchExpressionBase::compare): NaN equals NaN and is
+        # neither less nor greater than any number, although it sorts below them all, so
+        # {$lte: 5} and {$gt: NaN} never match a NaN
+        both = _is_nan(_num(v)) and _is_nan(_num(operand))
+        return both and op in ("$gte", "$lte")
     c = cmp_values(v, operand)
     if op == "$gt":
         return c > 0
@@ -637,6 +653,143 @@ def matches(doc, query):
             if not match_field(doc, k, cond):
                 return False
     return True
+
+
+# ---------------------------------------------------------------------------
+# `_id` index bounds for the chunked snapshot reads
+#
+# A real server answers {_id: {$type: T, $gt: a, $lte: b}} (and an $or of such clauses, as
+# snapshot/keyrange writes) from the _id index, reading only the keys in the bounds. The
+# simulator has no index: it sorts each type bracket's keys per query and bisects, so that a
+# range costs about its size rather than a scan of the collection with every clause. It only
+# narrows the candidates; matches() still decides, so results are unchanged.
+
+_TYPE_RANKS = {
+    "minKey": 1, "undefined": 3, "null": 5, "number": 10, "double": 10, "int": 10, "long": 10,
+    "decimal": 10, "string": 15, "symbol": 15, "object": 20, "array": 25, "binData": 30,
+    "objectId": 35, "bool": 40, "date": 45, "timestamp": 47, "regex": 50, "dbPointer": 55,
+    "javascript": 60, "javascriptWithScope": 65, "maxKey": 127,
+}
+_CMP_OPS = ("$gt", "$gte", "$lt", "$lte", "$eq")
+
+
+def _index_key(v, rank):
+    """A natively comparable key that orders values of one bracket as cmp_values does, or
+    None when there is none (the value is then always a candidate)."""
+    if rank == 10:
+        n = _num(v)
+        return None if _is_nan(n) else n
+    if rank == 15:
+        return v.encode("utf-8")
+    if rank == 35:
+        return v.binary
+    if rank == 40:
+        return bool(v)
+    if rank == 45 and v.tzinfo is None:
+        return v
+    if rank == 47:
+        return (v.time, v.inc)
+    return None
+
+
+def _type_covers(names, rank):
+    """True when the $type names match every value of the bracket that has an index key."""
+    names = names if isinstance(names, list) else [names]
+    whole = {10: "number", 15: "string", 35: "objectId", 40: "bool", 45: "date", 47: "timestamp"}
+    return whole.get(rank) in names
+
+
+def _id_clause_ranks(c):
+    """The brackets of an {_id: {$type: ..., comparisons}} clause, or None for other shapes."""
+    if not isinstance(c, dict) or list(c.keys()) != ["_id"] or not isinstance(c["_id"], dict):
+        return None
+    ops = c["_id"]
+    if "$type" not in ops or any(k != "$type" and k not in _CMP_OPS for k in ops):
+        return None
+    names = ops["$type"] if isinstance(ops["$type"], list) else [ops["$type"]]
+    if not all(isinstance(n, str) and n in _TYPE_RANKS for n in names):
+        return None
+    return {_TYPE_RANKS[n] for n in names}
+
+
+def id_index_plan(filt):
+    """(clauses, extra) for filters of the chunked reads' shapes: one _id clause or an $or of
+    them, alone or as {$and: [that, extra]}; None for any other filter."""
+    if not isinstance(filt, dict):
+        return None
+    span, extra = filt, None
+    if list(filt.keys()) == ["$and"] and isinstance(filt["$and"], list) and len(filt["$and"]) == 2:
+        span, extra = filt["$and"]
+    if isinstance(span, dict) and list(span.keys()) == ["$or"] and isinstance(span["$or"], list):
+        clauses = span["$or"]
+    else:
+        clauses = [span]
+    if not clauses or any(_id_clause_ranks(c) is None for c in clauses):
+        return None
+    return clauses, extra
+
+
+def id_index_find(docs, plan):
+    """The documents of docs matching the plan's filter (id_index_plan), each once."""
+    import bisect
+    clauses, extra = plan
+    buckets = {}  # rank -> [sorted [(key, seq)], docs by seq, unsorted docs]
+    for seq, d in enumerate(docs):
+        v = d.get("_id")
+        r = canon(v)
+        b = buckets.setdefault(r, ([], [], []))
+        try:
+            k = _index_key(v, r)
+        except (AttributeError, TypeError):
+            k = None
+        if k is None:
+            b[2].append(d)
+        else:
+            b[0].append((k, len(b[1])))
+            b[1].append(d)
+    for b in buckets.values():
+        try:
+            b[0].sort(key=lambda e: e[0])
+        except TypeError:  # keys not comparable after all: every one is a candidate
+            b[2].extend(b[1])
+            del b[0][:], b[1][:]
+    out, seen = [], set()
+    for c in clauses:
+        ops = c["_id"]
+        for r in sorted(_id_clause_ranks(c)):
+            if r not in buckets:
+                continue
+            keyed, bydoc, rest = buckets[r]
+            lo, hi = 0, len(keyed)
+            # exact: the bounds below are the clause's whole condition on the keyed values
+            exact = _type_covers(ops["$type"], r)
+            for op in _CMP_OPS:
+                if op not in ops:
+                    continue
+                try:
+                    k = _index_key(ops[op], r) if canon(ops[op]) == r else None
+                except (AttributeError, TypeError):
+                    k = None
+                if k is None:
+                    exact = False
+                    continue
+                before, after = (k, -1), (k, len(bydoc))  # around every equal key
+                if op == "$gt":
+                    lo = max(lo, bisect.bisect_right(keyed, after))
+                elif op in ("$gte", "$eq"):
+                    lo = max(lo, bisect.bisect_left(keyed, before))
+                if op == "$lt":
+                    hi = min(hi, bisect.bisect_left(keyed, before))
+                elif op in ("$lte", "$eq"):
+                    hi = min(hi, bisect.bisect_right(keyed, after))
+            for d, checked in [(bydoc[seq], exact) for _, seq in keyed[lo:hi]] + [(d, False) for d in rest]:
+                if id(d) in seen or (not checked and not matches(d, c)):
+                    continue
+                if extra is not None and not matches(d, extra):
+                    continue
+                seen.add(id(d))
+                out.append(d)
+    return out
 
 
 # ---------------------------------------------------------------------------

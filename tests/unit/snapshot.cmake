@@ -1,0 +1,12 @@
+# snapshot: `_id` key ranges (brackets, filters, BSON-order comparison, JSON form)
+# and the split of one collection into ranges.
+if(TARGET mcdc_snapshot)
+  mcdc_unit_test(test_keyrange SOURCES test_keyrange.c LIBS mcdc_snapshot)
+endif()
+# The key-range walker the integration test runs against the simulator
+# (tests/integration/test_keyrange.py).
+if(TARGET mcdc_snapshot)
+  add_executable(mcdc_keyrange_walk keyrange_walk.c)
+  target_link_libraries(mcdc_keyrange_walk PRIVATE mcdc_snapshot)
+  mcdc_target_defaults(mcdc_keyrange_walk)
+endif()
