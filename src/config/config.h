@@ -95,6 +95,12 @@ enum mcdc_schema_adjust {
     MCDC_SCHEMA_ADJUST_COUNT
 };
 
+/* incremental.snapshot.watermarking.strategy (debezium-format.md §5.4). */
+enum mcdc_watermarking {
+    MCDC_WATERMARK_INSERT_INSERT = 0,
+    MCDC_WATERMARK_INSERT_DELETE,
+};
+
 enum mcdc_filter_match {
     MCDC_FILTER_MATCH_REGEX = 0,
     MCDC_FILTER_MATCH_LITERAL,
@@ -169,6 +175,9 @@ struct mcdc_config {
     struct mcdc_filter_override *snapshot_filter_overrides;
     size_t snapshot_filter_override_count;
     int64_t incremental_snapshot_chunk_size;            /* incremental.snapshot.chunk.size, 1024 */
+    int incremental_snapshot_watermarking; /* enum mcdc_watermarking, insert_insert */
+    int64_t incremental_snapshot_window_max_bytes; /* incremental.snapshot.window.max.bytes */
+    bool read_only;                                /* read.only, false */
 
     /* Topics, schemas, runtime */
     enum mcdc_dialect dialect;                 /* debezium.compatibility */
