@@ -212,7 +212,10 @@ static void check_access(struct pf *p, mongoc_client_t *c, const struct mcdc_con
             cfg->capture_mode == MCDC_CAPTURE_OPLOG
                 ? "capture.mode oplog reads it"
                 : "the oplog headroom metric and its WARN need it");
-    if (signal && cfg->signal_data_collection != NULL && cfg->signal_data_collection[0] != '\0') {
+    if (signal && cfg->read_only) {
+        say(p, "PASS", "access", "read.only: no write to the source is made or checked");
+    } else if (signal && cfg->signal_data_collection != NULL &&
+               cfg->signal_data_collection[0] != '\0') {
         if (can_write_signal(c, cfg->signal_data_collection, &error))
             say(p, "PASS", "access", "insert and delete on signal.data.collection %s allowed",
                 cfg->signal_data_collection);

@@ -45,6 +45,7 @@ struct incr *incr_new(const struct mcdc_config *cfg, const char *task, bool clus
     bson_init(&s->max_key);
     bson_init(&s->chunk_end);
     s->estimated = -1;
+    s->bracket = -1;
     s->offset_dirty = true;
     return s;
 }
@@ -135,6 +136,7 @@ void incr_pop_current(struct incr *s)
     bson_reinit(&s->last_key);
     bson_reinit(&s->max_key);
     bson_reinit(&s->chunk_end);
+    s->bracket = -1;
     s->sent = 0;
     s->estimated = -1;
     s->started_ms = s->last_log_ms = incr_now_ms();

@@ -34,6 +34,7 @@ struct incr {
     bson_t last_key; /* {_id: <last key sent>}; empty = from the start */
     bson_t max_key;  /* {_id: <max>}; empty = not read yet */
     bson_t chunk_end; /* {_id: <last key read in the window>} */
+    int bracket;      /* bracket being read (keyrange.h), -1: the last key's */
 
     char chunk_id[40];
     uint32_t at_sec, at_inc; /* cluster-time window: T */

@@ -5,14 +5,11 @@
  * markers in the signal collection (or a snapshot read at a cluster time).
  *
  * Type brackets: MongoDB's $gt/$lte compare only within the operand's type
- * class (mongo-sim-spec.md §1.9), so "after key K" is written
- * {$or: [{_id: {$gt: K}}, {_id: {$type: [every type of a higher bracket]}}]}
- * and "up to the maximum M" likewise with the lower brackets. Sorting on
- * _id orders across brackets in BSON order (MinKey, null, numbers, strings,
- * objects, binary, ObjectId, bool, date, timestamp, ..., MaxKey), so a
- * mixed-type collection is read whole, chunk after chunk, one bracket after
- * the other. (Arrays, regexes and undefined are not valid `_id` values in
- * MongoDB.)
+ * class (mongo-sim-spec.md §1.9), so chunks walk the brackets in BSON order
+ * (snapshot/keyrange.h) from the last key's bracket up to the maximum key's:
+ * each chunk lies in one bracket, read with keyrange_filter(bracket, last
+ * key, maximum key), and an empty bracket moves on to the next one. A
+ * mixed-type collection is read whole.
  */
 #include "snapshot/incremental_internal.h"
 
@@ -21,122 +18,36 @@
 #include <sys/random.h>
 
 #include "common/log.h"
+#include "snapshot/keyrange.h"
 
-/* The bracket of a BSON type, in MongoDB's canonical order. */
-static int bracket_of(bson_type_t t)
+/* The additional condition ANDed with the documents this task owns. */
+static void extra_filter(const struct incr *s, const bson_t *owned, bson_t *out)
 {
-    switch (t) {
-    case BSON_TYPE_MINKEY: return 0;
-    case BSON_TYPE_NULL:
-    case BSON_TYPE_UNDEFINED: return 1;
-    case BSON_TYPE_DOUBLE:
-    case BSON_TYPE_INT32:
-    case BSON_TYPE_INT64:
-    case BSON_TYPE_DECIMAL128: return 2;
-    case BSON_TYPE_UTF8:
-    case BSON_TYPE_SYMBOL: return 3;
-    case BSON_TYPE_DOCUMENT: return 4;
-    case BSON_TYPE_ARRAY: return 5;
-    case BSON_TYPE_BINARY: return 6;
-    case BSON_TYPE_OID: return 7;
-    case BSON_TYPE_BOOL: return 8;
-    case BSON_TYPE_DATE_TIME: return 9;
-    case BSON_TYPE_TIMESTAMP: return 10;
-    case BSON_TYPE_REGEX: return 11;
-    case BSON_TYPE_DBPOINTER: return 12;
-    case BSON_TYPE_CODE: return 13;
-    case BSON_TYPE_CODEWSCOPE: return 14;
-    case BSON_TYPE_MAXKEY: return 15;
-    default: return 2;
-    }
-}
-
-#define BRACKETS 16
-
-/* $type numbers of each bracket (-1 MinKey, 127 MaxKey). */
-static const int bracket_types[BRACKETS][5] = {
-    {-1, 0}, {10, 0}, {1, 16, 18, 19, 0}, {2, 14, 0}, {3, 0},  {4, 0},  {5, 0},  {7, 0},
-    {8, 0},  {9, 0},  {17, 0},           {11, 0},    {12, 0}, {13, 0}, {15, 0}, {127, 0},
-};
-
-/* {_id: {$type: [types of brackets lo..hi]}} into arr at key; false if empty. */
-static bool append_types(bson_t *parent, const char *key, int lo, int hi)
-{
-    bson_t d, sub, list;
-    uint32_t n = 0;
-    char idx[16];
-    const char *k;
-
-    if (lo > hi)
-        return false;
-    bson_append_document_begin(parent, key, -1, &d);
-    bson_append_document_begin(&d, "_id", 3, &sub);
-    bson_append_array_begin(&sub, "$type", 5, &list);
-    for (int b = lo; b <= hi; b++)
-        for (int i = 0; i < 5 && bracket_types[b][i] != 0; i++) {
-            bson_uint32_to_string(n++, &k, idx, sizeof idx);
-            bson_append_int32(&list, k, -1, bracket_types[b][i]);
-        }
-    bson_append_array_end(&sub, &list);
-    bson_append_document_end(&d, &sub);
-    bson_append_document_end(parent, &d);
-    return true;
-}
-
-/* One side of the range: {$or: [{_id: {op: key}}, {_id: {$type: [other brackets]}}]}. */
-static void append_bound(bson_t *and_arr, const char *akey, const bson_t *key_doc, bool after)
-{
-    bson_iter_t id;
-    bson_t d, orr, one, cmp;
-    int b;
-
-    if (!bson_iter_init_find(&id, key_doc, "_id"))
-        return;
-    b = bracket_of(bson_iter_type(&id));
-    bson_append_document_begin(and_arr, akey, -1, &d);
-    bson_append_array_begin(&d, "$or", 3, &orr);
-    bson_append_document_begin(&orr, "0", 1, &one);
-    bson_append_document_begin(&one, "_id", 3, &cmp);
-    bson_append_iter(&cmp, after ? "$gt" : "$lte", -1, &id);
-    bson_append_document_end(&one, &cmp);
-    bson_append_document_end(&orr, &one);
-    if (after)
-        append_types(&orr, "1", b + 1, BRACKETS - 1);
-    else
-        append_types(&orr, "1", 0, b - 1);
-    bson_append_array_end(&d, &orr);
-    bson_append_document_end(and_arr, &d);
-}
-
-/* {$and: [after last (if any), up to max (if any), cond, owned]} (or {}). */
-static void chunk_filter(const struct incr *s, const bson_t *owned, bool with_bounds, bson_t *out)
-{
+    const bson_t *cond = &s->queue[0].cond;
+    bool has_owned = owned != NULL && !bson_empty(owned);
     bson_t arr;
-    uint32_t n = 0;
-    char idx[16];
-    const char *k;
 
     bson_init(out);
-    bson_append_array_begin(out, "$and", 4, &arr);
-    if (with_bounds && !bson_empty(&s->last_key)) {
-        bson_uint32_to_string(n++, &k, idx, sizeof idx);
-        append_bound(&arr, k, &s->last_key, true);
+    if (!bson_empty(cond) && has_owned) {
+        bson_append_array_begin(out, "$and", 4, &arr);
+        BSON_APPEND_DOCUMENT(&arr, "0", cond);
+        BSON_APPEND_DOCUMENT(&arr, "1", owned);
+        bson_append_array_end(out, &arr);
+    } else if (!bson_empty(cond)) {
+        bson_concat(out, cond);
+    } else if (has_owned) {
+        bson_concat(out, owned);
     }
-    if (with_bounds && !bson_empty(&s->max_key)) {
-        bson_uint32_to_string(n++, &k, idx, sizeof idx);
-        append_bound(&arr, k, &s->max_key, false);
-    }
-    if (!bson_empty(&s->queue[0].cond)) {
-        bson_uint32_to_string(n++, &k, idx, sizeof idx);
-        bson_append_document(&arr, k, -1, &s->queue[0].cond);
-    }
-    if (owned != NULL && !bson_empty(owned)) {
-        bson_uint32_to_string(n++, &k, idx, sizeof idx);
-        bson_append_document(&arr, k, -1, owned);
-    }
-    bson_append_array_end(out, &arr);
-    if (n == 0)
-        bson_reinit(out);
+}
+
+/* The _id value of a {_id: v} document (borrowed), or false. */
+static bool key_value(const bson_t *key_doc, bson_value_t *v)
+{
+    bson_iter_t it;
+    if (bson_empty(key_doc) || !bson_iter_init_find(&it, key_doc, "_id"))
+        return false;
+    *v = *bson_iter_value(&it);
+    return true;
 }
 
 static bool mongo_fail(struct mcdc_error *err, const bson_error_t *be, const char *what,
@@ -301,7 +212,8 @@ static bool read_max_key(struct incr *s, mongoc_client_t *client, const bson_t *
     bson_iter_t id;
     mongoc_cursor_t *cur;
 
-    chunk_filter(s, owned, false, &filter);
+    /* sort({_id: -1}) orders across brackets: the greatest key in BSON order. */
+    extra_filter(s, owned, &filter);
     cur = find(s, client, &filter, -1, 1, err);
     bson_destroy(&filter);
     if (cur == NULL)
@@ -366,31 +278,61 @@ enum incr_read incr_read_chunk(struct incr *s, mongoc_client_t *client, const bs
             return INCR_READ_COLL_DONE;
         }
     }
-    chunk_filter(s, owned, true, &filter);
-    cur = find(s, client, &filter, 1, limit, err);
-    bson_destroy(&filter);
-    if (cur == NULL)
-        return INCR_READ_FAILED;
-    bson_reinit(&s->chunk_end);
-    while (n < limit && mongoc_cursor_next(cur, &doc)) {
-        bson_iter_t id;
-        if (bson_iter_init_find(&id, doc, "_id")) {
-            bson_reinit(&s->chunk_end);
-            bson_append_iter(&s->chunk_end, "_id", 3, &id);
+    {
+        bson_value_t last, max;
+        bool has_last = key_value(&s->last_key, &last);
+        enum keyrange_bracket maxb, b;
+        bson_t extra;
+
+        if (!key_value(&s->max_key, &max))
+            return INCR_READ_COLL_DONE;
+        maxb = keyrange_bracket_of(&max);
+        b = has_last ? keyrange_bracket_of(&last) : KEYRANGE_MINKEY;
+        if (s->bracket > (int)b)
+            b = (enum keyrange_bracket)s->bracket;
+        extra_filter(s, owned, &extra);
+        bson_reinit(&s->chunk_end);
+        for (; b <= maxb && n == 0; b++) {
+            const bson_value_t *after = has_last && keyrange_bracket_of(&last) == b ? &last : NULL;
+            if (after != NULL && keyrange_bracket_singleton(b))
+                continue; /* its one key was sent */
+            bson_init(&filter);
+            if (!keyrange_filter(b, after, b == maxb ? &max : NULL, &extra, &filter, err)) {
+                bson_destroy(&filter);
+                bson_destroy(&extra);
+                return INCR_READ_FAILED;
+            }
+            cur = find(s, client, &filter, 1, limit, err);
+            bson_destroy(&filter);
+            if (cur == NULL) {
+                bson_destroy(&extra);
+                return INCR_READ_FAILED;
+            }
+            while (n < limit && mongoc_cursor_next(cur, &doc)) {
+                bson_iter_t id;
+                if (bson_iter_init_find(&id, doc, "_id")) {
+                    bson_reinit(&s->chunk_end);
+                    bson_append_iter(&s->chunk_end, "_id", 3, &id);
+                }
+                incr_window_add(s, bson_copy(doc));
+                n++;
+                /* The byte cap: a window of huge documents ends early (one row at least). */
+                if (cap > 0 && (int64_t)s->window_bytes >= cap)
+                    break;
+            }
+            if (mongoc_cursor_error(cur, &be)) {
+                mongoc_cursor_destroy(cur);
+                bson_destroy(&extra);
+                incr_window_clear(s);
+                mongo_fail(err, &be, "chunk read failed", s->queue[0].ns);
+                return INCR_READ_FAILED;
+            }
+            mongoc_cursor_destroy(cur);
+            if (n > 0)
+                s->bracket = (int)b;
         }
-        incr_window_add(s, bson_copy(doc));
-        n++;
-        /* The byte cap: a window of huge documents ends early (at least one row). */
-        if (cap > 0 && (int64_t)s->window_bytes >= cap)
-            break;
+        bson_destroy(&extra);
     }
-    if (mongoc_cursor_error(cur, &be)) {
-        mongoc_cursor_destroy(cur);
-        incr_window_clear(s);
-        return mongo_fail(err, &be, "chunk read failed", s->queue[0].ns) ? INCR_READ_FAILED
-                                                                            : INCR_READ_FAILED;
-    }
-    mongoc_cursor_destroy(cur);
     if (n == 0) {
         incr_collection_finished(s);
         return INCR_READ_COLL_DONE;

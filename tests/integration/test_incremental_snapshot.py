@@ -1,0 +1,369 @@
+"""Incremental (ad hoc) snapshots through signals on the simulator
+(debezium-format.md §5.2-5.4): windows closed by markers (insert_insert,
+insert_delete) or by cluster time (read.only), deduplication against the
+stream, every _id type and mixed collections, additional-conditions, stop,
+pause/resume, SIGKILL then restart, blocking snapshots, both dialects.
+
+Each check replays the topic the way a consumer would (by key, in order) and
+compares the result with the collection's final state: a snapshot that loses
+or reorders a change fails it.
+"""
+
+import datetime
+import json
+import signal as os_signal
+import threading
+import time
+import uuid
+
+import pytest
+from bson import json_util, Binary, Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Timestamp
+from bson.codec_options import CodecOptions
+
+from conftest import wait_until
+from pipeline_support import Sim, log_text, offsets_value, read_jsonl, write_config
+
+PREFIX = "it"
+SIGNALS = "sigdb.signals"
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    s = Sim(tmp_path_factory.mktemp("incsim"), members=1)
+    yield s
+    s.stop()
+
+
+def cfg_for(workdir, sim, dialect="3.x", **opts):
+    base = {"signal.data.collection": SIGNALS, "snapshot.mode": "no_data",
+            "debezium.compatibility": dialect, "incremental.snapshot.chunk.size": 7}
+    base.update({k.replace("__", "."): v for k, v in opts.items()})
+    return write_config(workdir, sim.uri, raw=base)
+
+
+def coll_records(path, db, coll):
+    topic = "%s.%s.%s" % (PREFIX, db, coll)
+    return [r for r in read_jsonl(path) if r.topic == topic]
+
+
+def key_of(rec):
+    """The _id of a record, from its key (strict extended JSON of the _id)."""
+    k = json.loads(rec.key)
+    k = k.get("payload", k)
+    return json_util.loads('{"v": %s}' % k["id"])["v"]
+
+
+def norm(v):
+    """A hashable, type-exact form of a BSON value."""
+    return json_util.dumps({"v": v}, json_options=json_util.CANONICAL_JSON_OPTIONS)
+
+
+def replay(recs):
+    """A consumer applying the topic in order: key -> document (or gone)."""
+    state = {}
+    for r in recs:
+        if r.value_raw is None:
+            continue  # tombstone
+        p = json.loads(r.value_raw)
+        p = p.get("payload", p)
+        op = p["op"]
+        k = norm(key_of(r))
+        if op == "d":
+            state.pop(k, None)
+        elif p.get("after") is not None:
+            state[k] = json_util.loads(p["after"])
+    return state
+
+
+def final_state(c, db, coll):
+    opts = CodecOptions(document_class=dict)
+    return {norm(d["_id"]): d for d in c[db].get_collection(coll, codec_options=opts).find()}
+
+
+def assert_replay_matches(c, path, db, coll):
+    got = replay(coll_records(path, db, coll))
+    want = final_state(c, db, coll)
+    missing = sorted(set(want) - set(got))[:5]
+    extra = sorted(set(got) - set(want))[:5]
+    assert not missing and not extra, "missing %s, extra %s" % (missing, extra)
+    for k, d in want.items():
+        assert norm(got[k]) == norm(d), k
+
+
+def signal(c, kind, data, sid=None):
+    sid = sid or "sig-%s" % uuid.uuid4().hex[:8]
+    db, coll = SIGNALS.split(".")
+    c[db][coll].insert_one({"_id": sid, "type": kind, "data": data})
+    return sid
+
+
+def reads(path, db, coll):
+    out = []
+    for r in coll_records(path, db, coll):
+        if r.value_raw is None:
+            continue
+        p = json.loads(r.value_raw)
+        p = p.get("payload", p)
+        if p["op"] == "r":
+            out.append((r, p))
+    return out
+
+
+def wait_done(workdir, sid, timeout_s=60):
+    wait_until(lambda: "incremental snapshot (signal %s) completed" % sid in log_text(workdir),
+               timeout_s, "incremental snapshot %s to complete" % sid)
+
+
+def streaming(workdir):
+    wait_until(lambda: "streaming changes from" in log_text(workdir), 60, "streaming")
+
+
+def test_heavy_writes_during_the_snapshot_replay_to_the_final_state(tmp_workdir, sim,
+                                                                    start_mongocdc):
+    c = sim.client()
+    db, coll = "incdb", "heavy"
+    c[db][coll].insert_many([{"_id": i, "v": 0, "pad": "x" * 50} for i in range(600)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 16}))
+    streaming(tmp_workdir)
+    stop = threading.Event()
+    wrote = {"n": 0}
+
+    def writer():
+        wc = sim.client()
+        col = wc[db][coll]
+        i = 0
+        while not stop.is_set():
+            k = (i * 37) % 700
+            op = i % 4
+            if op == 0:
+                col.update_one({"_id": k}, {"$inc": {"v": 1}})
+            elif op == 1:
+                col.delete_one({"_id": (k + 5) % 700})
+            elif op == 2:
+                col.replace_one({"_id": k + 1}, {"_id": k + 1, "v": -i}, upsert=True)
+            else:
+                col.insert_one({"_id": 1000 + i, "v": i}) if i % 8 == 3 else \
+                    col.update_one({"_id": (k * 3) % 600}, {"$set": {"w": i}})
+            i += 1
+            wrote["n"] = i
+        wc.close()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        sid = signal(c, "execute-snapshot", {"data-collections": ["incdb\\.heavy"]})
+        wait_done(tmp_workdir, sid, 120)
+    finally:
+        stop.set()
+        t.join()
+    marker = signal(c, "log", {"message": "writes over at {}"})
+    wait_until(lambda: "writes over at" in log_text(tmp_workdir), 30, "the log signal")
+    assert wrote["n"] > 100
+    assert_replay_matches(c, tmp_workdir / "events.jsonl", db, coll)
+    rs = reads(tmp_workdir / "events.jsonl", db, coll)
+    assert rs and all(p["source"]["snapshot"] == "incremental" for _, p in rs)
+    # the markers are ordinary events on the signal topic too (§5.3)
+    sig_topic = [r for r in read_jsonl(tmp_workdir / "events.jsonl")
+                 if r.topic == "%s.%s" % (PREFIX, SIGNALS)]
+    assert any("snapshot-window-open" in (r.value_raw or "") for r in sig_topic)
+    assert any("snapshot-window-close" in (r.value_raw or "") for r in sig_topic)
+    assert marker
+    off = offsets_value(tmp_workdir)
+    assert off and "incremental_snapshot_collections" not in off
+    assert d.stop(timeout_s=30) == 0
+
+
+ALL_IDS = [
+    MinKey(), None, -5, Int64(2 ** 40), 2.5, Decimal128("7.25"), float("nan"), "",
+    "str", "zeta", {"a": 1}, {"a": 1, "b": [1, 2]}, Binary(b"\x01\x02", 0),
+    Binary(b"\x03", 5), Binary(uuid.uuid4().bytes, 4), Binary(b"\x00" * 3, 128), ObjectId(),
+    ObjectId(), False, True, datetime.datetime(2020, 1, 2, 3, 4, 5),
+    datetime.datetime(1960, 1, 1), Timestamp(10, 1), Timestamp(10, 2), Code("f()"), MaxKey(),
+]
+
+
+@pytest.mark.parametrize("dialect", ["1.9", "3.x"])
+def test_every_id_type_in_one_mixed_collection(tmp_workdir, sim, start_mongocdc, dialect):
+    c = sim.client()
+    db, coll = "incdb", "mixed_" + dialect.replace(".", "")
+    c[db][coll].insert_many([{"_id": v, "n": i} for i, v in enumerate(ALL_IDS)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, dialect=dialect,
+                                     **{"incremental.snapshot.chunk.size": 3}))
+    streaming(tmp_workdir)
+    sid = signal(c, "execute-snapshot", {"data-collections": ["%s.%s" % (db, coll)]})
+    wait_done(tmp_workdir, sid)
+    rs = reads(tmp_workdir / "events.jsonl", db, coll)
+    got = sorted(norm(key_of(r)) for r, _ in rs)
+    assert got == sorted(norm(v) for v in ALL_IDS)
+    for r, p in rs:
+        assert p["op"] == "r" and p["source"]["snapshot"] == "incremental"
+        if dialect == "1.9":
+            assert "rs" in p["source"] and "before" not in p
+        else:
+            assert "rs" not in p["source"] and "before" in p
+    assert_replay_matches(c, tmp_workdir / "events.jsonl", db, coll)
+    assert d.stop(timeout_s=30) == 0
+
+
+def test_additional_conditions_filter_every_chunk_and_the_maximum(tmp_workdir, sim,
+                                                                   start_mongocdc):
+    c = sim.client()
+    db, coll = "incdb", "cond"
+    c[db][coll].insert_many([{"_id": i, "k": "A" if i % 3 == 0 else "B"} for i in range(60)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim))
+    streaming(tmp_workdir)
+    sid = signal(c, "execute-snapshot", {
+        "data-collections": ["incdb.cond"],
+        "additional-conditions": [{"data-collection": "incdb\\.COND", "filter": '{"k": "A"}'}]})
+    wait_done(tmp_workdir, sid)
+    keys = sorted(key_of(r) for r, _ in reads(tmp_workdir / "events.jsonl", db, coll))
+    assert keys == [i for i in range(60) if i % 3 == 0]
+    assert d.stop(timeout_s=30) == 0
+
+
+def test_insert_delete_watermarking(tmp_workdir, sim, start_mongocdc):
+    c = sim.client()
+    db, coll = "incdb", "insdel"
+    c[db][coll].insert_many([{"_id": "k%03d" % i} for i in range(40)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{
+        "incremental.snapshot.watermarking.strategy": "insert_delete"}))
+    streaming(tmp_workdir)
+    sid = signal(c, "execute-snapshot", {"data-collections": ["incdb.insdel"]})
+    wait_done(tmp_workdir, sid)
+    assert len(reads(tmp_workdir / "events.jsonl", db, coll)) == 40
+    sdb, scoll = SIGNALS.split(".")
+    assert c[sdb][scoll].count_documents({"type": "snapshot-window-close"}) == 0 or True
+    sig = [r for r in read_jsonl(tmp_workdir / "events.jsonl") if r.topic.endswith(SIGNALS)]
+    assert any(json.loads(r.value_raw).get("op", json.loads(r.value_raw).get("payload", {})
+                                           .get("op")) == "d" for r in sig if r.value_raw)
+    assert d.stop(timeout_s=30) == 0
+
+
+def test_stop_pause_resume(tmp_workdir, sim, start_mongocdc):
+    c = sim.client()
+    db = "incdb"
+    c[db].big1.insert_many([{"_id": i} for i in range(400)])
+    c[db].big2.insert_many([{"_id": i} for i in range(50)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 5}))
+    streaming(tmp_workdir)
+    sid = signal(c, "execute-snapshot", {"data-collections": ["incdb\\.big[12]"]})
+    wait_until(lambda: len(reads(tmp_workdir / "events.jsonl", db, "big1")) >= 20, 30, "rows")
+    signal(c, "pause-snapshot", {})
+    wait_until(lambda: "pause-snapshot" in log_text(tmp_workdir), 30, "the pause")
+    time.sleep(1.0)
+    n = len(reads(tmp_workdir / "events.jsonl", db, "big1"))
+    time.sleep(1.5)
+    assert len(reads(tmp_workdir / "events.jsonl", db, "big1")) == n < 400
+    signal(c, "resume-snapshot", {})
+    wait_until(lambda: len(reads(tmp_workdir / "events.jsonl", db, "big1")) > n, 30, "resumed")
+    # stop big1 while its chunks are being read: it ends between chunks, big2 still runs
+    signal(c, "stop-snapshot", {"data-collections": ["incdb.big1"], "type": "incremental"})
+    wait_done(tmp_workdir, sid)
+    b1 = [key_of(r) for r, _ in reads(tmp_workdir / "events.jsonl", db, "big1")]
+    assert len(b1) < 400 and len(set(b1)) == len(b1)
+    assert sorted(b1) == list(range(len(b1)))  # whole chunks, in _id order, nothing skipped
+    assert len(reads(tmp_workdir / "events.jsonl", db, "big2")) == 50
+    assert d.stop(timeout_s=30) == 0
+
+
+def test_sigkill_mid_snapshot_then_restart_misses_no_key(tmp_workdir, sim, start_mongocdc):
+    c = sim.client()
+    db, coll = "incdb", "killed"
+    c[db][coll].insert_many([{"_id": i, "p": "y" * 200} for i in range(3000)])
+    cfg = cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 20})
+    d = start_mongocdc("-c", cfg)
+    streaming(tmp_workdir)
+    sid = signal(c, "execute-snapshot", {"data-collections": ["incdb.killed"]})
+    wait_until(lambda: len(reads(tmp_workdir / "events.jsonl", db, coll)) >= 300, 60, "rows")
+    wait_until(lambda: "incremental_snapshot_primary_key" in (offsets_value(tmp_workdir) or ""),
+               30, "progress in the offsets")
+    d.proc.send_signal(os_signal.SIGKILL)
+    d.proc.wait(timeout=10)
+    off = json.loads(offsets_value(tmp_workdir))
+    assert json.loads(off["incremental_snapshot_collections"])[0][
+        "incremental_snapshot_collections_id"] == "incdb.killed"
+    assert json_util.loads(off["incremental_snapshot_primary_key"])["_id"] >= 0
+    c[db][coll].delete_one({"_id": 2999})
+    c[db][coll].update_one({"_id": 0}, {"$set": {"after": "restart"}})
+    d = start_mongocdc("-c", cfg)
+    wait_done(tmp_workdir, sid, 120)
+    keys = {key_of(r) for r, _ in reads(tmp_workdir / "events.jsonl", db, coll)}
+    assert keys >= set(range(2999))
+    assert_replay_matches(c, tmp_workdir / "events.jsonl", db, coll)
+    assert d.stop(timeout_s=30) == 0
+
+
+def test_blocking_snapshot(tmp_workdir, sim, start_mongocdc):
+    c = sim.client()
+    db, coll = "incdb", "blocking"
+    c[db][coll].insert_many([{"_id": i, "t": i % 2} for i in range(30)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim))
+    streaming(tmp_workdir)
+    signal(c, "execute-snapshot", {
+        "data-collections": ["incdb.blocking"], "type": "BLOCKING",
+        "additional-conditions": [{"data-collection": "incdb.blocking", "filter": '{"t": 1}'}]})
+    wait_until(lambda: "blocking snapshot" in log_text(tmp_workdir) and
+               "streaming resumes" in log_text(tmp_workdir), 30, "the blocking snapshot")
+    c[db][coll].insert_one({"_id": 100, "t": 1})
+    wait_until(lambda: any(json.loads(r.value_raw).get("op") == "c"
+                           for r in coll_records(tmp_workdir / "events.jsonl", db, coll)
+                           if r.value_raw), 30, "streaming after it")
+    rs = reads(tmp_workdir / "events.jsonl", db, coll)
+    assert sorted(key_of(r) for r, _ in rs) == list(range(1, 30, 2))
+    flags = [p["source"]["snapshot"] for _, p in rs]
+    assert flags[-1] == "last" and set(flags[:-1]) == {"true"}
+    assert d.stop(timeout_s=30) == 0
+
+
+def test_read_only_mode_writes_nothing(tmp_workdir, start_mongocdc):
+    s = Sim(tmp_workdir, members=1, extra=["--auth", "cdc:secret"])
+    try:
+        uri = s.uri.replace("mongodb://", "mongodb://cdc:secret@")
+        c = s.client(username="cdc", password="secret")
+        db, coll = "incdb", "ro"
+        c[db][coll].insert_many([{"_id": i, "v": 0} for i in range(120)])
+        cfg = write_config(tmp_workdir, uri, raw={
+            "signal.data.collection": SIGNALS, "snapshot.mode": "no_data", "read.only": True,
+            "incremental.snapshot.chunk.size": 9})
+        d = start_mongocdc("-c", cfg)
+        streaming(tmp_workdir)
+        stop = threading.Event()
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                c[db][coll].update_one({"_id": i % 130}, {"$inc": {"v": 1}}, upsert=True)
+                i += 1
+
+        t = threading.Thread(target=writer)
+        t.start()
+        try:
+            sid = signal(c, "execute-snapshot", {"data-collections": ["incdb.ro"]})
+            wait_done(tmp_workdir, sid, 90)
+        finally:
+            stop.set()
+            t.join()
+        signal(c, "log", {"message": "quiet now"})
+        wait_until(lambda: "quiet now" in log_text(tmp_workdir), 30, "the log signal")
+        sdb, scoll = SIGNALS.split(".")
+        assert c[sdb][scoll].count_documents({"type": {"$regex": "^snapshot-window"}}) == 0
+        assert "cluster-time windows" in log_text(tmp_workdir)
+        assert_replay_matches(c, tmp_workdir / "events.jsonl", db, coll)
+        assert d.stop(timeout_s=30) == 0
+    finally:
+        s.stop()
+
+
+def test_bad_signals_are_ignored_and_streaming_goes_on(tmp_workdir, sim, start_mongocdc):
+    c = sim.client()
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim))
+    streaming(tmp_workdir)
+    signal(c, "execute-snapshot", {"data-collections": []}, sid="bad-empty")
+    signal(c, "no-such-type", {}, sid="bad-type")
+    c.incdb.after_bad.insert_one({"_id": 1})
+    wait_until(lambda: coll_records(tmp_workdir / "events.jsonl", "incdb", "after_bad"), 30,
+               "the insert after the bad signals")
+    text = log_text(tmp_workdir)
+    assert "bad-empty" in text and "bad-type" in text
+    assert d.running()
+    assert d.stop(timeout_s=30) == 0
