@@ -31,7 +31,7 @@ struct notify_kv {
  * Never fails the caller: a channel that cannot deliver logs a WARN.
  * Thread-safe.
  */
-void notify_send(struct notifier *n, const char *aggregate_type, const char *type,
-                 const char *id, const struct notify_kv *kv, size_t count);
+void notify_send(struct notifier *n, const char *aggregate_type, const char *type, const char *id,
+                 const struct notify_kv *kv, size_t count);
 
 #endif
