@@ -388,3 +388,59 @@ def test_bad_signals_are_ignored_and_streaming_goes_on(tmp_workdir, sim, start_m
     assert "bad-empty" in text and "bad-type" in text
     assert d.running()
     assert d.stop(timeout_s=30) == 0
+
+
+def test_sharded_per_shard_tasks_snapshot_what_each_shard_owns(tmp_workdir, start_mongocdc):
+    """Per-shard tasks (connection mode replica_set): the signal, seen on the
+    stream of the shard holding the signal collection, reaches every shard's
+    task through the bus; each reads only the documents its shard owns
+    (orphans excluded) with cluster-time windows on its own stream."""
+    from conftest import import_mongosim
+    mongosim = import_mongosim()
+    sim = mongosim.MongoSim(topology="sharded", shards=2, members=1, noop_interval=0.3)
+    sim.start()
+    try:
+        c = sim.client()
+        c.admin.command("enableSharding", "shop")
+        c.admin.command("shardCollection", "shop.orders", key={"_id": 1})
+        c.admin.command("split", "shop.orders", middle={"_id": 100})
+        c.admin.command("moveChunk", "shop.orders", find={"_id": 150}, to="shard02")
+        c.shop.orders.insert_many([{"_id": i, "v": 0} for i in range(200)])
+        cfg = write_config(tmp_workdir, sim.uri, raw={
+            "signal.data.collection": SIGNALS, "snapshot.mode": "no_data",
+            "incremental.snapshot.chunk.size": 16})
+        d = start_mongocdc("-c", cfg)
+        wait_until(lambda: log_text(tmp_workdir).count("streaming changes from") >= 2, 120,
+                   "both shards streaming")
+        stop = threading.Event()
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                c.shop.orders.update_one({"_id": (i * 7) % 200}, {"$inc": {"v": 1}})
+                i += 1
+
+        t = threading.Thread(target=writer)
+        t.start()
+        try:
+            sid = signal(c, "execute-snapshot", {"data-collections": ["shop.orders"]})
+            wait_until(lambda: log_text(tmp_workdir).count(
+                "incremental snapshot (signal %s) completed" % sid) >= 2, 120,
+                "both shards' snapshots")
+        finally:
+            stop.set()
+            t.join()
+        rs = reads(tmp_workdir / "events.jsonl", "shop", "orders")
+        keys = sorted(key_of(r) for r, _ in rs)
+        # every document once (superseded rows are replaced by their streamed changes)
+        assert len(keys) == len(set(keys))
+        assert "cluster-time windows" in log_text(tmp_workdir)
+        signal(c, "log", {"message": "sharded done"})
+        wait_until(lambda: "sharded done" in log_text(tmp_workdir), 30, "the log signal")
+        time.sleep(1.0)
+        assert_replay_matches(c, tmp_workdir / "events.jsonl", "shop", "orders")
+        sdb, scoll = SIGNALS.split(".")
+        assert c[sdb][scoll].count_documents({"type": {"$regex": "^snapshot-window"}}) == 0
+        assert d.stop(timeout_s=30) == 0
+    finally:
+        sim.stop()
