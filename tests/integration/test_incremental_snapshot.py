@@ -23,7 +23,7 @@ UUID_REP = UuidRepresentation.UNSPECIFIED  # Binary stays Binary, whatever its s
 from bson.codec_options import CodecOptions
 
 from conftest import wait_until
-from pipeline_support import Sim, log_text, offsets_value, read_jsonl, write_config
+from pipeline_support import Sim, log_text, offsets_value, read_jsonl, read_topics, write_config
 
 PREFIX = "it"
 SIGNALS = "sigdb.signals"
@@ -444,3 +444,46 @@ def test_sharded_per_shard_tasks_snapshot_what_each_shard_owns(tmp_workdir, star
         assert d.stop(timeout_s=30) == 0
     finally:
         sim.stop()
+
+
+@pytest.mark.parametrize("dialect", ["1.9", "3.x"])
+def test_through_kafka_the_topic_replays_to_the_final_state(tmp_workdir, sim, kafka,
+                                                            start_mongocdc, dialect):
+    prefix = "incr%s%s" % (dialect.replace(".", ""), uuid.uuid4().hex[:8])
+    c = sim.client()
+    db, coll = "incdb", "kafka_" + prefix
+    c[db][coll].insert_many([{"_id": i, "v": 0} for i in range(200)] +
+                            [{"_id": "s%d" % i} for i in range(20)])
+    cfg = write_config(tmp_workdir, sim.uri, kafka={"bootstrap.servers": kafka.bootstrap}, raw={
+        "topic.prefix": prefix, "signal.data.collection": SIGNALS, "snapshot.mode": "no_data",
+        "debezium.compatibility": dialect, "incremental.snapshot.chunk.size": 32})
+    d = start_mongocdc("-c", cfg)
+    streaming(tmp_workdir)
+    stop = threading.Event()
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            c[db][coll].update_one({"_id": (i * 13) % 230}, {"$inc": {"v": 1}}, upsert=True)
+            if i % 5 == 0:
+                c[db][coll].delete_one({"_id": (i * 17) % 200})
+            i += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        sid = signal(c, "execute-snapshot", {"data-collections": ["%s.%s" % (db, coll)]})
+        wait_done(tmp_workdir, sid, 90)
+    finally:
+        stop.set()
+        t.join()
+    signal(c, "log", {"message": "kafka test writes done"})
+    wait_until(lambda: "kafka test writes done" in log_text(tmp_workdir), 30, "the log signal")
+    assert d.stop(timeout_s=30) == 0
+    recs = [r for r in read_topics(kafka.bootstrap, ["%s.%s.%s" % (prefix, db, coll)])]
+    got = replay(recs)
+    want = final_state(c, db, coll)
+    assert set(got) == set(want)
+    assert all(norm(got[k]) == norm(want[k]) for k in want)
+    snap = [json.loads(r.value_raw) for r in recs if r.value_raw and '"op":"r"' in r.value_raw]
+    assert snap and all(p["source"]["snapshot"] == "incremental" for p in snap)
