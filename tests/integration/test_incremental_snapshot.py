@@ -487,3 +487,45 @@ def test_through_kafka_the_topic_replays_to_the_final_state(tmp_workdir, sim, ka
     assert all(norm(got[k]) == norm(want[k]) for k in want)
     snap = [json.loads(r.value_raw) for r in recs if r.value_raw and '"op":"r"' in r.value_raw]
     assert snap and all(p["source"]["snapshot"] == "incremental" for p in snap)
+
+
+def test_oplog_capture_mode(tmp_workdir, sim, start_mongocdc):
+    """capture.mode oplog (1.9): the same hook in the oplog tailing loop."""
+    c = sim.client()
+    db, coll = "incdb", "oplogmode"
+    c[db][coll].insert_many([{"_id": i} for i in range(50)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, dialect="1.9", **{"capture.mode": "oplog"}))
+    wait_until(lambda: "tailing local.oplog.rs" in log_text(tmp_workdir), 60, "tailing")
+    sid = signal(c, "execute-snapshot", {"data-collections": ["incdb.oplogmode"]})
+    c[db][coll].delete_one({"_id": 3})
+    wait_done(tmp_workdir, sid)
+    keys = sorted(key_of(r) for r, _ in reads(tmp_workdir / "events.jsonl", db, coll))
+    assert set(keys) >= set(range(50)) - {3} and len(keys) == len(set(keys))
+    assert_replay_matches(c, tmp_workdir / "events.jsonl", db, coll)
+    assert d.stop(timeout_s=30) == 0
+
+
+def test_refused_marker_write_aborts_the_snapshot_not_streaming(tmp_workdir, sim,
+                                                                 start_mongocdc):
+    c = sim.client()
+    db, coll = "incdb", "refused"
+    c[db][coll].insert_many([{"_id": i} for i in range(10)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim))
+    streaming(tmp_workdir)
+    sim.control("fail", commands=["insert"], code=13, codeName="Unauthorized",
+                errmsg="not authorized on sigdb to execute command { insert: \"signals\" }",
+                appName="mongocdc", times=1)
+    try:
+        sid = signal(c, "execute-snapshot", {"data-collections": ["incdb.refused"]})
+        wait_until(lambda: "incremental snapshot (signal %s) is aborted" % sid
+                   in log_text(tmp_workdir), 30, "the abort")
+        assert "read.only: true needs no write access" in log_text(tmp_workdir)
+        c[db][coll].insert_one({"_id": 99})
+        wait_until(lambda: any(key_of(r) == 99 for r in
+                               coll_records(tmp_workdir / "events.jsonl", db, coll)), 30,
+                   "streaming after the abort")
+        assert not reads(tmp_workdir / "events.jsonl", db, coll)
+        assert d.running()
+        assert d.stop(timeout_s=30) == 0
+    finally:
+        sim.control("clear_faults")
