@@ -444,6 +444,49 @@ void incr_on_idle(struct incr *s)
 
 /* ---- offsets ------------------------------------------------------------- */
 
+/* A growing string for the collections list. */
+struct strbuf {
+    char *s;
+    size_t len, cap;
+};
+
+static void sb_put(struct strbuf *b, const char *p, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->s = xrealloc(b->s, b->cap);
+    }
+    memcpy(b->s + b->len, p, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+static void sb_puts(struct strbuf *b, const char *p)
+{
+    sb_put(b, p, strlen(p));
+}
+
+/* A JSON string literal (quotes, backslashes and control characters escaped). */
+static void sb_json_str(struct strbuf *b, const char *p)
+{
+    char esc[8];
+    sb_put(b, "\"", 1);
+    for (; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '"' || ch == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)ch;
+            sb_put(b, esc, 2);
+        } else if (ch < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", ch);
+            sb_put(b, esc, 6);
+        } else {
+            sb_put(b, p, 1);
+        }
+    }
+    sb_put(b, "\"", 1);
+}
+
 static char *canonical(const bson_t *doc)
 {
     size_t len;
@@ -455,9 +498,7 @@ static char *canonical(const bson_t *doc)
 
 const char *incr_offset_json(struct incr *s)
 {
-    bson_t o = BSON_INITIALIZER, arr, el;
-    char idx[16];
-    const char *k;
+    bson_t o = BSON_INITIALIZER;
     char *colls, *j;
     size_t len;
 
@@ -465,35 +506,37 @@ const char *incr_offset_json(struct incr *s)
         return NULL;
     if (!s->offset_dirty && s->offset_json)
         return s->offset_json;
+    /* Compact, in Debezium's key order: [{"..._id":"db.coll","..._additional_condition":null,
+     * "..._correlation_id":"sig"}] */
     {
-        bson_t list = BSON_INITIALIZER;
-        bson_append_array_begin(&list, "a", 1, &arr);
+        struct strbuf b = {0};
+        sb_puts(&b, "[");
         for (size_t i = 0; i < s->count; i++) {
-            bson_uint32_to_string((uint32_t)i, &k, idx, sizeof idx);
-            bson_append_document_begin(&arr, k, -1, &el);
-            BSON_APPEND_UTF8(&el, K_COLL_ID, s->queue[i].ns);
+            sb_puts(&b, i ? ",{" : "{");
+            sb_json_str(&b, K_COLL_ID);
+            sb_puts(&b, ":");
+            sb_json_str(&b, s->queue[i].ns);
+            sb_puts(&b, ",");
+            sb_json_str(&b, K_COLL_COND);
+            sb_puts(&b, ":");
             if (bson_empty(&s->queue[i].cond)) {
-                BSON_APPEND_NULL(&el, K_COLL_COND);
+                sb_puts(&b, "null");
             } else {
                 char *c = canonical(&s->queue[i].cond);
-                BSON_APPEND_UTF8(&el, K_COLL_COND, c);
+                sb_json_str(&b, c);
                 free(c);
             }
+            sb_puts(&b, ",");
+            sb_json_str(&b, K_COLL_CORR);
+            sb_puts(&b, ":");
             if (s->queue[i].signal_id[0])
-                BSON_APPEND_UTF8(&el, K_COLL_CORR, s->queue[i].signal_id);
+                sb_json_str(&b, s->queue[i].signal_id);
             else
-                BSON_APPEND_NULL(&el, K_COLL_CORR);
-            bson_append_document_end(&arr, &el);
+                sb_puts(&b, "null");
+            sb_puts(&b, "}");
         }
-        bson_append_array_end(&list, &arr);
-        /* {"a": [...]} -> the array's text alone */
-        j = bson_as_relaxed_extended_json(&list, &len);
-        colls = xstrdup(strchr(j, '['));
-        colls[strlen(colls) - 1] = '\0'; /* the closing brace of {"a": ...} */
-        while (strlen(colls) && colls[strlen(colls) - 1] == ' ')
-            colls[strlen(colls) - 1] = '\0';
-        bson_free(j);
-        bson_destroy(&list);
+        sb_puts(&b, "]");
+        colls = b.s;
     }
     BSON_APPEND_UTF8(&o, K_COLLS, colls);
     free(colls);

@@ -27,7 +27,12 @@
 
 #define AGG "Incremental Snapshot"
 
-static struct signal_bus *g_bus;     /* set once before tasks start */
+/* notify_send comes with the notification channels of the signals module;
+ * it is only called once a notifier is attached (g_notifier), so a build
+ * without them links and sends none. */
+#pragma weak notify_send
+
+static struct signal_bus *g_bus; /* set once before tasks start */
 static struct notifier *g_notifier;
 
 void worker_signals_attach(struct signal_bus *bus, struct notifier *n)
@@ -41,7 +46,7 @@ static void notify(struct worker *w, const char *type, const char *id, const str
 {
     struct notifier *nf = __atomic_load_n(&g_notifier, __ATOMIC_ACQUIRE);
     (void)w;
-    if (nf != NULL)
+    if (nf != NULL && notify_send != NULL)
         notify_send(nf, AGG, type, id ? id : "", kv, n);
 }
 
@@ -388,16 +393,9 @@ static enum phase handle_signal(struct worker *w, const struct mcdc_signal *sig)
         notify(w, "RESUMED", sig->id, NULL, 0);
         break;
     case MCDC_SIGNAL_LOG: {
-        bson_iter_t it;
-        char d[128];
-        resume_describe_position(&w->stream_pos, d, sizeof d);
-        if (bson_iter_init_find(&it, &sig->data, "message") && BSON_ITER_HOLDS_UTF8(&it)) {
-            const char *m = bson_iter_utf8(&it, NULL), *p = strstr(m, "{}");
-            if (p)
-                LOG_INFO("signal %s: %.*s%s%s", sig->id, (int)(p - m), m, d, p + 2);
-            else
-                LOG_INFO("signal %s: %s", sig->id, m);
-        }
+        char *j = position_to_json(worker_incremental_stamp(w, &w->stream_pos));
+        mcdc_signal_log(sig, j);
+        free(j);
         break;
     }
     case MCDC_SIGNAL_WINDOW_OPEN:

@@ -17,11 +17,13 @@ import time
 import uuid
 
 import pytest
-from bson import json_util, Binary, Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Timestamp
+from bson import json_util, Binary, Decimal128, Int64, MaxKey, MinKey, ObjectId, Timestamp
+from bson.binary import UuidRepresentation
+UUID_REP = UuidRepresentation.UNSPECIFIED  # Binary stays Binary, whatever its subtype
 from bson.codec_options import CodecOptions
 
 from conftest import wait_until
-from pipeline_support import Sim, log_text, offsets_value, read_jsonl, write_config
+from pipeline_support import Sim, log_text, offsets_value, read_jsonl, read_topics, write_config
 
 PREFIX = "it"
 SIGNALS = "sigdb.signals"
@@ -50,12 +52,17 @@ def key_of(rec):
     """The _id of a record, from its key (strict extended JSON of the _id)."""
     k = json.loads(rec.key)
     k = k.get("payload", k)
-    return json_util.loads('{"v": %s}' % k["id"])["v"]
+    return json_util.loads('{"v": %s}' % k["id"], json_options=LOPTS)["v"]
+
+
+JOPTS = json_util.JSONOptions(json_mode=json_util.JSONMode.CANONICAL,
+                               uuid_representation=UUID_REP)
+LOPTS = json_util.JSONOptions(uuid_representation=UUID_REP)
 
 
 def norm(v):
     """A hashable, type-exact form of a BSON value."""
-    return json_util.dumps({"v": v}, json_options=json_util.CANONICAL_JSON_OPTIONS)
+    return json_util.dumps({"v": v}, json_options=JOPTS)
 
 
 def replay(recs):
@@ -71,12 +78,12 @@ def replay(recs):
         if op == "d":
             state.pop(k, None)
         elif p.get("after") is not None:
-            state[k] = json_util.loads(p["after"])
+            state[k] = json_util.loads(p["after"], json_options=LOPTS)
     return state
 
 
 def final_state(c, db, coll):
-    opts = CodecOptions(document_class=dict)
+    opts = CodecOptions(document_class=dict, uuid_representation=UUID_REP)
     return {norm(d["_id"]): d for d in c[db].get_collection(coll, codec_options=opts).find()}
 
 
@@ -88,6 +95,15 @@ def assert_replay_matches(c, path, db, coll):
     assert not missing and not extra, "missing %s, extra %s" % (missing, extra)
     for k, d in want.items():
         assert norm(got[k]) == norm(d), k
+
+
+def stored_offset(workdir):
+    """The one stored offset value (the file maps partition -> value)."""
+    text = offsets_value(workdir)
+    if not text:
+        return None
+    vals = list(json.loads(text).values())
+    return vals[0] if vals else None
 
 
 def signal(c, kind, data, sid=None):
@@ -168,8 +184,10 @@ def test_heavy_writes_during_the_snapshot_replay_to_the_final_state(tmp_workdir,
     assert any("snapshot-window-open" in (r.value_raw or "") for r in sig_topic)
     assert any("snapshot-window-close" in (r.value_raw or "") for r in sig_topic)
     assert marker
-    off = offsets_value(tmp_workdir)
-    assert off and "incremental_snapshot_collections" not in off
+    # once done, the committed offsets no longer carry the snapshot's progress
+    wait_until(lambda: "incremental_snapshot_collections" not in (stored_offset(tmp_workdir) or
+                                                                  {"incremental_snapshot_collections": 1}),
+               30, "offsets without the finished snapshot")
     assert d.stop(timeout_s=30) == 0
 
 
@@ -177,8 +195,10 @@ ALL_IDS = [
     MinKey(), None, -5, Int64(2 ** 40), 2.5, Decimal128("7.25"), float("nan"), "",
     "str", "zeta", {"a": 1}, {"a": 1, "b": [1, 2]}, Binary(b"\x01\x02", 0),
     Binary(b"\x03", 5), Binary(uuid.uuid4().bytes, 4), Binary(b"\x00" * 3, 128), ObjectId(),
-    ObjectId(), False, True, datetime.datetime(2020, 1, 2, 3, 4, 5),
-    datetime.datetime(1960, 1, 1), Timestamp(10, 1), Timestamp(10, 2), Code("f()"), MaxKey(),
+    Binary(b"\x04", 1), Binary(b"\x05", 2), Binary(b"\x06" * 16, 3), Binary(b"\x07", 6),
+    Binary(b"\x08", 7), Binary(b"\x09", 8), ObjectId(), ObjectId(), False, True,
+    datetime.datetime(2020, 1, 2, 3, 4, 5), datetime.datetime(1960, 1, 1), Timestamp(10, 1),
+    Timestamp(10, 2), MaxKey(),
 ]
 
 
@@ -269,26 +289,27 @@ def test_stop_pause_resume(tmp_workdir, sim, start_mongocdc):
 def test_sigkill_mid_snapshot_then_restart_misses_no_key(tmp_workdir, sim, start_mongocdc):
     c = sim.client()
     db, coll = "incdb", "killed"
-    c[db][coll].insert_many([{"_id": i, "p": "y" * 200} for i in range(3000)])
-    cfg = cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 20})
+    n = 1500
+    c[db][coll].insert_many([{"_id": i, "p": "y" * 200} for i in range(n)])
+    cfg = cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 10})
     d = start_mongocdc("-c", cfg)
     streaming(tmp_workdir)
     sid = signal(c, "execute-snapshot", {"data-collections": ["incdb.killed"]})
-    wait_until(lambda: len(reads(tmp_workdir / "events.jsonl", db, coll)) >= 300, 60, "rows")
-    wait_until(lambda: "incremental_snapshot_primary_key" in (offsets_value(tmp_workdir) or ""),
-               30, "progress in the offsets")
+    wait_until(lambda: "incremental_snapshot_primary_key" in json.dumps(
+        stored_offset(tmp_workdir) or {}), 60, "progress in the offsets")
     d.proc.send_signal(os_signal.SIGKILL)
     d.proc.wait(timeout=10)
-    off = json.loads(offsets_value(tmp_workdir))
+    off = stored_offset(tmp_workdir)
+    assert len(reads(tmp_workdir / "events.jsonl", db, coll)) < n, "finished before the kill"
     assert json.loads(off["incremental_snapshot_collections"])[0][
         "incremental_snapshot_collections_id"] == "incdb.killed"
     assert json_util.loads(off["incremental_snapshot_primary_key"])["_id"] >= 0
-    c[db][coll].delete_one({"_id": 2999})
+    c[db][coll].delete_one({"_id": n - 1})
     c[db][coll].update_one({"_id": 0}, {"$set": {"after": "restart"}})
     d = start_mongocdc("-c", cfg)
-    wait_done(tmp_workdir, sid, 120)
+    wait_done(tmp_workdir, sid, 180)
     keys = {key_of(r) for r, _ in reads(tmp_workdir / "events.jsonl", db, coll)}
-    assert keys >= set(range(2999))
+    assert keys >= set(range(n - 1))
     assert_replay_matches(c, tmp_workdir / "events.jsonl", db, coll)
     assert d.stop(timeout_s=30) == 0
 
@@ -367,3 +388,102 @@ def test_bad_signals_are_ignored_and_streaming_goes_on(tmp_workdir, sim, start_m
     assert "bad-empty" in text and "bad-type" in text
     assert d.running()
     assert d.stop(timeout_s=30) == 0
+
+
+def test_sharded_per_shard_tasks_snapshot_what_each_shard_owns(tmp_workdir, start_mongocdc):
+    """Per-shard tasks (connection mode replica_set): the signal, seen on the
+    stream of the shard holding the signal collection, reaches every shard's
+    task through the bus; each reads only the documents its shard owns
+    (orphans excluded) with cluster-time windows on its own stream."""
+    from conftest import import_mongosim
+    mongosim = import_mongosim()
+    sim = mongosim.MongoSim(topology="sharded", shards=2, members=1, noop_interval=0.3)
+    sim.start()
+    try:
+        c = sim.client()
+        c.admin.command("enableSharding", "shop")
+        c.admin.command("shardCollection", "shop.orders", key={"_id": 1})
+        c.admin.command("split", "shop.orders", middle={"_id": 100})
+        c.admin.command("moveChunk", "shop.orders", find={"_id": 150}, to="shard02")
+        c.shop.orders.insert_many([{"_id": i, "v": 0} for i in range(200)])
+        cfg = write_config(tmp_workdir, sim.uri, raw={
+            "signal.data.collection": SIGNALS, "snapshot.mode": "no_data",
+            "incremental.snapshot.chunk.size": 16})
+        d = start_mongocdc("-c", cfg)
+        wait_until(lambda: log_text(tmp_workdir).count("streaming changes from") >= 2, 120,
+                   "both shards streaming")
+        stop = threading.Event()
+
+        def writer():
+            i = 0
+            while not stop.is_set():
+                c.shop.orders.update_one({"_id": (i * 7) % 200}, {"$inc": {"v": 1}})
+                i += 1
+
+        t = threading.Thread(target=writer)
+        t.start()
+        try:
+            sid = signal(c, "execute-snapshot", {"data-collections": ["shop.orders"]})
+            wait_until(lambda: log_text(tmp_workdir).count(
+                "incremental snapshot (signal %s) completed" % sid) >= 2, 120,
+                "both shards' snapshots")
+        finally:
+            stop.set()
+            t.join()
+        rs = reads(tmp_workdir / "events.jsonl", "shop", "orders")
+        keys = sorted(key_of(r) for r, _ in rs)
+        # every document once (superseded rows are replaced by their streamed changes)
+        assert len(keys) == len(set(keys))
+        assert "cluster-time windows" in log_text(tmp_workdir)
+        signal(c, "log", {"message": "sharded done"})
+        wait_until(lambda: "sharded done" in log_text(tmp_workdir), 30, "the log signal")
+        time.sleep(1.0)
+        assert_replay_matches(c, tmp_workdir / "events.jsonl", "shop", "orders")
+        sdb, scoll = SIGNALS.split(".")
+        assert c[sdb][scoll].count_documents({"type": {"$regex": "^snapshot-window"}}) == 0
+        assert d.stop(timeout_s=30) == 0
+    finally:
+        sim.stop()
+
+
+@pytest.mark.parametrize("dialect", ["1.9", "3.x"])
+def test_through_kafka_the_topic_replays_to_the_final_state(tmp_workdir, sim, kafka,
+                                                            start_mongocdc, dialect):
+    prefix = "incr%s%s" % (dialect.replace(".", ""), uuid.uuid4().hex[:8])
+    c = sim.client()
+    db, coll = "incdb", "kafka_" + prefix
+    c[db][coll].insert_many([{"_id": i, "v": 0} for i in range(200)] +
+                            [{"_id": "s%d" % i} for i in range(20)])
+    cfg = write_config(tmp_workdir, sim.uri, kafka={"bootstrap.servers": kafka.bootstrap}, raw={
+        "topic.prefix": prefix, "signal.data.collection": SIGNALS, "snapshot.mode": "no_data",
+        "debezium.compatibility": dialect, "incremental.snapshot.chunk.size": 32})
+    d = start_mongocdc("-c", cfg)
+    streaming(tmp_workdir)
+    stop = threading.Event()
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            c[db][coll].update_one({"_id": (i * 13) % 230}, {"$inc": {"v": 1}}, upsert=True)
+            if i % 5 == 0:
+                c[db][coll].delete_one({"_id": (i * 17) % 200})
+            i += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        sid = signal(c, "execute-snapshot", {"data-collections": ["%s.%s" % (db, coll)]})
+        wait_done(tmp_workdir, sid, 90)
+    finally:
+        stop.set()
+        t.join()
+    signal(c, "log", {"message": "kafka test writes done"})
+    wait_until(lambda: "kafka test writes done" in log_text(tmp_workdir), 30, "the log signal")
+    assert d.stop(timeout_s=30) == 0
+    recs = [r for r in read_topics(kafka.bootstrap, ["%s.%s.%s" % (prefix, db, coll)])]
+    got = replay(recs)
+    want = final_state(c, db, coll)
+    assert set(got) == set(want)
+    assert all(norm(got[k]) == norm(want[k]) for k in want)
+    snap = [json.loads(r.value_raw) for r in recs if r.value_raw and '"op":"r"' in r.value_raw]
+    assert snap and all(p["source"]["snapshot"] == "incremental" for p in snap)
