@@ -213,6 +213,18 @@ struct mcdc_config {
     int64_t oplog_headroom_interval_ms;        /* oplog.headroom.check.interval.ms, 60000 */
     int64_t oplog_headroom_warn_s;             /* oplog.headroom.warn.seconds, 3600 */
 
+    /* Signals and notifications (signals/) */
+    struct mcdc_strlist signal_channels;       /* signal.enabled.channels, source */
+    int64_t signal_poll_interval_ms;           /* signal.poll.interval.ms, 5000 */
+    char *signal_kafka_topic;                  /* signal.kafka.topic, NULL = <prefix>-signal */
+    char *signal_kafka_bootstrap;              /* signal.kafka.bootstrap.servers, NULL = kafka's */
+    char *signal_kafka_group;                  /* signal.kafka.groupId, kafka-signal */
+    int64_t signal_kafka_poll_timeout_ms;      /* signal.kafka.poll.timeout.ms, 100 */
+    struct mcdc_kvlist signal_consumer;        /* signal.consumer.*: librdkafka, prefix cut */
+    char *signal_file;                         /* signal.file, file-signals.txt */
+    struct mcdc_strlist notification_channels; /* notification.enabled.channels */
+    char *notification_sink_topic;             /* notification.sink.topic.name */
+
     /* Debezium connection properties that config_load folds into
      * connection_string (values already in the URI win, as in Debezium's
      * DefaultMongoDbClientFactory, debezium-format.md §6.3). Kept for

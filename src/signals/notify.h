@@ -15,6 +15,8 @@
 
 #include <stddef.h>
 
+#include "common/error.h"
+
 struct notifier;
 struct sink;
 struct mcdc_config;
@@ -24,6 +26,24 @@ struct notify_kv {
     const char *key;
     const char *value;
 };
+
+/*
+ * The notifier of cfg's notification.enabled.channels (borrowed; outlives
+ * it): `log` writes Debezium's LogNotificationChannel line at INFO,
+ * "[Notification Service]  {aggregateType='...', type='...',
+ * additionalData={k=v, ...}}"; `sink` produces Debezium's
+ * SinkNotificationChannel record to notification.sink.topic.name with its
+ * own librdkafka producer on the kafka: cluster: key {"id":"..."}, value
+ * {"id":"...","type":"...","aggregate_type":"...","additional_data":{...},
+ * "timestamp":<epoch ms>} (JsonConverter without schemas). Returns NULL
+ * when no channel is enabled (notify_send(NULL, ...) does nothing), or
+ * NULL with err when the producer cannot be made (*err domain set).
+ */
+struct notifier *notify_new(const struct mcdc_config *cfg, struct mcdc_error *err);
+
+/* Flushes the sink channel (up to 5 s, a WARN naming what was not
+ * delivered) and frees n. NULL is a no-op. */
+void notify_destroy(struct notifier *n);
 
 /*
  * Sends one notification on every enabled channel. id: the correlation id

@@ -147,4 +147,44 @@ uint64_t signal_queue_dropped(struct signal_queue *q);
 /* The task name q was subscribed with. Borrowed. */
 const char *signal_queue_task(const struct signal_queue *q);
 
+/* ---- the kafka and file channels ------------------------------------- */
+
+struct signal_channels;
+struct mcdc_config;
+
+/*
+ * Starts the non-source channels of cfg's signal.enabled.channels on one
+ * thread that publishes what they read on bus (both borrowed; they outlive
+ * the channels):
+ *  - kafka: partition 0 of signal.kafka.topic (default <topic.prefix>-signal)
+ *    read by a consumer of group signal.kafka.groupId from the group's
+ *    committed offset (earliest when it has none), as Debezium's
+ *    KafkaSignalChannel; only records keyed topic.prefix are signals, the
+ *    value their JSON shape. Each record's offset is committed once the
+ *    signal is on the bus (Debezium auto-commits every 5 s, so a restart
+ *    could run a signal twice). A broker that cannot be reached is WARNed
+ *    about once per outage and retried; capture never waits for it.
+ *  - file: signal.file read every signal.poll.interval.ms under an
+ *    exclusive flock; complete lines are signals and are removed, a partial
+ *    last line and lines appended meanwhile stay (Debezium's
+ *    FileSignalChannel truncates, losing lines written during its read).
+ * A malformed signal gets one WARN naming its id (or line) and the problem.
+ * Returns NULL with err untouched when neither channel is enabled, NULL
+ * with err filled when the consumer cannot be created.
+ */
+struct signal_channels *signal_channels_start(const struct mcdc_config *cfg, struct signal_bus *bus,
+                                              struct mcdc_error *err);
+
+/* Stops the thread (within one poll), commits, frees. NULL is a no-op. */
+void signal_channels_stop(struct signal_channels *ch);
+
+/*
+ * The `mongocdc signal` command: argv[0] is "signal". Sends one signal
+ * through the first channel of signal.enabled.channels that can carry it
+ * (source: an insert into signal.data.collection; kafka: a record keyed
+ * topic.prefix; file: a line appended to signal.file) and prints the id
+ * used. Returns 0, 1 (failure, message on stderr) or 2 (usage).
+ */
+int signal_cli_main(int argc, char **argv);
+
 #endif

@@ -20,7 +20,6 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "offsets/offsets.h"
-#include "signals/signals.h"
 #include "topology/chunks.h"
 #include "topology/gate.h"
 #include "topology/shards.h"
@@ -57,7 +56,6 @@ struct topology {
     struct task seed;
     ev_timer poll;
     bool polling;
-    struct signal_bus *bus; /* signals for every task (a shard's stream, kafka, file) */
     struct gate_registry *gate; /* per-document order across shards */
     bool failed_start; /* a shard added while running could not get a task */
     int64_t discovery_failing_since_ms; /* monotonic ms of the first failed poll in a row, 0 */
@@ -546,9 +544,6 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     t = xcalloc(1, sizeof *t);
     t->cfg = cfg;
     t->loop = loop;
-    /* One bus: a signal seen on one shard's stream reaches every shard's task. */
-    t->bus = signal_bus_new();
-    worker_signals_attach(t->bus, NULL);
     if (!open_pool(cfg, cfg->connection_string, &seed, &selection_ms, err))
         goto fail;
 
@@ -653,7 +648,5 @@ void topology_destroy(struct topology *t)
         ev_timer_stop(t->loop, &t->poll);
     if (t->notice_started && ev_is_active(&t->notice))
         ev_async_stop(t->loop, &t->notice);
-    worker_signals_attach(NULL, NULL);
-    signal_bus_destroy(t->bus); /* after every task that drained it */
     free(t);
 }
