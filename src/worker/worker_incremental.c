@@ -27,11 +27,6 @@
 
 #define AGG "Incremental Snapshot"
 
-/* notify_send comes with the notification channels of the signals module;
- * it is only called once a notifier is attached (g_notifier), so a build
- * without them links and sends none. */
-#pragma weak notify_send
-
 static struct signal_bus *g_bus; /* set once before tasks start */
 static struct notifier *g_notifier;
 
@@ -46,7 +41,7 @@ static void notify(struct worker *w, const char *type, const char *id, const str
 {
     struct notifier *nf = __atomic_load_n(&g_notifier, __ATOMIC_ACQUIRE);
     (void)w;
-    if (nf != NULL && notify_send != NULL)
+    if (nf != NULL)
         notify_send(nf, AGG, type, id ? id : "", kv, n);
 }
 
