@@ -11,6 +11,7 @@ or reorders a change fails it.
 
 import datetime
 import json
+import re
 import signal as os_signal
 import threading
 import time
@@ -264,7 +265,8 @@ def test_stop_pause_resume(tmp_workdir, sim, start_mongocdc):
     db = "incdb"
     c[db].big1.insert_many([{"_id": i} for i in range(400)])
     c[db].big2.insert_many([{"_id": i} for i in range(50)])
-    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 5}))
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 5,
+                                                         "notification.enabled.channels": "log"}))
     streaming(tmp_workdir)
     sid = signal(c, "execute-snapshot", {"data-collections": ["incdb\\.big[12]"]})
     wait_until(lambda: len(reads(tmp_workdir / "events.jsonl", db, "big1")) >= 20, 30, "rows")
@@ -283,6 +285,14 @@ def test_stop_pause_resume(tmp_workdir, sim, start_mongocdc):
     assert len(b1) < 400 and len(set(b1)) == len(b1)
     assert sorted(b1) == list(range(len(b1)))  # whole chunks, in _id order, nothing skipped
     assert len(reads(tmp_workdir / "events.jsonl", db, "big2")) == 50
+    # Debezium's notifications, in order, on the log channel
+    kinds = re.findall(r"aggregateType='Incremental Snapshot', type='([A-Z_]+)'",
+                       log_text(tmp_workdir))
+    for want in ("STARTED", "IN_PROGRESS", "PAUSED", "RESUMED", "ABORTED",
+                 "TABLE_SCAN_COMPLETED", "COMPLETED"):
+        assert want in kinds, (want, kinds[:20])
+    assert kinds.index("STARTED") < kinds.index("PAUSED") < kinds.index("RESUMED")
+    assert kinds[-1] == "COMPLETED"
     assert d.stop(timeout_s=30) == 0
 
 
