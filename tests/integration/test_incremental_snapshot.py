@@ -539,3 +539,30 @@ def test_refused_marker_write_aborts_the_snapshot_not_streaming(tmp_workdir, sim
         assert d.stop(timeout_s=30) == 0
     finally:
         sim.control("clear_faults")
+
+
+def test_stop_arriving_while_a_chunk_is_read_stops_between_chunks(tmp_workdir, sim,
+                                                                  start_mongocdc):
+    """The chunk read is held up by the server; the stop signal lands between
+    the window's open and close markers: that window is still emitted whole,
+    then nothing more of the collection."""
+    c = sim.client()
+    db, coll = "incdb", "stop_mid_read"
+    c[db][coll].insert_many([{"_id": i} for i in range(100)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 10}))
+    streaming(tmp_workdir)
+    sim.control("fail", commands=["find"], blockTimeMS=1500, appName="mongocdc", times=1)
+    try:
+        signal(c, "execute-snapshot", {"data-collections": ["incdb.stop_mid_read"]})
+        time.sleep(0.4)  # the daemon's first find (inside the open window) is blocked now
+        signal(c, "stop-snapshot", {"data-collections": ["incdb.stop_mid_read"],
+                                    "type": "incremental"})
+        wait_until(lambda: "stopped after its open window" in log_text(tmp_workdir), 30,
+                   "the stop between chunks")
+    finally:
+        sim.control("clear_faults")
+    time.sleep(1.0)
+    keys = [key_of(r) for r, _ in reads(tmp_workdir / "events.jsonl", db, coll)]
+    assert keys == list(range(10)), keys
+    assert "incremental_snapshot_collections" not in json.dumps(stored_offset(tmp_workdir) or {})
+    assert d.stop(timeout_s=30) == 0
