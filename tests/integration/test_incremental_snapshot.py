@@ -18,7 +18,7 @@ import time
 import uuid
 
 import pytest
-from bson import json_util, Binary, Decimal128, Int64, MaxKey, MinKey, ObjectId, Timestamp
+from bson import json_util, Binary, Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Timestamp
 from bson.binary import UuidRepresentation
 UUID_REP = UuidRepresentation.UNSPECIFIED  # Binary stays Binary, whatever its subtype
 from bson.codec_options import CodecOptions
@@ -199,7 +199,7 @@ ALL_IDS = [
     Binary(b"\x04", 1), Binary(b"\x05", 2), Binary(b"\x06" * 16, 3), Binary(b"\x07", 6),
     Binary(b"\x08", 7), Binary(b"\x09", 8), ObjectId(), ObjectId(), False, True,
     datetime.datetime(2020, 1, 2, 3, 4, 5), datetime.datetime(1960, 1, 1), Timestamp(10, 1),
-    Timestamp(10, 2), MaxKey(),
+    Timestamp(10, 2), Code("f()"), MaxKey(),
 ]
 
 
