@@ -24,6 +24,7 @@
 #include "signals/notify.h"
 #include "signals/signals.h"
 #include "snapshot/incremental.h"
+#include "snapshot/snapshot.h"
 
 #define AGG "Incremental Snapshot"
 
@@ -231,74 +232,90 @@ static enum phase emit_row(struct worker *w, const bson_t *doc, const char *db, 
 }
 
 /* Streaming waits (this thread reads no stream meanwhile) while the listed
- * collections are copied as in the initial snapshot: op r, snapshot true,
- * the very last row `last`; then streaming resumes where it paused. */
+ * collections are copied by the initial-snapshot procedure itself
+ * (snapshot_start: snapshot.max.threads readers, large collections split
+ * into `_id` ranges), each with its additional condition and, on a shard,
+ * only the documents it owns: op r, snapshot true, the very last row `last`;
+ * then streaming resumes where it paused. */
 static enum phase blocking_snapshot(struct worker *w, const struct want *v, size_t n,
                                     const char *id)
 {
-    bson_t *held = NULL;
-    const char *held_db = NULL, *held_coll = NULL;
+    struct snapshot_plan *plan = xcalloc(1, sizeof *plan);
+    struct snapshot *snap = NULL;
+    struct snapshot_doc *held = NULL;
+    struct resume_failure fail;
+    struct mcdc_error err = MCDC_ERROR_INIT;
     enum phase ph = PHASE_OK;
     int64_t rows = 0, t0 = worker_now_ms();
+    bool done = false;
 
     LOG_INFO("blocking snapshot (signal %s) of %zu collection(s): streaming pauses", id, n);
+    plan->colls = xcalloc(n, sizeof *plan->colls);
     for (size_t i = 0; i < n && ph == PHASE_OK; i++) {
-        mongoc_collection_t *c = mongoc_client_get_collection(w->client, v[i].db, v[i].coll);
-        mongoc_read_prefs_t *rp = mongoc_read_prefs_new(MONGOC_READ_PRIMARY);
-        bson_t filter = BSON_INITIALIZER, owned, arr, opts = BSON_INITIALIZER;
-        char ns[600];
-        const bson_t *doc;
+        struct snapshot_coll *c = &plan->colls[plan->count++];
+        mongoc_collection_t *mc = mongoc_client_get_collection(w->client, v[i].db, v[i].coll);
         bson_error_t be;
-        mongoc_cursor_t *cur;
+        bson_t owned, arr;
+        char ns[600];
 
+        c->db = xstrdup(v[i].db);
+        c->coll = xstrdup(v[i].coll);
+        c->estimated = mongoc_collection_estimated_document_count(mc, NULL, NULL, NULL, &be);
+        mongoc_collection_destroy(mc);
         snprintf(ns, sizeof ns, "%s.%s", v[i].db, v[i].coll);
         ph = owned_filter(w, ns, &owned);
+        bson_init(&c->filter);
         if (v[i].cond != NULL && !bson_empty(v[i].cond) && !bson_empty(&owned)) {
-            bson_append_array_begin(&filter, "$and", 4, &arr);
+            bson_append_array_begin(&c->filter, "$and", 4, &arr);
             BSON_APPEND_DOCUMENT(&arr, "0", v[i].cond);
             BSON_APPEND_DOCUMENT(&arr, "1", &owned);
-            bson_append_array_end(&filter, &arr);
+            bson_append_array_end(&c->filter, &arr);
         } else if (v[i].cond != NULL && !bson_empty(v[i].cond)) {
-            bson_concat(&filter, v[i].cond);
+            bson_concat(&c->filter, v[i].cond);
         } else if (!bson_empty(&owned)) {
-            bson_concat(&filter, &owned);
+            bson_concat(&c->filter, &owned);
         }
-        if (w->cfg->snapshot_fetch_size > 0)
-            BSON_APPEND_INT64(&opts, "batchSize", w->cfg->snapshot_fetch_size);
-        cur = mongoc_collection_find_with_opts(c, &filter, &opts, rp);
-        while (ph == PHASE_OK && mongoc_cursor_next(cur, &doc)) {
+        bson_destroy(&owned);
+    }
+    if (ph != PHASE_OK) {
+        snapshot_plan_free(plan);
+        return ph;
+    }
+    snap = snapshot_start(w->pool, w->cfg, plan, w->rs, &w->stop); /* owns plan */
+    while (ph == PHASE_OK && !done) {
+        struct snapshot_doc *d = NULL;
+        if (worker_stopping(w)) {
+            ph = PHASE_STOPPED;
+            break;
+        }
+        switch (snapshot_next(snap, 100, &d, &fail, &err)) {
+        case SNAPSHOT_DOC:
             if (held != NULL) {
-                ph = emit_row(w, held, held_db, held_coll, MCDC_SNAP_TRUE);
-                bson_destroy(held);
+                ph = emit_row(w, held->doc, held->db, held->coll, MCDC_SNAP_TRUE);
                 rows++;
             }
-            held = bson_copy(doc);
-            held_db = v[i].db;
-            held_coll = v[i].coll;
-            if (ph == PHASE_OK)
-                ph = worker_service(w, false);
-            if (worker_stopping(w))
-                ph = PHASE_STOPPED;
+            snapshot_doc_free(held);
+            held = d;
+            break;
+        case SNAPSHOT_WAIT:
+            break;
+        case SNAPSHOT_DONE:
+            if (held != NULL) {
+                ph = emit_row(w, held->doc, held->db, held->coll, MCDC_SNAP_LAST);
+                rows++;
+            }
+            done = true;
+            break;
+        case SNAPSHOT_FAILED:
+        default:
+            ph = worker_phase_from_failure(w, &fail, &err);
+            break;
         }
-        if (ph == PHASE_OK && mongoc_cursor_error(cur, &be)) {
-            mcdc_error_from_bson(&w->err, be.code, be.message, false);
-            mcdc_error_prefix(&w->err, "blocking snapshot of %s", ns);
-            ph = PHASE_RETRY;
-        }
-        mongoc_cursor_destroy(cur);
-        mongoc_read_prefs_destroy(rp);
-        mongoc_collection_destroy(c);
-        bson_destroy(&filter);
-        bson_destroy(&owned);
-        bson_destroy(&opts);
+        if (ph == PHASE_OK)
+            ph = worker_service(w, false);
     }
-    if (held != NULL) {
-        if (ph == PHASE_OK) {
-            ph = emit_row(w, held, held_db, held_coll, MCDC_SNAP_LAST);
-            rows++;
-        }
-        bson_destroy(held);
-    }
+    snapshot_doc_free(held);
+    snapshot_destroy(snap);
     if (ph == PHASE_OK)
         LOG_INFO("blocking snapshot (signal %s) done: %lld rows in %lld ms; streaming resumes", id,
                  (long long)rows, (long long)(worker_now_ms() - t0));

@@ -328,10 +328,11 @@ def test_blocking_snapshot(tmp_workdir, sim, start_mongocdc):
     c = sim.client()
     db, coll = "incdb", "blocking"
     c[db][coll].insert_many([{"_id": i, "t": i % 2} for i in range(30)])
-    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim))
+    c[db].blocking2.insert_many([{"_id": "b%d" % i} for i in range(12)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"snapshot.max.threads": 2}))
     streaming(tmp_workdir)
     signal(c, "execute-snapshot", {
-        "data-collections": ["incdb.blocking"], "type": "BLOCKING",
+        "data-collections": ["incdb.blocking", "incdb.blocking2"], "type": "BLOCKING",
         "additional-conditions": [{"data-collection": "incdb.blocking", "filter": '{"t": 1}'}]})
     wait_until(lambda: "blocking snapshot" in log_text(tmp_workdir) and
                "streaming resumes" in log_text(tmp_workdir), 30, "the blocking snapshot")
@@ -341,8 +342,10 @@ def test_blocking_snapshot(tmp_workdir, sim, start_mongocdc):
                            if r.value_raw), 30, "streaming after it")
     rs = reads(tmp_workdir / "events.jsonl", db, coll)
     assert sorted(key_of(r) for r, _ in rs) == list(range(1, 30, 2))
-    flags = [p["source"]["snapshot"] for _, p in rs]
-    assert flags[-1] == "last" and set(flags[:-1]) == {"true"}
+    rs2 = reads(tmp_workdir / "events.jsonl", db, "blocking2")
+    assert sorted(key_of(r) for r, _ in rs2) == sorted("b%d" % i for i in range(12))
+    flags = [p["source"]["snapshot"] for _, p in rs + rs2]
+    assert flags.count("last") == 1 and set(flags) == {"true", "last"}
     assert d.stop(timeout_s=30) == 0
 
 
