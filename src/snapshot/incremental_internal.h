@@ -57,6 +57,10 @@ struct incr {
 /* FNV-1a of an _id value's type byte and value bytes. */
 uint64_t incr_key_hash(const bson_iter_t *id);
 
+/* Queues db.coll (no duplicates) without starting the engine. */
+void incr_push_item(struct incr *s, const char *db, const char *coll, const bson_t *cond,
+                    const char *signal_id);
+
 /* Adds a read document (taken) to the window. */
 void incr_window_add(struct incr *s, bson_t *doc);
 
