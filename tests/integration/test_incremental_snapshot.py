@@ -349,11 +349,34 @@ def test_blocking_snapshot(tmp_workdir, sim, start_mongocdc):
     assert d.stop(timeout_s=30) == 0
 
 
+def _sim_has_roles():
+    """Whether the simulator's --auth takes roles (USER:PASSWORD:ROLE,...)."""
+    import importlib
+    from conftest import MONGOSIM_DIR
+    import sys
+    if str(MONGOSIM_DIR) not in sys.path:
+        sys.path.insert(0, str(MONGOSIM_DIR))
+    return hasattr(importlib.import_module("simauth"), "parse_auth_arg")
+
+
 def test_read_only_mode_writes_nothing(tmp_workdir, start_mongocdc):
-    s = Sim(tmp_workdir, members=1, extra=["--auth", "cdc:secret"])
+    """read.only with --auth: the daemon's user may only read (when the
+    simulator knows roles: readAnyDatabase + clusterMonitor, so any write
+    would be refused), the signals come from another user; no marker is
+    written, windows close by cluster time, and the topic still replays to
+    the final state under concurrent updates."""
+    roles = _sim_has_roles()
+    extra = ["--auth", "admin:adminpw"]
+    extra += ["--auth", "cdc:secret:readAnyDatabase,clusterMonitor"] if roles else \
+        ["--auth", "cdc:secret"]
+    s = Sim(tmp_workdir, members=1, extra=extra)
     try:
         uri = s.uri.replace("mongodb://", "mongodb://cdc:secret@")
-        c = s.client(username="cdc", password="secret")
+        c = s.client(username="admin", password="adminpw")
+        if roles:
+            from pymongo.errors import OperationFailure
+            with pytest.raises(OperationFailure):
+                s.client(username="cdc", password="secret").sigdb.signals.insert_one({"_id": 0})
         db, coll = "incdb", "ro"
         c[db][coll].insert_many([{"_id": i, "v": 0} for i in range(120)])
         cfg = write_config(tmp_workdir, uri, raw={
