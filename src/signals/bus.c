@@ -128,6 +128,16 @@ bool signal_queue_pop(struct signal_queue *q, struct mcdc_signal *out)
     return got;
 }
 
+size_t signal_bus_subscribers(struct signal_bus *bus)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&bus->mu);
+    for (struct signal_queue *q = bus->queues; q; q = q->next)
+        n++;
+    pthread_mutex_unlock(&bus->mu);
+    return n;
+}
+
 size_t signal_queue_pending(struct signal_queue *q)
 {
     if (!q)

@@ -272,6 +272,11 @@ static void *channels_main(void *arg)
     struct signal_channels *ch = arg;
     mcdc_log_set_component("signals");
     while (!atomic_load(&ch->stop)) {
+        int64_t wait;
+        if (signal_bus_subscribers(ch->bus) == 0) {
+            wait = 100; /* no task to hand a signal to yet: leave it where it is */
+            goto sleep;
+        }
         if (ch->file && now_ms() >= ch->next_file_ms) {
             file_poll(ch);
             ch->next_file_ms = now_ms() + ch->cfg->signal_poll_interval_ms;
@@ -282,11 +287,12 @@ static void *channels_main(void *arg)
                 continue;
         }
         /* sleep until the next file read (or 100 ms with a non-blocking kafka poll) */
-        int64_t wait = ch->file ? ch->next_file_ms - now_ms() : 100;
+        wait = ch->file ? ch->next_file_ms - now_ms() : 100;
         if (ch->rk && wait > 100)
             wait = 100;
         if (wait <= 0)
             continue;
+    sleep:;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += wait / 1000;
