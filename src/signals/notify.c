@@ -148,3 +148,26 @@ void notify_send(struct notifier *n, const char *aggregate_type, const char *typ
         bson_string_free(v, true);
     }
 }
+
+static struct notifier *_Atomic daemon_notifier;
+
+void notify_set_daemon(struct notifier *n)
+{
+    atomic_store(&daemon_notifier, n);
+}
+
+struct notifier *notify_daemon(void)
+{
+    return atomic_load(&daemon_notifier);
+}
+
+void notify_initial_snapshot(const char *type, const char *connector_name)
+{
+    struct notifier *n = notify_daemon();
+    if (!n)
+        return;
+    char id[37];
+    sig_uuid(id);
+    struct notify_kv kv[] = {{"connector_name", connector_name ? connector_name : ""}};
+    notify_send(n, "Initial Snapshot", type, id, kv, 1);
+}

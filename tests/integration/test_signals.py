@@ -291,3 +291,18 @@ def test_notifications_on_the_sink_topic_and_the_log(tmp_workdir, sim, start_mon
                                  "type='STARTED'")
     assert line, log_text(tmp_workdir)[-3000:]
     assert d.stop(timeout_s=30) == 0
+
+
+def test_initial_snapshot_notifications_on_the_log(tmp_workdir, sim, start_mongocdc):
+    c = sim.client()
+    c.initnote.rows.insert_many([{"_id": i} for i in range(3)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{
+        "snapshot.mode": "initial", "notification.enabled.channels": "log",
+        "collection.include.list": "initnote.rows"}))
+    streaming(tmp_workdir)
+    head = "[Notification Service]  {aggregateType='Initial Snapshot', type="
+    started = wait_log(tmp_workdir, head + "'STARTED'")
+    assert started.endswith("additionalData={connector_name=it}}"), started
+    wait_log(tmp_workdir, head + "'COMPLETED'")
+    assert log_line(tmp_workdir, head + "'ABORTED'") is None
+    assert d.stop(timeout_s=30) == 0
