@@ -63,6 +63,10 @@ void sig_rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const cha
                               : level == 4 ? MCDC_LOG_WARN
                               : level <= 6 ? MCDC_LOG_INFO
                                            : MCDC_LOG_DEBUG;
+    /* A broker that cannot be reached: the channel's error callback WARNs
+     * once per outage; librdkafka would log an ERROR at every retry. */
+    if (strcmp(fac, "FAIL") == 0)
+        lvl = MCDC_LOG_DEBUG;
     if (!MCDC_LOG_ENABLED(lvl))
         return;
     char line[1024];

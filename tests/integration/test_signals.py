@@ -306,3 +306,24 @@ def test_initial_snapshot_notifications_on_the_log(tmp_workdir, sim, start_mongo
     wait_log(tmp_workdir, head + "'COMPLETED'")
     assert log_line(tmp_workdir, head + "'ABORTED'") is None
     assert d.stop(timeout_s=30) == 0
+
+
+def test_unreachable_signal_broker_never_stops_capture(tmp_workdir, sim, start_mongocdc):
+    c = sim.client()
+    cfg = cfg_for(tmp_workdir, sim, **{"signal.enabled.channels": "kafka,source",
+                                       "signal.kafka.bootstrap.servers": "127.0.0.1:1",
+                                       "signal.kafka.topic": "nowhere-signal"})
+    d = start_mongocdc("-c", cfg)
+    streaming(tmp_workdir)
+    wait_until(lambda: warn_lines(tmp_workdir, "kafka signal channel"), 30, "the outage WARN")
+    db, coll = SIGNALS.split(".")
+    c[db][coll].insert_one({"_id": "log-outage", "type": "log",
+                            "data": {"message": "outage-source-marker {}"}})
+    c.outage.rows.insert_one({"_id": 1})
+    wait_log(tmp_workdir, "outage-source-marker")
+    wait_until(lambda: any(r.topic == "it.outage.rows"
+                           for r in read_jsonl(tmp_workdir / "events.jsonl")), 30, "the row")
+    assert len(warn_lines(tmp_workdir, "kafka signal channel")) == 1
+    assert " ERROR " not in log_text(tmp_workdir)
+    assert d.running()
+    assert d.stop(timeout_s=30) == 0
