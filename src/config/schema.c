@@ -211,6 +211,11 @@ const struct opt mcdc_options[] = {
      "snapshot.max.threads", G_SNAP, "Debezium 1.x name of snapshot.max.threads"},
     N("snapshot.fetch.size", "0", 0, I32, F(snapshot_fetch_size), 0, G_SNAP,
       "find() batch size during snapshots; 0 = server default"),
+    N("snapshot.collection.split.min.documents", "100000", 0, INT64_MAX,
+      F(snapshot_split_min_docs), 0, G_SNAP,
+      "(mongocdc) With snapshot.max.threads > 1, a collection of at least this many documents "
+      "(estimated) is split into _id ranges read in parallel, one range per this many "
+      "documents up to one per thread; 0 = never split"),
     N("snapshot.delay.ms", "0", 0, I32, F(snapshot_delay_ms), U, G_SNAP,
       "Delay before a snapshot starts, ms"),
     N("streaming.delay.ms", "0", 0, I32, F(streaming_delay_ms), U, G_SNAP,

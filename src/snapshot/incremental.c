@@ -202,6 +202,16 @@ size_t incr_stop(struct incr *s, char *const *regexes, size_t n, bool *current)
     return removed;
 }
 
+size_t incr_abort(struct incr *s)
+{
+    size_t n = s->count;
+    incr_window_clear(s);
+    while (s->count)
+        incr_pop_current(s);
+    s->stop_current = false;
+    return n;
+}
+
 void incr_pause(struct incr *s)
 {
     s->paused = true;
@@ -494,6 +504,12 @@ static char *canonical(const bson_t *doc)
     char *out = xstrdup(j);
     bson_free(j);
     return out;
+}
+
+char *incr_key_text(const struct incr *s, bool maximum)
+{
+    const bson_t *k = maximum ? &s->max_key : &s->last_key;
+    return bson_empty(k) ? NULL : canonical(k);
 }
 
 const char *incr_offset_json(struct incr *s)

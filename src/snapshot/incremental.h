@@ -116,6 +116,10 @@ const char *incr_signal_id(const struct incr *s);
  */
 size_t incr_stop(struct incr *s, char *const *regexes, size_t n, bool *current);
 
+/* Drops every queued collection and the window (a read the server refused).
+ * Returns how many were queued. */
+size_t incr_abort(struct incr *s);
+
 /* Anchored, case-insensitive regex match of ns ("db.coll") against re (a
  * data-collections entry); an invalid regex compares as a literal. */
 bool incr_ns_matches(const char *re, const char *ns);
@@ -183,6 +187,10 @@ void incr_window_done(struct incr *s);
 /* The database and collection of the current collection (borrowed). */
 const char *incr_db(const struct incr *s);
 const char *incr_coll(const struct incr *s);
+
+/* The last key sent (maximum false) or the maximum key as canonical extended
+ * JSON of {"_id": ...}, malloc'd (caller frees), or NULL when not known. */
+char *incr_key_text(const struct incr *s, bool maximum);
 
 /* Rows emitted for the current collection; its estimated count (-1 unknown). */
 int64_t incr_rows_sent(const struct incr *s);

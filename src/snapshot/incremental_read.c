@@ -50,10 +50,24 @@ static bool key_value(const bson_t *key_doc, bson_value_t *v)
     return true;
 }
 
+/* Connection trouble and elections are worth a retry (the chunk is read
+ * again after a reconnect); a refusal (privileges, bad condition) is not. */
+static bool transient(const bson_error_t *be)
+{
+    static const uint32_t codes[] = {6,     7,     89,    91,    189,   262,   9001,  10107,
+                                     11600, 11602, 13435, 13436, 10058, 50915, 0};
+    if (be->domain == MONGOC_ERROR_STREAM || be->domain == MONGOC_ERROR_SERVER_SELECTION)
+        return true;
+    for (size_t i = 0; codes[i]; i++)
+        if (be->code == codes[i])
+            return true;
+    return false;
+}
+
 static bool mongo_fail(struct mcdc_error *err, const bson_error_t *be, const char *what,
                        const char *ns)
 {
-    mcdc_error_from_bson(err, be->code, be->message, false);
+    mcdc_error_from_bson(err, be->code, be->message, transient(be));
     mcdc_error_prefix(err, "incremental snapshot of %s: %s", ns, what);
     return false;
 }
@@ -141,7 +155,7 @@ static bool cluster_time_now(mongoc_client_t *client, uint32_t *sec, uint32_t *i
                             "the server gives no operationTime: snapshot reads at a cluster "
                             "time need a replica set (MongoDB 5.0+)");
     else
-        mcdc_error_from_bson(err, be.code, be.message, false);
+        mcdc_error_from_bson(err, be.code, be.message, transient(&be));
     bson_destroy(&reply);
     return ok;
 }

@@ -161,6 +161,76 @@ bool keyrange_filter(enum keyrange_bracket b, const bson_value_t *after, const b
     return true;
 }
 
+bool keyrange_span_filter(const bson_value_t *after, const bson_value_t *upto, const bson_t *extra,
+                          bson_t *out, struct mcdc_error *err)
+{
+    int first = 0, last = KEYRANGE_BRACKET_COUNT - 1;
+    bson_t span = BSON_INITIALIZER, arr, clause;
+    char idx[16];
+    const char *key;
+    int n = 0;
+
+    if (after != NULL) {
+        first = (int)keyrange_bracket_of(after);
+        if (keyrange_bracket_singleton((enum keyrange_bracket)first))
+            first++; /* its one value is not above after */
+    }
+    if (upto != NULL)
+        last = (int)keyrange_bracket_of(upto); /* a singleton's one value is at most upto */
+    if (first > last || (after != NULL && upto != NULL && keyrange_compare(upto, after) <= 0)) {
+        bson_t in, empty;
+        bson_append_document_begin(&span, "_id", 3, &in);
+        bson_append_array_begin(&in, "$in", 3, &empty);
+        bson_append_array_end(&in, &empty);
+        bson_append_document_end(&span, &in);
+        goto done;
+    }
+    bson_append_array_begin(&span, "$or", 3, &arr);
+    for (int b = first; b <= last; b++) {
+        const bson_value_t *lo = b == first ? after : NULL, *hi = b == last ? upto : NULL;
+        if (lo != NULL && (int)keyrange_bracket_of(lo) != b)
+            lo = NULL;
+        bson_uint32_to_string((uint32_t)n++, &key, idx, sizeof idx);
+        bson_init(&clause);
+        if (!keyrange_filter((enum keyrange_bracket)b, lo, hi, NULL, &clause, err)) {
+            bson_destroy(&clause);
+            bson_append_array_end(&span, &arr);
+            bson_destroy(&span);
+            return false;
+        }
+        bson_append_document(&arr, key, -1, &clause);
+        bson_destroy(&clause);
+    }
+    bson_append_array_end(&span, &arr);
+    if (n == 1) { /* one bracket: its range alone */
+        bson_iter_t it, sub;
+        const uint8_t *data;
+        uint32_t len;
+        bson_t only;
+        if (bson_iter_init_find(&it, &span, "$or") && bson_iter_recurse(&it, &sub) &&
+            bson_iter_next(&sub) && BSON_ITER_HOLDS_DOCUMENT(&sub)) {
+            bson_iter_document(&sub, &len, &data);
+            if (bson_init_static(&only, data, len)) {
+                bson_t copy;
+                bson_copy_to(&only, &copy);
+                bson_destroy(&span);
+                bson_steal(&span, &copy);
+            }
+        }
+    }
+done:
+    if (extra == NULL || bson_empty(extra)) {
+        bson_concat(out, &span);
+    } else {
+        bson_append_array_begin(out, "$and", 4, &arr);
+        bson_append_document(&arr, "0", 1, &span);
+        bson_append_document(&arr, "1", 1, extra);
+        bson_append_array_end(out, &arr);
+    }
+    bson_destroy(&span);
+    return true;
+}
+
 void keyrange_chunk_opts(int64_t limit, bool keys_only, bson_t *out)
 {
     bson_t sort, proj;

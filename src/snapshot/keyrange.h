@@ -25,9 +25,9 @@
  * Singleton brackets: every MinKey, Undefined, Null, NaN or MaxKey value
  * equals every other of its bracket, so a collection has at most one such
  * `_id`; these brackets are read whole (ranges are ignored for them).
- * Arrays and Undefined (and regexes) cannot be an `_id` (the server refuses
- * the insert); their brackets are kept so that no type is left out, at the
- * cost of one empty indexed query each.
+ * Arrays and regexes cannot be an `_id` (the server refuses the insert) and
+ * undefined is deprecated; their brackets are kept so that no type is left
+ * out, at the cost of one empty indexed query each.
  *
  * Collation: filters and sorts both follow the collection's default
  * collation, so chunking stays consistent under a non-simple collation;
@@ -99,6 +99,21 @@ bool keyrange_bracket_singleton(enum keyrange_bracket b);
  */
 bool keyrange_filter(enum keyrange_bracket b, const bson_value_t *after, const bson_value_t *upto,
                      const bson_t *extra, bson_t *out, struct mcdc_error *err);
+
+/*
+ * Appends to out the filter for keys greater than *after (NULL: from the
+ * lowest key, MinKey included) and at most *upto (NULL: to the highest,
+ * MaxKey included), whatever their brackets: {"$or": [one keyrange_filter
+ * range per bracket the span touches]}, ANDed with extra (borrowed; NULL or
+ * empty: none) as {"$and": [span, extra]}. A span inside one bracket is that
+ * bracket's range alone; an empty span (upto not above after) matches
+ * nothing ({"_id": {"$in": []}}). The spans (-, p1], (p1, p2], ..., (pn, -)
+ * of increasing keys p1 < ... < pn cover every key exactly once, as the
+ * parallel initial snapshot uses them. out must be initialised and empty.
+ * Returns false with err (domain INTERNAL) only on an internal error.
+ */
+bool keyrange_span_filter(const bson_value_t *after, const bson_value_t *upto, const bson_t *extra,
+                          bson_t *out, struct mcdc_error *err);
 
 /*
  * Appends to out the find options of the next chunk: {sort: {_id: 1},

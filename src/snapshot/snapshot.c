@@ -1,6 +1,7 @@
 /*
- * snapshot: initial snapshot start point, collection plan, parallel readers
- * and the bounded hand-over queue (debezium-format.md §5.2).
+ * snapshot: initial snapshot start point, parallel readers of collections
+ * and `_id` ranges, and the bounded hand-over queue (debezium-format.md
+ * §5.2). The collection plan is in plan.c.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include "snapshot/snapshot.h"
@@ -11,12 +12,11 @@
 #include <string.h>
 #include <time.h>
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include "capture/capture.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "snapshot/keyrange.h"
+#include "snapshot/split.h"
 
 #define QUEUE_MAX_DOCS 4096
 #define QUEUE_MAX_BYTES (16u * 1024u * 1024u)
@@ -98,180 +98,14 @@ bool snapshot_record_start(mongoc_client_t *client, const struct mcdc_config *cf
     return ok;
 }
 
-/* ---- plan ---- */
-
-struct include_list {
-    pcre2_code **res;
-    size_t count;
-    bool literal;
-    const struct mcdc_strlist *items;
-};
-
-static bool include_compile(const struct mcdc_config *cfg, struct include_list *inc,
-                            struct mcdc_error *err)
-{
-    memset(inc, 0, sizeof *inc);
-    inc->items = &cfg->snapshot_include_collections;
-    inc->literal = cfg->filters_match_mode == MCDC_FILTER_MATCH_LITERAL;
-    if (inc->literal || inc->items->count == 0)
-        return true;
-    inc->res = xcalloc(inc->items->count, sizeof *inc->res);
-    inc->count = inc->items->count;
-    for (size_t i = 0; i < inc->count; i++) {
-        int ecode;
-        PCRE2_SIZE eoff;
-        inc->res[i] = pcre2_compile((PCRE2_SPTR)inc->items->items[i], PCRE2_ZERO_TERMINATED,
-                                    PCRE2_ANCHORED | PCRE2_ENDANCHORED, &ecode, &eoff, NULL);
-        if (inc->res[i] == NULL)
-            return mcdc_error_set(err, MCDC_ERR_CONFIG, ecode,
-                                  "snapshot.include.collection.list: invalid regex '%s' at "
-                                  "offset %zu",
-                                  inc->items->items[i], (size_t)eoff);
-    }
-    return true;
-}
-
-static void include_free(struct include_list *inc)
-{
-    for (size_t i = 0; i < inc->count; i++)
-        pcre2_code_free(inc->res[i]);
-    free(inc->res);
-}
-
-/* snapshot.include.collection.list: empty = all captured collections. */
-static bool include_matches(const struct include_list *inc, const char *ns)
-{
-    if (inc->items->count == 0)
-        return true;
-    for (size_t i = 0; i < inc->items->count; i++) {
-        if (inc->literal) {
-            if (strcmp(inc->items->items[i], ns) == 0)
-                return true;
-        } else if (inc->res[i] != NULL) {
-            pcre2_match_data *md = pcre2_match_data_create_from_pattern(inc->res[i], NULL);
-            int rc = pcre2_match(inc->res[i], (PCRE2_SPTR)ns, strlen(ns), 0, 0, md, NULL);
-            pcre2_match_data_free(md);
-            if (rc >= 0)
-                return true;
-        }
-    }
-    return false;
-}
-
-static int coll_cmp(const void *a, const void *b)
-{
-    const struct snapshot_coll *x = a, *y = b;
-    int c = strcmp(x->coll, y->coll); /* Debezium sorts by collection name only */
-    return c != 0 ? c : strcmp(x->db, y->db);
-}
-
-static bool plan_add(struct snapshot_plan *plan, size_t *cap, mongoc_client_t *client,
-                     const struct mcdc_config *cfg, const char *db, const char *coll,
-                     struct mcdc_error *err)
-{
-    struct snapshot_coll *c;
-    char ns[512];
-    mongoc_collection_t *mc;
-    bson_error_t error;
-
-    if (plan->count == *cap) {
-        *cap = *cap ? *cap * 2 : 16;
-        plan->colls = xrealloc(plan->colls, *cap * sizeof *plan->colls);
-    }
-    c = &plan->colls[plan->count];
-    memset(c, 0, sizeof *c);
-    c->db = xstrdup(db);
-    c->coll = xstrdup(coll);
-    bson_init(&c->filter);
-    plan->count++;
-    snprintf(ns, sizeof ns, "%s.%s", db, coll);
-    for (size_t i = 0; i < cfg->snapshot_filter_override_count; i++) {
-        const struct mcdc_filter_override *o = &cfg->snapshot_filter_overrides[i];
-        if (strcmp(o->ns, ns) != 0)
-            continue;
-        bson_destroy(&c->filter);
-        if (!bson_init_from_json(&c->filter, o->query, -1, &error)) {
-            bson_init(&c->filter);
-            return mcdc_error_set(err, MCDC_ERR_CONFIG, 0,
-                                  "snapshot.collection.filter.overrides.%s: %s", ns, error.message);
-        }
-    }
-    mc = mongoc_client_get_collection(client, db, coll);
-    c->estimated = mongoc_collection_estimated_document_count(mc, NULL, NULL, NULL, &error);
-    mongoc_collection_destroy(mc);
-    return true;
-}
-
-bool snapshot_plan(mongoc_client_t *client, const struct mcdc_config *cfg,
-                   const struct encoder *enc, struct snapshot_plan **out,
-                   struct resume_failure *fail, struct mcdc_error *err)
-{
-    struct snapshot_plan *plan = xcalloc(1, sizeof *plan);
-    struct include_list inc;
-    size_t cap = 0;
-    bson_error_t error;
-    char **dbs = NULL;
-    bool ok = false;
-
-    if (!include_compile(cfg, &inc, err))
-        goto cleanup;
-    dbs = mongoc_client_get_database_names_with_opts(client, NULL, &error);
-    if (dbs == NULL) {
-        capture_failure_from(&error, NULL, fail, err);
-        goto cleanup;
-    }
-    for (size_t d = 0; dbs[d] != NULL; d++) {
-        mongoc_database_t *mdb;
-        char **colls;
-        if (strcmp(dbs[d], "admin") == 0 || strcmp(dbs[d], "config") == 0 ||
-            strcmp(dbs[d], "local") == 0)
-            continue;
-        mdb = mongoc_client_get_database(client, dbs[d]);
-        colls = mongoc_database_get_collection_names_with_opts(mdb, NULL, &error);
-        mongoc_database_destroy(mdb);
-        if (colls == NULL) {
-            capture_failure_from(&error, NULL, fail, err);
-            goto cleanup;
-        }
-        for (size_t c = 0; colls[c] != NULL; c++) {
-            char ns[512];
-            snprintf(ns, sizeof ns, "%s.%s", dbs[d], colls[c]);
-            if (strncmp(colls[c], "system.", 7) == 0 || !encoder_captures(enc, dbs[d], colls[c]) ||
-                !include_matches(&inc, ns))
-                continue;
-            if (!plan_add(plan, &cap, client, cfg, dbs[d], colls[c], err)) {
-                bson_strfreev(colls);
-                goto cleanup;
-            }
-        }
-        bson_strfreev(colls);
-    }
-    if (plan->count > 1)
-        qsort(plan->colls, plan->count, sizeof *plan->colls, coll_cmp);
-    *out = plan;
-    plan = NULL;
-    ok = true;
-cleanup:
-    bson_strfreev(dbs);
-    include_free(&inc);
-    snapshot_plan_free(plan);
-    return ok;
-}
-
-void snapshot_plan_free(struct snapshot_plan *plan)
-{
-    if (plan == NULL)
-        return;
-    for (size_t i = 0; i < plan->count; i++) {
-        free(plan->colls[i].db);
-        free(plan->colls[i].coll);
-        bson_destroy(&plan->colls[i].filter);
-    }
-    free(plan->colls);
-    free(plan);
-}
-
 /* ---- readers and queue ---- */
+
+/* One reader's unit of work: a collection, or one `_id` range of it. */
+struct snapshot_part {
+    struct snapshot_coll *coll; /* borrowed from the plan */
+    bson_t filter;              /* the collection's filter, ANDed with the range when split */
+    size_t index;               /* 1-based range number, for logs */
+};
 
 struct snapshot {
     const struct mcdc_config *cfg;
@@ -284,7 +118,9 @@ struct snapshot {
     pthread_cond_t not_empty, not_full;
     struct snapshot_doc *head, *tail;
     size_t queued, queued_bytes;
-    size_t next_coll; /* next collection to hand to a reader */
+    struct snapshot_part *parts;
+    size_t nparts;
+    size_t next_part; /* next part to hand to a reader */
     size_t readers_alive;
     bool quit; /* snapshot_destroy: readers leave */
     bool failed;
@@ -353,8 +189,9 @@ static bool reader_push(struct snapshot *s, struct snapshot_doc *d, struct snaps
     return true;
 }
 
-static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snapshot_coll *c)
+static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snapshot_part *p)
 {
+    struct snapshot_coll *c = p->coll;
     mongoc_collection_t *mc = mongoc_client_get_collection(client, c->db, c->coll);
     bson_t opts = BSON_INITIALIZER;
     mongoc_cursor_t *cur;
@@ -365,7 +202,7 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
 
     if (s->cfg->snapshot_fetch_size > 0)
         BSON_APPEND_INT32(&opts, "batchSize", (int32_t)s->cfg->snapshot_fetch_size);
-    cur = mongoc_collection_find_with_opts(mc, &c->filter, &opts, NULL);
+    cur = mongoc_collection_find_with_opts(mc, &p->filter, &opts, NULL);
     while (mongoc_cursor_next(cur, &doc)) {
         struct snapshot_doc *d = xcalloc(1, sizeof *d);
         d->doc = bson_copy(doc);
@@ -399,24 +236,40 @@ static void *reader_main(void *p)
     mcdc_log_set_component(s->rs);
     client = mongoc_client_pool_pop(s->pool);
     for (;;) {
-        struct snapshot_coll *c = NULL;
+        struct snapshot_part *part = NULL;
+        struct snapshot_coll *c;
+        bool first = false, last = false;
+        int64_t done;
         pthread_mutex_lock(&s->lock);
         if (!s->quit && !s->failed && !__atomic_load_n(s->stop, __ATOMIC_ACQUIRE) &&
-            s->next_coll < s->plan->count) {
-            c = &s->plan->colls[s->next_coll++];
-            c->started_ms = now_ms();
+            s->next_part < s->nparts) {
+            part = &s->parts[s->next_part++];
+            if (part->coll->started_ms == 0) {
+                part->coll->started_ms = now_ms();
+                first = true;
+            }
         }
         pthread_mutex_unlock(&s->lock);
-        if (c == NULL)
+        if (part == NULL)
             break;
-        LOG_INFO("snapshot of %s.%s started (about %lld documents)", c->db, c->coll,
-                 (long long)c->estimated);
-        if (!reader_copy(s, client, c))
+        c = part->coll;
+        if (first)
+            LOG_INFO("snapshot of %s.%s started (about %lld documents)", c->db, c->coll,
+                     (long long)c->estimated);
+        if (c->parts > 1)
+            LOG_DEBUG("snapshot of %s.%s: _id range %zu/%zu started", c->db, c->coll, part->index,
+                      c->parts);
+        if (!reader_copy(s, client, part))
             break;
         pthread_mutex_lock(&s->lock);
-        c->finished_ms = now_ms();
+        if (--c->parts_left == 0) {
+            __atomic_store_n(&c->finished_ms, now_ms(), __ATOMIC_RELAXED);
+            last = true;
+        }
+        done = c->done;
         pthread_mutex_unlock(&s->lock);
-        LOG_INFO("snapshot of %s.%s finished: %lld documents", c->db, c->coll, (long long)c->done);
+        if (last)
+            LOG_INFO("snapshot of %s.%s finished: %lld documents", c->db, c->coll, (long long)done);
     }
     mongoc_client_pool_push(s->pool, client);
     pthread_mutex_lock(&s->lock);
@@ -427,12 +280,78 @@ static void *reader_main(void *p)
     return NULL;
 }
 
+/* Appends one part of c (the range (after, upto], or the whole collection when both are
+ * NULL and whole is set) to s->parts. */
+static bool part_add(struct snapshot *s, size_t *cap, struct snapshot_coll *c, bool whole,
+                     const bson_value_t *after, const bson_value_t *upto, struct mcdc_error *err)
+{
+    struct snapshot_part *p;
+    if (s->nparts == *cap) {
+        *cap = *cap ? *cap * 2 : 16;
+        s->parts = xrealloc(s->parts, *cap * sizeof *s->parts);
+    }
+    p = &s->parts[s->nparts];
+    p->coll = c;
+    p->index = ++c->parts;
+    bson_init(&p->filter);
+    if (whole) {
+        bson_concat(&p->filter, &c->filter);
+    } else if (!keyrange_span_filter(after, upto, &c->filter, &p->filter, err)) {
+        bson_destroy(&p->filter);
+        c->parts--;
+        return false;
+    }
+    s->nparts++;
+    c->parts_left++;
+    return true;
+}
+
+/* The parts of collection c: its `_id` ranges when it is large enough and sampling works,
+ * else the collection whole. */
+static void plan_parts(struct snapshot *s, size_t *cap, struct snapshot_coll *c, size_t threads)
+{
+    size_t want = split_parts(c->estimated, s->cfg->snapshot_split_min_docs, threads);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    bson_value_t *points = NULL;
+    size_t npoints = 0, first = s->nparts;
+    mongoc_client_t *client;
+    bool ok;
+
+    c->parts = c->parts_left = 0;
+    if (want > 1) {
+        client = mongoc_client_pool_pop(s->pool);
+        ok = split_points(client, c->db, c->coll, want, &points, &npoints, &err);
+        mongoc_client_pool_push(s->pool, client);
+        if (!ok)
+            LOG_WARN("snapshot of %s.%s is read by one thread: %s", c->db, c->coll, err.msg);
+    }
+    if (npoints > 0) {
+        bool built = true;
+        for (size_t i = 0; i <= npoints && built; i++)
+            built = part_add(s, cap, c, false, i > 0 ? &points[i - 1] : NULL,
+                             i < npoints ? &points[i] : NULL, &err);
+        if (built) {
+            LOG_INFO("snapshot of %s.%s: about %lld documents split into %zu _id ranges", c->db,
+                     c->coll, (long long)c->estimated, c->parts);
+        } else {
+            LOG_WARN("snapshot of %s.%s is read by one thread: %s", c->db, c->coll, err.msg);
+            while (s->nparts > first)
+                bson_destroy(&s->parts[--s->nparts].filter);
+            c->parts = c->parts_left = 0;
+        }
+    }
+    split_points_free(points, npoints);
+    if (c->parts == 0)
+        part_add(s, cap, c, true, NULL, NULL, &err);
+}
+
 struct snapshot *snapshot_start(mongoc_client_pool_t *pool, const struct mcdc_config *cfg,
                                 struct snapshot_plan *plan, const char *rs,
                                 const volatile bool *stop)
 {
     struct snapshot *s = xcalloc(1, sizeof *s);
     size_t n = cfg->snapshot_max_threads > 0 ? (size_t)cfg->snapshot_max_threads : 1;
+    size_t threads = n, cap = 0;
 
     s->cfg = cfg;
     s->pool = pool;
@@ -442,11 +361,17 @@ struct snapshot *snapshot_start(mongoc_client_pool_t *pool, const struct mcdc_co
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->not_empty, NULL);
     pthread_cond_init(&s->not_full, NULL);
-    if (n > plan->count)
-        n = plan->count;
+    for (size_t i = 0; i < plan->count; i++)
+        plan_parts(s, &cap, &plan->colls[i], threads);
+    if (n > s->nparts)
+        n = s->nparts;
     s->threads = xcalloc(n ? n : 1, sizeof *s->threads);
     s->started_ms = s->last_progress_ms = now_ms();
-    LOG_INFO("snapshot: %zu collections with %zu reader threads", plan->count, n);
+    if (s->nparts > plan->count)
+        LOG_INFO("snapshot: %zu collections in %zu parts with %zu reader threads", plan->count,
+                 s->nparts, n);
+    else
+        LOG_INFO("snapshot: %zu collections with %zu reader threads", plan->count, n);
     for (size_t i = 0; i < n; i++) {
         struct reader_arg *a = xmalloc(sizeof *a);
         a->snap = s;
@@ -584,6 +509,9 @@ void snapshot_destroy(struct snapshot *s)
         snapshot_doc_free(d);
     }
     free(s->threads);
+    for (size_t i = 0; i < s->nparts; i++)
+        bson_destroy(&s->parts[i].filter);
+    free(s->parts);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->not_empty);
     pthread_cond_destroy(&s->not_full);

@@ -11,8 +11,12 @@
  *    encoder_captures() and snapshot.include.collection.list), sorted by
  *    collection name as Debezium does, with its estimated count and its
  *    snapshot.collection.filter.overrides query.
- * 3. snapshot_start(): snapshot.max.threads reader threads, each with its own
- *    client from the pool, run find(filter) with batchSize snapshot.fetch.size
+ * 3. snapshot_start(): splits each collection of at least
+ *    snapshot.collection.split.min.documents (estimated) into `_id` ranges,
+ *    up to one per thread, from a `$sample` of its keys (snapshot/split.h);
+ *    then snapshot.max.threads reader threads, each with its own client from
+ *    the pool, take the ranges (a whole collection is one range) in plan
+ *    order and run find(range AND filter) with batchSize snapshot.fetch.size
  *    and hand copies of the documents to the task thread through a bounded
  *    queue (ownership moves with the item, style.md §4.6.7). The task thread
  *    takes them with snapshot_next(), which also logs progress every 10 s.
@@ -47,6 +51,8 @@ struct snapshot_coll {
     int64_t done;        /* documents handed over (guarded by the snapshot's lock) */
     int64_t started_ms;  /* monotonic ms when a reader started it, 0 = not yet */
     int64_t finished_ms; /* 0 = not finished */
+    size_t parts;        /* `_id` ranges it is read in (snapshot_start), 1 = whole */
+    size_t parts_left;   /* ranges not finished yet (guarded by the snapshot's lock) */
 };
 
 struct snapshot_plan {
@@ -96,7 +102,10 @@ void snapshot_plan_free(struct snapshot_plan *plan);
 struct snapshot;
 
 /*
- * Starts min(plan->count, snapshot.max.threads) readers on pool (borrowed).
+ * Splits the plan's large collections into `_id` ranges (a failed `$sample`
+ * is a WARN and the collection is read whole), then starts min(ranges,
+ * snapshot.max.threads) readers on pool (borrowed). Every document matching
+ * a collection's filter is handed over exactly once whatever the split.
  * Takes ownership of plan. rs names the readers' threads and log lines.
  * stop (borrowed) makes readers leave early.
  */

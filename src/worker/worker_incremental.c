@@ -27,11 +27,6 @@
 
 #define AGG "Incremental Snapshot"
 
-/* notify_send comes with the notification channels of the signals module;
- * it is only called once a notifier is attached (g_notifier), so a build
- * without them links and sends none. */
-#pragma weak notify_send
-
 static struct signal_bus *g_bus; /* set once before tasks start */
 static struct notifier *g_notifier;
 
@@ -46,7 +41,7 @@ static void notify(struct worker *w, const char *type, const char *id, const str
 {
     struct notifier *nf = __atomic_load_n(&g_notifier, __ATOMIC_ACQUIRE);
     (void)w;
-    if (nf != NULL && notify_send != NULL)
+    if (nf != NULL)
         notify_send(nf, AGG, type, id ? id : "", kv, n);
 }
 
@@ -453,6 +448,18 @@ static enum phase emit_window(struct worker *w)
     }
     if (ph != PHASE_OK)
         return ph;
+    {
+        char *last = incr_key_text(w->inc, false), *max = incr_key_text(w->inc, true);
+        char ns[600];
+        snprintf(ns, sizeof ns, "%s.%s", dbb, collb);
+        struct notify_kv kv[] = {{"data_collections", ns},
+                                 {"current_collection_in_progress", ns},
+                                 {"maximum_key", max ? max : ""},
+                                 {"last_processed_key", last ? last : ""}};
+        notify(w, "IN_PROGRESS", incr_signal_id(w->inc), kv, 4);
+        free(last);
+        free(max);
+    }
     incr_window_done(w->inc);
     /* The chunk's end (or the next collection) is the progress now. */
     inflight_advance(w->inf, worker_incremental_stamp(w, &w->stream_pos));
@@ -505,13 +512,25 @@ static enum phase advance(struct worker *w)
         }
         case INCR_READ_FAILED:
         default:
-            w->err = err;
-            ph = err.retriable ? PHASE_RETRY : PHASE_FATAL;
-            if (!err.retriable)
-                LOG_WARN("%s", err.msg);
-            /* A failed read is retried after a reconnect; a server refusal
-             * (no privilege to write markers, snapshot reads unsupported) is
-             * fatal so that it is seen. */
+            if (err.retriable) {
+                /* Read again after the reconnect, from the last key sent. */
+                w->err = err;
+                ph = PHASE_RETRY;
+                break;
+            }
+            /* A refusal (no privilege to write the markers, snapshot reads
+             * unsupported, a bad condition): the snapshot is aborted,
+             * streaming goes on (Debezium skips the collection likewise). */
+            LOG_ERROR("%s; the incremental snapshot (signal %s) is aborted (%zu collection(s) "
+                      "not read), streaming goes on%s",
+                      err.msg, id, incr_abort(w->inc),
+                      w->cfg->read_only ? "" : " (read.only: true needs no write access)");
+            {
+                struct notify_kv kv[] = {{"connector_name", w->cfg->topic_prefix},
+                                         {"data_collection", ns}};
+                notify(w, "ABORTED", id, kv, 2);
+            }
+            inflight_advance(w->inf, worker_incremental_stamp(w, &w->stream_pos));
             break;
         }
         bson_destroy(&owned);

@@ -11,13 +11,14 @@ or reorders a change fails it.
 
 import datetime
 import json
+import re
 import signal as os_signal
 import threading
 import time
 import uuid
 
 import pytest
-from bson import json_util, Binary, Decimal128, Int64, MaxKey, MinKey, ObjectId, Timestamp
+from bson import json_util, Binary, Code, Decimal128, Int64, MaxKey, MinKey, ObjectId, Timestamp
 from bson.binary import UuidRepresentation
 UUID_REP = UuidRepresentation.UNSPECIFIED  # Binary stays Binary, whatever its subtype
 from bson.codec_options import CodecOptions
@@ -198,7 +199,7 @@ ALL_IDS = [
     Binary(b"\x04", 1), Binary(b"\x05", 2), Binary(b"\x06" * 16, 3), Binary(b"\x07", 6),
     Binary(b"\x08", 7), Binary(b"\x09", 8), ObjectId(), ObjectId(), False, True,
     datetime.datetime(2020, 1, 2, 3, 4, 5), datetime.datetime(1960, 1, 1), Timestamp(10, 1),
-    Timestamp(10, 2), MaxKey(),
+    Timestamp(10, 2), Code("f()"), MaxKey(),
 ]
 
 
@@ -264,7 +265,8 @@ def test_stop_pause_resume(tmp_workdir, sim, start_mongocdc):
     db = "incdb"
     c[db].big1.insert_many([{"_id": i} for i in range(400)])
     c[db].big2.insert_many([{"_id": i} for i in range(50)])
-    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 5}))
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 5,
+                                                         "notification.enabled.channels": "log"}))
     streaming(tmp_workdir)
     sid = signal(c, "execute-snapshot", {"data-collections": ["incdb\\.big[12]"]})
     wait_until(lambda: len(reads(tmp_workdir / "events.jsonl", db, "big1")) >= 20, 30, "rows")
@@ -283,6 +285,14 @@ def test_stop_pause_resume(tmp_workdir, sim, start_mongocdc):
     assert len(b1) < 400 and len(set(b1)) == len(b1)
     assert sorted(b1) == list(range(len(b1)))  # whole chunks, in _id order, nothing skipped
     assert len(reads(tmp_workdir / "events.jsonl", db, "big2")) == 50
+    # Debezium's notifications, in order, on the log channel
+    kinds = re.findall(r"aggregateType='Incremental Snapshot', type='([A-Z_]+)'",
+                       log_text(tmp_workdir))
+    for want in ("STARTED", "IN_PROGRESS", "PAUSED", "RESUMED", "ABORTED",
+                 "TABLE_SCAN_COMPLETED", "COMPLETED"):
+        assert want in kinds, (want, kinds[:20])
+    assert kinds.index("STARTED") < kinds.index("PAUSED") < kinds.index("RESUMED")
+    assert kinds[-1] == "COMPLETED"
     assert d.stop(timeout_s=30) == 0
 
 
@@ -487,3 +497,72 @@ def test_through_kafka_the_topic_replays_to_the_final_state(tmp_workdir, sim, ka
     assert all(norm(got[k]) == norm(want[k]) for k in want)
     snap = [json.loads(r.value_raw) for r in recs if r.value_raw and '"op":"r"' in r.value_raw]
     assert snap and all(p["source"]["snapshot"] == "incremental" for p in snap)
+
+
+def test_oplog_capture_mode(tmp_workdir, sim, start_mongocdc):
+    """capture.mode oplog (1.9): the same hook in the oplog tailing loop."""
+    c = sim.client()
+    db, coll = "incdb", "oplogmode"
+    c[db][coll].insert_many([{"_id": i} for i in range(50)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, dialect="1.9", **{"capture.mode": "oplog"}))
+    wait_until(lambda: "tailing local.oplog.rs" in log_text(tmp_workdir), 60, "tailing")
+    sid = signal(c, "execute-snapshot", {"data-collections": ["incdb.oplogmode"]})
+    c[db][coll].delete_one({"_id": 3})
+    wait_done(tmp_workdir, sid)
+    keys = sorted(key_of(r) for r, _ in reads(tmp_workdir / "events.jsonl", db, coll))
+    assert set(keys) >= set(range(50)) - {3} and len(keys) == len(set(keys))
+    assert_replay_matches(c, tmp_workdir / "events.jsonl", db, coll)
+    assert d.stop(timeout_s=30) == 0
+
+
+def test_refused_marker_write_aborts_the_snapshot_not_streaming(tmp_workdir, sim,
+                                                                 start_mongocdc):
+    c = sim.client()
+    db, coll = "incdb", "refused"
+    c[db][coll].insert_many([{"_id": i} for i in range(10)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim))
+    streaming(tmp_workdir)
+    sim.control("fail", commands=["insert"], code=13, codeName="Unauthorized",
+                errmsg="not authorized on sigdb to execute command { insert: \"signals\" }",
+                appName="mongocdc", times=1)
+    try:
+        sid = signal(c, "execute-snapshot", {"data-collections": ["incdb.refused"]})
+        wait_until(lambda: "incremental snapshot (signal %s) is aborted" % sid
+                   in log_text(tmp_workdir), 30, "the abort")
+        assert "read.only: true needs no write access" in log_text(tmp_workdir)
+        c[db][coll].insert_one({"_id": 99})
+        wait_until(lambda: any(key_of(r) == 99 for r in
+                               coll_records(tmp_workdir / "events.jsonl", db, coll)), 30,
+                   "streaming after the abort")
+        assert not reads(tmp_workdir / "events.jsonl", db, coll)
+        assert d.running()
+        assert d.stop(timeout_s=30) == 0
+    finally:
+        sim.control("clear_faults")
+
+
+def test_stop_arriving_while_a_chunk_is_read_stops_between_chunks(tmp_workdir, sim,
+                                                                  start_mongocdc):
+    """The chunk read is held up by the server; the stop signal lands between
+    the window's open and close markers: that window is still emitted whole,
+    then nothing more of the collection."""
+    c = sim.client()
+    db, coll = "incdb", "stop_mid_read"
+    c[db][coll].insert_many([{"_id": i} for i in range(100)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 10}))
+    streaming(tmp_workdir)
+    sim.control("fail", commands=["find"], blockTimeMS=1500, appName="mongocdc", times=1)
+    try:
+        signal(c, "execute-snapshot", {"data-collections": ["incdb.stop_mid_read"]})
+        time.sleep(0.4)  # the daemon's first find (inside the open window) is blocked now
+        signal(c, "stop-snapshot", {"data-collections": ["incdb.stop_mid_read"],
+                                    "type": "incremental"})
+        wait_until(lambda: "stopped after its open window" in log_text(tmp_workdir), 30,
+                   "the stop between chunks")
+    finally:
+        sim.control("clear_faults")
+    time.sleep(1.0)
+    keys = [key_of(r) for r, _ in reads(tmp_workdir / "events.jsonl", db, coll)]
+    assert keys == list(range(10)), keys
+    assert "incremental_snapshot_collections" not in json.dumps(stored_offset(tmp_workdir) or {})
+    assert d.stop(timeout_s=30) == 0

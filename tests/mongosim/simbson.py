@@ -107,6 +107,8 @@ def canon(v):
         return 40
     if isinstance(v, (int, float, Decimal128)):
         return 10
+    if isinstance(v, Code):  # a str subclass: before str
+        return 65 if v.scope is not None else 60  # code with scope sorts after code
     if isinstance(v, str):
         return 15
     if isinstance(v, (dict, SON)):
@@ -125,8 +127,6 @@ def canon(v):
         return 50
     if isinstance(v, DBRef):
         return 55
-    if isinstance(v, Code):
-        return 60
     if isinstance(v, MinKey):
         return 1
     if isinstance(v, MaxKey):
@@ -210,6 +210,11 @@ def cmp_values(a, b):
         ka = (a.pattern, str(getattr(a, "flags", "")))
         kb = (b.pattern, str(getattr(b, "flags", "")))
         return (ka > kb) - (ka < kb)
+    if ca in (60, 65):
+        x, y = str(a).encode("utf-8"), str(b).encode("utf-8")
+        if x != y:
+            return (x > y) - (x < y)
+        return cmp_values(a.scope, b.scope) if ca == 65 else 0
     if ca in (1, 5, 127):
         return 0
     x, y = repr(a), repr(b)
@@ -264,6 +269,8 @@ def id_key(v):
         return (c,)
     if c == 50:
         return (50, v.pattern, str(getattr(v, "flags", "")))
+    if c in (60, 65):
+        return (c, str(v), id_key(v.scope) if v.scope is not None else None)
     return (c, v)
 
 
@@ -391,7 +398,8 @@ def _regex_of(r, options=""):
 _TYPE_ALIASES = {
     "double": 1, "string": 2, "object": 3, "array": 4, "binData": 5, "objectId": 7, "bool": 8,
     "date": 9, "null": 10, "regex": 11, "int": 16, "timestamp": 17, "long": 18, "decimal": 19,
-    "minKey": -1, "maxKey": 127,
+    "minKey": -1, "maxKey": 127, "undefined": 6, "dbPointer": 12, "javascript": 13, "symbol": 14,
+    "javascriptWithScope": 15,
 }
 
 
@@ -410,6 +418,8 @@ def bson_type_num(v):
         return 1
     if isinstance(v, Decimal128):
         return 19
+    if isinstance(v, Code):  # a str subclass: before str
+        return 15 if v.scope is not None else 13
     if isinstance(v, str):
         return 2
     if isinstance(v, dict):
@@ -439,6 +449,12 @@ def _cmp_op(op, v, operand):
     co = canon(operand)
     if co not in (1, 127) and canon(v) != co:
         return False
+    if co == 10 and (_is_nan(_num(v)) or _is_nan(_num(operand))):
+        # MongoDB's matcher (ComparisonMatchExpressionBase::compare): NaN equals NaN and is
+        # neither less nor greater than any number, although it sorts below them all, so
+        # {$lte: 5} and {$gt: NaN} never match a NaN
+        both = _is_nan(_num(v)) and _is_nan(_num(operand))
+        return both and op in ("$gte", "$lte")
     c = cmp_values(v, operand)
     if op == "$gt":
         return c > 0

@@ -18,7 +18,7 @@ from bson.timestamp import Timestamp
 import simbson as sb
 from simbson import SimError
 import simserver as ss
-from simserver import Writer, DupKey
+from simserver import Writer, DupKey, BadId
 from simstream import ChangeStream, apply_stage, eval_expr
 
 READ_COMMANDS = {"find", "aggregate", "count", "distinct", "listCollections", "listIndexes",
@@ -552,6 +552,10 @@ class Dispatcher(object):
             except DupKey as e:
                 errs.append({"index": i, "code": 11000, "keyPattern": {"_id": 1},
                              "keyValue": {"_id": e.key_value}, "errmsg": e.errmsg})
+                if body.get("ordered", True):
+                    break
+            except BadId as e:
+                errs.append({"index": i, "code": e.code, "errmsg": e.errmsg})
                 if body.get("ordered", True):
                     break
         r = {"n": n}

@@ -31,6 +31,7 @@ import bson
 from bson.binary import Binary
 from bson.int64 import Int64
 from bson.objectid import ObjectId
+from bson.regex import Regex
 from bson.son import SON
 from bson.timestamp import Timestamp
 
@@ -638,7 +639,11 @@ class Writer(object):
             d2.update((k, v) for k, v in doc.items() if k != "_id")
             doc = d2
         if isinstance(doc["_id"], list):
-            raise SimError(2, "BadValue", "can't use an array for _id")
+            raise BadId("can't use an array for _id")
+        if isinstance(doc["_id"], (Regex, type(re.compile("")))):
+            # MongoDB refuses a regex _id as it does an array (the manual: "any type other
+            # than an array or regex")
+            raise BadId("can't use a regex for _id")
         key = sb.id_key(doc["_id"])
         if self.get(coll, key) is not None:
             raise DupKey(self.db, coll, doc["_id"])
@@ -787,6 +792,14 @@ class Writer(object):
             images = (copy.deepcopy(d), None) if self.cl.wants_images(c) else None
             self._log({"op": "d", "ns": "%s.%s" % (self.db, coll), "ui": c.uuid, "o": self.doc_key(coll, d)}, images)
         return matched
+
+
+class BadId(SimError):
+    """An `_id` of a type MongoDB refuses: a per-document write error (code 2), as
+    MongoDB's insert reports it in writeErrors, not a failed command."""
+
+    def __init__(self, msg):
+        SimError.__init__(self, 2, "BadValue", msg)
 
 
 class DupKey(SimError):

@@ -7,3 +7,10 @@ endif()
 if(TARGET mcdc_snapshot)
   mcdc_unit_test(test_incremental SOURCES test_incremental.c LIBS mcdc_snapshot)
 endif()
+# The key-range walker the integration test runs against the simulator
+# (tests/integration/test_keyrange.py).
+if(TARGET mcdc_snapshot)
+  add_executable(mcdc_keyrange_walk keyrange_walk.c)
+  target_link_libraries(mcdc_keyrange_walk PRIVATE mcdc_snapshot)
+  mcdc_target_defaults(mcdc_keyrange_walk)
+endif()
