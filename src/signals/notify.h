@@ -35,7 +35,8 @@ struct notify_kv {
  * SinkNotificationChannel record to notification.sink.topic.name with its
  * own librdkafka producer on the kafka: cluster: key {"id":"..."}, value
  * {"id":"...","type":"...","aggregate_type":"...","additional_data":{...},
- * "timestamp":<epoch ms>} (JsonConverter without schemas). Returns NULL
+ * "timestamp":<epoch ms>}, in JsonConverter's {schema, payload} envelope
+ * when key/value.converter.schemas.enable say so. Returns NULL
  * when no channel is enabled (notify_send(NULL, ...) does nothing), or
  * NULL with err when the producer cannot be made (*err domain set).
  */

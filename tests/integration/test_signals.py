@@ -255,17 +255,34 @@ def test_signal_command_usage_and_failures(tmp_workdir, sim, mongocdc_bin):
     assert r.stdout == ""
 
 
-def test_notifications_on_the_sink_topic_and_the_log(tmp_workdir, sim, start_mongocdc, kafka):
+NOTIFICATION_SCHEMA = {
+    "type": "struct", "fields": [
+        {"type": "string", "optional": False, "field": "id"},
+        {"type": "string", "optional": False, "field": "type"},
+        {"type": "string", "optional": False, "field": "aggregate_type"},
+        {"type": "map", "keys": {"type": "string", "optional": False},
+         "values": {"type": "string", "optional": False}, "optional": True,
+         "field": "additional_data"},
+        {"type": "int64", "optional": False, "field": "timestamp"}],
+    "optional": False, "name": "io.debezium.connector.common.Notification", "version": 1}
+
+
+@pytest.mark.parametrize("schemas", [False, True])
+def test_notifications_on_the_sink_topic_and_the_log(tmp_workdir, sim, start_mongocdc, kafka,
+                                                     schemas):
     if kafka.is_mock:
         pytest.skip("needs a real broker")
     c = sim.client()
+    c.notedb.items.delete_many({})
     c.notedb.items.insert_many([{"_id": i} for i in range(5)])
     ntopic = kafka_support.create_topic(kafka, kafka_support.unique_topic("mcdc-notify"))
     prefix = "n" + uuid.uuid4().hex[:8]
     cfg = cfg_for(tmp_workdir, sim, kafka=kafka.config(),
                   **{"topic.prefix": prefix,
                      "notification.enabled.channels": "sink,log",
-                     "notification.sink.topic.name": ntopic})
+                     "notification.sink.topic.name": ntopic,
+                     "key.converter.schemas.enable": schemas,
+                     "value.converter.schemas.enable": schemas})
     d = start_mongocdc("-c", cfg)
     streaming(tmp_workdir)
     db, coll = SIGNALS.split(".")
@@ -277,15 +294,20 @@ def test_notifications_on_the_sink_topic_and_the_log(tmp_workdir, sim, start_mon
     recs = kafka_support.consume_all(kafka, ntopic, min_count=3, timeout_s=30)
     types = []
     for r in recs:
-        assert json.loads(r.key) == {"id": sid}
-        v = json.loads(r.value)
+        k, v = json.loads(r.key), json.loads(r.value)
+        if schemas:
+            assert k["schema"]["name"] == "io.debezium.connector.common.NotificationKey"
+            assert v["schema"] == NOTIFICATION_SCHEMA
+            k, v = k["payload"], v["payload"]
+        assert k == {"id": sid}
         assert list(v) == ["id", "type", "aggregate_type", "additional_data", "timestamp"]
         assert v["id"] == sid and v["aggregate_type"] == "Incremental Snapshot"
         assert isinstance(v["timestamp"], int) and v["timestamp"] > 1.6e12
         types.append(v["type"])
     assert types[0] == "STARTED" and types[-1] == "COMPLETED", types
-    scans = [json.loads(r.value) for r in recs if json.loads(r.value)["type"] ==
-             "TABLE_SCAN_COMPLETED"]
+    values = [json.loads(r.value) for r in recs]
+    values = [v["payload"] if schemas else v for v in values]
+    scans = [v for v in values if v["type"] == "TABLE_SCAN_COMPLETED"]
     assert scans and scans[0]["additional_data"]["data_collection"] == "notedb.items"
     line = log_line(tmp_workdir, "[Notification Service]  {aggregateType='Incremental Snapshot', "
                                  "type='STARTED'")
