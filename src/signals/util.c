@@ -5,10 +5,22 @@
 #include "signals/signals_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
 #include "common/log.h"
+
+void *sig_zalloc_aligned(size_t align, size_t n)
+{
+    void *p = NULL;
+    if (align < sizeof(void *))
+        align = sizeof(void *);
+    if (posix_memalign(&p, align, n ? n : 1) != 0)
+        abort();
+    memset(p, 0, n ? n : 1);
+    return p;
+}
 
 void sig_json_string(bson_string_t *out, const char *s)
 {
