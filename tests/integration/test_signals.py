@@ -248,6 +248,9 @@ def test_signal_command_usage_and_failures(tmp_workdir, sim, mongocdc_bin):
     assert doc["data"] == {"data-collections": ["sigdata.rows"], "type": "blocking",
                            "additional-conditions": [{"data-collection": "sigdata.rows",
                                                       "filter": '{"v": "after"}'}]}
+    ro = cfg_for(tmp_workdir, sim, **{"read.only": True})
+    r = run_signal_cmd(mongocdc_bin, ro, "pause-snapshot")
+    assert r.returncode == 1 and "no channel can carry" in r.stderr, r.stderr
     bad = cfg_for(tmp_workdir, sim, **{"signal.enabled.channels": "file",
                                        "signal.file": str(tmp_workdir / "no" / "such" / "f")})
     r = run_signal_cmd(mongocdc_bin, bad, "resume-snapshot")
