@@ -258,6 +258,7 @@ static int run_capture(const struct mcdc_config *cfg)
         return MCDC_EXIT_FAILURE;
     }
     worker_signals_attach(bus, notifier);
+    notify_set_daemon(notifier);
     channels = signal_channels_start(cfg, bus, &err);
     if (!channels && err.domain != MCDC_ERR_NONE) {
         LOG_ERROR("cannot start: %s", err.msg);
@@ -272,6 +273,8 @@ static int run_capture(const struct mcdc_config *cfg)
         LOG_ERROR("cannot start: %s", err.msg);
 #ifdef MCDC_HAVE_SIGNALS
         signal_channels_stop(channels);
+        worker_signals_attach(NULL, NULL);
+        notify_set_daemon(NULL);
         notify_destroy(notifier);
         signal_bus_destroy(bus);
 #endif
@@ -284,6 +287,7 @@ static int run_capture(const struct mcdc_config *cfg)
 #ifdef MCDC_HAVE_SIGNALS
     signal_channels_stop(channels);
     worker_signals_attach(NULL, NULL);
+    notify_set_daemon(NULL);
     notify_destroy(notifier);
     signal_bus_destroy(bus);
 #endif

@@ -429,6 +429,12 @@ static void check_signals(struct checker *c)
                         "mongocdc has no JVM; use kafka, file or mongocdc signal");
     check_channel_names(c, "notification.enabled.channels", &cfg->notification_channels,
                         notif_known, "sink or log", "jmx", "mongocdc has no JVM; use sink or log");
+    if (list_has(&cfg->signal_channels, "kafka") &&
+        (!cfg->signal_kafka_bootstrap || !*cfg->signal_kafka_bootstrap) &&
+        !kafka_has(cfg, "bootstrap.servers") && !kafka_has(cfg, "metadata.broker.list"))
+        problem(c, "signal.enabled.channels",
+                "the kafka channel needs brokers (expected signal.kafka.bootstrap.servers or "
+                "kafka.bootstrap.servers to be set)");
     if (list_has(&cfg->notification_channels, "sink")) {
         if (!cfg->notification_sink_topic || !*cfg->notification_sink_topic)
             problem(c, "notification.enabled.channels",

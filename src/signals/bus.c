@@ -15,6 +15,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "signals/signals_internal.h"
 
 struct signal_queue {
     struct signal_bus *bus;
@@ -67,7 +68,7 @@ void signal_bus_destroy(struct signal_bus *bus)
 
 struct signal_queue *signal_bus_subscribe(struct signal_bus *bus, const char *task)
 {
-    struct signal_queue *q = xcalloc(1, sizeof *q);
+    struct signal_queue *q = sig_zalloc_aligned(_Alignof(struct signal_queue), sizeof *q);
     q->bus = bus;
     snprintf(q->task, sizeof q->task, "%s", task ? task : "");
     pthread_mutex_lock(&bus->mu);
@@ -126,6 +127,16 @@ bool signal_queue_pop(struct signal_queue *q, struct mcdc_signal *out)
     }
     pthread_mutex_unlock(&q->bus->mu);
     return got;
+}
+
+size_t signal_bus_subscribers(struct signal_bus *bus)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&bus->mu);
+    for (struct signal_queue *q = bus->queues; q; q = q->next)
+        n++;
+    pthread_mutex_unlock(&bus->mu);
+    return n;
 }
 
 size_t signal_queue_pending(struct signal_queue *q)

@@ -35,7 +35,7 @@ struct signal_channels {
     /* kafka */
     rd_kafka_t *rk;
     char topic[512];
-    bool kafka_down; /* WARN given for the current outage */
+    atomic_bool kafka_down; /* WARN given for the current outage (librdkafka's thread sets it) */
     /* file */
     bool file;
     int64_t next_file_ms;
@@ -80,11 +80,10 @@ static void kafka_error_cb(rd_kafka_t *rk, int code, const char *reason, void *o
     (void)rk;
     if (code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || code == RD_KAFKA_RESP_ERR__TRANSPORT ||
         code == RD_KAFKA_RESP_ERR__RESOLVE) {
-        if (!ch->kafka_down)
+        if (!atomic_exchange(&ch->kafka_down, true))
             LOG_WARN("kafka signal channel: %s; signals on %s wait until it is back (capture "
                      "goes on)",
                      reason, ch->topic);
-        ch->kafka_down = true;
         return;
     }
     LOG_WARN("kafka signal channel: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)code), reason);
@@ -162,16 +161,14 @@ static void kafka_poll(struct signal_channels *ch)
         return;
     if (m->err) {
         if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-            if (!ch->kafka_down)
+            if (!atomic_exchange(&ch->kafka_down, true))
                 LOG_WARN("kafka signal channel: %s: %s", ch->topic, rd_kafka_message_errstr(m));
-            ch->kafka_down = true;
         }
         rd_kafka_message_destroy(m);
         return;
     }
-    if (ch->kafka_down)
+    if (atomic_exchange(&ch->kafka_down, false))
         LOG_INFO("kafka signal channel: reading %s again", ch->topic);
-    ch->kafka_down = false;
     char what[600];
     snprintf(what, sizeof what, "kafka signal channel %s offset %lld", ch->topic,
              (long long)m->offset);
@@ -272,6 +269,11 @@ static void *channels_main(void *arg)
     struct signal_channels *ch = arg;
     mcdc_log_set_component("signals");
     while (!atomic_load(&ch->stop)) {
+        int64_t wait;
+        if (signal_bus_subscribers(ch->bus) == 0) {
+            wait = 100; /* no task to hand a signal to yet: leave it where it is */
+            goto sleep;
+        }
         if (ch->file && now_ms() >= ch->next_file_ms) {
             file_poll(ch);
             ch->next_file_ms = now_ms() + ch->cfg->signal_poll_interval_ms;
@@ -282,11 +284,12 @@ static void *channels_main(void *arg)
                 continue;
         }
         /* sleep until the next file read (or 100 ms with a non-blocking kafka poll) */
-        int64_t wait = ch->file ? ch->next_file_ms - now_ms() : 100;
+        wait = ch->file ? ch->next_file_ms - now_ms() : 100;
         if (ch->rk && wait > 100)
             wait = 100;
         if (wait <= 0)
             continue;
+    sleep:;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += wait / 1000;

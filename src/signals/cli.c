@@ -2,7 +2,8 @@
  * signals/cli.c: `mongocdc signal -c FILE <type> [args]`, which writes one
  * Debezium signal (debezium-format.md §5.3) through the first channel of
  * signal.enabled.channels that can carry it, so nobody hand-writes signal
- * documents. Exit 0 sent, 1 failed, 2 usage.
+ * documents. Under read.only the source channel is passed over: that mode
+ * writes nothing to MongoDB. Exit 0 sent, 1 failed, 2 usage.
  */
 #include "signals/signals.h"
 
@@ -278,6 +279,8 @@ int signal_cli_main(int argc, char **argv)
         if (strcmp(ch, "source") == 0) {
             if (!cfg->signal_data_collection || !strchr(cfg->signal_data_collection, '.'))
                 continue; /* no signal collection: the source channel carries nothing */
+            if (cfg->read_only)
+                continue; /* read.only: nothing is written to MongoDB, not even a signal */
             used = "source";
             ok = send_source(cfg, id, tname, &data, &err);
         } else if (strcmp(ch, "kafka") == 0) {
@@ -292,7 +295,8 @@ int signal_cli_main(int argc, char **argv)
     if (!used) {
         fprintf(stderr,
                 "mongocdc signal: %s: no channel can carry a signal (signal.enabled.channels "
-                "source needs signal.data.collection; or enable kafka or file)\n",
+                "source needs signal.data.collection and read.only false; or enable kafka or "
+                "file)\n",
                 path);
         rc = MCDC_EXIT_FAILURE;
     } else if (!ok) {

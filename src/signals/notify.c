@@ -22,8 +22,25 @@ struct notifier {
     bool log;
     rd_kafka_t *rk; /* sink channel, NULL when off */
     char *topic;
-    atomic_ullong failed; /* records the sink could not deliver */
+    bool key_schema, value_schema; /* key/value.converter.schemas.enable */
+    atomic_ullong failed;          /* records the sink could not deliver */
 };
+
+/* JsonConverter envelopes (schemas.enable) of SchemaFactory's
+ * notificationKeySchema / notificationValueSchema, names not adjusted. */
+#define KEY_SCHEMA                                                                                 \
+    "{\"schema\":{\"type\":\"struct\",\"fields\":[{\"type\":\"string\",\"optional\":false,"        \
+    "\"field\":\"id\"}],\"optional\":false,\"name\":\"io.debezium.connector.common."               \
+    "NotificationKey\","                                                                           \
+    "\"version\":1},\"payload\":"
+#define VALUE_SCHEMA                                                                               \
+    "{\"schema\":{\"type\":\"struct\",\"fields\":[{\"type\":\"string\",\"optional\":false,"        \
+    "\"field\":\"id\"},{\"type\":\"string\",\"optional\":false,\"field\":\"type\"},{\"type\":"     \
+    "\"string\",\"optional\":false,\"field\":\"aggregate_type\"},{\"type\":\"map\",\"keys\":{"     \
+    "\"type\":\"string\",\"optional\":false},\"values\":{\"type\":\"string\",\"optional\":false}," \
+    "\"optional\":true,\"field\":\"additional_data\"},{\"type\":\"int64\",\"optional\":false,"     \
+    "\"field\":\"timestamp\"}],\"optional\":false,\"name\":\"io.debezium.connector.common."        \
+    "Notification\",\"version\":1},\"payload\":"
 
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
@@ -51,6 +68,8 @@ struct notifier *notify_new(const struct mcdc_config *cfg, struct mcdc_error *er
         return NULL;
     struct notifier *n = xcalloc(1, sizeof *n);
     n->log = log;
+    n->key_schema = cfg->key_schemas_enable;
+    n->value_schema = cfg->value_schemas_enable;
     if (sink) {
         char errstr[512];
         rd_kafka_conf_t *conf = sig_kafka_conf(cfg, err);
@@ -119,10 +138,10 @@ void notify_send(struct notifier *n, const char *aggregate_type, const char *typ
         bson_string_free(s, true);
     }
     if (n->rk) {
-        bson_string_t *key = bson_string_new("{\"id\":");
+        bson_string_t *key = bson_string_new(n->key_schema ? KEY_SCHEMA "{\"id\":" : "{\"id\":");
         sig_json_string(key, id);
-        bson_string_append_c(key, '}');
-        bson_string_t *v = bson_string_new("{\"id\":");
+        bson_string_append(key, n->key_schema ? "}}" : "}");
+        bson_string_t *v = bson_string_new(n->value_schema ? VALUE_SCHEMA "{\"id\":" : "{\"id\":");
         sig_json_string(v, id);
         bson_string_append(v, ",\"type\":");
         sig_json_string(v, type);
@@ -136,7 +155,8 @@ void notify_send(struct notifier *n, const char *aggregate_type, const char *typ
             bson_string_append_c(v, ':');
             sig_json_string(v, kv[i].value ? kv[i].value : "");
         }
-        bson_string_append_printf(v, "},\"timestamp\":%lld}", (long long)wall_ms());
+        bson_string_append_printf(v, "},\"timestamp\":%lld}%s", (long long)wall_ms(),
+                                  n->value_schema ? "}" : "");
         rd_kafka_resp_err_t e = rd_kafka_producev(
             n->rk, RD_KAFKA_V_TOPIC(n->topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
             RD_KAFKA_V_KEY(key->str, key->len), RD_KAFKA_V_VALUE(v->str, v->len), RD_KAFKA_V_END);
@@ -147,4 +167,27 @@ void notify_send(struct notifier *n, const char *aggregate_type, const char *typ
         bson_string_free(key, true);
         bson_string_free(v, true);
     }
+}
+
+static struct notifier *_Atomic daemon_notifier;
+
+void notify_set_daemon(struct notifier *n)
+{
+    atomic_store(&daemon_notifier, n);
+}
+
+struct notifier *notify_daemon(void)
+{
+    return atomic_load(&daemon_notifier);
+}
+
+void notify_initial_snapshot(const char *type, const char *connector_name)
+{
+    struct notifier *n = notify_daemon();
+    if (!n)
+        return;
+    char id[37];
+    sig_uuid(id);
+    struct notify_kv kv[] = {{"connector_name", connector_name ? connector_name : ""}};
+    notify_send(n, "Initial Snapshot", type, id, kv, 1);
 }

@@ -35,7 +35,8 @@ struct notify_kv {
  * SinkNotificationChannel record to notification.sink.topic.name with its
  * own librdkafka producer on the kafka: cluster: key {"id":"..."}, value
  * {"id":"...","type":"...","aggregate_type":"...","additional_data":{...},
- * "timestamp":<epoch ms>} (JsonConverter without schemas). Returns NULL
+ * "timestamp":<epoch ms>}, in JsonConverter's {schema, payload} envelope
+ * when key/value.converter.schemas.enable say so. Returns NULL
  * when no channel is enabled (notify_send(NULL, ...) does nothing), or
  * NULL with err when the producer cannot be made (*err domain set).
  */
@@ -44,6 +45,20 @@ struct notifier *notify_new(const struct mcdc_config *cfg, struct mcdc_error *er
 /* Flushes the sink channel (up to 5 s, a WARN naming what was not
  * delivered) and frees n. NULL is a no-op. */
 void notify_destroy(struct notifier *n);
+
+/* The daemon's notifier (NULL: none), for code without a notifier handed
+ * to it, such as the initial snapshot of a task. Set by main before tasks
+ * start; read from any thread. */
+void notify_set_daemon(struct notifier *n);
+struct notifier *notify_daemon(void);
+
+/*
+ * Debezium's InitialSnapshotNotificationService: type STARTED, COMPLETED,
+ * ABORTED or SKIPPED, aggregateType "Initial Snapshot", a new random id,
+ * additionalData {connector_name: topic.prefix}. Sent on the daemon's
+ * notifier; nothing when there is none.
+ */
+void notify_initial_snapshot(const char *type, const char *connector_name);
 
 /*
  * Sends one notification on every enabled channel. id: the correlation id

@@ -19,6 +19,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "signals/signals_internal.h"
 
 static const char *const type_names[] = {
     [MCDC_SIGNAL_EXECUTE_SNAPSHOT] = "execute-snapshot",
@@ -355,7 +356,8 @@ static bool read_conditions(bson_iter_t *it, struct mcdc_snapshot_request *out, 
     bson_iter_t count = arr;
     while (bson_iter_next(&count))
         n++;
-    out->conditions = xcalloc(n ? n : 1, sizeof *out->conditions);
+    out->conditions = sig_zalloc_aligned(_Alignof(struct mcdc_snapshot_condition),
+                                         (n ? n : 1) * sizeof *out->conditions);
     while (bson_iter_next(&arr)) {
         size_t i = out->condition_count;
         bson_iter_t e, f;

@@ -140,6 +140,10 @@ bool signal_queue_pop(struct signal_queue *q, struct mcdc_signal *out);
 /* Sets a function called whenever a signal lands in q (NULL: none). */
 void signal_queue_set_wake(struct signal_queue *q, void (*wake)(void *ctx), void *ctx);
 
+/* Tasks subscribed to bus. The kafka and file channels read nothing while
+ * it is 0, so a signal sent before the first task is up is not lost. */
+size_t signal_bus_subscribers(struct signal_bus *bus);
+
 /* Signals waiting in q; signals q refused because it was full. */
 size_t signal_queue_pending(struct signal_queue *q);
 uint64_t signal_queue_dropped(struct signal_queue *q);

@@ -12,6 +12,11 @@
 #include "common/error.h"
 #include "config/config.h"
 
+/* n zeroed bytes aligned for align (a power of two, e.g. _Alignof of a
+ * struct holding a bson_t, which libbson aligns to 128 bytes; malloc gives
+ * 16). Aborts on out-of-memory; free() releases it. */
+void *sig_zalloc_aligned(size_t align, size_t n);
+
 /* Appends s as a JSON string literal (quotes included, control characters
  * and '"' '\\' escaped; UTF-8 passed through) to out. */
 void sig_json_string(bson_string_t *out, const char *s);

@@ -5,10 +5,22 @@
 #include "signals/signals_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
 #include "common/log.h"
+
+void *sig_zalloc_aligned(size_t align, size_t n)
+{
+    void *p = NULL;
+    if (align < sizeof(void *))
+        align = sizeof(void *);
+    if (posix_memalign(&p, align, n ? n : 1) != 0)
+        abort();
+    memset(p, 0, n ? n : 1);
+    return p;
+}
 
 void sig_json_string(bson_string_t *out, const char *s)
 {
@@ -63,6 +75,10 @@ void sig_rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const cha
                               : level == 4 ? MCDC_LOG_WARN
                               : level <= 6 ? MCDC_LOG_INFO
                                            : MCDC_LOG_DEBUG;
+    /* A broker that cannot be reached: the channel's error callback WARNs
+     * once per outage; librdkafka would log an ERROR at every retry. */
+    if (strcmp(fac, "FAIL") == 0)
+        lvl = MCDC_LOG_DEBUG;
     if (!MCDC_LOG_ENABLED(lvl))
         return;
     char line[1024];

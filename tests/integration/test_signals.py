@@ -220,14 +220,13 @@ def test_kafka_channel_keyed_records_only_and_committed(tmp_workdir, sim, start_
     assert_offset_substituted(wait_log(tmp_workdir, "kafka-command-marker", 60),
                               "kafka-command-marker")
     assert d.stop(timeout_s=30) == 0
-    # a restart reads on from the committed offset: nothing runs twice
-    before = log_text(tmp_workdir).count("kafka-log-marker")
+    # a restart (new log file) reads on from the committed offset: nothing runs twice
     kafka_support.produce(kafka, topic, [(PREFIX.encode(), rec("k-2", "after-restart {}"))],
                           partition=0)
     d2 = start_mongocdc("-c", cfg)
     wait_log(tmp_workdir, "after-restart", 60)
-    assert log_text(tmp_workdir).count("kafka-log-marker") == before
-    assert log_text(tmp_workdir).count("kafka-command-marker") == 1
+    assert log_line(tmp_workdir, "kafka-log-marker") is None
+    assert log_line(tmp_workdir, "kafka-command-marker") is None
     assert d2.stop(timeout_s=30) == 0
 
 
@@ -249,6 +248,9 @@ def test_signal_command_usage_and_failures(tmp_workdir, sim, mongocdc_bin):
     assert doc["data"] == {"data-collections": ["sigdata.rows"], "type": "blocking",
                            "additional-conditions": [{"data-collection": "sigdata.rows",
                                                       "filter": '{"v": "after"}'}]}
+    ro = cfg_for(tmp_workdir, sim, **{"read.only": True})
+    r = run_signal_cmd(mongocdc_bin, ro, "pause-snapshot")
+    assert r.returncode == 1 and "no channel can carry" in r.stderr, r.stderr
     bad = cfg_for(tmp_workdir, sim, **{"signal.enabled.channels": "file",
                                        "signal.file": str(tmp_workdir / "no" / "such" / "f")})
     r = run_signal_cmd(mongocdc_bin, bad, "resume-snapshot")
@@ -256,17 +258,34 @@ def test_signal_command_usage_and_failures(tmp_workdir, sim, mongocdc_bin):
     assert r.stdout == ""
 
 
-def test_notifications_on_the_sink_topic_and_the_log(tmp_workdir, sim, start_mongocdc, kafka):
+NOTIFICATION_SCHEMA = {
+    "type": "struct", "fields": [
+        {"type": "string", "optional": False, "field": "id"},
+        {"type": "string", "optional": False, "field": "type"},
+        {"type": "string", "optional": False, "field": "aggregate_type"},
+        {"type": "map", "keys": {"type": "string", "optional": False},
+         "values": {"type": "string", "optional": False}, "optional": True,
+         "field": "additional_data"},
+        {"type": "int64", "optional": False, "field": "timestamp"}],
+    "optional": False, "name": "io.debezium.connector.common.Notification", "version": 1}
+
+
+@pytest.mark.parametrize("schemas", [False, True])
+def test_notifications_on_the_sink_topic_and_the_log(tmp_workdir, sim, start_mongocdc, kafka,
+                                                     schemas):
     if kafka.is_mock:
         pytest.skip("needs a real broker")
     c = sim.client()
+    c.notedb.items.delete_many({})
     c.notedb.items.insert_many([{"_id": i} for i in range(5)])
     ntopic = kafka_support.create_topic(kafka, kafka_support.unique_topic("mcdc-notify"))
     prefix = "n" + uuid.uuid4().hex[:8]
     cfg = cfg_for(tmp_workdir, sim, kafka=kafka.config(),
                   **{"topic.prefix": prefix,
                      "notification.enabled.channels": "sink,log",
-                     "notification.sink.topic.name": ntopic})
+                     "notification.sink.topic.name": ntopic,
+                     "key.converter.schemas.enable": schemas,
+                     "value.converter.schemas.enable": schemas})
     d = start_mongocdc("-c", cfg)
     streaming(tmp_workdir)
     db, coll = SIGNALS.split(".")
@@ -278,17 +297,58 @@ def test_notifications_on_the_sink_topic_and_the_log(tmp_workdir, sim, start_mon
     recs = kafka_support.consume_all(kafka, ntopic, min_count=3, timeout_s=30)
     types = []
     for r in recs:
-        assert json.loads(r.key) == {"id": sid}
-        v = json.loads(r.value)
+        k, v = json.loads(r.key), json.loads(r.value)
+        if schemas:
+            assert k["schema"]["name"] == "io.debezium.connector.common.NotificationKey"
+            assert v["schema"] == NOTIFICATION_SCHEMA
+            k, v = k["payload"], v["payload"]
+        assert k == {"id": sid}
         assert list(v) == ["id", "type", "aggregate_type", "additional_data", "timestamp"]
         assert v["id"] == sid and v["aggregate_type"] == "Incremental Snapshot"
         assert isinstance(v["timestamp"], int) and v["timestamp"] > 1.6e12
         types.append(v["type"])
     assert types[0] == "STARTED" and types[-1] == "COMPLETED", types
-    scans = [json.loads(r.value) for r in recs if json.loads(r.value)["type"] ==
-             "TABLE_SCAN_COMPLETED"]
+    values = [json.loads(r.value) for r in recs]
+    values = [v["payload"] if schemas else v for v in values]
+    scans = [v for v in values if v["type"] == "TABLE_SCAN_COMPLETED"]
     assert scans and scans[0]["additional_data"]["data_collection"] == "notedb.items"
     line = log_line(tmp_workdir, "[Notification Service]  {aggregateType='Incremental Snapshot', "
                                  "type='STARTED'")
     assert line, log_text(tmp_workdir)[-3000:]
+    assert d.stop(timeout_s=30) == 0
+
+
+def test_initial_snapshot_notifications_on_the_log(tmp_workdir, sim, start_mongocdc):
+    c = sim.client()
+    c.initnote.rows.insert_many([{"_id": i} for i in range(3)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{
+        "snapshot.mode": "initial", "notification.enabled.channels": "log",
+        "collection.include.list": "initnote.rows"}))
+    streaming(tmp_workdir)
+    head = "[Notification Service]  {aggregateType='Initial Snapshot', type="
+    started = wait_log(tmp_workdir, head + "'STARTED'")
+    assert started.endswith("additionalData={connector_name=it}}"), started
+    wait_log(tmp_workdir, head + "'COMPLETED'")
+    assert log_line(tmp_workdir, head + "'ABORTED'") is None
+    assert d.stop(timeout_s=30) == 0
+
+
+def test_unreachable_signal_broker_never_stops_capture(tmp_workdir, sim, start_mongocdc):
+    c = sim.client()
+    cfg = cfg_for(tmp_workdir, sim, **{"signal.enabled.channels": "kafka,source",
+                                       "signal.kafka.bootstrap.servers": "127.0.0.1:1",
+                                       "signal.kafka.topic": "nowhere-signal"})
+    d = start_mongocdc("-c", cfg)
+    streaming(tmp_workdir)
+    wait_until(lambda: warn_lines(tmp_workdir, "kafka signal channel"), 30, "the outage WARN")
+    db, coll = SIGNALS.split(".")
+    c[db][coll].insert_one({"_id": "log-outage", "type": "log",
+                            "data": {"message": "outage-source-marker {}"}})
+    c.outage.rows.insert_one({"_id": 1})
+    wait_log(tmp_workdir, "outage-source-marker")
+    wait_until(lambda: any(r.topic == "it.outage.rows"
+                           for r in read_jsonl(tmp_workdir / "events.jsonl")), 30, "the row")
+    assert len(warn_lines(tmp_workdir, "kafka signal channel")) == 1
+    assert " ERROR " not in log_text(tmp_workdir)
+    assert d.running()
     assert d.stop(timeout_s=30) == 0

@@ -12,10 +12,13 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <bson/bson.h>
 
+#include "common/log.h"
 #include "signals/signals.h"
 
 static bson_t *from_json(const char *json)
@@ -353,6 +356,51 @@ static void full_queue_refuses_and_counts(void **state)
     signal_bus_destroy(NULL);
 }
 
+static void log_signal_fills_the_first_placeholder(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_signals_logXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    assert_true(mcdc_log_open(MCDC_LOG_INFO, MCDC_LOG_FORMAT_TEXT, path, &err));
+    struct mcdc_signal sig;
+    memset(&sig, 0, sizeof sig);
+    sig.id = "L1";
+    sig.type = MCDC_SIGNAL_LOG;
+    bson_init(&sig.data);
+    BSON_APPEND_UTF8(&sig.data, "message", "at {} then {}");
+    mcdc_signal_log(&sig, "{\"sec\":5}");
+    mcdc_signal_log(&sig, NULL);
+    bson_reinit(&sig.data);
+    mcdc_signal_log(&sig, "{}"); /* no message: Debezium's WARN */
+    bson_destroy(&sig.data);
+    mcdc_log_close();
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    unlink(path);
+    assert_non_null(strstr(buf, "INFO  [main] at {\"sec\":5} then {}\n"));
+    assert_non_null(strstr(buf, "at <none> then {}\n"));
+    assert_non_null(strstr(buf, "WARN  [main] Logging signal 'L1' has arrived but the requested "
+                                "field 'message' is missing from data"));
+}
+
+static void subscribers_are_counted(void **state)
+{
+    (void)state;
+    struct signal_bus *bus = signal_bus_new();
+    assert_int_equal(signal_bus_subscribers(bus), 0);
+    signal_bus_subscribe(bus, "a");
+    signal_bus_subscribe(bus, "b");
+    assert_int_equal(signal_bus_subscribers(bus), 2);
+    signal_bus_destroy(bus);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -364,6 +412,8 @@ int main(void)
         cmocka_unit_test(request_fields_are_filled),
         cmocka_unit_test(bus_copies_to_every_task_in_order),
         cmocka_unit_test(full_queue_refuses_and_counts),
+        cmocka_unit_test(log_signal_fills_the_first_placeholder),
+        cmocka_unit_test(subscribers_are_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
