@@ -18,7 +18,6 @@
 
 #define PROGRESS_LOG_MS 10000
 
-
 int64_t incr_now_ms(void)
 {
     struct timespec ts;
@@ -66,13 +65,34 @@ void incr_destroy(struct incr *s)
     free(s);
 }
 
-enum incr_state incr_state(const struct incr *s) { return s->state; }
-bool incr_paused(const struct incr *s) { return s->paused; }
-bool incr_uses_cluster_time(const struct incr *s) { return s->cluster_time; }
-const char *incr_current(const struct incr *s) { return s->count ? s->queue[0].ns : NULL; }
-const char *incr_db(const struct incr *s) { return s->count ? s->queue[0].db : NULL; }
-const char *incr_coll(const struct incr *s) { return s->count ? s->queue[0].coll : NULL; }
-int64_t incr_rows_sent(const struct incr *s) { return s->sent; }
+enum incr_state incr_state(const struct incr *s)
+{
+    return s->state;
+}
+bool incr_paused(const struct incr *s)
+{
+    return s->paused;
+}
+bool incr_uses_cluster_time(const struct incr *s)
+{
+    return s->cluster_time;
+}
+const char *incr_current(const struct incr *s)
+{
+    return s->count ? s->queue[0].ns : NULL;
+}
+const char *incr_db(const struct incr *s)
+{
+    return s->count ? s->queue[0].db : NULL;
+}
+const char *incr_coll(const struct incr *s)
+{
+    return s->count ? s->queue[0].coll : NULL;
+}
+int64_t incr_rows_sent(const struct incr *s)
+{
+    return s->sent;
+}
 
 const char *incr_signal_id(const struct incr *s)
 {
@@ -176,8 +196,8 @@ size_t incr_stop(struct incr *s, char *const *regexes, size_t n, bool *current)
             /* The current collection: a window being read finishes first
              * (its rows are consistent), then the collection stops. */
             *current = true;
-            if (s->state == INCR_WAIT_OPEN || s->state == INCR_OPEN ||
-                s->state == INCR_WAIT_TIME || s->state == INCR_CLOSED) {
+            if (s->state == INCR_WAIT_OPEN || s->state == INCR_OPEN || s->state == INCR_WAIT_TIME ||
+                s->state == INCR_CLOSED) {
                 s->stop_current = true;
                 i++;
                 continue;
@@ -342,12 +362,11 @@ static void log_progress(struct incr *s, bool finished)
                  s->queue[0].ns, (long long)s->sent, (double)el / 1000.0, rate);
     } else if (s->estimated > 0) {
         double pct = 100.0 * (double)s->sent / (double)s->estimated;
-        double eta = rate > 0 && s->estimated > s->sent
-                         ? (double)(s->estimated - s->sent) / rate
-                         : 0;
+        double eta =
+            rate > 0 && s->estimated > s->sent ? (double)(s->estimated - s->sent) / rate : 0;
         LOG_INFO("incremental snapshot of %s: %lld of ~%lld rows (%.1f%%), %.0f rows/s, ETA %.0f s",
-                 s->queue[0].ns, (long long)s->sent, (long long)s->estimated,
-                 pct > 100 ? 100 : pct, rate, eta);
+                 s->queue[0].ns, (long long)s->sent, (long long)s->estimated, pct > 100 ? 100 : pct,
+                 rate, eta);
     } else {
         LOG_INFO("incremental snapshot of %s: %lld rows, %.0f rows/s", s->queue[0].ns,
                  (long long)s->sent, rate);
@@ -412,8 +431,8 @@ static bool after_t(const struct incr *s, uint32_t sec, uint32_t inc)
     return sec > s->at_sec || (sec == s->at_sec && inc > s->at_inc);
 }
 
-bool incr_on_event(struct incr *s, const char *db, size_t db_len, const char *coll,
-                   size_t coll_len, const bson_t *key, bool has_time, uint32_t sec, uint32_t inc)
+bool incr_on_event(struct incr *s, const char *db, size_t db_len, const char *coll, size_t coll_len,
+                   const bson_t *key, bool has_time, uint32_t sec, uint32_t inc)
 {
     const struct incr_item *cur;
     bool same_ns;

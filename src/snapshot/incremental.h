@@ -55,12 +55,12 @@
 struct incr;
 
 enum incr_state {
-    INCR_IDLE = 0,   /* nothing queued */
-    INCR_READY,      /* the next chunk is to be read */
-    INCR_WAIT_OPEN,  /* chunk read; the stream has not reached the open marker */
-    INCR_OPEN,       /* open marker seen; waiting for the close */
-    INCR_WAIT_TIME,  /* cluster-time window: waiting for the stream to pass T */
-    INCR_CLOSED,     /* window closed: the buffer is to be emitted */
+    INCR_IDLE = 0,  /* nothing queued */
+    INCR_READY,     /* the next chunk is to be read */
+    INCR_WAIT_OPEN, /* chunk read; the stream has not reached the open marker */
+    INCR_OPEN,      /* open marker seen; waiting for the close */
+    INCR_WAIT_TIME, /* cluster-time window: waiting for the stream to pass T */
+    INCR_CLOSED,    /* window closed: the buffer is to be emitted */
 };
 
 /* What incr_read_chunk did. */
@@ -158,8 +158,8 @@ bool incr_on_marker(struct incr *s, bool op_insert, const bson_t *doc);
  * cluster-time window, when the event is after T. Returns true when a
  * cluster-time window's T has been passed (the window is then CLOSED).
  */
-bool incr_on_event(struct incr *s, const char *db, size_t db_len, const char *coll,
-                   size_t coll_len, const bson_t *key, bool has_time, uint32_t sec, uint32_t inc);
+bool incr_on_event(struct incr *s, const char *db, size_t db_len, const char *coll, size_t coll_len,
+                   const bson_t *key, bool has_time, uint32_t sec, uint32_t inc);
 
 /* The stream answered an empty batch after the chunk was read: every event
  * up to the server's time of that answer (later than T) has been seen, so a

@@ -31,8 +31,8 @@ struct incr {
     struct incr_item *queue;
     size_t count, cap;
 
-    bson_t last_key; /* {_id: <last key sent>}; empty = from the start */
-    bson_t max_key;  /* {_id: <max>}; empty = not read yet */
+    bson_t last_key;  /* {_id: <last key sent>}; empty = from the start */
+    bson_t max_key;   /* {_id: <max>}; empty = not read yet */
     bson_t chunk_end; /* {_id: <last key read in the window>} */
     int bracket;      /* bracket being read (keyrange.h), -1: the last key's */
 

@@ -164,8 +164,8 @@ static bool parse_key(const char *text, bson_t *dst, const char *what, struct mc
     if (d == NULL || !bson_iter_init_find(&it, d, "_id")) {
         if (d)
             bson_destroy(d);
-        return mcdc_error_set(err, MCDC_ERR_IO, EINVAL, "offset %s is not {\"_id\": ...}: %s",
-                              what, d ? "no _id" : be.message);
+        return mcdc_error_set(err, MCDC_ERR_IO, EINVAL, "offset %s is not {\"_id\": ...}: %s", what,
+                              d ? "no _id" : be.message);
     }
     bson_reinit(dst);
     bson_append_iter(dst, "_id", 3, &it);

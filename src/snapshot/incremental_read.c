@@ -54,7 +54,7 @@ static bool key_value(const bson_t *key_doc, bson_value_t *v)
  * again after a reconnect); a refusal (privileges, bad condition) is not. */
 static bool transient(const bson_error_t *be)
 {
-    static const uint32_t codes[] = {6,     7,     89,    91,    189,   262,   9001,  10107,
+    static const uint32_t codes[] = {6,     7,     89,    91,    189,   262,   9001, 10107,
                                      11600, 11602, 13435, 13436, 10058, 50915, 0};
     if (be->domain == MONGOC_ERROR_STREAM || be->domain == MONGOC_ERROR_SERVER_SELECTION)
         return true;
@@ -84,9 +84,9 @@ static void new_chunk_id(char out[40])
     }
     b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
     b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-    snprintf(out, 40, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-             b[13], b[14], b[15]);
+    snprintf(out, 40, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
 }
 
 static mongoc_collection_t *signal_collection(mongoc_client_t *client, const char *ns)
@@ -162,8 +162,8 @@ static bool cluster_time_now(mongoc_client_t *client, uint32_t *sec, uint32_t *i
 
 /* find with filter/sort/limit, at the cluster time T when s->cluster_time.
  * Returns a cursor (caller destroys) or NULL with err. */
-static mongoc_cursor_t *find(struct incr *s, mongoc_client_t *client, const bson_t *filter,
-                             int dir, int64_t limit, struct mcdc_error *err)
+static mongoc_cursor_t *find(struct incr *s, mongoc_client_t *client, const bson_t *filter, int dir,
+                             int64_t limit, struct mcdc_error *err)
 {
     mongoc_collection_t *coll =
         mongoc_client_get_collection(client, s->queue[0].db, s->queue[0].coll);
@@ -217,8 +217,8 @@ static mongoc_cursor_t *find(struct incr *s, mongoc_client_t *client, const bson
 
 /* §5.4 step 3: the greatest _id matching the condition (BSON order across
  * brackets); *empty when none. */
-static bool read_max_key(struct incr *s, mongoc_client_t *client, const bson_t *owned,
-                         bool *empty, struct mcdc_error *err)
+static bool read_max_key(struct incr *s, mongoc_client_t *client, const bson_t *owned, bool *empty,
+                         struct mcdc_error *err)
 {
     bson_t filter;
     const bson_t *doc;
@@ -249,8 +249,7 @@ static bool read_max_key(struct incr *s, mongoc_client_t *client, const bson_t *
 
 static void estimate(struct incr *s, mongoc_client_t *client)
 {
-    mongoc_collection_t *c =
-        mongoc_client_get_collection(client, s->queue[0].db, s->queue[0].coll);
+    mongoc_collection_t *c = mongoc_client_get_collection(client, s->queue[0].db, s->queue[0].coll);
     bson_error_t be;
     int64_t n = mongoc_collection_estimated_document_count(c, NULL, NULL, NULL, &be);
     s->estimated = n >= 0 ? n : -1;

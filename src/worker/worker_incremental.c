@@ -93,7 +93,8 @@ static bool stream_time(const struct worker *w, uint32_t *sec, uint32_t *inc)
         *inc = (uint32_t)w->stream_pos.ord;
         return true;
     }
-    return w->stream_pos.has_resume_token && resume_token_time(&w->stream_pos.resume_token, sec, inc);
+    return w->stream_pos.has_resume_token &&
+           resume_token_time(&w->stream_pos.resume_token, sec, inc);
 }
 
 /* ---- collections a signal names ----------------------------------------- */
@@ -114,8 +115,7 @@ static const bson_t *condition_for(const struct mcdc_snapshot_request *req, cons
 
 /* §5.4 execute-snapshot step 1: each data-collections entry is a regex
  * matched against the captured collections; none matching: the literal. */
-static size_t resolve(struct worker *w, const struct mcdc_snapshot_request *req,
-                      struct want **out)
+static size_t resolve(struct worker *w, const struct mcdc_snapshot_request *req, struct want **out)
 {
     bson_error_t be;
     char **dbs = mongoc_client_get_database_names_with_opts(w->client, NULL, &be);
@@ -135,7 +135,8 @@ static size_t resolve(struct worker *w, const struct mcdc_snapshot_request *req,
             for (size_t c = 0; colls && colls[c]; c++) {
                 char ns[512];
                 snprintf(ns, sizeof ns, "%s.%s", dbs[d], colls[c]);
-                if (!strncmp(colls[c], "system.", 7) || !encoder_captures(w->enc, dbs[d], colls[c]) ||
+                if (!strncmp(colls[c], "system.", 7) ||
+                    !encoder_captures(w->enc, dbs[d], colls[c]) ||
                     !incr_ns_matches(req->collections[r], ns))
                     continue;
                 if (n == cap) {

@@ -70,9 +70,10 @@ static void offsets_round_trip(void **state)
     incr_window_sent(s, 0);
     j = incr_offset_json(s);
     assert_non_null(j);
-    assert_non_null(strstr(j, "\"incremental_snapshot_collections\" : \"[{\\\"incremental_snapshot_"
-                              "collections_id\\\":\\\"db.c1\\\",\\\"incremental_snapshot_collections_"
-                              "additional_condition\\\":"));
+    assert_non_null(strstr(j,
+                           "\"incremental_snapshot_collections\" : \"[{\\\"incremental_snapshot_"
+                           "collections_id\\\":\\\"db.c1\\\",\\\"incremental_snapshot_collections_"
+                           "additional_condition\\\":"));
     assert_non_null(strstr(j, "\"incremental_snapshot_correlation_id\" : \"sig-1\""));
     assert_non_null(strstr(j, "5f0000000000000000000001"));
     assert_non_null(strstr(j, "$numberLong"));
@@ -115,9 +116,9 @@ static void marker_window_drops_streamed_keys(void **state)
     bson_t *open = doc_json("{\"_id\": \"chunk-1-open\", \"type\": \"snapshot-window-open\"}");
     assert_true(incr_on_marker(s, true, open));
     assert_int_equal(incr_state(s), INCR_OPEN);
-    incr_on_event(s, "db", 2, "c", 1, k2, true, 6, 1);    /* superseded */
+    incr_on_event(s, "db", 2, "c", 1, k2, true, 6, 1);     /* superseded */
     incr_on_event(s, "db", 2, "other", 5, kx, true, 6, 2); /* another collection */
-    incr_on_event(s, "db", 2, "c", 1, k1l, true, 6, 3);   /* 1 as long: another key */
+    incr_on_event(s, "db", 2, "c", 1, k1l, true, 6, 3);    /* 1 as long: another key */
     bson_t *close = doc_json("{\"_id\": \"chunk-1-close\", \"type\": \"snapshot-window-close\"}");
     assert_true(incr_on_marker(s, true, close));
     assert_int_equal(incr_state(s), INCR_CLOSED);
