@@ -131,7 +131,7 @@ void incr_enqueue(struct incr *s, const char *db, const char *coll, const bson_t
     incr_push_item(s, db, coll, cond, signal_id);
     if (s->state == INCR_IDLE && s->count > 0) {
         s->state = INCR_READY;
-        s->sent = 0;
+        s->sent = s->superseded = 0;
         s->estimated = -1;
         s->started_ms = s->last_log_ms = incr_now_ms();
     }
@@ -148,7 +148,7 @@ void incr_pop_current(struct incr *s)
     bson_reinit(&s->max_key);
     bson_reinit(&s->chunk_end);
     s->bracket = -1;
-    s->sent = 0;
+    s->sent = s->superseded = 0;
     s->estimated = -1;
     s->started_ms = s->last_log_ms = incr_now_ms();
     s->offset_dirty = true;
@@ -317,6 +317,7 @@ static void drop_key(struct incr *s, const bson_t *key)
         if (bson_iter_init_find(&rid, r->doc, "_id") && same_key(&id, &rid)) {
             bson_destroy(r->doc);
             r->doc = NULL;
+            s->superseded++;
             return;
         }
     }
@@ -358,8 +359,10 @@ static void log_progress(struct incr *s, bool finished)
         return;
     s->last_log_ms = now;
     if (finished) {
-        LOG_INFO("incremental snapshot of %s done: %lld rows in %.1f s (%.0f rows/s)",
-                 s->queue[0].ns, (long long)s->sent, (double)el / 1000.0, rate);
+        LOG_INFO("incremental snapshot of %s done: %lld rows in %.1f s (%.0f rows/s); %lld "
+                 "rows superseded by streamed changes",
+                 s->queue[0].ns, (long long)s->sent, (double)el / 1000.0, rate,
+                 (long long)s->superseded);
     } else if (s->estimated > 0) {
         double pct = 100.0 * (double)s->sent / (double)s->estimated;
         double eta =

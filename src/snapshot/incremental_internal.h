@@ -46,6 +46,7 @@ struct incr {
     size_t window_bytes;
 
     int64_t sent;       /* rows emitted for the current collection */
+    int64_t superseded; /* its rows dropped for a streamed change */
     int64_t estimated;  /* its estimatedDocumentCount, -1 unknown */
     int64_t started_ms; /* monotonic */
     int64_t last_log_ms;

@@ -135,12 +135,17 @@ def streaming(workdir):
     wait_until(lambda: "streaming changes from" in log_text(workdir), 60, "streaming")
 
 
+@pytest.mark.parametrize("strategy", ["insert_insert", "insert_delete"])
 def test_heavy_writes_during_the_snapshot_replay_to_the_final_state(tmp_workdir, sim,
-                                                                    start_mongocdc):
+                                                                    start_mongocdc, strategy):
+    """Also with insert_delete, whose window Debezium closes at once (before
+    the stream has caught up, §5.4 quirks); here it closes in stream order."""
     c = sim.client()
-    db, coll = "incdb", "heavy"
+    db, coll = "incdb", "heavy_" + strategy
     c[db][coll].insert_many([{"_id": i, "v": 0, "pad": "x" * 50} for i in range(600)])
-    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 16}))
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{
+        "incremental.snapshot.chunk.size": 16,
+        "incremental.snapshot.watermarking.strategy": strategy}))
     streaming(tmp_workdir)
     stop = threading.Event()
     wrote = {"n": 0}
@@ -168,7 +173,7 @@ def test_heavy_writes_during_the_snapshot_replay_to_the_final_state(tmp_workdir,
     t = threading.Thread(target=writer)
     t.start()
     try:
-        sid = signal(c, "execute-snapshot", {"data-collections": ["incdb\\.heavy"]})
+        sid = signal(c, "execute-snapshot", {"data-collections": ["incdb\\.heavy_" + strategy]})
         wait_done(tmp_workdir, sid, 120)
     finally:
         stop.set()
@@ -183,7 +188,8 @@ def test_heavy_writes_during_the_snapshot_replay_to_the_final_state(tmp_workdir,
     sig_topic = [r for r in read_jsonl(tmp_workdir / "events.jsonl")
                  if r.topic == "%s.%s" % (PREFIX, SIGNALS)]
     assert any("snapshot-window-open" in (r.value_raw or "") for r in sig_topic)
-    assert any("snapshot-window-close" in (r.value_raw or "") for r in sig_topic)
+    if strategy == "insert_insert":
+        assert any("snapshot-window-close" in (r.value_raw or "") for r in sig_topic)
     assert marker
     # once done, the committed offsets no longer carry the snapshot's progress
     wait_until(lambda: "incremental_snapshot_collections" not in (stored_offset(tmp_workdir) or
