@@ -79,7 +79,8 @@ const struct mcdc_position *worker_incremental_stamp(struct worker *w,
     j = incr_offset_json(w->inc);
     if (j == NULL && pos->extra_json == NULL)
         return pos;
-    position_copy(&w->inc_pos, pos);
+    if (pos != &w->inc_pos)
+        position_copy(&w->inc_pos, pos);
     free(w->inc_pos.extra_json);
     w->inc_pos.extra_json = j ? xstrdup(j) : NULL;
     return &w->inc_pos;
