@@ -225,3 +225,40 @@ def test_regex_id_refused(mixed):
     with pytest.raises(WriteError) as e:
         coll.insert_one({"_id": Regex("^a", "i")})
     assert e.value.code == 2 and "regex" in str(e.value)
+
+
+def read_spans(walker, uri, points):
+    """{span index: [key bytes]} of the spans cut at points (keys, in BSON order)."""
+    argv = [str(walker), uri, DB, COLL, "spans"] + [
+        json_util.dumps({"_id": p}, json_options=JSON_OPTS) for p in points]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, MONGOC_DISABLE_SHM="1"))
+    assert r.returncode == 0, r.stderr
+    got = {i: [] for i in range(len(points) + 1)}
+    for line in r.stdout.splitlines():
+        tag, i, payload = line.split(" ", 2)
+        if tag == "K":
+            got[int(i)].append(enc(json_util.loads(payload, json_options=JSON_OPTS)["_id"]))
+    return got
+
+
+def test_spans_at_every_key_hold_exactly_that_key(walker, mixed):
+    """Cut after every key (singletons, NaN, bracket ends included): span i is exactly the
+    i-th key in the server's order, and the span after the last key is empty."""
+    uri, coll = mixed
+    order = server_order(coll)
+    got = read_spans(walker, uri, order)
+    for i, k in enumerate(order):
+        assert got[i] == [enc(k)], (i, k)
+    assert got[len(order)] == []
+
+
+@pytest.mark.parametrize("step", [2, 5, 13])
+def test_spans_partition_the_collection(walker, mixed, step):
+    uri, coll = mixed
+    order = server_order(coll)
+    points = order[step // 2::step]
+    got = read_spans(walker, uri, points)
+    flat = [k for i in sorted(got) for k in got[i]]
+    assert sorted(flat) == sorted(enc(k) for k in order)  # every key once
+    assert len(flat) == len(set(flat))

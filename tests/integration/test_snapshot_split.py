@@ -161,3 +161,49 @@ def test_sharded_split_with_orphans_reads_every_document_once(tmp_workdir, start
         c.close()
     finally:
         sim.stop()
+
+
+def test_sigkill_mid_split_snapshot_redoes_it_whole(tmp_workdir, big_sim, start_mongocdc):
+    """A split snapshot killed half-way stores nothing that says complete: the next start
+    copies every range again (from a fresh sample) and then streams, every document in the
+    second copy once and one `snapshot: last`."""
+    c = big_sim.client()
+    # slow getMores so that the kill lands in the middle of the ranges
+    c.admin.command("configureFailPoint", "failCommand", mode="alwaysOn",
+                    data={"failCommands": ["getMore"], "blockConnection": True, "blockTimeMS": 150})
+    raw = {"snapshot.max.threads": 4, "snapshot.collection.split.min.documents": 4000,
+           "snapshot.fetch.size": 250, "snapshot.include.collection.list": "big\\.mixed"}
+    run1 = tmp_workdir / "run1.jsonl"
+    cfg1 = write_config(tmp_workdir, big_sim.uri, name="run1.yaml", sink_path=run1, raw=raw)
+    d = start_mongocdc("-c", cfg1)
+
+    def copied():
+        if not d.running():
+            raise AssertionError("mongocdc exited: %s" % log_text(tmp_workdir)[-3000:])
+        return run1.exists() and sum(1 for _ in open(run1, "rb")) >= 3000
+    wait_until(copied, 120, "part of the snapshot")
+    d.proc.kill()
+    d.proc.wait(timeout=10)
+    first = reads_of(run1, PREFIX + ".big.mixed")
+    assert 0 < len(first) < 20000
+    assert "last" not in [r.snapshot for r in first]
+    off = tmp_workdir / "offsets.json"
+    assert not off.exists() or "initsync" in off.read_text()
+
+    c.admin.command("configureFailPoint", "failCommand", mode="off")
+    run2 = tmp_workdir / "run2.jsonl"
+    cfg2 = write_config(tmp_workdir, big_sim.uri, name="run2.yaml", sink_path=run2, raw=raw)
+    d2 = start_mongocdc("-c", cfg2)
+
+    def streaming():
+        if not d2.running():
+            raise AssertionError("mongocdc exited: %s" % log_text(tmp_workdir)[-3000:])
+        return "streaming changes from" in log_text(tmp_workdir)
+    wait_until(streaming, 180, "the second snapshot and streaming")
+    assert "split into 4 _id ranges" in log_text(tmp_workdir)
+    second = reads_of(run2, PREFIX + ".big.mixed")
+    assert ns_of(second) == list(range(20000))
+    assert [r.snapshot for r in second].count("last") == 1
+    assert d2.stop(timeout_s=30) == 0
+    assert "initsync" not in off.read_text()
+    c.close()

@@ -649,6 +649,143 @@ def matches(doc, query):
 
 
 # ---------------------------------------------------------------------------
+# `_id` index bounds for the chunked snapshot reads
+#
+# A real server answers {_id: {$type: T, $gt: a, $lte: b}} (and an $or of such clauses, as
+# snapshot/keyrange writes) from the _id index, reading only the keys in the bounds. The
+# simulator has no index: it sorts each type bracket's keys per query and bisects, so that a
+# range costs about its size rather than a scan of the collection with every clause. It only
+# narrows the candidates; matches() still decides, so results are unchanged.
+
+_TYPE_RANKS = {
+    "minKey": 1, "undefined": 3, "null": 5, "number": 10, "double": 10, "int": 10, "long": 10,
+    "decimal": 10, "string": 15, "symbol": 15, "object": 20, "array": 25, "binData": 30,
+    "objectId": 35, "bool": 40, "date": 45, "timestamp": 47, "regex": 50, "dbPointer": 55,
+    "javascript": 60, "javascriptWithScope": 65, "maxKey": 127,
+}
+_CMP_OPS = ("$gt", "$gte", "$lt", "$lte", "$eq")
+
+
+def _index_key(v, rank):
+    """A natively comparable key that orders values of one bracket as cmp_values does, or
+    None when there is none (the value is then always a candidate)."""
+    if rank == 10:
+        n = _num(v)
+        return None if _is_nan(n) else n
+    if rank == 15:
+        return v.encode("utf-8")
+    if rank == 35:
+        return v.binary
+    if rank == 40:
+        return bool(v)
+    if rank == 45 and v.tzinfo is None:
+        return v
+    if rank == 47:
+        return (v.time, v.inc)
+    return None
+
+
+def _type_covers(names, rank):
+    """True when the $type names match every value of the bracket that has an index key."""
+    names = names if isinstance(names, list) else [names]
+    whole = {10: "number", 15: "string", 35: "objectId", 40: "bool", 45: "date", 47: "timestamp"}
+    return whole.get(rank) in names
+
+
+def _id_clause_ranks(c):
+    """The brackets of an {_id: {$type: ..., comparisons}} clause, or None for other shapes."""
+    if not isinstance(c, dict) or list(c.keys()) != ["_id"] or not isinstance(c["_id"], dict):
+        return None
+    ops = c["_id"]
+    if "$type" not in ops or any(k != "$type" and k not in _CMP_OPS for k in ops):
+        return None
+    names = ops["$type"] if isinstance(ops["$type"], list) else [ops["$type"]]
+    if not all(isinstance(n, str) and n in _TYPE_RANKS for n in names):
+        return None
+    return {_TYPE_RANKS[n] for n in names}
+
+
+def id_index_plan(filt):
+    """(clauses, extra) for filters of the chunked reads' shapes: one _id clause or an $or of
+    them, alone or as {$and: [that, extra]}; None for any other filter."""
+    if not isinstance(filt, dict):
+        return None
+    span, extra = filt, None
+    if list(filt.keys()) == ["$and"] and isinstance(filt["$and"], list) and len(filt["$and"]) == 2:
+        span, extra = filt["$and"]
+    if isinstance(span, dict) and list(span.keys()) == ["$or"] and isinstance(span["$or"], list):
+        clauses = span["$or"]
+    else:
+        clauses = [span]
+    if not clauses or any(_id_clause_ranks(c) is None for c in clauses):
+        return None
+    return clauses, extra
+
+
+def id_index_find(docs, plan):
+    """The documents of docs matching the plan's filter (id_index_plan), each once."""
+    import bisect
+    clauses, extra = plan
+    buckets = {}  # rank -> [sorted [(key, seq)], docs by seq, unsorted docs]
+    for seq, d in enumerate(docs):
+        v = d.get("_id")
+        r = canon(v)
+        b = buckets.setdefault(r, ([], [], []))
+        try:
+            k = _index_key(v, r)
+        except (AttributeError, TypeError):
+            k = None
+        if k is None:
+            b[2].append(d)
+        else:
+            b[0].append((k, len(b[1])))
+            b[1].append(d)
+    for b in buckets.values():
+        try:
+            b[0].sort(key=lambda e: e[0])
+        except TypeError:  # keys not comparable after all: every one is a candidate
+            b[2].extend(b[1])
+            del b[0][:], b[1][:]
+    out, seen = [], set()
+    for c in clauses:
+        ops = c["_id"]
+        for r in sorted(_id_clause_ranks(c)):
+            if r not in buckets:
+                continue
+            keyed, bydoc, rest = buckets[r]
+            lo, hi = 0, len(keyed)
+            # exact: the bounds below are the clause's whole condition on the keyed values
+            exact = _type_covers(ops["$type"], r)
+            for op in _CMP_OPS:
+                if op not in ops:
+                    continue
+                try:
+                    k = _index_key(ops[op], r) if canon(ops[op]) == r else None
+                except (AttributeError, TypeError):
+                    k = None
+                if k is None:
+                    exact = False
+                    continue
+                before, after = (k, -1), (k, len(bydoc))  # around every equal key
+                if op == "$gt":
+                    lo = max(lo, bisect.bisect_right(keyed, after))
+                elif op in ("$gte", "$eq"):
+                    lo = max(lo, bisect.bisect_left(keyed, before))
+                if op == "$lt":
+                    hi = min(hi, bisect.bisect_left(keyed, before))
+                elif op in ("$lte", "$eq"):
+                    hi = min(hi, bisect.bisect_right(keyed, after))
+            for d, checked in [(bydoc[seq], exact) for _, seq in keyed[lo:hi]] + [(d, False) for d in rest]:
+                if id(d) in seen or (not checked and not matches(d, c)):
+                    continue
+                if extra is not None and not matches(d, extra):
+                    continue
+                seen.add(id(d))
+                out.append(d)
+    return out
+
+
+# ---------------------------------------------------------------------------
 # sort and projection
 
 def _sort_key_value(doc, path, direction):

@@ -709,7 +709,8 @@ class Dispatcher(object):
         if tailable:
             raise SimError(2, "BadValue", "error processing query: %s tailable cursor requested on non capped collection" % ns)
         src = self.cl.snapshot_docs(db, coll, at_time) if at_time is not None else self._docs(body, db, coll)
-        docs = [d for d in src if sb.matches(d, filt)]
+        plan = sb.id_index_plan(filt)
+        docs = sb.id_index_find(src, plan) if plan else [d for d in src if sb.matches(d, filt)]
         mn, mx = body.get("min"), body.get("max")
         if mn is not None or mx is not None:
             # min/max bound an index scan: they need a hint, compare across types (no type
@@ -935,7 +936,14 @@ class Dispatcher(object):
         elif at is not None:
             docs = [copy.deepcopy(d) for d in self.cl.snapshot_docs(db, target, at)]
         else:
-            docs = [copy.deepcopy(d) for d in self._docs(body, db, target)]
+            src = self._docs(body, db, target)
+            if pipeline and isinstance(pipeline[0].get("$sample"), dict):
+                # a leading $sample reads only the sampled documents (WiredTiger's random
+                # cursor), so copy only those
+                src = list(src)
+                src = self.cl.rand.sample(src, min(int(pipeline[0]["$sample"].get("size", 0)), len(src)))
+                pipeline = pipeline[1:]
+            docs = [copy.deepcopy(d) for d in src]
         docs = self._run_pipeline(docs, pipeline, db, target)
         cur = ListCursor(docs)
         batch, done, _ = cur.next_batch(bs if bs is not None else DEFAULT_BATCH, 0)

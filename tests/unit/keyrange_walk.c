@@ -5,6 +5,11 @@
  * the simulator (tests/integration/test_keyrange.py).
  *
  *   keyrange_walk URI DB COLL CHUNK [EXTRA_JSON]
+ *   keyrange_walk URI DB COLL spans [POINT_JSON ...]
+ *
+ * The second form reads the spans (-, p1], (p1, p2], ..., (pn, -) of the
+ * split points (each as keyrange_key_to_json writes) with
+ * keyrange_span_filter, printing "S <i> <filter>" and "K <i> <key>".
  *
  * Prints one line per query ("F <bracket> <filter as canonical extended
  * JSON>") and per key read ("K <bracket> <key as keyrange_key_to_json>"; "M" for the
@@ -81,6 +86,54 @@ static int run(enum keyrange_bracket b, const bson_value_t *after, const bson_va
     return n;
 }
 
+static int spans(int npoints, char **json)
+{
+    bson_value_t *points = calloc((size_t)npoints + 1, sizeof *points);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    int rc = 0;
+
+    for (int i = 0; i < npoints; i++) {
+        if (!keyrange_key_from_json(json[i], &points[i], &err)) {
+            fprintf(stderr, "point %d: %s\n", i, err.msg);
+            return 1;
+        }
+    }
+    for (int i = 0; i <= npoints && rc == 0; i++) {
+        bson_t filter = BSON_INITIALIZER;
+        mongoc_cursor_t *cur;
+        const bson_t *doc;
+        bson_error_t error;
+        bson_iter_t it;
+        char *text;
+        if (!keyrange_span_filter(i > 0 ? &points[i - 1] : NULL, i < npoints ? &points[i] : NULL,
+                                  &extra, &filter, &err)) {
+            fprintf(stderr, "span %d: %s\n", i, err.msg);
+            return 1;
+        }
+        text = bson_as_canonical_extended_json(&filter, NULL);
+        printf("S %d %s\n", i, text);
+        bson_free(text);
+        cur = mongoc_collection_find_with_opts(coll, &filter, NULL, NULL);
+        while (mongoc_cursor_next(cur, &doc)) {
+            if (!bson_iter_init_find(&it, doc, "_id"))
+                continue;
+            text = keyrange_key_to_json(bson_iter_value(&it));
+            printf("K %d %s\n", i, text);
+            bson_free(text);
+        }
+        if (mongoc_cursor_error(cur, &error)) {
+            fprintf(stderr, "find: %s\n", error.message);
+            rc = 1;
+        }
+        mongoc_cursor_destroy(cur);
+        bson_destroy(&filter);
+    }
+    for (int i = 0; i < npoints; i++)
+        bson_value_destroy(&points[i]);
+    free(points);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     mongoc_client_t *client;
@@ -88,8 +141,21 @@ int main(int argc, char **argv)
     int64_t chunk;
     int rc = 0;
 
+    if (argc >= 5 && strcmp(argv[4], "spans") == 0) {
+        mongoc_init();
+        client = mongoc_client_new(argv[1]);
+        if (client == NULL)
+            return 1;
+        coll = mongoc_client_get_collection(client, argv[2], argv[3]);
+        rc = spans(argc - 5, argv + 5);
+        mongoc_collection_destroy(coll);
+        mongoc_client_destroy(client);
+        mongoc_cleanup();
+        return rc;
+    }
     if (argc < 5 || (chunk = atoll(argv[4])) <= 0) {
-        fprintf(stderr, "usage: keyrange_walk URI DB COLL CHUNK [EXTRA_JSON]\n");
+        fprintf(stderr, "usage: keyrange_walk URI DB COLL CHUNK [EXTRA_JSON]\n"
+                        "       keyrange_walk URI DB COLL spans [POINT_JSON ...]\n");
         return 1;
     }
     if (argc > 5) {

@@ -16,6 +16,7 @@
 #include <bson/bson.h>
 
 #include "snapshot/keyrange.h"
+#include "snapshot/split.h"
 
 /* A value parsed from extended JSON {"v": ...}; kept in a pool freed at the end. */
 static bson_t *pool[256];
@@ -339,6 +340,89 @@ static void json_refuses_bad_input(void **state)
     assert_non_null(strstr(err.msg, "more than one"));
 }
 
+static char *span_json(const char *after, const char *upto, const char *extra)
+{
+    bson_t out = BSON_INITIALIZER, *ex = NULL;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    bson_value_t a, u;
+    bson_error_t error;
+    char *json;
+    if (after)
+        a = val(after);
+    if (upto)
+        u = val(upto);
+    if (extra)
+        ex = bson_new_from_json((const uint8_t *)extra, -1, &error);
+    assert_true(keyrange_span_filter(after ? &a : NULL, upto ? &u : NULL, ex, &out, &err));
+    json = bson_as_relaxed_extended_json(&out, NULL);
+    bson_destroy(&out);
+    if (ex)
+        bson_destroy(ex);
+    return json;
+}
+
+static void expect_span(const char *after, const char *upto, const char *extra, const char *want)
+{
+    char *got = span_json(after, upto, extra);
+    if (strcmp(got, want) != 0)
+        fail_msg("span (%s, %s]\n got %s\nwant %s", after ? after : "-", upto ? upto : "-", got,
+                 want);
+    bson_free(got);
+}
+
+static void spans_cross_brackets(void **state)
+{
+    (void)state;
+    char *all = span_json(NULL, NULL, NULL);
+    /* unbounded: one clause per bracket, MinKey to MaxKey */
+    assert_non_null(strstr(all, "\"$or\" : [ { \"_id\" : { \"$type\" : \"minKey\" } }"));
+    assert_non_null(strstr(all, "{ \"_id\" : { \"$type\" : \"maxKey\" } } ] }"));
+    {
+        int n = 0;
+        for (const char *p = all; (p = strstr(p, "\"_id\"")) != NULL; p++)
+            n++;
+        assert_int_equal(n, KEYRANGE_BRACKET_COUNT);
+    }
+    bson_free(all);
+    /* inside one bracket: that bracket's range alone */
+    expect_span("{\"$numberInt\": \"5\"}", "{\"$numberInt\": \"9\"}", NULL,
+                "{ \"_id\" : { \"$type\" : \"number\", \"$gt\" : 5, \"$lte\" : 9 } }");
+    /* after a singleton (null): from the next bracket; NaN whole, numbers whole, strings to "a" */
+    expect_span("null", "\"a\"", NULL,
+                "{ \"$or\" : [ { \"_id\" : { \"$type\" : \"number\", \"$eq\" : { "
+                "\"$numberDouble\" : \"NaN\" } } }, { \"_id\" : { \"$type\" : \"number\", "
+                "\"$gte\" : { \"$numberDouble\" : \"-Infinity\" } } }, { \"_id\" : { "
+                "\"$type\" : [ \"string\", \"symbol\" ], \"$lte\" : \"a\" } } ] }");
+    /* up to NaN: the NaN bracket whole, nothing of the numbers */
+    expect_span("{\"$minKey\": 1}", "{\"$numberDouble\": \"NaN\"}", NULL,
+                "{ \"$or\" : [ { \"_id\" : { \"$type\" : \"undefined\" } }, { \"_id\" : { "
+                "\"$type\" : \"null\" } }, { \"_id\" : { \"$type\" : \"number\", \"$eq\" : "
+                "{ \"$numberDouble\" : \"NaN\" } } } ] }");
+    /* empty spans */
+    expect_span("{\"$maxKey\": 1}", NULL, NULL, "{ \"_id\" : { \"$in\" : [  ] } }");
+    expect_span("\"b\"", "\"a\"", NULL, "{ \"_id\" : { \"$in\" : [  ] } }");
+    expect_span("{\"$numberInt\": \"1\"}", "{\"$numberDouble\": \"1.0\"}", NULL,
+                "{ \"_id\" : { \"$in\" : [  ] } }");
+    /* with the collection's filter */
+    expect_span("{\"$numberInt\": \"5\"}", "{\"$numberInt\": \"9\"}", "{\"x\": 1}",
+                "{ \"$and\" : [ { \"_id\" : { \"$type\" : \"number\", \"$gt\" : 5, "
+                "\"$lte\" : 9 } }, { \"x\" : 1 } ] }");
+    pool_free();
+}
+
+static void split_parts_by_size_and_threads(void **state)
+{
+    (void)state;
+    assert_int_equal(split_parts(500000, 100000, 1), 1); /* one thread: never */
+    assert_int_equal(split_parts(500000, 0, 4), 1);      /* disabled */
+    assert_int_equal(split_parts(99999, 100000, 4), 1);  /* too small */
+    assert_int_equal(split_parts(-1, 100000, 4), 1);     /* count unknown */
+    assert_int_equal(split_parts(100000, 100000, 4), 2); /* at the threshold: two */
+    assert_int_equal(split_parts(250000, 100000, 4), 2);
+    assert_int_equal(split_parts(500000, 100000, 4), 4); /* capped by the threads */
+    assert_int_equal(split_parts(10000000, 100000, 8), 8);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -350,6 +434,8 @@ int main(void)
         cmocka_unit_test(chunk_and_max_options),
         cmocka_unit_test(json_round_trip_keeps_type_and_value),
         cmocka_unit_test(json_refuses_bad_input),
+        cmocka_unit_test(spans_cross_brackets),
+        cmocka_unit_test(split_parts_by_size_and_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

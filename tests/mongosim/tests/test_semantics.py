@@ -219,3 +219,34 @@ def test_split_large_event_fragments():
         with pytest.raises(OperationFailure) as ei:
             coll.watch([{"$changeStreamSplitLargeEvent": {}}, {"$match": {}}])
         assert ei.value.code == 7182802
+
+
+def test_id_range_bounds_change_no_result():
+    """The simulator's `_id` bounds for range finds (simbson.id_index_find) only speed up what
+    a scan with the matcher returns: the same documents for every bound over every type."""
+    import random
+    import simbson as sb
+    ids = [MinKey(), MaxKey(), None, float("nan"), -5, 0, 7, Int64(2 ** 40), 1.5, float("inf"),
+           float("-inf"), Decimal128("0.1"), Decimal128("-2.5"), "", "a", "ab", "zz", {"a": 1},
+           {"b": 0}, ObjectId("000000000000000000000001"), ObjectId("ffffffffffffffffffffffff"),
+           True, False, datetime.datetime(1969, 1, 1), datetime.datetime(2024, 1, 1),
+           Timestamp(1, 1), Timestamp(5, 0), Binary(b"x", 0), Binary(b"yy", 4)]
+    docs = [{"_id": v, "g": i % 3} for i, v in enumerate(ids)]
+    types = ["number", "string", ["string", "symbol"], "objectId", "bool", "date", "timestamp",
+             "object", "binData", "null", "minKey", "maxKey", "int"]
+    rnd = random.Random(7)
+    for _ in range(400):
+        clauses = []
+        for _ in range(rnd.randint(1, 3)):
+            ops = {"$type": rnd.choice(types)}
+            for op in rnd.sample(["$gt", "$gte", "$lt", "$lte", "$eq"], rnd.randint(0, 2)):
+                ops[op] = rnd.choice(ids)
+            clauses.append({"_id": ops})
+        filt = {"$or": clauses} if len(clauses) > 1 else clauses[0]
+        if rnd.random() < 0.3:
+            filt = {"$and": [filt, {"g": rnd.randint(0, 2)}]}
+        plan = sb.id_index_plan(filt)
+        assert plan is not None
+        got = sorted(id(d) for d in sb.id_index_find(docs, plan))
+        want = sorted(id(d) for d in docs if sb.matches(d, filt))
+        assert got == want, filt
