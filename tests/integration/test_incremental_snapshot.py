@@ -144,7 +144,7 @@ def test_heavy_writes_during_the_snapshot_replay_to_the_final_state(tmp_workdir,
     db, coll = "incdb", "heavy_" + strategy
     c[db][coll].insert_many([{"_id": i, "v": 0, "pad": "x" * 50} for i in range(600)])
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{
-        "incremental.snapshot.chunk.size": 16,
+        "incremental.snapshot.chunk.size": 8,
         "incremental.snapshot.watermarking.strategy": strategy}))
     streaming(tmp_workdir)
     stop = threading.Event()
@@ -173,14 +173,16 @@ def test_heavy_writes_during_the_snapshot_replay_to_the_final_state(tmp_workdir,
     t = threading.Thread(target=writer)
     t.start()
     try:
+        wait_until(lambda: wrote["n"] >= 50, 30, "the writer under way")
         sid = signal(c, "execute-snapshot", {"data-collections": ["incdb\\.heavy_" + strategy]})
         wait_done(tmp_workdir, sid, 120)
+        during = wrote["n"]
     finally:
         stop.set()
         t.join()
     marker = signal(c, "log", {"message": "writes over at {}"})
     wait_until(lambda: "writes over at" in log_text(tmp_workdir), 30, "the log signal")
-    assert wrote["n"] > 100
+    assert during > 100
     assert_replay_matches(c, tmp_workdir / "events.jsonl", db, coll)
     rs = reads(tmp_workdir / "events.jsonl", db, coll)
     assert rs and all(p["source"]["snapshot"] == "incremental" for _, p in rs)
