@@ -5,6 +5,7 @@
  *   mongocdc -c FILE             run the daemon
  *   mongocdc --validate -c FILE  check FILE: exit 0 valid, 2 invalid
  *   mongocdc encode ...          encoder subcommand (encode_cli_main)
+ *   mongocdc signal -c FILE ...  send a Debezium signal (signal_cli_main)
  *
  * Exit codes: 0 clean shutdown, 1 runtime failure, 2 usage or configuration.
  * The main thread runs the libev default loop: SIGINT/SIGTERM ask the
@@ -36,6 +37,13 @@
 #ifdef MCDC_HAVE_PREFLIGHT
 #include "preflight/preflight.h"
 #endif
+#ifdef MCDC_HAVE_SIGNALS
+#include "signals/notify.h"
+#include "signals/signals.h"
+#ifdef MCDC_HAVE_TOPOLOGY
+#include "worker/worker.h"
+#endif
+#endif
 
 #define URI_SHOWN_MAX 1024
 #define UNSUPPORTED_MAX 64
@@ -55,6 +63,11 @@ static void usage(FILE *out)
           "       mongocdc check -c FILE        preflight: server, access, oplog, images,\n"
           "                                     stored offsets, Kafka (exit 0 all pass)\n"
           "       mongocdc encode [ARGS]        encode documents from stdin (see encode --help)\n"
+          "       mongocdc signal -c FILE TYPE [ARGS]\n"
+          "                                     send a signal: execute-snapshot DB.COLL...\n"
+          "                                     [--blocking] [--filter DB.COLL=JSON],\n"
+          "                                     stop-snapshot [DB.COLL...], pause-snapshot,\n"
+          "                                     resume-snapshot, log MESSAGE (see signal --help)\n"
           "       mongocdc --config-help        every option with type, default and meaning\n"
           "       mongocdc --config-markdown    the same, as docs/CONFIGURATION.md\n"
           "       mongocdc --version | --help\n",
@@ -119,6 +132,26 @@ static int run_encode(int argc, char **argv)
     (void)argc;
     (void)argv;
     fprintf(stderr, "mongocdc: encode: this build has no encoder (module encode missing)\n");
+    return MCDC_EXIT_FAILURE;
+}
+#endif
+
+#ifdef MCDC_HAVE_SIGNALS
+static int run_signal(int argc, char **argv)
+{
+    setenv("MONGOC_DISABLE_SHM", "1", 0); /* as for the daemon, see main() */
+    mongoc_init();
+    mongoc_log_set_handler(NULL, NULL); /* the command's own messages suffice */
+    int rc = signal_cli_main(argc, argv);
+    mongoc_cleanup();
+    return rc;
+}
+#else
+static int run_signal(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "mongocdc: signal: this build has no signals module\n");
     return MCDC_EXIT_FAILURE;
 }
 #endif
@@ -215,15 +248,52 @@ static int run_capture(const struct mcdc_config *cfg)
         LOG_INFO("metrics: listening on %s port %d (/metrics, /health, /ready)",
                  cfg->metrics_bind_address, port);
     }
+#ifdef MCDC_HAVE_SIGNALS
+    /* One bus for the daemon: every task subscribes to it, the channels
+     * publish on it; all three outlive the tasks. */
+    struct signal_bus *bus = signal_bus_new();
+    struct notifier *notifier = notify_new(cfg, &err);
+    struct signal_channels *channels = NULL;
+    if (!notifier && err.domain != MCDC_ERR_NONE) {
+        LOG_ERROR("cannot start: %s", err.msg);
+        signal_bus_destroy(bus);
+        metrics_http_stop(mh);
+        return MCDC_EXIT_FAILURE;
+    }
+    worker_signals_attach(bus, notifier);
+    notify_set_daemon(notifier);
+    channels = signal_channels_start(cfg, bus, &err);
+    if (!channels && err.domain != MCDC_ERR_NONE) {
+        LOG_ERROR("cannot start: %s", err.msg);
+        notify_destroy(notifier);
+        signal_bus_destroy(bus);
+        metrics_http_stop(mh);
+        return MCDC_EXIT_FAILURE;
+    }
+#endif
     dm.topo = topology_start(cfg, loop, &err);
     if (!dm.topo) {
         LOG_ERROR("cannot start: %s", err.msg);
+#ifdef MCDC_HAVE_SIGNALS
+        signal_channels_stop(channels);
+        worker_signals_attach(NULL, NULL);
+        notify_set_daemon(NULL);
+        notify_destroy(notifier);
+        signal_bus_destroy(bus);
+#endif
         metrics_http_stop(mh);
         return MCDC_EXIT_FAILURE;
     }
     ev_run(loop, 0);
     int rc = topology_join(dm.topo);
     topology_destroy(dm.topo);
+#ifdef MCDC_HAVE_SIGNALS
+    signal_channels_stop(channels);
+    worker_signals_attach(NULL, NULL);
+    notify_set_daemon(NULL);
+    notify_destroy(notifier);
+    signal_bus_destroy(bus);
+#endif
     metrics_http_stop(mh);
     LOG_INFO("stopped (exit code %d)", rc);
     return rc;
@@ -294,6 +364,8 @@ int main(int argc, char **argv)
     struct cli cli = {0};
     if (argc > 1 && strcmp(argv[1], "encode") == 0)
         return run_encode(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "signal") == 0)
+        return run_signal(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "check") == 0) {
         cli.check = true;
         argc--, argv++; /* "check" takes the program name's place */

@@ -397,12 +397,102 @@ static void check_overrides(struct checker *c)
     }
 }
 
+/* Each name of list (at key) must be one of known[]; unsupported[] names get
+ * "not supported" with why. */
+static void check_channel_names(struct checker *c, const char *key, const struct mcdc_strlist *l,
+                                const char *const *known, const char *expected,
+                                const char *unsupported, const char *why)
+{
+    const struct cfg_entry *at = cfg_entry_find(c->e, key, false);
+    for (size_t i = 0; i < l->count; i++) {
+        const char *n = l->items[i];
+        bool ok = false;
+        for (size_t j = 0; known[j] && !ok; j++)
+            ok = strcmp(n, known[j]) == 0;
+        if (ok)
+            continue;
+        /* at the value, as other invalid values are */
+        if (at && unsupported && strcmp(n, unsupported) == 0)
+            cfg_report(c->d, at->vline, at->vcol, key, "%s: not supported (%s) (expected %s)", n,
+                       why, expected);
+        else if (at)
+            cfg_report(c->d, at->vline, at->vcol, key, "unknown channel \"%s\" (expected %s)", n,
+                       expected);
+    }
+}
+
+static bool list_has(const struct mcdc_strlist *l, const char *name)
+{
+    for (size_t i = 0; i < l->count; i++)
+        if (strcmp(l->items[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* signal.enabled.channels, signal.consumer.* (each through rd_kafka_conf_set
+ * like kafka:), notification.enabled.channels and the sink topic it needs. */
+static void check_signals(struct checker *c)
+{
+    struct mcdc_config *cfg = c->cfg;
+    static const char *const sig_known[] = {"source", "kafka", "file", NULL};
+    static const char *const notif_known[] = {"sink", "log", NULL};
+    check_channel_names(c, "signal.enabled.channels", &cfg->signal_channels, sig_known,
+                        "source, kafka or file", "jmx",
+                        "mongocdc has no JVM; use kafka, file or mongocdc signal");
+    check_channel_names(c, "notification.enabled.channels", &cfg->notification_channels,
+                        notif_known, "sink or log", "jmx", "mongocdc has no JVM; use sink or log");
+    if (list_has(&cfg->signal_channels, "kafka") &&
+        (!cfg->signal_kafka_bootstrap || !*cfg->signal_kafka_bootstrap) &&
+        !kafka_has(cfg, "bootstrap.servers") && !kafka_has(cfg, "metadata.broker.list"))
+        problem(c, "signal.enabled.channels",
+                "the kafka channel needs brokers (expected signal.kafka.bootstrap.servers or "
+                "kafka.bootstrap.servers to be set)");
+    if (list_has(&cfg->notification_channels, "sink")) {
+        if (!cfg->notification_sink_topic || !*cfg->notification_sink_topic)
+            problem(c, "notification.enabled.channels",
+                    "Notification topic name must be provided when kafka notification channel "
+                    "is enabled (expected notification.sink.topic.name)");
+        else if (cfg->sink_type != MCDC_SINK_KAFKA)
+            problem(c, "notification.enabled.channels",
+                    "the sink channel publishes to Kafka (expected sink.type kafka)");
+    }
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    size_t n = 0;
+    for (size_t i = 0; i < c->e->count; i++)
+        if (!c->e->items[i].kafka && !c->e->items[i].opt &&
+            strncmp(c->e->items[i].key, "signal.consumer.", 16) == 0)
+            n++;
+    cfg->signal_consumer.items = xcalloc(n + 1, sizeof *cfg->signal_consumer.items);
+    for (size_t i = 0; i < c->e->count; i++) {
+        const struct cfg_entry *q = &c->e->items[i];
+        if (q->kafka || q->opt || strncmp(q->key, "signal.consumer.", 16) != 0)
+            continue;
+        const char *text = cfg_scalar(q->value);
+        char errstr[512];
+        if (!text || cfg_is_null(q->value)) {
+            cfg_report(c->d, q->vline, q->vcol, q->key, "no value (expected a librdkafka value)");
+            continue;
+        }
+        if (rd_kafka_conf_set(conf, q->key + 16, text, errstr, sizeof errstr) != RD_KAFKA_CONF_OK) {
+            cfg_report(c->d, q->vline, q->vcol, q->key, "%s",
+                       cfg_kafka_key_is_secret(q->key + 16) ? "invalid librdkafka property"
+                                                            : errstr);
+            continue;
+        }
+        struct mcdc_kv *kv = &cfg->signal_consumer.items[cfg->signal_consumer.count++];
+        kv->key = xstrdup(q->key + 16);
+        kv->value = xstrdup(text);
+        kv->line = q->line;
+        kv->col = q->col;
+    }
+    rd_kafka_conf_destroy(conf);
+}
+
 /* Values accepted (they are valid Debezium) whose behaviour no module
  * delivers yet; main warns about them at start. */
 static void flag_unsupported_values(struct mcdc_config *cfg)
 {
-    if (cfg->signal_data_collection)
-        cfg_add_unsupported(cfg, "signal.data.collection: execute-snapshot signals");
+    (void)cfg;
 }
 
 void config_check(struct mcdc_config *cfg, const struct cfg_entries *e, struct cfg_diag *d)
@@ -415,5 +505,6 @@ void config_check(struct mcdc_config *cfg, const struct cfg_entries *e, struct c
     check_capture(&c);
     check_filters(&c);
     check_overrides(&c);
+    check_signals(&c);
     flag_unsupported_values(cfg);
 }

@@ -186,6 +186,11 @@ void config_free(struct mcdc_config *cfg)
         free(cfg->kafka.items[i].value);
     }
     free(cfg->kafka.items);
+    for (size_t i = 0; i < cfg->signal_consumer.count; i++) {
+        free(cfg->signal_consumer.items[i].key);
+        free(cfg->signal_consumer.items[i].value);
+    }
+    free(cfg->signal_consumer.items);
     for (size_t i = 0; i < cfg->snapshot_filter_override_count; i++) {
         free(cfg->snapshot_filter_overrides[i].ns);
         free(cfg->snapshot_filter_overrides[i].query);

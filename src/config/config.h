@@ -102,6 +102,12 @@ enum mcdc_schema_adjust {
     MCDC_SCHEMA_ADJUST_COUNT
 };
 
+/* incremental.snapshot.watermarking.strategy (debezium-format.md §5.4). */
+enum mcdc_watermarking {
+    MCDC_WATERMARK_INSERT_INSERT = 0,
+    MCDC_WATERMARK_INSERT_DELETE,
+};
+
 enum mcdc_filter_match {
     MCDC_FILTER_MATCH_REGEX = 0,
     MCDC_FILTER_MATCH_LITERAL,
@@ -179,6 +185,9 @@ struct mcdc_config {
     struct mcdc_filter_override *snapshot_filter_overrides;
     size_t snapshot_filter_override_count;
     int64_t incremental_snapshot_chunk_size;            /* incremental.snapshot.chunk.size, 1024 */
+    int incremental_snapshot_watermarking; /* enum mcdc_watermarking, insert_insert */
+    int64_t incremental_snapshot_window_max_bytes; /* incremental.snapshot.window.max.bytes */
+    bool read_only;                                /* read.only, false */
 
     /* Topics, schemas, runtime */
     enum mcdc_dialect dialect;                 /* debezium.compatibility */
@@ -214,6 +223,18 @@ struct mcdc_config {
     int64_t metrics_collections_max;           /* metrics.collections.max, 100 */
     int64_t oplog_headroom_interval_ms;        /* oplog.headroom.check.interval.ms, 60000 */
     int64_t oplog_headroom_warn_s;             /* oplog.headroom.warn.seconds, 3600 */
+
+    /* Signals and notifications (signals/) */
+    struct mcdc_strlist signal_channels;       /* signal.enabled.channels, source */
+    int64_t signal_poll_interval_ms;           /* signal.poll.interval.ms, 5000 */
+    char *signal_kafka_topic;                  /* signal.kafka.topic, NULL = <prefix>-signal */
+    char *signal_kafka_bootstrap;              /* signal.kafka.bootstrap.servers, NULL = kafka's */
+    char *signal_kafka_group;                  /* signal.kafka.groupId, kafka-signal */
+    int64_t signal_kafka_poll_timeout_ms;      /* signal.kafka.poll.timeout.ms, 100 */
+    struct mcdc_kvlist signal_consumer;        /* signal.consumer.*: librdkafka, prefix cut */
+    char *signal_file;                         /* signal.file, file-signals.txt */
+    struct mcdc_strlist notification_channels; /* notification.enabled.channels */
+    char *notification_sink_topic;             /* notification.sink.topic.name */
 
     /* Debezium connection properties that config_load folds into
      * connection_string (values already in the URI win, as in Debezium's

@@ -164,7 +164,8 @@ static void walk_map(yaml_document_t *doc, yaml_node_t *map, const char *prefix,
             free(key);
         } else if (o) {
             add_entry(out, key, k, v, o, false, d);
-        } else if (v->type == YAML_MAPPING_NODE && option_prefix(key)) {
+        } else if (v->type == YAML_MAPPING_NODE &&
+                   (option_prefix(key) || strcmp(key, "signal.consumer") == 0)) {
             walk_map(doc, v, key, out, d);
             free(key);
         } else if (option_prefix(key)) {
@@ -174,7 +175,8 @@ static void walk_map(yaml_document_t *doc, yaml_node_t *map, const char *prefix,
         } else if (strncmp(key, "kafka.", 6) == 0) {
             add_entry(out, xstrdup(key + 6), k, v, NULL, true, d);
             free(key);
-        } else if (strncmp(key, "snapshot.collection.filter.overrides.", 37) == 0) {
+        } else if (strncmp(key, "snapshot.collection.filter.overrides.", 37) == 0 ||
+                   (strncmp(key, "signal.consumer.", 16) == 0 && key[16] != '\0')) {
             add_entry(out, key, k, v, NULL, false, d); /* checked in check.c */
         } else {
             const char *hint = cfg_suggest(key);

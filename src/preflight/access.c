@@ -243,6 +243,9 @@ void pf_check_access(struct pf *p, mongoc_client_t *c, const struct mcdc_config 
     check_stream(p, c, cfg);
     check_collections(p, c, plan);
     check_local(p, c, cfg, oplog_readable);
-    if (signal && cfg->signal_data_collection != NULL && cfg->signal_data_collection[0] != '\0')
+    if (signal && cfg->read_only)
+        pf_say(p, "PASS", "access", "read.only: no write to the source is made or checked");
+    else if (signal && cfg->signal_data_collection != NULL &&
+             cfg->signal_data_collection[0] != '\0')
         check_signal(p, c, cfg->signal_data_collection);
 }

@@ -15,6 +15,8 @@
 
 #include <stddef.h>
 
+#include "common/error.h"
+
 struct notifier;
 struct sink;
 struct mcdc_config;
@@ -26,12 +28,45 @@ struct notify_kv {
 };
 
 /*
+ * The notifier of cfg's notification.enabled.channels (borrowed; outlives
+ * it): `log` writes Debezium's LogNotificationChannel line at INFO,
+ * "[Notification Service]  {aggregateType='...', type='...',
+ * additionalData={k=v, ...}}"; `sink` produces Debezium's
+ * SinkNotificationChannel record to notification.sink.topic.name with its
+ * own librdkafka producer on the kafka: cluster: key {"id":"..."}, value
+ * {"id":"...","type":"...","aggregate_type":"...","additional_data":{...},
+ * "timestamp":<epoch ms>}, in JsonConverter's {schema, payload} envelope
+ * when key/value.converter.schemas.enable say so. Returns NULL
+ * when no channel is enabled (notify_send(NULL, ...) does nothing), or
+ * NULL with err when the producer cannot be made (*err domain set).
+ */
+struct notifier *notify_new(const struct mcdc_config *cfg, struct mcdc_error *err);
+
+/* Flushes the sink channel (up to 5 s, a WARN naming what was not
+ * delivered) and frees n. NULL is a no-op. */
+void notify_destroy(struct notifier *n);
+
+/* The daemon's notifier (NULL: none), for code without a notifier handed
+ * to it, such as the initial snapshot of a task. Set by main before tasks
+ * start; read from any thread. */
+void notify_set_daemon(struct notifier *n);
+struct notifier *notify_daemon(void);
+
+/*
+ * Debezium's InitialSnapshotNotificationService: type STARTED, COMPLETED,
+ * ABORTED or SKIPPED, aggregateType "Initial Snapshot", a new random id,
+ * additionalData {connector_name: topic.prefix}. Sent on the daemon's
+ * notifier; nothing when there is none.
+ */
+void notify_initial_snapshot(const char *type, const char *connector_name);
+
+/*
  * Sends one notification on every enabled channel. id: the correlation id
  * (the signal's id for incremental snapshots). kv: n pairs, copied.
  * Never fails the caller: a channel that cannot deliver logs a WARN.
  * Thread-safe.
  */
-void notify_send(struct notifier *n, const char *aggregate_type, const char *type,
-                 const char *id, const struct notify_kv *kv, size_t count);
+void notify_send(struct notifier *n, const char *aggregate_type, const char *type, const char *id,
+                 const struct notify_kv *kv, size_t count);
 
 #endif

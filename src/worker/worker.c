@@ -57,6 +57,7 @@ enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
     int64_t last_warn = 0;
     bool ok;
 
+    pos = worker_incremental_stamp(w, pos); /* the snapshot's progress rides on the position */
     if (recs->count == 0 && pos != NULL)
         inflight_advance(w->inf, pos);
     for (size_t i = 0; i < recs->count; i++) {
@@ -293,6 +294,9 @@ static enum phase setup(struct worker *w, bool *proceed)
         LOG_INFO("joined the cluster at Timestamp(%lld, %lld): streaming from then, no snapshot",
                  (long long)w->stream_pos.sec, (long long)w->stream_pos.ord);
     }
+    /* An incremental snapshot in the stored offsets resumes at its chunk. */
+    if (worker_incremental_setup(w) != PHASE_OK)
+        return PHASE_FATAL;
     *proceed = true;
     return PHASE_OK;
 fail:
@@ -513,6 +517,7 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
     atomic_init(&w->finished, false);
     position_init(&w->stream_pos);
     position_init(&w->to_commit);
+    position_init(&w->inc_pos);
     bson_init(&w->pipeline);
     if (expected_rs != NULL) {
         snprintf(w->rs, sizeof w->rs, "%s", expected_rs);
@@ -567,6 +572,7 @@ void worker_destroy(struct worker *w)
     encoder_destroy(w->enc);
     position_clear(&w->stream_pos);
     position_clear(&w->to_commit);
+    worker_incremental_teardown(w);
     bson_destroy(&w->pipeline);
     if (w->has_oplog_query)
         bson_destroy(&w->oplog_query);

@@ -111,6 +111,20 @@ const char *worker_name(struct worker *w);
  */
 int worker_join(struct worker *w, struct mcdc_error *err);
 
+struct signal_bus;
+struct notifier;
+
+/*
+ * Attaches the daemon's signal bus and notifier (signals/signals.h,
+ * signals/notify.h) for every task started afterwards: each subscribes to
+ * the bus under its replica-set name and drains its queue between events;
+ * source-channel signals a task sees in its stream are published on the bus
+ * (so every shard's task gets them). Call once before the first
+ * worker_start. Without a bus a task handles the signals of its own stream
+ * only; without a notifier no notification is sent.
+ */
+void worker_signals_attach(struct signal_bus *bus, struct notifier *n);
+
 /* Frees the worker (after worker_join). NULL is a no-op. */
 void worker_destroy(struct worker *w);
 

@@ -51,7 +51,7 @@ enum phase worker_event_failed(struct worker *w, const struct mcdc_event *ev,
     else
         LOG_INFO("skipping a change of %s %s that cannot be encoded: %s (%llu so far)", what, id,
                  err->msg, (unsigned long long)w->failed_events);
-    inflight_advance(w->inf, pos);
+    inflight_advance(w->inf, worker_incremental_stamp(w, pos));
     return PHASE_OK;
 }
 

@@ -83,6 +83,9 @@ struct worker {
     uint64_t oversize_skipped; /* cursor.oversize.handling.mode skip: stubs moved past */
     uint64_t split_events;     /* events reassembled from split fragments */
     bool split_checked;        /* the server was found to support the split stage */
+    struct incr *inc;             /* incremental snapshot engine (worker_incremental.c) */
+    struct mcdc_position inc_pos; /* a position stamped with its progress */
+    struct signal_queue *sigq;    /* this task's signal queue on the bus, NULL: none */
 };
 
 /*
@@ -225,6 +228,25 @@ bool worker_too_large(const struct mcdc_error *err);
 /* Converts a capture/snapshot failure into a phase, filling w->err. */
 enum phase worker_phase_from_failure(struct worker *w, const struct resume_failure *fail,
                                      const struct mcdc_error *err);
+
+/*
+ * Incremental snapshots and signals (worker_incremental.c).
+ * worker_incremental_setup: a new engine restored from the loaded
+ * w->stream_pos's offset members (PHASE_FATAL with w->err when they are
+ * unreadable); subscribes to the signal bus if one is attached.
+ * worker_incremental: the one hook of the streaming loops, after each
+ * iteration: ev the event just handled (NULL: none), idle true after an
+ * empty batch. Feeds the window, handles source-channel signals and the
+ * queue, emits closed windows and reads the next chunk. PHASE_OK, or the
+ * phase of a failed read or produce.
+ * worker_incremental_stamp: pos with the engine's progress added (a
+ * borrowed copy valid until the next call), or pos itself when idle.
+ */
+enum phase worker_incremental_setup(struct worker *w);
+void worker_incremental_teardown(struct worker *w);
+enum phase worker_incremental(struct worker *w, const struct mcdc_event *ev, bool idle);
+const struct mcdc_position *worker_incremental_stamp(struct worker *w,
+                                                     const struct mcdc_position *pos);
 
 /* The initial snapshot, then w->stream_pos = the recorded start (worker_snapshot.c). */
 enum phase worker_snapshot(struct worker *w);

@@ -64,6 +64,7 @@ enum phase worker_stream_oplog(struct worker *w)
              w->stream_pos.tord > 0 ? " (inside its transaction)" : "");
     metrics_set_state(w->m, METRICS_STATE_STREAMING);
     while (!worker_stopping(w) && ph == PHASE_OK) {
+        bool seen = false, idle = false;
         switch (oplog_next(r, &item)) {
         case CAPTURE_EVENT:
             w->attempts = 0;
@@ -101,9 +102,11 @@ enum phase worker_stream_oplog(struct worker *w)
                 ph = worker_pass_position(w, &item.pos);
             }
             position_copy(&w->stream_pos, &item.pos);
+            seen = true;
             break;
         case CAPTURE_IDLE:
             w->attempts = 0;
+            idle = true;
             metrics_progress(w->m);
             break;
         case CAPTURE_ERROR:
@@ -112,6 +115,8 @@ enum phase worker_stream_oplog(struct worker *w)
             ph = worker_phase_from_failure(w, &fail, &err);
             break;
         }
+        if (ph == PHASE_OK) /* signals, incremental snapshot windows */
+            ph = worker_incremental(w, seen ? &item.ev : NULL, idle);
         if (ph == PHASE_OK)
             ph = worker_maybe_heartbeat(w, &last_heartbeat_ms);
         if (ph == PHASE_OK)

@@ -23,6 +23,7 @@
 #include "capture/capture.h"
 #include "capture/oplog.h"
 #include "common/log.h"
+#include "signals/notify.h"
 #include "snapshot/snapshot.h"
 
 #define TAKE_TIMEOUT_MS 100
@@ -174,7 +175,7 @@ enum phase worker_snapshot(struct worker *w)
     struct snapshot_doc *held = NULL;
     struct snap_source_ts src = {0};
     enum phase ph = PHASE_OK;
-    bool done = false;
+    bool done = false, started = false; /* started: the STARTED notification went out */
     char d[128];
 
     position_init(&start);
@@ -249,6 +250,8 @@ enum phase worker_snapshot(struct worker *w)
     resume_describe_position(&resume, d, sizeof d);
     LOG_INFO("initial snapshot starting; streaming will resume from %s%s", d,
              w->have_stored ? " (the stored position, older than the snapshot's start)" : "");
+    notify_initial_snapshot("STARTED", cfg->topic_prefix);
+    started = true;
     position_copy(&during, &resume);
     during.initsync = true;
     inflight_advance(w->inf, &during);
@@ -301,10 +304,13 @@ enum phase worker_snapshot(struct worker *w)
         /* Store "snapshot complete" promptly: a restart then streams instead of
          * copying everything again. */
         ph = worker_service(w, true);
+        notify_initial_snapshot("COMPLETED", cfg->topic_prefix);
     } else if (ph != PHASE_STOPPED) {
         LOG_WARN("initial snapshot failed: %s; it is not marked complete", w->err.msg);
     }
 cleanup:
+    if (started && !done)
+        notify_initial_snapshot("ABORTED", cfg->topic_prefix);
     snapshot_doc_free(held);
     snapshot_destroy(snap);
     snapshot_plan_free(plan);

@@ -33,7 +33,7 @@ enum phase worker_pass_position(struct worker *w, const struct mcdc_position *po
     }
     if (have && encoder_transaction_passed(w->enc, sec, ord, (int64_t)sec * 1000, &recs))
         return worker_produce(w, &recs, pos, "a transaction END");
-    inflight_advance(w->inf, pos);
+    inflight_advance(w->inf, worker_incremental_stamp(w, pos));
     return PHASE_OK;
 }
 
@@ -220,7 +220,7 @@ enum phase worker_stream(struct worker *w)
     while (!worker_stopping(w) && ph == PHASE_OK) {
         const bson_t *doc = NULL, *token;
         struct mcdc_event ev;
-        bool emit = false;
+        bool emit = false, seen = false, idle = false;
         int64_t full_size = -1, before_size = -1;
 
         switch (capture_next(cap, &doc)) {
@@ -282,9 +282,11 @@ enum phase worker_stream(struct worker *w)
                 ph = worker_pass_position(w, &pos);
             }
             position_copy(&w->stream_pos, &pos);
+            seen = true;
             break;
         case CAPTURE_IDLE:
             w->attempts = 0;
+            idle = true;
             /* An empty batch answered: the stream is alive, only quiet. */
             metrics_progress(w->m);
             /* The post-batch resume token moves on while captured collections are
@@ -310,6 +312,8 @@ enum phase worker_stream(struct worker *w)
             ph = worker_phase_from_failure(w, &fail, &err);
             break;
         }
+        if (ph == PHASE_OK) /* signals, incremental snapshot windows */
+            ph = worker_incremental(w, seen ? &ev : NULL, idle);
         if (ph == PHASE_OK)
             ph = worker_maybe_heartbeat(w, &last_heartbeat_ms);
         if (ph == PHASE_OK)

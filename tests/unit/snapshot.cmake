@@ -3,6 +3,10 @@
 if(TARGET mcdc_snapshot)
   mcdc_unit_test(test_keyrange SOURCES test_keyrange.c LIBS mcdc_snapshot)
 endif()
+# The incremental snapshot engine: offsets, windows, stop, regexes (no server).
+if(TARGET mcdc_snapshot)
+  mcdc_unit_test(test_incremental SOURCES test_incremental.c LIBS mcdc_snapshot)
+endif()
 # The key-range walker the integration test runs against the simulator
 # (tests/integration/test_keyrange.py).
 if(TARGET mcdc_snapshot)

@@ -1,0 +1,357 @@
+/*
+ * signals/channels.c: the kafka and file signal channels (Debezium's
+ * KafkaSignalChannel and FileSignalChannel) on one thread publishing on the
+ * bus. See signal_channels_start() for what each does better than Debezium.
+ */
+#include "signals/signals.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "config/config.h"
+#include "signals/signals_internal.h"
+
+#define FILE_MAX_BYTES (16 * 1024 * 1024) /* one read of signal.file */
+
+struct signal_channels {
+    const struct mcdc_config *cfg;
+    struct signal_bus *bus;
+    pthread_t thread;
+    bool running; /* thread started */
+    atomic_bool stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    /* kafka */
+    rd_kafka_t *rk;
+    char topic[512];
+    atomic_bool kafka_down; /* WARN given for the current outage (librdkafka's thread sets it) */
+    /* file */
+    bool file;
+    int64_t next_file_ms;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool has(const struct mcdc_strlist *l, const char *name)
+{
+    for (size_t i = 0; i < l->count; i++)
+        if (strcmp(l->items[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* Parses one JSON signal of channel and publishes it; a bad one gets a WARN
+ * naming where it came from (what). */
+static void publish_json(struct signal_channels *ch, const char *json, size_t len,
+                         enum mcdc_signal_channel channel, const char *what)
+{
+    struct mcdc_signal sig;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    if (!mcdc_signal_parse_json(json, len, channel, &sig, &err)) {
+        LOG_WARN("%s: %s; ignored", what, err.msg);
+        return;
+    }
+    LOG_INFO("%s: signal '%s' (%s) received", what, sig.id, mcdc_signal_type_name(sig.type));
+    signal_bus_publish(ch->bus, &sig);
+    mcdc_signal_destroy(&sig);
+}
+
+/* ---- kafka ----------------------------------------------------------- */
+
+static void kafka_error_cb(rd_kafka_t *rk, int code, const char *reason, void *opaque)
+{
+    struct signal_channels *ch = opaque;
+    (void)rk;
+    if (code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || code == RD_KAFKA_RESP_ERR__TRANSPORT ||
+        code == RD_KAFKA_RESP_ERR__RESOLVE) {
+        if (!atomic_exchange(&ch->kafka_down, true))
+            LOG_WARN("kafka signal channel: %s; signals on %s wait until it is back (capture "
+                     "goes on)",
+                     reason, ch->topic);
+        return;
+    }
+    LOG_WARN("kafka signal channel: %s: %s", rd_kafka_err2name((rd_kafka_resp_err_t)code), reason);
+}
+
+static bool kafka_open(struct signal_channels *ch, struct mcdc_error *err)
+{
+    const struct mcdc_config *cfg = ch->cfg;
+    char errstr[512];
+    char tbuf[512];
+    snprintf(ch->topic, sizeof ch->topic, "%s", sig_kafka_topic(cfg, tbuf, sizeof tbuf));
+    rd_kafka_conf_t *conf = sig_kafka_conf(cfg, err);
+    if (!conf)
+        return false;
+    char cid[64];
+    snprintf(cid, sizeof cid, "mongocdc-signal-%ld", (long)getpid());
+    bool ok = (!cfg->signal_kafka_bootstrap ||
+               sig_kafka_set(conf, "bootstrap.servers", cfg->signal_kafka_bootstrap, err)) &&
+              sig_kafka_set(conf, "group.id", cfg->signal_kafka_group, err) &&
+              sig_kafka_set(conf, "client.id", cid, err) &&
+              sig_kafka_set(conf, "enable.auto.commit", "false", err) &&
+              sig_kafka_set(conf, "auto.offset.reset", "earliest", err) &&
+              sig_kafka_set(conf, "session.timeout.ms", "10000", err) &&
+              sig_kafka_set(conf, "fetch.wait.max.ms", "100", err);
+    for (size_t i = 0; ok && i < cfg->signal_consumer.count; i++)
+        ok = sig_kafka_set(conf, cfg->signal_consumer.items[i].key,
+                           cfg->signal_consumer.items[i].value, err);
+    if (!ok) {
+        mcdc_error_prefix(err, "kafka signal channel");
+        rd_kafka_conf_destroy(conf);
+        return false;
+    }
+    rd_kafka_conf_set_error_cb(conf, kafka_error_cb);
+    rd_kafka_conf_set_opaque(conf, ch);
+    ch->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
+    if (!ch->rk) {
+        rd_kafka_conf_destroy(conf);
+        return mcdc_error_set(err, MCDC_ERR_KAFKA, 0, "kafka signal channel: %s", errstr);
+    }
+    rd_kafka_poll_set_consumer(ch->rk);
+    /* Partition 0 only, as Debezium; from the group's committed offset. */
+    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(parts, ch->topic, 0)->offset = RD_KAFKA_OFFSET_STORED;
+    rd_kafka_resp_err_t e = rd_kafka_assign(ch->rk, parts);
+    rd_kafka_topic_partition_list_destroy(parts);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_destroy(ch->rk);
+        ch->rk = NULL;
+        return mcdc_error_set(err, MCDC_ERR_KAFKA, e, "kafka signal channel: assign %s: %s",
+                              ch->topic, rd_kafka_err2str(e));
+    }
+    LOG_INFO("kafka signal channel: reading %s partition 0 as group %s (from its committed "
+             "offset, else the earliest)",
+             ch->topic, cfg->signal_kafka_group);
+    return true;
+}
+
+static void kafka_commit(struct signal_channels *ch, const rd_kafka_message_t *m)
+{
+    rd_kafka_topic_partition_list_t *p = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(p, ch->topic, m->partition)->offset = m->offset + 1;
+    rd_kafka_resp_err_t e = rd_kafka_commit(ch->rk, p, 0); /* synchronous */
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+        LOG_WARN("kafka signal channel: cannot commit offset %lld of %s: %s (the signal may be "
+                 "read again after a restart)",
+                 (long long)m->offset + 1, ch->topic, rd_kafka_err2str(e));
+    rd_kafka_topic_partition_list_destroy(p);
+}
+
+static void kafka_poll(struct signal_channels *ch)
+{
+    const struct mcdc_config *cfg = ch->cfg;
+    rd_kafka_message_t *m = rd_kafka_consumer_poll(ch->rk, (int)cfg->signal_kafka_poll_timeout_ms);
+    if (!m)
+        return;
+    if (m->err) {
+        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            if (!atomic_exchange(&ch->kafka_down, true))
+                LOG_WARN("kafka signal channel: %s: %s", ch->topic, rd_kafka_message_errstr(m));
+        }
+        rd_kafka_message_destroy(m);
+        return;
+    }
+    if (atomic_exchange(&ch->kafka_down, false))
+        LOG_INFO("kafka signal channel: reading %s again", ch->topic);
+    char what[600];
+    snprintf(what, sizeof what, "kafka signal channel %s offset %lld", ch->topic,
+             (long long)m->offset);
+    const char *prefix = cfg->topic_prefix ? cfg->topic_prefix : "";
+    if (!m->key || m->key_len != strlen(prefix) || memcmp(m->key, prefix, m->key_len) != 0) {
+        LOG_INFO("Signal key '%.*s' doesn't match the connector's name '%s' (%s)",
+                 m->key ? (int)m->key_len : 4, m->key ? (const char *)m->key : "null", prefix,
+                 what);
+    } else if (m->payload && m->len > 0) {
+        publish_json(ch, m->payload, m->len, MCDC_SIGNAL_CHANNEL_KAFKA, what);
+    }
+    kafka_commit(ch, m);
+    rd_kafka_message_destroy(m);
+}
+
+/* ---- file ------------------------------------------------------------- */
+
+/* Reads signal.file under flock: publishes its complete lines and writes
+ * back what follows the last newline. */
+static void file_poll(struct signal_channels *ch)
+{
+    const char *path = ch->cfg->signal_file;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno != ENOENT)
+            LOG_WARN("file signal channel: cannot open %s: %s", path, strerror(errno));
+        return;
+    }
+    struct stat st;
+    if (flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+        close(fd);
+        return;
+    }
+    size_t size = st.st_size > FILE_MAX_BYTES ? FILE_MAX_BYTES : (size_t)st.st_size;
+    char *buf = xmalloc(size + 1);
+    ssize_t got = pread(fd, buf, size, 0);
+    if (got <= 0) {
+        LOG_WARN("file signal channel: cannot read %s: %s", path,
+                 got < 0 ? strerror(errno) : "empty");
+        free(buf);
+        close(fd);
+        return;
+    }
+    buf[got] = '\0';
+    char *end = buf + got;
+    while (end > buf && end[-1] != '\n')
+        end--;
+    if (end == buf) {
+        free(buf); /* a line still being written */
+        close(fd);
+        return;
+    }
+    size_t used = (size_t)(end - buf);
+    /* Keep what follows: the partial line and bytes past our read. */
+    size_t rest_len = (size_t)st.st_size - used;
+    char *rest = xmalloc(rest_len + 1);
+    ssize_t rgot = rest_len ? pread(fd, rest, rest_len, (off_t)used) : 0;
+    if (rgot < 0 || (size_t)rgot != rest_len) {
+        LOG_WARN("file signal channel: cannot read %s: %s", path, strerror(errno));
+        free(rest);
+        free(buf);
+        close(fd);
+        return;
+    }
+    if (ftruncate(fd, 0) != 0 || (rest_len && pwrite(fd, rest, rest_len, 0) != (ssize_t)rest_len)) {
+        LOG_WARN("file signal channel: cannot rewrite %s: %s; its signals are not read (they "
+                 "would run again)",
+                 path, strerror(errno));
+        free(rest);
+        free(buf);
+        close(fd);
+        return;
+    }
+    free(rest);
+    close(fd); /* releases the lock */
+    int lineno = 0;
+    for (char *line = buf; line < buf + used;) {
+        char *nl = memchr(line, '\n', (size_t)(buf + used - line));
+        size_t len = (size_t)(nl - line);
+        lineno++;
+        size_t k = 0;
+        while (k < len && (line[k] == ' ' || line[k] == '\t' || line[k] == '\r'))
+            k++;
+        if (k < len) {
+            char what[600];
+            snprintf(what, sizeof what, "file signal channel %s line %d", path, lineno);
+            publish_json(ch, line, len, MCDC_SIGNAL_CHANNEL_FILE, what);
+        }
+        line = nl + 1;
+    }
+    free(buf);
+}
+
+/* ---- the thread -------------------------------------------------------- */
+
+static void *channels_main(void *arg)
+{
+    struct signal_channels *ch = arg;
+    mcdc_log_set_component("signals");
+    while (!atomic_load(&ch->stop)) {
+        int64_t wait;
+        if (signal_bus_subscribers(ch->bus) == 0) {
+            wait = 100; /* no task to hand a signal to yet: leave it where it is */
+            goto sleep;
+        }
+        if (ch->file && now_ms() >= ch->next_file_ms) {
+            file_poll(ch);
+            ch->next_file_ms = now_ms() + ch->cfg->signal_poll_interval_ms;
+        }
+        if (ch->rk) {
+            kafka_poll(ch); /* waits up to signal.kafka.poll.timeout.ms */
+            if (ch->cfg->signal_kafka_poll_timeout_ms > 0)
+                continue;
+        }
+        /* sleep until the next file read (or 100 ms with a non-blocking kafka poll) */
+        wait = ch->file ? ch->next_file_ms - now_ms() : 100;
+        if (ch->rk && wait > 100)
+            wait = 100;
+        if (wait <= 0)
+            continue;
+    sleep:;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += wait / 1000;
+        ts.tv_nsec += (wait % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_mutex_lock(&ch->mu);
+        if (!atomic_load(&ch->stop))
+            pthread_cond_timedwait(&ch->cv, &ch->mu, &ts);
+        pthread_mutex_unlock(&ch->mu);
+    }
+    return NULL;
+}
+
+struct signal_channels *signal_channels_start(const struct mcdc_config *cfg, struct signal_bus *bus,
+                                              struct mcdc_error *err)
+{
+    bool kafka = has(&cfg->signal_channels, "kafka"), file = has(&cfg->signal_channels, "file");
+    if (!kafka && !file)
+        return NULL;
+    struct signal_channels *ch = xcalloc(1, sizeof *ch);
+    ch->cfg = cfg;
+    ch->bus = bus;
+    ch->file = file;
+    pthread_mutex_init(&ch->mu, NULL);
+    pthread_cond_init(&ch->cv, NULL);
+    if (kafka && !kafka_open(ch, err)) {
+        signal_channels_stop(ch);
+        return NULL;
+    }
+    if (file)
+        LOG_INFO("file signal channel: reading %s every %lld ms", cfg->signal_file,
+                 (long long)cfg->signal_poll_interval_ms);
+    int rc = pthread_create(&ch->thread, NULL, channels_main, ch);
+    if (rc != 0) {
+        mcdc_error_set(err, MCDC_ERR_INTERNAL, rc, "signal channels: cannot start a thread: %s",
+                       strerror(rc));
+        signal_channels_stop(ch);
+        return NULL;
+    }
+    ch->running = true;
+    return ch;
+}
+
+void signal_channels_stop(struct signal_channels *ch)
+{
+    if (!ch)
+        return;
+    if (ch->running) {
+        pthread_mutex_lock(&ch->mu);
+        atomic_store(&ch->stop, true);
+        pthread_cond_signal(&ch->cv);
+        pthread_mutex_unlock(&ch->mu);
+        pthread_join(ch->thread, NULL);
+    }
+    if (ch->rk) {
+        rd_kafka_consumer_close(ch->rk);
+        rd_kafka_destroy(ch->rk);
+    }
+    pthread_cond_destroy(&ch->cv);
+    pthread_mutex_destroy(&ch->mu);
+    free(ch);
+}

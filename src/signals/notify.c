@@ -1,0 +1,193 @@
+/*
+ * signals/notify.c: Debezium notifications on the `log` and `sink` channels
+ * (Debezium LogNotificationChannel, SinkNotificationChannel; the record
+ * shape is SchemaFactory.notificationKeySchema / notificationValueSchema).
+ * The sink channel has its own producer, so notifications from any task
+ * thread never touch a task's sink or its offsets (Debezium queues them
+ * with the data records; their offsets carry nothing).
+ */
+#include "signals/notify.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "signals/signals_internal.h"
+
+struct notifier {
+    bool log;
+    rd_kafka_t *rk; /* sink channel, NULL when off */
+    char *topic;
+    bool key_schema, value_schema; /* key/value.converter.schemas.enable */
+    atomic_ullong failed;          /* records the sink could not deliver */
+};
+
+/* JsonConverter envelopes (schemas.enable) of SchemaFactory's
+ * notificationKeySchema / notificationValueSchema, names not adjusted. */
+#define KEY_SCHEMA                                                                                 \
+    "{\"schema\":{\"type\":\"struct\",\"fields\":[{\"type\":\"string\",\"optional\":false,"        \
+    "\"field\":\"id\"}],\"optional\":false,\"name\":\"io.debezium.connector.common."               \
+    "NotificationKey\","                                                                           \
+    "\"version\":1},\"payload\":"
+#define VALUE_SCHEMA                                                                               \
+    "{\"schema\":{\"type\":\"struct\",\"fields\":[{\"type\":\"string\",\"optional\":false,"        \
+    "\"field\":\"id\"},{\"type\":\"string\",\"optional\":false,\"field\":\"type\"},{\"type\":"     \
+    "\"string\",\"optional\":false,\"field\":\"aggregate_type\"},{\"type\":\"map\",\"keys\":{"     \
+    "\"type\":\"string\",\"optional\":false},\"values\":{\"type\":\"string\",\"optional\":false}," \
+    "\"optional\":true,\"field\":\"additional_data\"},{\"type\":\"int64\",\"optional\":false,"     \
+    "\"field\":\"timestamp\"}],\"optional\":false,\"name\":\"io.debezium.connector.common."        \
+    "Notification\",\"version\":1},\"payload\":"
+
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    struct notifier *n = opaque;
+    (void)rk;
+    if (m->err) {
+        atomic_fetch_add(&n->failed, 1);
+        LOG_WARN("notification not delivered to %s: %s", n->topic, rd_kafka_err2str(m->err));
+    }
+}
+
+static bool has(const struct mcdc_strlist *l, const char *name)
+{
+    for (size_t i = 0; i < l->count; i++)
+        if (strcmp(l->items[i], name) == 0)
+            return true;
+    return false;
+}
+
+struct notifier *notify_new(const struct mcdc_config *cfg, struct mcdc_error *err)
+{
+    bool log = has(&cfg->notification_channels, "log");
+    bool sink = has(&cfg->notification_channels, "sink");
+    if (!log && !sink)
+        return NULL;
+    struct notifier *n = xcalloc(1, sizeof *n);
+    n->log = log;
+    n->key_schema = cfg->key_schemas_enable;
+    n->value_schema = cfg->value_schemas_enable;
+    if (sink) {
+        char errstr[512];
+        rd_kafka_conf_t *conf = sig_kafka_conf(cfg, err);
+        if (!conf) {
+            free(n);
+            return NULL;
+        }
+        if (!sig_kafka_set(conf, "client.id", "mongocdc-notifications", err) ||
+            !sig_kafka_set(conf, "linger.ms", "10", err)) {
+            rd_kafka_conf_destroy(conf);
+            free(n);
+            return NULL;
+        }
+        rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+        rd_kafka_conf_set_opaque(conf, n);
+        n->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+        if (!n->rk) {
+            rd_kafka_conf_destroy(conf);
+            free(n);
+            mcdc_error_set(err, MCDC_ERR_KAFKA, 0, "notification sink producer: %s", errstr);
+            return NULL;
+        }
+        n->topic = xstrdup(cfg->notification_sink_topic);
+    }
+    return n;
+}
+
+void notify_destroy(struct notifier *n)
+{
+    if (!n)
+        return;
+    if (n->rk) {
+        rd_kafka_resp_err_t e = rd_kafka_flush(n->rk, 5000);
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+            LOG_WARN("%d notification(s) not delivered to %s at shutdown: %s",
+                     rd_kafka_outq_len(n->rk), n->topic, rd_kafka_err2str(e));
+        rd_kafka_destroy(n->rk);
+    }
+    free(n->topic);
+    free(n);
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void notify_send(struct notifier *n, const char *aggregate_type, const char *type, const char *id,
+                 const struct notify_kv *kv, size_t count)
+{
+    if (!n)
+        return;
+    if (!id)
+        id = "";
+    if (n->log) {
+        /* Notification.toString(); additionalData prints as Java's Map */
+        bson_string_t *s = bson_string_new(NULL);
+        bson_string_append_printf(s, "{aggregateType='%s', type='%s', additionalData={",
+                                  aggregate_type, type);
+        for (size_t i = 0; i < count; i++)
+            bson_string_append_printf(s, "%s%s=%s", i ? ", " : "", kv[i].key, kv[i].value);
+        bson_string_append(s, "}}");
+        LOG_INFO("[Notification Service]  %s", s->str);
+        bson_string_free(s, true);
+    }
+    if (n->rk) {
+        bson_string_t *key = bson_string_new(n->key_schema ? KEY_SCHEMA "{\"id\":" : "{\"id\":");
+        sig_json_string(key, id);
+        bson_string_append(key, n->key_schema ? "}}" : "}");
+        bson_string_t *v = bson_string_new(n->value_schema ? VALUE_SCHEMA "{\"id\":" : "{\"id\":");
+        sig_json_string(v, id);
+        bson_string_append(v, ",\"type\":");
+        sig_json_string(v, type);
+        bson_string_append(v, ",\"aggregate_type\":");
+        sig_json_string(v, aggregate_type);
+        bson_string_append(v, ",\"additional_data\":{");
+        for (size_t i = 0; i < count; i++) {
+            if (i)
+                bson_string_append_c(v, ',');
+            sig_json_string(v, kv[i].key);
+            bson_string_append_c(v, ':');
+            sig_json_string(v, kv[i].value ? kv[i].value : "");
+        }
+        bson_string_append_printf(v, "},\"timestamp\":%lld}%s", (long long)wall_ms(),
+                                  n->value_schema ? "}" : "");
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+            n->rk, RD_KAFKA_V_TOPIC(n->topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_KEY(key->str, key->len), RD_KAFKA_V_VALUE(v->str, v->len), RD_KAFKA_V_END);
+        if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
+            LOG_WARN("notification %s %s not queued for %s: %s", aggregate_type, type, n->topic,
+                     rd_kafka_err2str(e));
+        rd_kafka_poll(n->rk, 0); /* delivery reports */
+        bson_string_free(key, true);
+        bson_string_free(v, true);
+    }
+}
+
+static struct notifier *_Atomic daemon_notifier;
+
+void notify_set_daemon(struct notifier *n)
+{
+    atomic_store(&daemon_notifier, n);
+}
+
+struct notifier *notify_daemon(void)
+{
+    return atomic_load(&daemon_notifier);
+}
+
+void notify_initial_snapshot(const char *type, const char *connector_name)
+{
+    struct notifier *n = notify_daemon();
+    if (!n)
+        return;
+    char id[37];
+    sig_uuid(id);
+    struct notify_kv kv[] = {{"connector_name", connector_name ? connector_name : ""}};
+    notify_send(n, "Initial Snapshot", type, id, kv, 1);
+}

@@ -1,0 +1,49 @@
+/*
+ * signals internals shared by the channel, notification and command files.
+ * Not a public contract.
+ */
+#ifndef MCDC_SIGNALS_SIGNALS_INTERNAL_H
+#define MCDC_SIGNALS_SIGNALS_INTERNAL_H
+
+#include <bson/bson.h>
+#include <librdkafka/rdkafka.h>
+#include <stdbool.h>
+
+#include "common/error.h"
+#include "config/config.h"
+
+/* n zeroed bytes aligned for align (a power of two, e.g. _Alignof of a
+ * struct holding a bson_t, which libbson aligns to 128 bytes; malloc gives
+ * 16). Aborts on out-of-memory; free() releases it. */
+void *sig_zalloc_aligned(size_t align, size_t n);
+
+/* Appends s as a JSON string literal (quotes included, control characters
+ * and '"' '\\' escaped; UTF-8 passed through) to out. */
+void sig_json_string(bson_string_t *out, const char *s);
+
+/* A random (v4) UUID, 36 characters and NUL. */
+void sig_uuid(char out[37]);
+
+/* librdkafka's log lines into ours (component "rdkafka"). */
+void sig_rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
+
+/*
+ * A librdkafka conf for a client of the cluster the daemon produces to:
+ * the kafka: map's bootstrap.servers and connection settings (security.*,
+ * sasl.*, ssl.*, client.*, socket.*, broker.*), nothing producer-specific.
+ * NULL with err on a value librdkafka refuses (config_load checked them).
+ */
+rd_kafka_conf_t *sig_kafka_conf(const struct mcdc_config *cfg, struct mcdc_error *err);
+
+/* Sets k=v on conf; false with err naming k. */
+bool sig_kafka_set(rd_kafka_conf_t *conf, const char *k, const char *v, struct mcdc_error *err);
+
+/* The signal topic: signal.kafka.topic or <topic.prefix>-signal. Borrowed
+ * or written into buf (cap bytes). */
+const char *sig_kafka_topic(const struct mcdc_config *cfg, char *buf, size_t cap);
+
+/* The signal's JSON line {"id":...,"type":...,"data":{...}} (the kafka and
+ * file channels' shape). Caller frees with bson_free. */
+char *sig_to_json(const char *id, const char *type, const bson_t *data);
+
+#endif

@@ -1,0 +1,155 @@
+/*
+ * signals/util.c: helpers of the channels, notifications and the signal
+ * command (signals_internal.h).
+ */
+#include "signals/signals_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "common/log.h"
+
+void *sig_zalloc_aligned(size_t align, size_t n)
+{
+    void *p = NULL;
+    if (align < sizeof(void *))
+        align = sizeof(void *);
+    if (posix_memalign(&p, align, n ? n : 1) != 0)
+        abort();
+    memset(p, 0, n ? n : 1);
+    return p;
+}
+
+void sig_json_string(bson_string_t *out, const char *s)
+{
+    bson_string_append_c(out, '"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"':
+            bson_string_append(out, "\\\"");
+            break;
+        case '\\':
+            bson_string_append(out, "\\\\");
+            break;
+        case '\n':
+            bson_string_append(out, "\\n");
+            break;
+        case '\r':
+            bson_string_append(out, "\\r");
+            break;
+        case '\t':
+            bson_string_append(out, "\\t");
+            break;
+        default:
+            if (*p < 0x20)
+                bson_string_append_printf(out, "\\u%04x", *p);
+            else
+                bson_string_append_c(out, (char)*p);
+        }
+    }
+    bson_string_append_c(out, '"');
+}
+
+void sig_uuid(char out[37])
+{
+    uint8_t b[16];
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
+        bson_oid_t oid;
+        bson_oid_init(&oid, NULL);
+        memcpy(b, oid.bytes, 12);
+        memset(b + 12, 0, 4);
+    }
+    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
+    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+}
+
+void sig_rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    /* syslog levels: 0-3 error, 4 warning, 5-6 notice/info, 7 debug */
+    enum mcdc_log_level lvl = level <= 3   ? MCDC_LOG_ERROR
+                              : level == 4 ? MCDC_LOG_WARN
+                              : level <= 6 ? MCDC_LOG_INFO
+                                           : MCDC_LOG_DEBUG;
+    /* A broker that cannot be reached: the channel's error callback WARNs
+     * once per outage; librdkafka would log an ERROR at every retry. */
+    if (strcmp(fac, "FAIL") == 0)
+        lvl = MCDC_LOG_DEBUG;
+    if (!MCDC_LOG_ENABLED(lvl))
+        return;
+    char line[1024];
+    snprintf(line, sizeof line, "%s: %s: %s", rd_kafka_name(rk), fac, buf);
+    mcdc_log_write(lvl, "rdkafka", line);
+}
+
+bool sig_kafka_set(rd_kafka_conf_t *conf, const char *k, const char *v, struct mcdc_error *err)
+{
+    char errstr[512];
+    if (rd_kafka_conf_set(conf, k, v, errstr, sizeof errstr) == RD_KAFKA_CONF_OK)
+        return true;
+    return mcdc_error_set(err, MCDC_ERR_CONFIG, 0, "%s: %s", k, errstr);
+}
+
+/* kafka: keys that say how to reach and authenticate to the cluster. */
+static bool connection_key(const char *k)
+{
+    static const char *const prefixes[] = {"bootstrap.servers",
+                                           "metadata.broker.list",
+                                           "security.",
+                                           "sasl.",
+                                           "ssl.",
+                                           "ssl_",
+                                           "client.",
+                                           "socket.",
+                                           "broker.",
+                                           "api.version",
+                                           NULL};
+    for (size_t i = 0; prefixes[i]; i++)
+        if (strncmp(k, prefixes[i], strlen(prefixes[i])) == 0)
+            return true;
+    return false;
+}
+
+rd_kafka_conf_t *sig_kafka_conf(const struct mcdc_config *cfg, struct mcdc_error *err)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    for (size_t i = 0; i < cfg->kafka.count; i++) {
+        const struct mcdc_kv *kv = &cfg->kafka.items[i];
+        if (connection_key(kv->key) && !sig_kafka_set(conf, kv->key, kv->value, err)) {
+            rd_kafka_conf_destroy(conf);
+            return NULL;
+        }
+    }
+    rd_kafka_conf_set_log_cb(conf, sig_rdkafka_log);
+    return conf;
+}
+
+const char *sig_kafka_topic(const struct mcdc_config *cfg, char *buf, size_t cap)
+{
+    if (cfg->signal_kafka_topic && *cfg->signal_kafka_topic)
+        return cfg->signal_kafka_topic;
+    snprintf(buf, cap, "%s-signal", cfg->topic_prefix ? cfg->topic_prefix : "");
+    return buf;
+}
+
+char *sig_to_json(const char *id, const char *type, const bson_t *data)
+{
+    bson_string_t *s = bson_string_new("{\"id\":");
+    sig_json_string(s, id);
+    bson_string_append(s, ",\"type\":");
+    sig_json_string(s, type);
+    bson_string_append(s, ",\"data\":");
+    if (data && !bson_empty(data)) {
+        char *j = bson_as_relaxed_extended_json(data, NULL);
+        bson_string_append(s, j ? j : "{}");
+        bson_free(j);
+    } else {
+        bson_string_append(s, "{}");
+    }
+    bson_string_append_c(s, '}');
+    return bson_string_free(s, false);
+}

@@ -1,0 +1,198 @@
+/*
+ * snapshot/incremental: the incremental (ad hoc) snapshot engine of one
+ * capture task (debezium-format.md §5.4; design.md §8).
+ *
+ * State, as Debezium's MongoDbIncrementalSnapshotContext: a queue of
+ * collections (each with its additional condition and the correlation id of
+ * the signal that asked for it), the last `_id` sent, the maximum `_id`, the
+ * paused flag and the window of the chunk being read. This module reads the
+ * chunks and keeps the window; the worker (worker_incremental.c) feeds it
+ * the stream, emits the rows and writes the offsets.
+ *
+ * A chunk is read in `_id` order with incremental.snapshot.chunk.size
+ * documents at most and incremental.snapshot.window.max.bytes of documents at
+ * most (at least one document). Keys are compared in BSON order across type
+ * brackets, so a mixed-type collection is read whole (Debezium's $gt/$lte
+ * stay inside one bracket and skip every other `_id` type, §5.4 quirks).
+ *
+ * Two ways to close a window:
+ *   - markers (default): `{_id: "<chunkId>-open", type: "snapshot-window-open",
+ *     payload: ""}` is inserted into the signal collection before the read,
+ *     and after it either a `-close` document (insert_insert) or the delete
+ *     of the `-open` document (insert_delete). The stream sees them in order;
+ *     between them a streamed change of a buffered key drops that row (the
+ *     streamed change is newer), and at the close the rest is emitted.
+ *   - cluster time (read.only, and per-shard tasks of a sharded cluster,
+ *     whose own stream a write through mongos does not reach predictably):
+ *     the chunk is read with readConcern {level: snapshot, atClusterTime: T};
+ *     T = the server's operationTime just before the read. The rows are
+ *     emitted as soon as the stream passes T: at the first event after T
+ *     (which drops its own key's row: it supersedes it) or at the first
+ *     empty batch after the read. Events at or before T are already in the
+ *     rows and come first. No write at all.
+ *
+ * Offsets (§4.2 keys, values portable): incremental_snapshot_collections
+ * (JSON array of {incremental_snapshot_collections_id,
+ * ..._additional_condition, ..._correlation_id}), incremental_snapshot_primary_key
+ * and incremental_snapshot_maximum_key as canonical extended JSON of the
+ * document {"_id": <key>} (never Debezium's Java-serialised hex),
+ * incremental_snapshot_correlation_id.
+ *
+ * Thread: the task's thread only.
+ */
+#ifndef MCDC_SNAPSHOT_INCREMENTAL_H
+#define MCDC_SNAPSHOT_INCREMENTAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mongoc/mongoc.h>
+
+#include "common/error.h"
+#include "config/config.h"
+
+struct incr;
+
+enum incr_state {
+    INCR_IDLE = 0,  /* nothing queued */
+    INCR_READY,     /* the next chunk is to be read */
+    INCR_WAIT_OPEN, /* chunk read; the stream has not reached the open marker */
+    INCR_OPEN,      /* open marker seen; waiting for the close */
+    INCR_WAIT_TIME, /* cluster-time window: waiting for the stream to pass T */
+    INCR_CLOSED,    /* window closed: the buffer is to be emitted */
+};
+
+/* What incr_read_chunk did. */
+enum incr_read {
+    INCR_READ_WINDOW = 0, /* a non-empty chunk is in the window */
+    INCR_READ_COLL_DONE,  /* the current collection has no more keys (it left the queue) */
+    INCR_READ_FAILED,     /* err says why */
+};
+
+/*
+ * New engine for one task. cfg borrowed (outlives it). task names log lines.
+ * cluster_time: windows by cluster time (read.only or a per-shard task),
+ * else markers in signal.data.collection. Never NULL.
+ */
+struct incr *incr_new(const struct mcdc_config *cfg, const char *task, bool cluster_time);
+void incr_destroy(struct incr *s); /* NULL is a no-op */
+
+/*
+ * Restores the state from an offset value's extra members (JSON object text,
+ * the position's extra_json; NULL or no incremental keys = idle). A value
+ * with the keys but unreadable is an error (domain IO): it is not silently
+ * dropped. The restored snapshot resumes after the last key sent.
+ */
+bool incr_restore(struct incr *s, const char *extra_json, struct mcdc_error *err);
+
+/*
+ * The incremental-snapshot offset members as a JSON object text, or NULL when
+ * idle. Reflects the rows sent so far. Borrowed: valid until the next call
+ * that changes the state.
+ */
+const char *incr_offset_json(struct incr *s);
+
+enum incr_state incr_state(const struct incr *s);
+bool incr_paused(const struct incr *s);
+bool incr_uses_cluster_time(const struct incr *s);
+
+/* Queues db.coll with condition cond (a query document, borrowed and copied;
+ * NULL = none) for the signal id (copied). A collection already queued is
+ * not queued twice. Starts the engine when idle. */
+void incr_enqueue(struct incr *s, const char *db, const char *coll, const bson_t *cond,
+                  const char *signal_id);
+
+/* The current collection ("db.coll") and the signal id, or NULL when idle. */
+const char *incr_current(const struct incr *s);
+const char *incr_signal_id(const struct incr *s);
+
+/*
+ * stop-snapshot: removes every queued collection whose "db.coll" matches one
+ * of the n regexes (case-insensitive, anchored; n = 0: all). The current
+ * collection stops between chunks: a window being read is closed and emitted
+ * first. Returns how many collections were removed; *current set when the
+ * current one was among them.
+ */
+size_t incr_stop(struct incr *s, char *const *regexes, size_t n, bool *current);
+
+/* Drops every queued collection and the window (a read the server refused).
+ * Returns how many were queued. */
+size_t incr_abort(struct incr *s);
+
+/* Anchored, case-insensitive regex match of ns ("db.coll") against re (a
+ * data-collections entry); an invalid regex compares as a literal. */
+bool incr_ns_matches(const char *re, const char *ns);
+
+/* pause-snapshot / resume-snapshot (Debezium: the pause takes effect after
+ * the current window; resume re-reads from the last key sent). */
+void incr_pause(struct incr *s);
+void incr_resume(struct incr *s);
+
+/*
+ * Reads the next chunk of the current collection (state INCR_READY) with
+ * client (the task's). owned: a query document ANDed with every read (the
+ * documents a shard owns), or NULL. With markers, inserts the open marker
+ * before and the close marker (or the delete of the open one) after the
+ * read; with the cluster time, reads at T = the server's operationTime.
+ * The first chunk of a collection also reads its maximum key (with the
+ * condition). Returns INCR_READ_WINDOW (state WAIT_OPEN or WAIT_TIME),
+ * INCR_READ_COLL_DONE (the collection left the queue; state READY or IDLE),
+ * or INCR_READ_FAILED (err; the state stays READY, so a retry re-reads).
+ */
+enum incr_read incr_read_chunk(struct incr *s, mongoc_client_t *client, const bson_t *owned,
+                               struct mcdc_error *err);
+
+/*
+ * A streamed insert or delete in the signal collection: the window markers.
+ * op_insert: an insert (doc: its fullDocument), else a delete (doc: its
+ * documentKey). Returns true when it was a marker of this engine's current
+ * chunk (the window opened or closed), false otherwise.
+ */
+bool incr_on_marker(struct incr *s, bool op_insert, const bson_t *doc);
+
+/*
+ * A streamed data event of db.coll (lengths given) with document key key
+ * (borrowed) at cluster time (sec, inc) (has_time false: unknown). Drops the
+ * buffered row of that key while a marker window is open, or, for a
+ * cluster-time window, when the event is after T. Returns true when a
+ * cluster-time window's T has been passed (the window is then CLOSED).
+ */
+bool incr_on_event(struct incr *s, const char *db, size_t db_len, const char *coll, size_t coll_len,
+                   const bson_t *key, bool has_time, uint32_t sec, uint32_t inc);
+
+/* The stream answered an empty batch after the chunk was read: every event
+ * up to the server's time of that answer (later than T) has been seen, so a
+ * cluster-time window closes. (A post-batch token's time cannot serve: a
+ * high-water mark at T sorts before the events of T, and an idle server
+ * need not move it past T.) */
+void incr_on_idle(struct incr *s);
+
+/* Rows left in the closed window, in `_id` order: n and row i (NULL for a
+ * dropped row). Borrowed until incr_window_done. */
+size_t incr_window_size(const struct incr *s);
+const bson_t *incr_window_row(const struct incr *s, size_t i);
+
+/* Row i was produced: it becomes the last key sent (in the offsets). */
+void incr_window_sent(struct incr *s, size_t i);
+
+/*
+ * The closed window is emitted: the chunk's end becomes the last key sent,
+ * the buffer is freed and the engine goes back to READY (or stays paused).
+ * Logs progress (% of the estimated count, rows/s, ETA) every 10 s and at
+ * the end of a collection.
+ */
+void incr_window_done(struct incr *s);
+
+/* The database and collection of the current collection (borrowed). */
+const char *incr_db(const struct incr *s);
+const char *incr_coll(const struct incr *s);
+
+/* The last key sent (maximum false) or the maximum key as canonical extended
+ * JSON of {"_id": ...}, malloc'd (caller frees), or NULL when not known. */
+char *incr_key_text(const struct incr *s, bool maximum);
+
+/* Rows emitted for the current collection; its estimated count (-1 unknown). */
+int64_t incr_rows_sent(const struct incr *s);
+
+#endif

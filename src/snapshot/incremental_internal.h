@@ -1,0 +1,79 @@
+/*
+ * snapshot/incremental internals shared by incremental.c (state, window,
+ * offsets) and incremental_read.c (the reads and markers). Not a contract.
+ */
+#ifndef MCDC_SNAPSHOT_INCREMENTAL_INTERNAL_H
+#define MCDC_SNAPSHOT_INCREMENTAL_INTERNAL_H
+
+#include "snapshot/incremental.h"
+
+/* One queued collection. */
+struct incr_item {
+    char *db, *coll, *ns; /* ns = "db.coll" */
+    bson_t cond;          /* additional condition; empty = none */
+    char *signal_id;
+};
+
+/* One buffered row. doc NULL = dropped by a streamed change. */
+struct incr_row {
+    bson_t *doc;
+    uint64_t hash; /* of the _id value's type and bytes */
+};
+
+struct incr {
+    const struct mcdc_config *cfg;
+    char task[128];
+    bool cluster_time;
+    enum incr_state state;
+    bool paused;
+    bool stop_current; /* stop-snapshot arrived during a window: stop after it */
+
+    struct incr_item *queue;
+    size_t count, cap;
+
+    bson_t last_key;  /* {_id: <last key sent>}; empty = from the start */
+    bson_t max_key;   /* {_id: <max>}; empty = not read yet */
+    bson_t chunk_end; /* {_id: <last key read in the window>} */
+    int bracket;      /* bracket being read (keyrange.h), -1: the last key's */
+
+    char chunk_id[40];
+    uint32_t at_sec, at_inc; /* cluster-time window: T */
+
+    struct incr_row *rows;
+    size_t nrows, rows_cap;
+    size_t *slots; /* open addressing over rows, index + 1; 0 = empty */
+    size_t nslots;
+    size_t window_bytes;
+
+    int64_t sent;       /* rows emitted for the current collection */
+    int64_t superseded; /* its rows dropped for a streamed change */
+    int64_t estimated;  /* its estimatedDocumentCount, -1 unknown */
+    int64_t started_ms; /* monotonic */
+    int64_t last_log_ms;
+
+    char *offset_json;
+    bool offset_dirty;
+};
+
+/* FNV-1a of an _id value's type byte and value bytes. */
+uint64_t incr_key_hash(const bson_iter_t *id);
+
+/* Queues db.coll (no duplicates) without starting the engine. */
+void incr_push_item(struct incr *s, const char *db, const char *coll, const bson_t *cond,
+                    const char *signal_id);
+
+/* Adds a read document (taken) to the window. */
+void incr_window_add(struct incr *s, bson_t *doc);
+
+/* Frees the rows and the index. */
+void incr_window_clear(struct incr *s);
+
+/* Pops the current collection (finished or stopped); resets the keys. */
+void incr_pop_current(struct incr *s);
+
+int64_t incr_now_ms(void);
+
+/* The current collection has no more keys: logs its summary and pops it. */
+void incr_collection_finished(struct incr *s);
+
+#endif

@@ -1,0 +1,252 @@
+/*
+ * snapshot/incremental_offsets: the incremental snapshot's progress as offset
+ * members (incremental.h; debezium-format.md §4.2): Debezium's keys, with
+ * portable values (canonical extended JSON of {"_id": key}, a compact JSON
+ * list of the queued collections), and their restore at start.
+ */
+#include "snapshot/incremental_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+
+/* Offset keys (Debezium's names, §4.2). */
+#define K_COLLS "incremental_snapshot_collections"
+#define K_COLL_ID "incremental_snapshot_collections_id"
+#define K_COLL_COND "incremental_snapshot_collections_additional_condition"
+#define K_COLL_CORR "incremental_snapshot_collections_correlation_id"
+#define K_PRIMARY "incremental_snapshot_primary_key"
+#define K_MAXIMUM "incremental_snapshot_maximum_key"
+#define K_CORR "incremental_snapshot_correlation_id"
+
+/* ---- offsets ------------------------------------------------------------- */
+
+/* A growing string for the collections list. */
+struct strbuf {
+    char *s;
+    size_t len, cap;
+};
+
+static void sb_put(struct strbuf *b, const char *p, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->s = xrealloc(b->s, b->cap);
+    }
+    memcpy(b->s + b->len, p, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+static void sb_puts(struct strbuf *b, const char *p)
+{
+    sb_put(b, p, strlen(p));
+}
+
+/* A JSON string literal (quotes, backslashes and control characters escaped). */
+static void sb_json_str(struct strbuf *b, const char *p)
+{
+    char esc[8];
+    sb_put(b, "\"", 1);
+    for (; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '"' || ch == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)ch;
+            sb_put(b, esc, 2);
+        } else if (ch < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", ch);
+            sb_put(b, esc, 6);
+        } else {
+            sb_put(b, p, 1);
+        }
+    }
+    sb_put(b, "\"", 1);
+}
+
+static char *canonical(const bson_t *doc)
+{
+    size_t len;
+    char *j = bson_as_canonical_extended_json(doc, &len);
+    char *out = xstrdup(j);
+    bson_free(j);
+    return out;
+}
+
+char *incr_key_text(const struct incr *s, bool maximum)
+{
+    const bson_t *k = maximum ? &s->max_key : &s->last_key;
+    return bson_empty(k) ? NULL : canonical(k);
+}
+
+const char *incr_offset_json(struct incr *s)
+{
+    bson_t o = BSON_INITIALIZER;
+    char *colls, *j;
+    size_t len;
+
+    if (s->count == 0)
+        return NULL;
+    if (!s->offset_dirty && s->offset_json)
+        return s->offset_json;
+    /* Compact, in Debezium's key order: [{"..._id":"db.coll","..._additional_condition":null,
+     * "..._correlation_id":"sig"}] */
+    {
+        struct strbuf b = {0};
+        sb_puts(&b, "[");
+        for (size_t i = 0; i < s->count; i++) {
+            sb_puts(&b, i ? ",{" : "{");
+            sb_json_str(&b, K_COLL_ID);
+            sb_puts(&b, ":");
+            sb_json_str(&b, s->queue[i].ns);
+            sb_puts(&b, ",");
+            sb_json_str(&b, K_COLL_COND);
+            sb_puts(&b, ":");
+            if (bson_empty(&s->queue[i].cond)) {
+                sb_puts(&b, "null");
+            } else {
+                char *c = canonical(&s->queue[i].cond);
+                sb_json_str(&b, c);
+                free(c);
+            }
+            sb_puts(&b, ",");
+            sb_json_str(&b, K_COLL_CORR);
+            sb_puts(&b, ":");
+            if (s->queue[i].signal_id[0])
+                sb_json_str(&b, s->queue[i].signal_id);
+            else
+                sb_puts(&b, "null");
+            sb_puts(&b, "}");
+        }
+        sb_puts(&b, "]");
+        colls = b.s;
+    }
+    BSON_APPEND_UTF8(&o, K_COLLS, colls);
+    free(colls);
+    if (!bson_empty(&s->last_key)) {
+        char *c = canonical(&s->last_key);
+        BSON_APPEND_UTF8(&o, K_PRIMARY, c);
+        free(c);
+    }
+    if (!bson_empty(&s->max_key)) {
+        char *c = canonical(&s->max_key);
+        BSON_APPEND_UTF8(&o, K_MAXIMUM, c);
+        free(c);
+    }
+    if (s->queue[0].signal_id[0])
+        BSON_APPEND_UTF8(&o, K_CORR, s->queue[0].signal_id);
+    j = bson_as_relaxed_extended_json(&o, &len);
+    free(s->offset_json);
+    s->offset_json = xstrdup(j);
+    bson_free(j);
+    bson_destroy(&o);
+    s->offset_dirty = false;
+    return s->offset_json;
+}
+
+static bool utf8_member(const bson_t *doc, const char *key, const char **out)
+{
+    bson_iter_t it;
+    if (!bson_iter_init_find(&it, doc, key) || !BSON_ITER_HOLDS_UTF8(&it))
+        return false;
+    *out = bson_iter_utf8(&it, NULL);
+    return true;
+}
+
+static bool parse_key(const char *text, bson_t *dst, const char *what, struct mcdc_error *err)
+{
+    bson_error_t be;
+    bson_t *d = bson_new_from_json((const uint8_t *)text, -1, &be);
+    bson_iter_t it;
+    if (d == NULL || !bson_iter_init_find(&it, d, "_id")) {
+        if (d)
+            bson_destroy(d);
+        return mcdc_error_set(err, MCDC_ERR_IO, EINVAL, "offset %s is not {\"_id\": ...}: %s", what,
+                              d ? "no _id" : be.message);
+    }
+    bson_reinit(dst);
+    bson_append_iter(dst, "_id", 3, &it);
+    bson_destroy(d);
+    return true;
+}
+
+bool incr_restore(struct incr *s, const char *extra_json, struct mcdc_error *err)
+{
+    bson_t *extra, *list = NULL;
+    bson_error_t be;
+    bson_iter_t it;
+    const char *colls, *text;
+    bool ok = false;
+
+    if (extra_json == NULL)
+        return true;
+    extra = bson_new_from_json((const uint8_t *)extra_json, -1, &be);
+    if (extra == NULL || !utf8_member(extra, K_COLLS, &colls)) {
+        if (extra)
+            bson_destroy(extra);
+        return true; /* no incremental snapshot in the offsets */
+    }
+    list = bson_new_from_json((const uint8_t *)colls, -1, &be);
+    if (list == NULL) {
+        mcdc_error_set(err, MCDC_ERR_IO, EINVAL, "offset %s is not a JSON array: %s", K_COLLS,
+                       be.message);
+        goto done;
+    }
+    if (bson_iter_init(&it, list)) {
+        while (bson_iter_next(&it)) {
+            bson_t item, cond = BSON_INITIALIZER;
+            const uint8_t *data;
+            uint32_t len;
+            const char *ns, *dot, *corr = "";
+            char db[256];
+            if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+                continue;
+            bson_iter_document(&it, &len, &data);
+            if (!bson_init_static(&item, data, len) || !utf8_member(&item, K_COLL_ID, &ns) ||
+                (dot = strchr(ns, '.')) == NULL) {
+                bson_destroy(&cond);
+                continue;
+            }
+            if (utf8_member(&item, K_COLL_COND, &text)) {
+                bson_t *c = bson_new_from_json((const uint8_t *)text, -1, &be);
+                if (c == NULL) {
+                    bson_destroy(&cond);
+                    mcdc_error_set(err, MCDC_ERR_IO, EINVAL,
+                                   "offset additional condition of %s is not JSON: %s", ns,
+                                   be.message);
+                    goto done;
+                }
+                bson_destroy(&cond);
+                bson_copy_to(c, &cond);
+                bson_destroy(c);
+            }
+            (void)utf8_member(&item, K_COLL_CORR, &corr);
+            snprintf(db, sizeof db, "%.*s", (int)(dot - ns), ns);
+            incr_push_item(s, db, dot + 1, &cond, corr);
+            bson_destroy(&cond);
+        }
+    }
+    if (utf8_member(extra, K_PRIMARY, &text) && !parse_key(text, &s->last_key, K_PRIMARY, err))
+        goto done;
+    if (utf8_member(extra, K_MAXIMUM, &text) && !parse_key(text, &s->max_key, K_MAXIMUM, err))
+        goto done;
+    if (s->count > 0) {
+        s->state = INCR_READY;
+        s->started_ms = s->last_log_ms = incr_now_ms();
+        LOG_INFO("incremental snapshot resumed from the offsets: %zu collection(s) left, %s "
+                 "from %s",
+                 s->count, s->queue[0].ns,
+                 bson_empty(&s->last_key) ? "the first key" : "after the last key sent");
+    }
+    ok = true;
+done:
+    if (list)
+        bson_destroy(list);
+    bson_destroy(extra);
+    if (!ok)
+        mcdc_error_prefix(err, "cannot resume the incremental snapshot");
+    return ok;
+}

@@ -1,0 +1,595 @@
+/*
+ * worker_incremental: the dispatch of signals and incremental snapshots in a
+ * capture task (debezium-format.md §5.2 blocking, §5.3 signals, §5.4 the
+ * window algorithm). The engine (snapshot/incremental.h) reads chunks and
+ * keeps the window; this file feeds it the stream, handles the signals,
+ * emits the rows and stamps the engine's progress into every position the
+ * task produces, so the offsets advance only over acknowledged records and a
+ * restart resumes at the chunk it was in.
+ *
+ * Window kind: markers in signal.data.collection for a replica set or a
+ * mongos stream; the cluster-time method (no writes) under read.only and in
+ * per-shard tasks of a sharded cluster, where a marker written through
+ * mongos lands on whichever shard owns its _id and never reliably on the
+ * task's own stream.
+ */
+#include "worker/worker_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "signals/notify.h"
+#include "signals/signals.h"
+#include "snapshot/incremental.h"
+#include "snapshot/snapshot.h"
+
+#define AGG "Incremental Snapshot"
+
+static struct signal_bus *g_bus; /* set once before tasks start */
+static struct notifier *g_notifier;
+
+void worker_signals_attach(struct signal_bus *bus, struct notifier *n)
+{
+    __atomic_store_n(&g_bus, bus, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_notifier, n, __ATOMIC_RELEASE);
+}
+
+static void notify(struct worker *w, const char *type, const char *id, const struct notify_kv *kv,
+                   size_t n)
+{
+    struct notifier *nf = __atomic_load_n(&g_notifier, __ATOMIC_ACQUIRE);
+    (void)w;
+    if (nf != NULL)
+        notify_send(nf, AGG, type, id ? id : "", kv, n);
+}
+
+enum phase worker_incremental_setup(struct worker *w)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct signal_bus *bus = __atomic_load_n(&g_bus, __ATOMIC_ACQUIRE);
+
+    incr_destroy(w->inc);
+    w->inc = incr_new(w->cfg, w->rs, w->cfg->read_only || w->snapshot_filters != NULL);
+    if (bus != NULL && w->sigq == NULL)
+        w->sigq = signal_bus_subscribe(bus, w->rs);
+    if (!incr_restore(w->inc, w->stream_pos.extra_json, &err)) {
+        w->err = err;
+        return PHASE_FATAL;
+    }
+    return PHASE_OK;
+}
+
+void worker_incremental_teardown(struct worker *w)
+{
+    incr_destroy(w->inc);
+    w->inc = NULL;
+    position_clear(&w->inc_pos);
+}
+
+const struct mcdc_position *worker_incremental_stamp(struct worker *w,
+                                                     const struct mcdc_position *pos)
+{
+    const char *j;
+
+    if (pos == NULL || w->inc == NULL || pos->initsync)
+        return pos;
+    j = incr_offset_json(w->inc);
+    if (j == NULL && pos->extra_json == NULL)
+        return pos;
+    if (pos != &w->inc_pos)
+        position_copy(&w->inc_pos, pos);
+    free(w->inc_pos.extra_json);
+    w->inc_pos.extra_json = j ? xstrdup(j) : NULL;
+    return &w->inc_pos;
+}
+
+/* The stream position's cluster time (the token's when sec is unknown). */
+static bool stream_time(const struct worker *w, uint32_t *sec, uint32_t *inc)
+{
+    if (w->stream_pos.sec > 0) {
+        *sec = (uint32_t)w->stream_pos.sec;
+        *inc = (uint32_t)w->stream_pos.ord;
+        return true;
+    }
+    return w->stream_pos.has_resume_token &&
+           resume_token_time(&w->stream_pos.resume_token, sec, inc);
+}
+
+/* ---- collections a signal names ----------------------------------------- */
+
+struct want {
+    char db[256], coll[256];
+    const bson_t *cond; /* borrowed from the request */
+};
+
+/* The first additional-conditions entry whose data-collection matches ns. */
+static const bson_t *condition_for(const struct mcdc_snapshot_request *req, const char *ns)
+{
+    for (size_t i = 0; i < req->condition_count; i++)
+        if (incr_ns_matches(req->conditions[i].collection, ns))
+            return &req->conditions[i].filter;
+    return NULL;
+}
+
+/* §5.4 execute-snapshot step 1: each data-collections entry is a regex
+ * matched against the captured collections; none matching: the literal. */
+static size_t resolve(struct worker *w, const struct mcdc_snapshot_request *req, struct want **out)
+{
+    bson_error_t be;
+    char **dbs = mongoc_client_get_database_names_with_opts(w->client, NULL, &be);
+    struct want *v = NULL;
+    size_t n = 0, cap = 0;
+
+    for (size_t r = 0; r < req->collection_count; r++) {
+        size_t before = n;
+        for (size_t d = 0; dbs && dbs[d]; d++) {
+            mongoc_database_t *mdb;
+            char **colls;
+            if (!strcmp(dbs[d], "admin") || !strcmp(dbs[d], "config") || !strcmp(dbs[d], "local"))
+                continue;
+            mdb = mongoc_client_get_database(w->client, dbs[d]);
+            colls = mongoc_database_get_collection_names_with_opts(mdb, NULL, &be);
+            mongoc_database_destroy(mdb);
+            for (size_t c = 0; colls && colls[c]; c++) {
+                char ns[512];
+                snprintf(ns, sizeof ns, "%s.%s", dbs[d], colls[c]);
+                if (!strncmp(colls[c], "system.", 7) ||
+                    !encoder_captures(w->enc, dbs[d], colls[c]) ||
+                    !incr_ns_matches(req->collections[r], ns))
+                    continue;
+                if (n == cap) {
+                    cap = cap ? cap * 2 : 8;
+                    v = xrealloc(v, cap * sizeof *v);
+                }
+                snprintf(v[n].db, sizeof v[n].db, "%s", dbs[d]);
+                snprintf(v[n].coll, sizeof v[n].coll, "%s", colls[c]);
+                v[n].cond = condition_for(req, ns);
+                n++;
+            }
+            bson_strfreev(colls);
+        }
+        if (n == before) {
+            const char *dot = strchr(req->collections[r], '.');
+            if (dot == NULL) {
+                LOG_WARN("signal data-collections entry \"%s\" matches no captured collection and "
+                         "is no db.collection name: ignored",
+                         req->collections[r]);
+                continue;
+            }
+            if (n == cap) {
+                cap = cap ? cap * 2 : 8;
+                v = xrealloc(v, cap * sizeof *v);
+            }
+            snprintf(v[n].db, sizeof v[n].db, "%.*s", (int)(dot - req->collections[r]),
+                     req->collections[r]);
+            snprintf(v[n].coll, sizeof v[n].coll, "%s", dot + 1);
+            v[n].cond = condition_for(req, req->collections[r]);
+            n++;
+        }
+    }
+    bson_strfreev(dbs);
+    *out = v;
+    return n;
+}
+
+/* The documents this task owns in ns (per-shard tasks), into owned. */
+static enum phase owned_filter(struct worker *w, const char *ns, bson_t *owned)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    bson_t all = BSON_INITIALIZER;
+    bson_iter_t it;
+
+    bson_init(owned);
+    if (w->snapshot_filters == NULL) {
+        bson_destroy(&all);
+        return PHASE_OK;
+    }
+    if (!w->snapshot_filters(w->filters_ctx, &all, &err)) {
+        bson_destroy(&all);
+        w->err = err;
+        mcdc_error_prefix(&w->err, "cannot read which documents %s owns", w->rs);
+        return PHASE_RETRY;
+    }
+    if (bson_iter_init_find(&it, &all, ns) && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+        const uint8_t *data;
+        uint32_t len;
+        bson_t f;
+        bson_iter_document(&it, &len, &data);
+        if (bson_init_static(&f, data, len)) {
+            bson_destroy(owned);
+            bson_copy_to(&f, owned);
+        }
+    }
+    bson_destroy(&all);
+    return PHASE_OK;
+}
+
+/* ---- blocking snapshot (§5.2, last paragraph) ----------------------------- */
+
+static enum phase emit_row(struct worker *w, const bson_t *doc, const char *db, const char *coll,
+                           enum mcdc_snapshot_flag flag)
+{
+    struct mcdc_event ev;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    uint32_t sec, inc;
+
+    event_init(&ev);
+    if (!event_from_snapshot_doc(doc, db, coll, flag, &ev, &err)) {
+        w->err = err;
+        mcdc_error_prefix(&w->err, "snapshot of %s.%s", db, coll);
+        return PHASE_FATAL;
+    }
+    ev.rs = w->rs;
+    if (stream_time(w, &sec, &inc)) {
+        ev.has_cluster_time = true;
+        ev.ts_sec = sec;
+        ev.ts_inc = inc;
+    }
+    metrics_event_seen(w->m, METRICS_OP_R);
+    metrics_event_emitted(w->m, METRICS_OP_R);
+    return worker_emit(w, &ev, &w->stream_pos);
+}
+
+/* Streaming waits (this thread reads no stream meanwhile) while the listed
+ * collections are copied by the initial-snapshot procedure itself
+ * (snapshot_start: snapshot.max.threads readers, large collections split
+ * into `_id` ranges), each with its additional condition and, on a shard,
+ * only the documents it owns: op r, snapshot true, the very last row `last`;
+ * then streaming resumes where it paused. */
+static enum phase blocking_snapshot(struct worker *w, const struct want *v, size_t n,
+                                    const char *id)
+{
+    struct snapshot_plan *plan = xcalloc(1, sizeof *plan);
+    struct snapshot *snap = NULL;
+    struct snapshot_doc *held = NULL;
+    struct resume_failure fail;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    enum phase ph = PHASE_OK;
+    int64_t rows = 0, t0 = worker_now_ms();
+    bool done = false;
+
+    LOG_INFO("blocking snapshot (signal %s) of %zu collection(s): streaming pauses", id, n);
+    plan->colls = xcalloc(n, sizeof *plan->colls);
+    for (size_t i = 0; i < n && ph == PHASE_OK; i++) {
+        struct snapshot_coll *c = &plan->colls[plan->count++];
+        mongoc_collection_t *mc = mongoc_client_get_collection(w->client, v[i].db, v[i].coll);
+        bson_error_t be;
+        bson_t owned, arr;
+        char ns[600];
+
+        c->db = xstrdup(v[i].db);
+        c->coll = xstrdup(v[i].coll);
+        c->estimated = mongoc_collection_estimated_document_count(mc, NULL, NULL, NULL, &be);
+        mongoc_collection_destroy(mc);
+        snprintf(ns, sizeof ns, "%s.%s", v[i].db, v[i].coll);
+        ph = owned_filter(w, ns, &owned);
+        bson_init(&c->filter);
+        if (v[i].cond != NULL && !bson_empty(v[i].cond) && !bson_empty(&owned)) {
+            bson_append_array_begin(&c->filter, "$and", 4, &arr);
+            BSON_APPEND_DOCUMENT(&arr, "0", v[i].cond);
+            BSON_APPEND_DOCUMENT(&arr, "1", &owned);
+            bson_append_array_end(&c->filter, &arr);
+        } else if (v[i].cond != NULL && !bson_empty(v[i].cond)) {
+            bson_concat(&c->filter, v[i].cond);
+        } else if (!bson_empty(&owned)) {
+            bson_concat(&c->filter, &owned);
+        }
+        bson_destroy(&owned);
+    }
+    if (ph != PHASE_OK) {
+        snapshot_plan_free(plan);
+        return ph;
+    }
+    snap = snapshot_start(w->pool, w->cfg, plan, w->rs, &w->stop); /* owns plan */
+    while (ph == PHASE_OK && !done) {
+        struct snapshot_doc *d = NULL;
+        if (worker_stopping(w)) {
+            ph = PHASE_STOPPED;
+            break;
+        }
+        switch (snapshot_next(snap, 100, &d, &fail, &err)) {
+        case SNAPSHOT_DOC:
+            if (held != NULL) {
+                ph = emit_row(w, held->doc, held->db, held->coll, MCDC_SNAP_TRUE);
+                rows++;
+            }
+            snapshot_doc_free(held);
+            held = d;
+            break;
+        case SNAPSHOT_WAIT:
+            break;
+        case SNAPSHOT_DONE:
+            if (held != NULL) {
+                ph = emit_row(w, held->doc, held->db, held->coll, MCDC_SNAP_LAST);
+                rows++;
+            }
+            done = true;
+            break;
+        case SNAPSHOT_FAILED:
+        default:
+            ph = worker_phase_from_failure(w, &fail, &err);
+            break;
+        }
+        if (ph == PHASE_OK)
+            ph = worker_service(w, false);
+    }
+    snapshot_doc_free(held);
+    snapshot_destroy(snap);
+    if (ph == PHASE_OK)
+        LOG_INFO("blocking snapshot (signal %s) done: %lld rows in %lld ms; streaming resumes", id,
+                 (long long)rows, (long long)(worker_now_ms() - t0));
+    return ph;
+}
+
+/* ---- signals ----------------------------------------------------------- */
+
+static void names_of(const struct want *v, size_t n, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && len + 1 < cap; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%s.%s", i ? "," : "", v[i].db, v[i].coll);
+}
+
+static enum phase on_execute(struct worker *w, const struct mcdc_signal *sig)
+{
+    struct mcdc_snapshot_request req;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct want *v = NULL;
+    size_t n;
+    enum phase ph = PHASE_OK;
+    char names[1024];
+
+    if (!mcdc_signal_snapshot_request(sig, &req, &err)) {
+        LOG_WARN("signal %s ignored: %s", sig->id, err.msg);
+        return PHASE_OK;
+    }
+    n = resolve(w, &req, &v);
+    names_of(v, n, names, sizeof names);
+    if (n == 0) {
+        LOG_WARN("signal %s ignored: data-collections name no collection", sig->id);
+    } else if (req.blocking) {
+        ph = blocking_snapshot(w, v, n, sig->id);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            incr_enqueue(w->inc, v[i].db, v[i].coll, v[i].cond, sig->id);
+        LOG_INFO("incremental snapshot (signal %s) of %s queued (%s windows, chunks of %lld)",
+                 sig->id, names, incr_uses_cluster_time(w->inc) ? "cluster-time" : "marker",
+                 (long long)w->cfg->incremental_snapshot_chunk_size);
+        struct notify_kv kv[] = {{"connector_name", w->cfg->topic_prefix},
+                                 {"data_collections", names}};
+        notify(w, "STARTED", sig->id, kv, 2);
+    }
+    free(v);
+    mcdc_snapshot_request_destroy(&req);
+    return ph;
+}
+
+static void on_stop(struct worker *w, const struct mcdc_signal *sig)
+{
+    struct mcdc_snapshot_request req;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    bool current = false;
+    size_t removed;
+
+    if (!mcdc_signal_snapshot_request(sig, &req, &err)) {
+        LOG_WARN("signal %s ignored: %s", sig->id, err.msg);
+        return;
+    }
+    removed = incr_stop(w->inc, req.collections, req.collection_count, &current);
+    LOG_INFO("stop-snapshot (signal %s): %zu queued collection(s) removed%s", sig->id, removed,
+             current ? ", the current one after its open window" : "");
+    struct notify_kv kv[] = {{"connector_name", w->cfg->topic_prefix}};
+    notify(w, "ABORTED", sig->id, kv, 1);
+    mcdc_snapshot_request_destroy(&req);
+}
+
+static enum phase handle_signal(struct worker *w, const struct mcdc_signal *sig)
+{
+    switch (sig->type) {
+    case MCDC_SIGNAL_EXECUTE_SNAPSHOT:
+        return on_execute(w, sig);
+    case MCDC_SIGNAL_STOP_SNAPSHOT:
+        on_stop(w, sig);
+        break;
+    case MCDC_SIGNAL_PAUSE_SNAPSHOT:
+        incr_pause(w->inc);
+        LOG_INFO("pause-snapshot (signal %s): the incremental snapshot pauses after its window",
+                 sig->id);
+        notify(w, "PAUSED", sig->id, NULL, 0);
+        break;
+    case MCDC_SIGNAL_RESUME_SNAPSHOT:
+        incr_resume(w->inc);
+        LOG_INFO("resume-snapshot (signal %s)", sig->id);
+        notify(w, "RESUMED", sig->id, NULL, 0);
+        break;
+    case MCDC_SIGNAL_LOG: {
+        char *j = position_to_json(worker_incremental_stamp(w, &w->stream_pos));
+        mcdc_signal_log(sig, j);
+        free(j);
+        break;
+    }
+    case MCDC_SIGNAL_WINDOW_OPEN:
+    case MCDC_SIGNAL_WINDOW_CLOSE:
+    default:
+        break;
+    }
+    return PHASE_OK;
+}
+
+/* An insert into the signal collection that is no window marker of ours: a
+ * signal of the source channel. With the bus it reaches every task (each
+ * shard's); without one this task handles it at once. */
+static enum phase source_signal(struct worker *w, const bson_t *doc)
+{
+    struct mcdc_signal sig;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct signal_bus *bus = __atomic_load_n(&g_bus, __ATOMIC_ACQUIRE);
+    enum phase ph = PHASE_OK;
+
+    if (!mcdc_signal_parse_doc(doc, MCDC_SIGNAL_CHANNEL_SOURCE, &sig, &err)) {
+        LOG_WARN("signal collection %s: %s; ignored", w->cfg->signal_data_collection, err.msg);
+        return PHASE_OK;
+    }
+    snprintf(sig.task, sizeof sig.task, "%s", w->rs);
+    if (sig.type == MCDC_SIGNAL_WINDOW_OPEN || sig.type == MCDC_SIGNAL_WINDOW_CLOSE)
+        ; /* another task's or an older run's marker */
+    else if (bus != NULL)
+        signal_bus_publish(bus, &sig);
+    else
+        ph = handle_signal(w, &sig);
+    mcdc_signal_destroy(&sig);
+    return ph;
+}
+
+/* ---- the window ---------------------------------------------------------- */
+
+/* Emits the rows left in the closed window (in _id order), each carrying the
+ * stream position and the progress up to that row. */
+static enum phase emit_window(struct worker *w)
+{
+    size_t n = incr_window_size(w->inc);
+    enum phase ph = PHASE_OK;
+    const char *db = incr_db(w->inc), *coll = incr_coll(w->inc);
+    char dbb[256], collb[256];
+
+    snprintf(dbb, sizeof dbb, "%s", db);
+    snprintf(collb, sizeof collb, "%s", coll);
+    for (size_t i = 0; i < n && ph == PHASE_OK; i++) {
+        const bson_t *doc = incr_window_row(w->inc, i);
+        if (doc == NULL)
+            continue; /* superseded by a streamed change */
+        incr_window_sent(w->inc, i);
+        ph = emit_row(w, doc, dbb, collb, MCDC_SNAP_INCREMENTAL);
+    }
+    if (ph != PHASE_OK)
+        return ph;
+    {
+        char *last = incr_key_text(w->inc, false), *max = incr_key_text(w->inc, true);
+        char ns[600];
+        snprintf(ns, sizeof ns, "%s.%s", dbb, collb);
+        struct notify_kv kv[] = {{"data_collections", ns},
+                                 {"current_collection_in_progress", ns},
+                                 {"maximum_key", max ? max : ""},
+                                 {"last_processed_key", last ? last : ""}};
+        notify(w, "IN_PROGRESS", incr_signal_id(w->inc), kv, 4);
+        free(last);
+        free(max);
+    }
+    incr_window_done(w->inc);
+    /* The chunk's end (or the next collection) is the progress now. */
+    inflight_advance(w->inf, worker_incremental_stamp(w, &w->stream_pos));
+    return PHASE_OK;
+}
+
+/* Reads chunks until one window is waiting for the stream (or nothing is
+ * left); announces finished collections and the end. */
+static enum phase advance(struct worker *w)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    enum phase ph = PHASE_OK;
+
+    while (ph == PHASE_OK && !worker_stopping(w)) {
+        enum incr_state st = incr_state(w->inc);
+        char ns[600], id[256];
+        if (st == INCR_CLOSED) {
+            ph = emit_window(w);
+            continue;
+        }
+        if (st != INCR_READY || incr_paused(w->inc))
+            break;
+        snprintf(ns, sizeof ns, "%s", incr_current(w->inc));
+        snprintf(id, sizeof id, "%s", incr_signal_id(w->inc) ? incr_signal_id(w->inc) : "");
+        bson_t owned;
+        ph = owned_filter(w, ns, &owned);
+        if (ph != PHASE_OK) {
+            bson_destroy(&owned);
+            break;
+        }
+        int64_t sent = incr_rows_sent(w->inc);
+        switch (incr_read_chunk(w->inc, w->client, &owned, &err)) {
+        case INCR_READ_WINDOW:
+            bson_destroy(&owned);
+            return PHASE_OK; /* the stream closes it */
+        case INCR_READ_COLL_DONE: {
+            char rows[32];
+            snprintf(rows, sizeof rows, "%lld", (long long)sent);
+            struct notify_kv kv[] = {{"data_collection", ns},
+                                     {"scanned_collection", ns},
+                                     {"total_rows_scanned", rows},
+                                     {"status", sent > 0 ? "SUCCEEDED" : "EMPTY"}};
+            notify(w, "TABLE_SCAN_COMPLETED", id, kv, 4);
+            if (incr_state(w->inc) == INCR_IDLE) {
+                LOG_INFO("incremental snapshot (signal %s) completed", id);
+                notify(w, "COMPLETED", id, NULL, 0);
+                inflight_advance(w->inf, worker_incremental_stamp(w, &w->stream_pos));
+            }
+            break;
+        }
+        case INCR_READ_FAILED:
+        default:
+            if (err.retriable) {
+                /* Read again after the reconnect, from the last key sent. */
+                w->err = err;
+                ph = PHASE_RETRY;
+                break;
+            }
+            /* A refusal (no privilege to write the markers, snapshot reads
+             * unsupported, a bad condition): the snapshot is aborted,
+             * streaming goes on (Debezium skips the collection likewise). */
+            LOG_ERROR("%s; the incremental snapshot (signal %s) is aborted (%zu collection(s) "
+                      "not read), streaming goes on%s",
+                      err.msg, id, incr_abort(w->inc),
+                      w->cfg->read_only ? "" : " (read.only: true needs no write access)");
+            {
+                struct notify_kv kv[] = {{"connector_name", w->cfg->topic_prefix},
+                                         {"data_collection", ns}};
+                notify(w, "ABORTED", id, kv, 2);
+            }
+            inflight_advance(w->inf, worker_incremental_stamp(w, &w->stream_pos));
+            break;
+        }
+        bson_destroy(&owned);
+    }
+    return ph;
+}
+
+static bool is_ns(const struct mcdc_event *ev, const char *ns)
+{
+    size_t dl = ev->db_len, cl = ev->coll_len;
+    return ns && ev->db && ev->coll && strlen(ns) == dl + 1 + cl && !memcmp(ns, ev->db, dl) &&
+           ns[dl] == '.' && !memcmp(ns + dl + 1, ev->coll, cl);
+}
+
+enum phase worker_incremental(struct worker *w, const struct mcdc_event *ev, bool idle)
+{
+    enum phase ph = PHASE_OK;
+    struct mcdc_signal sig;
+
+    if (w->inc == NULL)
+        return PHASE_OK;
+    if (ev != NULL && is_ns(ev, w->cfg->signal_data_collection)) {
+        if (ev->op == MCDC_OP_INSERT && ev->has_full_document) {
+            if (!incr_on_marker(w->inc, true, &ev->full_document))
+                ph = source_signal(w, &ev->full_document);
+        } else if (ev->op == MCDC_OP_DELETE && ev->has_document_key) {
+            (void)incr_on_marker(w->inc, false, &ev->document_key);
+        }
+    } else if (ev != NULL) {
+        (void)incr_on_event(w->inc, ev->db, ev->db_len, ev->coll, ev->coll_len,
+                            ev->has_document_key ? &ev->document_key : NULL, ev->has_cluster_time,
+                            ev->ts_sec, ev->ts_inc);
+    } else if (idle) {
+        incr_on_idle(w->inc);
+    }
+    while (ph == PHASE_OK && w->sigq != NULL && signal_queue_pop(w->sigq, &sig)) {
+        ph = handle_signal(w, &sig);
+        mcdc_signal_destroy(&sig);
+    }
+    if (ph == PHASE_OK)
+        ph = advance(w);
+    return ph;
+}

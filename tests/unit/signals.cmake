@@ -1,0 +1,3 @@
+if(TARGET mcdc_signals)
+  mcdc_unit_test(test_signals SOURCES test_signals.c LIBS mcdc_signals)
+endif()

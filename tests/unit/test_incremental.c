@@ -1,0 +1,239 @@
+/* Unit tests for snapshot/incremental: the offset members (Debezium's keys,
+ * portable values) and their restore, the window's deduplication against the
+ * stream for both window kinds (markers, cluster time), stop during a window,
+ * and data-collections regex matching. No server: the window is filled as a
+ * chunk read would fill it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include <bson/bson.h>
+
+#include "snapshot/incremental_internal.h"
+
+static struct mcdc_config cfg; /* the engine reads options only when it reads chunks */
+
+static bson_t *doc_json(const char *json)
+{
+    bson_error_t e;
+    bson_t *d = bson_new_from_json((const uint8_t *)json, -1, &e);
+    if (d == NULL)
+        fail_msg("bad JSON %s: %s", json, e.message);
+    return d;
+}
+
+/* A window of keys as a chunk read leaves it (state WAIT_OPEN or WAIT_TIME). */
+static void fill(struct incr *s, const char *const *ids, size_t n, enum incr_state st)
+{
+    char buf[256];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(buf, sizeof buf, "{\"_id\": %s, \"v\": %zu}", ids[i], i);
+        incr_window_add(s, doc_json(buf));
+    }
+    bson_t *end = doc_json("{\"_id\": 0}");
+    snprintf(buf, sizeof buf, "{\"_id\": %s}", ids[n - 1]);
+    bson_destroy(end);
+    end = doc_json(buf);
+    bson_reinit(&s->chunk_end);
+    bson_concat(&s->chunk_end, end);
+    bson_destroy(end);
+    snprintf(s->chunk_id, sizeof s->chunk_id, "chunk-1");
+    s->state = st;
+}
+
+static void offsets_round_trip(void **state)
+{
+    (void)state;
+    struct incr *s = incr_new(&cfg, "rs0", false), *r = incr_new(&cfg, "rs0", false);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    bson_t *cond = doc_json("{\"k\": \"A\"}");
+    const char *j;
+    char *copy;
+
+    assert_null(incr_offset_json(s));
+    incr_enqueue(s, "db", "c1", cond, "sig-1");
+    incr_enqueue(s, "db", "c2", NULL, "sig-1");
+    incr_enqueue(s, "db", "c1", NULL, "sig-2"); /* already queued */
+    bson_destroy(cond);
+    assert_int_equal(incr_state(s), INCR_READY);
+    bson_t *k = doc_json("{\"_id\": {\"$numberLong\": \"42\"}}");
+    bson_concat(&s->max_key, k);
+    bson_destroy(k);
+    const char *ids[] = {"{\"$oid\": \"5f0000000000000000000001\"}"};
+    fill(s, ids, 1, INCR_CLOSED);
+    incr_window_sent(s, 0);
+    j = incr_offset_json(s);
+    assert_non_null(j);
+    assert_non_null(strstr(j,
+                           "\"incremental_snapshot_collections\" : \"[{\\\"incremental_snapshot_"
+                           "collections_id\\\":\\\"db.c1\\\",\\\"incremental_snapshot_collections_"
+                           "additional_condition\\\":"));
+    assert_non_null(strstr(j, "\"incremental_snapshot_correlation_id\" : \"sig-1\""));
+    assert_non_null(strstr(j, "5f0000000000000000000001"));
+    assert_non_null(strstr(j, "$numberLong"));
+    copy = strdup(j);
+    assert_true(incr_restore(r, copy, &err));
+    assert_int_equal(incr_state(r), INCR_READY);
+    assert_string_equal(incr_current(r), "db.c1");
+    assert_string_equal(incr_signal_id(r), "sig-1");
+    assert_string_equal(incr_offset_json(r), j); /* same state, same text */
+    free(copy);
+    incr_destroy(r);
+    /* No incremental keys: idle; unreadable keys: an error, never dropped silently. */
+    r = incr_new(&cfg, "rs0", false);
+    assert_true(incr_restore(r, "{\"other\": 1}", &err));
+    assert_int_equal(incr_state(r), INCR_IDLE);
+    assert_false(incr_restore(r,
+                              "{\"incremental_snapshot_collections\": \"[]\", "
+                              "\"incremental_snapshot_primary_key\": \"not json\"}",
+                              &err));
+    assert_non_null(strstr(err.msg, "incremental_snapshot_primary_key"));
+    incr_destroy(r);
+    incr_destroy(s);
+}
+
+static void marker_window_drops_streamed_keys(void **state)
+{
+    (void)state;
+    struct incr *s = incr_new(&cfg, "rs0", false);
+    const char *ids[] = {"1", "2", "3", "\"x\""};
+    bson_t *k2 = doc_json("{\"_id\": 2}"), *kx = doc_json("{\"_id\": \"x\"}");
+    bson_t *k1 = doc_json("{\"_id\": 1}"), *k1l = doc_json("{\"_id\": {\"$numberLong\": \"1\"}}");
+
+    incr_enqueue(s, "db", "c", NULL, "s");
+    fill(s, ids, 4, INCR_WAIT_OPEN);
+    /* before the open marker: the read already holds the change */
+    assert_false(incr_on_event(s, "db", 2, "c", 1, k1, true, 5, 1));
+    bson_t *other = doc_json("{\"_id\": \"older-chunk-open\"}");
+    assert_false(incr_on_marker(s, true, other));
+    bson_destroy(other);
+    bson_t *open = doc_json("{\"_id\": \"chunk-1-open\", \"type\": \"snapshot-window-open\"}");
+    assert_true(incr_on_marker(s, true, open));
+    assert_int_equal(incr_state(s), INCR_OPEN);
+    incr_on_event(s, "db", 2, "c", 1, k2, true, 6, 1);     /* superseded */
+    incr_on_event(s, "db", 2, "other", 5, kx, true, 6, 2); /* another collection */
+    incr_on_event(s, "db", 2, "c", 1, k1l, true, 6, 3);    /* 1 as long: another key */
+    bson_t *close = doc_json("{\"_id\": \"chunk-1-close\", \"type\": \"snapshot-window-close\"}");
+    assert_true(incr_on_marker(s, true, close));
+    assert_int_equal(incr_state(s), INCR_CLOSED);
+    assert_int_equal(incr_window_size(s), 4);
+    assert_non_null(incr_window_row(s, 0));
+    assert_null(incr_window_row(s, 1));
+    assert_non_null(incr_window_row(s, 2));
+    assert_non_null(incr_window_row(s, 3));
+    incr_window_done(s);
+    assert_int_equal(incr_state(s), INCR_READY);
+    assert_non_null(strstr(incr_offset_json(s), "\\\"x\\\""));
+    bson_destroy(open);
+    bson_destroy(close);
+    bson_destroy(k1);
+    bson_destroy(k1l);
+    bson_destroy(k2);
+    bson_destroy(kx);
+    incr_destroy(s);
+}
+
+static void insert_delete_closes_on_the_open_markers_delete(void **state)
+{
+    (void)state;
+    struct incr *s = incr_new(&cfg, "rs0", false);
+    const char *ids[] = {"1"};
+    bson_t *open = doc_json("{\"_id\": \"chunk-1-open\", \"type\": \"snapshot-window-open\"}");
+    bson_t *key = doc_json("{\"_id\": \"chunk-1-open\"}");
+
+    incr_enqueue(s, "db", "c", NULL, "s");
+    fill(s, ids, 1, INCR_WAIT_OPEN);
+    assert_false(incr_on_marker(s, false, key)); /* not open yet */
+    assert_true(incr_on_marker(s, true, open));
+    assert_true(incr_on_marker(s, false, key));
+    assert_int_equal(incr_state(s), INCR_CLOSED);
+    bson_destroy(open);
+    bson_destroy(key);
+    incr_destroy(s);
+}
+
+static void cluster_time_window(void **state)
+{
+    (void)state;
+    struct incr *s = incr_new(&cfg, "rs0", true);
+    const char *ids[] = {"1", "2"};
+    bson_t *k1 = doc_json("{\"_id\": 1}"), *k2 = doc_json("{\"_id\": 2}");
+
+    incr_enqueue(s, "db", "c", NULL, "s");
+    fill(s, ids, 2, INCR_WAIT_TIME);
+    s->at_sec = 100;
+    s->at_inc = 5;
+    /* at or before T: in the rows already, they come first */
+    assert_false(incr_on_event(s, "db", 2, "c", 1, k1, true, 100, 5));
+    assert_false(incr_on_event(s, "db", 2, "c", 1, k1, true, 99, 9));
+    assert_int_equal(incr_state(s), INCR_WAIT_TIME);
+    /* after T: supersedes its row, and the window closes before anything later */
+    assert_true(incr_on_event(s, "db", 2, "c", 1, k2, true, 100, 6));
+    assert_int_equal(incr_state(s), INCR_CLOSED);
+    assert_non_null(incr_window_row(s, 0));
+    assert_null(incr_window_row(s, 1));
+    incr_window_done(s);
+    fill(s, ids, 2, INCR_WAIT_TIME);
+    incr_on_idle(s); /* an empty batch after the read: the stream passed T */
+    assert_int_equal(incr_state(s), INCR_CLOSED);
+    /* markers mean nothing to a cluster-time window */
+    bson_t *open = doc_json("{\"_id\": \"chunk-1-open\"}");
+    assert_false(incr_on_marker(s, true, open));
+    bson_destroy(open);
+    bson_destroy(k1);
+    bson_destroy(k2);
+    incr_destroy(s);
+}
+
+static void stop_during_a_window_ends_between_chunks(void **state)
+{
+    (void)state;
+    struct incr *s = incr_new(&cfg, "rs0", false);
+    const char *ids[] = {"1", "2"};
+    char *all[] = {"DB\\.C.*"};
+    bool current = false;
+
+    incr_enqueue(s, "db", "c1", NULL, "s");
+    incr_enqueue(s, "db", "c2", NULL, "s");
+    incr_enqueue(s, "db", "other", NULL, "s");
+    fill(s, ids, 2, INCR_OPEN);
+    assert_int_equal(incr_stop(s, all, 1, &current), 2);
+    assert_true(current);
+    assert_string_equal(incr_current(s), "db.c1"); /* the open window finishes */
+    s->state = INCR_CLOSED;
+    incr_window_done(s);
+    assert_string_equal(incr_current(s), "db.other");
+    assert_int_equal(incr_stop(s, NULL, 0, &current), 1);
+    assert_int_equal(incr_state(s), INCR_IDLE);
+    assert_null(incr_offset_json(s));
+    incr_destroy(s);
+}
+
+static void data_collection_regexes(void **state)
+{
+    (void)state;
+    assert_true(incr_ns_matches("db\\.orders.*", "db.orders_2024"));
+    assert_true(incr_ns_matches("DB.ORDERS", "db.orders"));
+    assert_false(incr_ns_matches("db.orders", "db.orders_2024")); /* anchored */
+    assert_false(incr_ns_matches("orders", "db.orders"));
+    assert_true(incr_ns_matches("db.(", "db.(")); /* an invalid regex: the literal */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(offsets_round_trip),
+        cmocka_unit_test(marker_window_drops_streamed_keys),
+        cmocka_unit_test(insert_delete_closes_on_the_open_markers_delete),
+        cmocka_unit_test(cluster_time_window),
+        cmocka_unit_test(stop_during_a_window_ends_between_chunks),
+        cmocka_unit_test(data_collection_regexes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
