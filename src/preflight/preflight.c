@@ -536,7 +536,8 @@ static void check_shards(struct pf *p, const mongoc_uri_t *uri, const struct mcd
         shards.count);
     for (size_t i = 0; i < shards.count; i++) {
         const struct shard_info *s = &shards.items[i];
-        char *cs = shard_connection_string(cfg->connection_string, s, cfg->shard_params, &err);
+        char *cs = shard_connection_string(cfg->connection_string, s, cfg->shard_params,
+                                           cfg->members_auto_discover, &err);
         bson_error_t error;
         mongoc_uri_t *su = cs != NULL ? mongoc_uri_new_with_error(cs, &error) : NULL;
         mongoc_client_t *sc = su != NULL ? mongoc_client_new_from_uri_with_error(su, &error) : NULL;

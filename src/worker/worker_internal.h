@@ -62,6 +62,12 @@ struct worker {
     void *filters_ctx;
     struct worker_order_gate gate;
     bool has_gate;
+    bool merged;        /* one stream through mongos (worker_start_merged) */
+    bool rs_partition;  /* merged: offsets under {server_id, rs} rather than {server_id} */
+    struct mcdc_position merged_start; /* merged: where to start when nothing is stored */
+    bool has_merged_start;
+    bson_t key_patterns; /* event.key.mode document_key: "<db>.<coll>" -> shard key pattern */
+    bson_t snap_key;     /* the documentKey built for one snapshot record */
     struct mcdc_position to_commit; /* gate: committable position not yet stored */
     bool to_commit_dirty;
     int64_t gate_waits;      /* events held by the gate */
@@ -81,6 +87,13 @@ struct worker {
     uint64_t failed_events; /* moved past under event.processing.failure.handling.mode */
     uint64_t dead_lettered; /* too-large records acknowledged in the dead-letter topic */
 };
+
+/* The offsets partition's rs (NULL: the {server_id} partition of a merged
+ * stream in the 3.x dialect). */
+static inline const char *worker_partition(const struct worker *w)
+{
+    return w->merged && !w->rs_partition ? NULL : w->rs;
+}
 
 /* The stop flag, read atomically (worker_request_stop() runs on the main
  * thread). The sink polls the same flag through its volatile pointer. */
