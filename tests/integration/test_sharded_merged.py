@@ -261,3 +261,44 @@ def test_key_by_whole_document_key(sim, tmp_workdir, start_mongocdc, mode):
     plain = [r for r in recs if r.topic.endswith(".plain")]
     assert all(json.loads(key_id_text(r)) == {"_id": json.loads(key_id_text(r))["_id"]} for r in plain)
     assert plain[0].key.startswith('{"id":"{\\"_id\\": \\"p')
+
+
+def test_merged_stream_survives_mongos_outage_and_shard_election(sim, tmp_workdir, start_mongocdc):
+    """The mongos unreachable for a while, then a shard's primary stepping
+    down: the task reconnects with backoff (as for a replica set) and resumes
+    from its token; every write arrives once."""
+    db = "fo"
+    c = populate(sim, db)
+    cfg = config(tmp_workdir, sim, db)
+    d = start_mongocdc("-c", cfg)
+    wait_log(tmp_workdir, "streaming changes from", d)
+    c[db].orders.update_one({"_id": 1}, {"$set": {"v": 1}})
+    wait_until(lambda: ids(records(tmp_workdir), ("u",)) == [1], 60, "first update")
+    sim.control("unreachable", shard="mongos", member=0)
+    time.sleep(2.5)
+    sim.control("reachable", shard="mongos", member=0)
+    c = sim.client()
+    c[db].orders.update_one({"_id": 61}, {"$set": {"v": 1}})
+    wait_until(lambda: 61 in ids(records(tmp_workdir), ("u",)), 60, "update after the outage")
+    sim.control("stepdown", shard="shard02", elect=None)
+    time.sleep(0.5)
+    sim.control("elect", shard="shard02", member=0)
+    c[db].orders.update_one({"_id": 62}, {"$set": {"v": 1}})
+    c[db].orders.update_one({"_id": 2}, {"$set": {"v": 1}})
+    wait_until(lambda: len(ids(records(tmp_workdir), ("u",))) >= 4, 60, "updates after the election")
+    time.sleep(1.0)
+    assert d.running()
+    assert d.stop() == 0
+    assert ids(records(tmp_workdir), ("u",)) == [1, 61, 62, 2]
+    log = log_text(tmp_workdir)
+    assert "reconnect" in log.lower() or "retry" in log.lower(), log[-2000:]
+
+
+def test_config_server_seed_refused_in_merged_mode(sim, tmp_workdir, run_mongocdc):
+    """Merged mode streams through mongos: the config server replica set is
+    refused with what to give instead."""
+    cfg = write_config(tmp_workdir, sim.config_uri, raw={"mongodb.connection.mode": "sharded",
+                                                         "debezium.compatibility": "3.x"})
+    r = run_mongocdc("-c", cfg, timeout_s=60)
+    assert r.returncode == 1
+    assert "give a mongos connection string" in r.stderr.decode()
