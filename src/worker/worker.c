@@ -441,6 +441,10 @@ static void finish(struct worker *w, enum phase ph)
                  w->rs, (unsigned long long)w->events, (unsigned long long)w->records,
                  (unsigned long long)w->skipped, (unsigned long long)w->failed_events,
                  (long long)(worker_now_ms() - t0));
+    if (w->gate_checked > 0)
+        LOG_INFO("order gate: %llu events checked, added latency p50 %.1f us, p99 %.1f us",
+                 (unsigned long long)w->gate_checked, worker_gate_percentile_us(w, 0.50),
+                 worker_gate_percentile_us(w, 0.99));
     if (w->gate_waits > 0)
         LOG_INFO("order gate: %lld events of documents moved from another shard were held, "
                  "%lld ms in all (%.1f ms each on average)",

@@ -26,6 +26,8 @@ enum phase {
     PHASE_FATAL,        /* w->err says why */
 };
 
+#define WORKER_GATE_BUCKETS 320
+
 struct worker {
     const struct mcdc_config *cfg;
     mongoc_client_pool_t *pool;
@@ -72,6 +74,8 @@ struct worker {
     bool to_commit_dirty;
     int64_t gate_waits;      /* events held by the gate */
     int64_t gate_wait_ms;    /* total ms they were held */
+    uint64_t gate_hist[WORKER_GATE_BUCKETS]; /* added latency per checked event (worker_stream.c) */
+    uint64_t gate_checked;                   /* events the gate looked at */
     int64_t last_commit_ms;
     int64_t last_ack_ms;       /* monotonic ms of the last acknowledgement */
     int64_t ack_wait_since_ms; /* records in flight since (0: none in flight) */
@@ -87,6 +91,10 @@ struct worker {
     uint64_t failed_events; /* moved past under event.processing.failure.handling.mode */
     uint64_t dead_lettered; /* too-large records acknowledged in the dead-letter topic */
 };
+
+/* The q-quantile (0..1) of the order gate's added latency per checked event,
+ * µs (bucket lower bound, ~9 % resolution); 0 when none was checked. */
+double worker_gate_percentile_us(const struct worker *w, double q);
 
 /* The offsets partition's rs (NULL: the {server_id} partition of a merged
  * stream in the 3.x dialect). */
