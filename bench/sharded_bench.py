@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "mongosim"))
 from mongosim import MongoSim  # noqa: E402
+from pymongo import UpdateOne  # noqa: E402
 
 GATE_RE = re.compile(r"order gate: (\d+) events checked, added latency p50 ([\d.]+) us, p99 ([\d.]+) us")
 HELD_RE = re.compile(r"order gate: (\d+) events of documents moved from another shard were held")
@@ -114,8 +115,9 @@ def drain(binary, shards, merged, count):
         for i in range(0, count, 500):
             c.bench.w.insert_many([{"_id": j, "pad": pad, "n": 0}
                                    for j in range(i, min(count, i + 500))])
-        for j in range(0, count, 2):
-            c.bench.w.update_one({"_id": j}, {"$set": {"n": 1}})
+        ups = [UpdateOne({"_id": j}, {"$set": {"n": 1}}) for j in range(0, count, 2)]
+        for i in range(0, len(ups), 500):
+            c.bench.w.bulk_write(ups[i:i + 500])
         total = count + (count + 1) // 2
         path = os.path.join(work, "events.jsonl")
         if os.path.exists(path):
