@@ -302,3 +302,19 @@ def test_config_server_seed_refused_in_merged_mode(sim, tmp_workdir, run_mongocd
     r = run_mongocdc("-c", cfg, timeout_s=60)
     assert r.returncode == 1
     assert "give a mongos connection string" in r.stderr.decode()
+
+
+def test_check_in_merged_mode_checks_mongos_only(sim, tmp_workdir, run_mongocdc):
+    """`mongocdc check` with mongodb.connection.mode sharded checks what the
+    daemon will use: mongos (collections, change stream, find) and the merged
+    partition; no shard is connected to and no oplog is read."""
+    db = "ck"
+    populate(sim, db)
+    r = run_mongocdc("check", "-c", config(tmp_workdir, sim, db), timeout_s=60)
+    out = r.stdout.decode()
+    assert r.returncode == 0, out + r.stderr.decode()
+    assert "one change stream through mongos" in out
+    assert "change stream opened through mongos" in out
+    assert "find allowed on all 2 captured collections" in out
+    assert "no stored position for the merged stream" in out
+    assert "shard01" not in out and "oplog.rs" not in out, out
