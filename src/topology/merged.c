@@ -56,8 +56,7 @@ bool merged_start_position(const struct mcdc_config *cfg, mongoc_client_pool_t *
     if (store == NULL)
         return false;
     position_init(&pos);
-    ok = offset_store_load(store, merged_rs_partition(cfg) ? MERGED_NAME : NULL, &pos, &found,
-                           err);
+    ok = offset_store_load(store, merged_rs_partition(cfg) ? MERGED_NAME : NULL, &pos, &found, err);
     position_clear(&pos);
     if (ok && !found)
         ok = shards_read(mongos, &shards, err);
