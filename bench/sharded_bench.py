@@ -192,9 +192,13 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--updates", type=int, default=400)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "mongocdc"))
+    ap.add_argument("--configs", default="1,2,4,4m",
+                    help="shard counts to drain, 'm' = merged through mongos; '' = none")
+    ap.add_argument("--no-migration", action="store_true")
     a = ap.parse_args()
     ok = True
-    for shards, merged in ((1, False), (2, False), (4, False), (4, True)):
+    configs = [(int(x.rstrip("m")), x.endswith("m")) for x in a.configs.split(",") if x]
+    for shards, merged in configs:
         runs = [r for r in (drain(a.bin, shards, merged, a.count) for _ in range(a.repeat)) if r]
         ok = ok and len(runs) == a.repeat
         if not runs:
@@ -207,7 +211,7 @@ def main():
                  spread([r["rss"] for r in runs], "%.1f"),
                  "; gate p50 %s us, p99 %s us" % (spread(p50, "%.1f"), spread(p99, "%.1f")) if p50 else ""))
         sys.stdout.flush()
-    for _ in range(a.repeat):
+    for _ in range(0 if a.no_migration else a.repeat):
         m = migration(a.bin, a.updates)
         p50 = [g[1] for g in m["gate"]]
         p99 = [g[2] for g in m["gate"]]
