@@ -503,7 +503,8 @@ static bool start_shard_tasks(struct topology *t, struct mcdc_error *err)
         shard_list_clear(&shards);
         return false;
     }
-    if (!capture_modes_agree(t, &shards, err) || !merged_check_per_shard_start(t->cfg, &shards, err)) {
+    if (!capture_modes_agree(t, &shards, err) ||
+        !merged_check_per_shard_start(t->cfg, &shards, err)) {
         shard_list_clear(&shards);
         return false;
     }
