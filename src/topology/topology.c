@@ -30,7 +30,8 @@
 struct owned_source {
     mongoc_client_pool_t *seed; /* the topology's seed pool (thread-safe pop/push); borrowed */
     char *shard;
-    bson_t first;     /* the map read at daemon start for every shard at once */
+    bson_t *first;    /* the map read at daemon start for every shard at once (a pointer:
+                         bson_t's 128-byte alignment is more than xcalloc gives) */
     bool first_used;  /* later snapshots (a restart of the snapshot) read afresh */
 };
 
@@ -202,7 +203,7 @@ static void task_free(struct task *task)
 {
     worker_destroy(task->w);
     if (task->owned != NULL) {
-        bson_destroy(&task->owned->first);
+        bson_destroy(task->owned->first);
         free(task->owned->shard);
         free(task->owned);
     }
@@ -233,7 +234,7 @@ static bool owned_filters(void *ctx, bson_t *out, struct mcdc_error *err)
 
     if (!src->first_used) {
         src->first_used = true;
-        bson_concat(out, &src->first);
+        bson_concat(out, src->first);
         return true;
     }
     names[0] = src->shard;
@@ -311,9 +312,9 @@ static bool start_shard_task(struct topology *t, const struct shard_info *s, int
     task->owned = xcalloc(1, sizeof *task->owned);
     task->owned->seed = t->seed.pool;
     task->owned->shard = xstrdup(s->name);
-    bson_init(&task->owned->first);
+    task->owned->first = bson_new();
     if (owned_first != NULL)
-        bson_concat(&task->owned->first, owned_first);
+        bson_concat(task->owned->first, owned_first);
     else
         task->owned->first_used = true; /* no map read yet: read one when a snapshot starts */
     ok = open_pool(t->cfg, text, task, &selection_ms, err);
