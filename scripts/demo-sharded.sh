@@ -8,7 +8,9 @@
 #      shards shop.orders on _id over the shards and writes shop.orders
 #      (sharded) and shop.customers (unsharded);
 #   3. starts mongocdc pointed at the config servers (JSON lines to a file):
-#      one capture task per shard, named after it;
+#      one capture task per shard, named after it; with the argument `merged`
+#      (or DEMO_MODE=merged) it points at the mongos instead, with
+#      mongodb.connection.mode sharded: one change stream for the cluster;
 #   4. after the initial snapshot, writes to both collections while a chunk
 #      migration moves part of shop.orders to another shard, then shows the
 #      events per shard and checks that every document was read once and that
@@ -24,6 +26,8 @@ cd "$ROOT"
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 SHARDS=${DEMO_SHARDS:-3}
+MODE=${1:-${DEMO_MODE:-per-shard}}
+case "$MODE" in per-shard|merged) ;; *) echo "demo: mode is per-shard or merged" >&2; exit 2 ;; esac
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mongocdc-demo-sharded.XXXXXX")
 SIM_PID="" CDC_PID=""
 
@@ -75,9 +79,17 @@ print("shop.orders: %d documents over %d shards; shop.customers: 50 documents (u
       % (c.shop.orders.count_documents({}), n))
 PY
 
+if [ "$MODE" = merged ]; then
+  SEED=$MONGOS TASKS=1
+  EXTRA='mongodb.connection.mode: sharded'
+else
+  SEED=$CONFIG TASKS=$SHARDS
+  EXTRA='mongodb.connection.mode: replica_set'
+fi
 cat >"$WORK/mongocdc.yaml" <<YAML
 topic.prefix: demo
-mongodb.connection.string: "$CONFIG"
+mongodb.connection.string: "$SEED"
+$EXTRA
 mongodb.poll.interval.ms: 2000
 snapshot.mode: initial
 cursor.max.await.time.ms: 500
@@ -91,11 +103,15 @@ YAML
 say "mongocdc config ($WORK/mongocdc.yaml)"
 cat "$WORK/mongocdc.yaml"
 
-say "starting mongocdc (one capture task per shard)"
+if [ "$MODE" = merged ]; then
+  say "starting mongocdc (one change stream through mongos)"
+else
+  say "starting mongocdc (one capture task per shard)"
+fi
 "$BIN" -c "$WORK/mongocdc.yaml" 2>"$WORK/mongocdc.log" &
 CDC_PID=$!
 for _ in $(seq 1 240); do
-  [ "$(grep -c 'streaming changes from' "$WORK/mongocdc.log" 2>/dev/null || true)" -ge "$SHARDS" ] && break
+  [ "$(grep -c 'streaming changes from' "$WORK/mongocdc.log" 2>/dev/null || true)" -ge "$TASKS" ] && break
   kill -0 "$CDC_PID" 2>/dev/null || { cat "$WORK/mongocdc.log"; die "mongocdc exited"; }
   sleep 0.5
 done
@@ -134,6 +150,6 @@ print("streamed: %d changes (expected %d: the migration itself produced none)" %
 sys.exit(0 if dup == 0 and len(streamed) == want else 1)
 PY
 
-say "stopping mongocdc (SIGTERM): every shard task writes its final offsets"
+say "stopping mongocdc (SIGTERM): every task writes its final offsets"
 kill -TERM "$CDC_PID"; wait "$CDC_PID" || true; CDC_PID=""
 cat "$WORK/offsets.json"; echo

@@ -17,11 +17,12 @@
 # DEMO_BUILD_DIR (build folder, default build/).
 #
 # `scripts/demo.sh sharded` runs the sharded-cluster demo instead
-# (scripts/demo-sharded.sh: a simulated cluster of three shards, one mongocdc).
+# (scripts/demo-sharded.sh: a simulated cluster of three shards, one mongocdc);
+# `scripts/demo.sh sharded merged` runs it with one stream through mongos.
 set -euo pipefail
 
 if [ "${1:-}" = sharded ]; then
-  exec "$(dirname "${BASH_SOURCE[0]}")/demo-sharded.sh"
+  exec "$(dirname "${BASH_SOURCE[0]}")/demo-sharded.sh" "${@:2}"
 fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

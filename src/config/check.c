@@ -258,6 +258,12 @@ static void check_capture(struct checker *c)
                  "(expected fail with capture.mode oplog)",
                  "oplog capture has no oversized events (expected a change_streams mode with "
                  "cursor.oversize.handling.mode skip or split)");
+    if (cfg->capture_mode == MCDC_CAPTURE_OPLOG && cfg->key_mode == MCDC_KEY_DOCUMENT_KEY)
+        conflict(c, "event.key.mode", "capture.mode",
+                 "document_key needs a change stream's documentKey (expected id with "
+                 "capture.mode oplog)",
+                 "oplog entries carry no documentKey for every operation (expected a "
+                 "change_streams mode with event.key.mode document_key)");
     if (cfg->backoff_initial_ms > cfg->backoff_max_ms)
         conflict(c, "connect.backoff.initial.delay.ms", "connect.backoff.max.delay.ms",
                  "larger than connect.backoff.max.delay.ms (expected at most the maximum)",

@@ -120,6 +120,12 @@ enum mcdc_full_update_type {
     MCDC_FULL_UPDATE_TYPE_COUNT
 };
 
+enum mcdc_key_mode {
+    MCDC_KEY_ID = 0,           /* event.key.mode id: the key's id is the _id value (default) */
+    MCDC_KEY_DOCUMENT_KEY,     /* document_key: the whole documentKey document */
+    MCDC_KEY_MODE_COUNT
+};
+
 enum mcdc_connection_mode {
     MCDC_CONNECTION_REPLICA_SET = 0, /* one task per replica set / shard (default) */
     MCDC_CONNECTION_SHARDED,         /* one merged stream through mongos */
@@ -140,6 +146,8 @@ struct mcdc_config {
     char *connection_string;   /* mongodb.connection.string (required); secret */
     enum mcdc_connection_mode connection_mode; /* mongodb.connection.mode */
     char *shard_params; /* mongodb.connection.string.shard.params, NULL when unset */
+    bool members_auto_discover;     /* mongodb.members.auto.discover, true */
+    bool allow_offset_invalidation; /* internal.mongodb.allow.offset.invalidation, false */
     int64_t connect_timeout_ms;          /* mongodb.connect.timeout.ms, 10000 */
     int64_t server_selection_timeout_ms; /* mongodb.server.selection.timeout.ms, 30000 */
     int64_t socket_timeout_ms;           /* mongodb.socket.timeout.ms, 0 */
@@ -196,6 +204,7 @@ struct mcdc_config {
     char *topic_heartbeat_prefix;              /* topic.heartbeat.prefix, "__debezium-heartbeat" */
     enum mcdc_schema_adjust schema_name_adjust; /* schema.name.adjustment.mode; dialect default */
     bool key_schemas_enable;                   /* key.converter.schemas.enable, false */
+    enum mcdc_key_mode key_mode;               /* event.key.mode, id */
     bool value_schemas_enable;                 /* value.converter.schemas.enable, false */
     int64_t heartbeat_interval_ms;             /* heartbeat.interval.ms, 0 = off */
     int64_t max_batch_size;                    /* max.batch.size, 2048 */

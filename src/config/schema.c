@@ -35,6 +35,7 @@ static const char *const schema_adjusts[] = {"none", "avro", "avro_unicode", NUL
 static const char *const match_modes[] = {"regex", "literal", NULL};
 static const char *const connection_modes[] = {"replica_set", "sharded", NULL};
 static const char *const dialects[] = {"1.9", "3.x", NULL};
+static const char *const key_modes[] = {"id", "document_key", NULL};
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const log_formats[] = {"text", "json", NULL};
 static const char *const capture_scopes[] = {"deployment", "database", "collection", NULL};
@@ -94,8 +95,10 @@ const struct opt mcdc_options[] = {
     S("mongodb.hosts", NULL, F(mongodb_hosts), 0, G_CONN,
       "Debezium 1.x seed list `rs/host:port,...`; builds the connection string when "
       "mongodb.connection.string is not set"),
-    B("mongodb.members.auto.discover", "true", NF, U, G_CONN,
-      "1.x: discover the replica set's members from the seeds"),
+    B("mongodb.members.auto.discover", "true", F(members_auto_discover), 0, G_CONN,
+      "Shards of a sharded cluster: true connects to each shard's replica set found from the "
+      "hosts of config.shards; false uses those addresses as given (one host: "
+      "directConnection=true), for NAT and containers"),
     S("mongodb.user", NULL, F(mongodb_user), 0, G_CONN,
       "User name, used when the connection string has none"),
     {"mongodb.password", OPT_STRING, NULL, NULL, 0, 0, NULL, F(mongodb_password), OPT_F_SECRET,
@@ -134,13 +137,16 @@ const struct opt mcdc_options[] = {
       "Longest reconnect delay, ms"),
     N("connect.max.attempts", "16", 1, I32, F(connect_max_attempts), 0, G_CONN,
       "Failed connection attempts before a capture task gives up"),
-    E("mongodb.connection.mode", "replica_set", connection_modes, F(connection_mode), U, G_CONN,
-      "replica_set: one capture task per replica set or shard; sharded: one stream through mongos"),
+    E("mongodb.connection.mode", "replica_set", connection_modes, F(connection_mode), 0, G_CONN,
+      "replica_set: one capture task per replica set or shard; sharded: one change stream "
+      "through mongos for the whole cluster (needs a mongos connection string)"),
     S("mongodb.connection.string.shard.params", NULL, F(shard_params), 0, G_CONN,
       "URI options appended to each shard's connection string (e.g. `authSource=admin&tls=true`); "
       "they win over the options carried over from mongodb.connection.string"),
-    B("internal.mongodb.allow.offset.invalidation", "false", NF, U, G_CONN,
-      "Accept offsets of another connection mode"),
+    B("internal.mongodb.allow.offset.invalidation", "false", F(allow_offset_invalidation), 0,
+      G_CONN,
+      "Start per-shard tasks although offsets of the merged mongos stream are stored (they are "
+      "then ignored and each shard follows snapshot.mode)"),
 
     /* Capture */
     E("capture.mode", "change_streams_update_full", capture_modes, F(capture_mode), 0, G_CAPT,
@@ -285,6 +291,10 @@ const struct opt mcdc_options[] = {
      F(schema_name_adjust), 0, NULL, G_TOPI, "Schema name sanitising: none, avro, avro_unicode"},
     B("key.converter.schemas.enable", "false", F(key_schemas_enable), 0, G_TOPI,
       "Wrap keys in Kafka Connect JSON schema envelopes"),
+    E("event.key.mode", "id", key_modes, F(key_mode), 0, G_TOPI,
+      "What the key's `id` holds (mongocdc): id = the `_id` value (Debezium 2.5+); document_key "
+      "= the whole documentKey as a JSON document (shard key fields and `_id`), snapshot and "
+      "stream alike, for sharded collections whose `_id` is unique only per shard"),
     B("value.converter.schemas.enable", "false", F(value_schemas_enable), 0, G_TOPI,
       "Wrap values in Kafka Connect JSON schema envelopes"),
     N("heartbeat.interval.ms", "0", 0, I32, F(heartbeat_interval_ms), 0, G_TOPI,

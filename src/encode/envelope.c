@@ -449,10 +449,16 @@ bool envelope_write_key(struct encoder *enc, const struct mcdc_event *ev,
         schema_write_data_key(enc, out, te->topic);
         json_append_lit(out, ",\"payload\":");
     }
-    /* Only _id, RELAXED compact, also on sharded collections (DBZ-7157). */
+    /* Only _id, RELAXED compact, also on sharded collections (DBZ-7157);
+     * event.key.mode document_key: the whole documentKey document in the
+     * same JSON ({"region": "EU","_id": 1}), for _id unique only per shard. */
     json_append_lit(out, "{\"id\":");
     ejson_buf_reset(&enc->json);
-    ejson_write_value(&enc->json, &id, EJSON_RELAXED, EJSON_SEP_COMPACT);
+    if (enc->cfg->key_mode == MCDC_KEY_DOCUMENT_KEY) {
+        ejson_write_document(&enc->json, &ev->document_key, EJSON_RELAXED, EJSON_SEP_COMPACT);
+    } else {
+        ejson_write_value(&enc->json, &id, EJSON_RELAXED, EJSON_SEP_COMPACT);
+    }
     json_append_string(out, enc->json.data, enc->json.len);
     ejson_buf_append(out, "}", 1);
     if (enc->cfg->key_schemas_enable)

@@ -275,9 +275,13 @@ char *offsets_partition_key(const char *name, const char *server_id, const char 
     jbuf_init(&b);
     jbuf_putc(&b, '[');
     jbuf_str(&b, name, strlen(name));
-    jbuf_puts(&b, ",{\"rs\":");
-    jbuf_str(&b, rs, strlen(rs));
-    jbuf_puts(&b, ",\"server_id\":");
+    if (rs != NULL) {
+        jbuf_puts(&b, ",{\"rs\":");
+        jbuf_str(&b, rs, strlen(rs));
+        jbuf_puts(&b, ",\"server_id\":");
+    } else {
+        jbuf_puts(&b, ",{\"server_id\":");
+    }
     jbuf_str(&b, server_id, strlen(server_id));
     jbuf_puts(&b, "}]");
     return jbuf_steal(&b);

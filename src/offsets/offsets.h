@@ -141,12 +141,14 @@ struct offset_store *offset_store_open_read_only(const struct mcdc_config *cfg,
 void offset_store_close(struct offset_store *store);
 
 /* Loads the stored position of replica set rs into pos (initialised by the
- * caller). *found false when none. False with err on I/O, Kafka (retriable)
+ * caller); rs NULL: the partition {server_id} of one stream for the whole
+ * deployment (Debezium 2.6+, debezium-format.md §4.1; mongos merged mode).
+ * *found false when none. False with err on I/O, Kafka (retriable)
  * or a corrupt value. */
 bool offset_store_load(struct offset_store *store, const char *rs, struct mcdc_position *pos,
                        bool *found, struct mcdc_error *err);
 
-/* Durably stores pos for rs: file = temp file, fsync, rename, fsync of the
+/* Durably stores pos for rs (NULL: the {server_id} partition, as load): file = temp file, fsync, rename, fsync of the
  * folder; kafka = produce and wait for the acknowledgement up to
  * offsets.flush.timeout.ms (retriable error on timeout). */
 bool offset_store_save(struct offset_store *store, const char *rs, const struct mcdc_position *pos,

@@ -53,7 +53,9 @@ bool position_from_bson(const bson_t *doc, struct mcdc_position *pos, struct mcd
 /*
  * The Kafka Connect offsets-topic key of a replica set's partition:
  * ["<name>",{"rs":"<rs>","server_id":"<prefix>"}] with JsonConverter's exact
- * (compact) spacing. name and prefix are both topic.prefix. Caller frees.
+ * (compact) spacing. name and prefix are both topic.prefix. rs NULL gives
+ * the single partition of Debezium 2.6+ ["<name>",{"server_id":"<prefix>"}]
+ * (one stream for the whole deployment, §4.1). Caller frees.
  */
 char *offsets_partition_key(const char *name, const char *server_id, const char *rs);
 

@@ -475,7 +475,8 @@ static void check_shards(struct pf *p, const mongoc_uri_t *uri, const struct mcd
            shards.count);
     for (size_t i = 0; i < shards.count; i++) {
         const struct shard_info *s = &shards.items[i];
-        char *cs = shard_connection_string(cfg->connection_string, s, cfg->shard_params, &err);
+        char *cs = shard_connection_string(cfg->connection_string, s, cfg->shard_params,
+                                           cfg->members_auto_discover, &err);
         bson_error_t error;
         mongoc_uri_t *su = cs != NULL ? mongoc_uri_new_with_error(cs, &error) : NULL;
         mongoc_client_t *sc = su != NULL ? mongoc_client_new_from_uri_with_error(su, &error) : NULL;
@@ -496,6 +497,64 @@ static void check_shards(struct pf *p, const mongoc_uri_t *uri, const struct mcd
     }
     shard_list_clear(&shards);
     mongoc_client_pool_destroy(pool);
+}
+
+/* mongodb.connection.mode sharded: the daemon streams through mongos alone
+ * and never connects to a shard, so only mongos is checked (collections,
+ * change stream and find through it) and the merged stream's offsets
+ * partition; mongos has no oplog to read (no oplog checks). */
+static void check_merged(struct pf *p, mongoc_client_t *c, const struct mcdc_config *cfg,
+                         int major)
+{
+    struct snapshot_plan *plan = NULL;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct encoder *enc = encoder_new(cfg, &err);
+    struct resume_failure fail;
+    struct offset_store *store;
+    bson_error_t error;
+    size_t refused = 0;
+
+    say(p, "PASS", "topology", "mongodb.connection.mode sharded: one change stream through "
+        "mongos; shards are not connected to");
+    if (enc == NULL || !snapshot_plan(c, cfg, enc, &plan, &fail, &err))
+        say(p, "FAIL", "access", "cannot list the captured collections through mongos: %s",
+            err.msg);
+    else
+        say(p, "PASS", "collections", "%zu collections captured now", plan->count);
+    if (!can_watch(c, &error))
+        say(p, "FAIL", "access", "cannot open a change stream through mongos (privilege "
+            "changeStream): %s", error.message);
+    else
+        say(p, "PASS", "access", "change stream opened through mongos");
+    for (size_t i = 0; plan != NULL && i < plan->count; i++) {
+        if (!can_find(c, plan->colls[i].db, plan->colls[i].coll, &error) && refused++ < 5)
+            say(p, "FAIL", "access", "find on %s.%s refused (privilege find): %s",
+                plan->colls[i].db, plan->colls[i].coll, error.message);
+    }
+    if (plan != NULL && refused == 0)
+        say(p, "PASS", "access", "find allowed on all %zu captured collections", plan->count);
+    check_images(p, c, cfg, plan, major);
+    store = offset_store_open(cfg, &err);
+    if (store == NULL) {
+        say(p, "FAIL", "offsets", "cannot open the offset store: %s", err.msg);
+    } else {
+        struct mcdc_position pos;
+        bool found = false;
+        bool rs_part = cfg->dialect == MCDC_DIALECT_1_9; /* topology/merged.h */
+        position_init(&pos);
+        if (!offset_store_load(store, rs_part ? "cluster" : NULL, &pos, &found, &err))
+            say(p, "FAIL", "offsets", "cannot read the merged stream's stored position: %s",
+                err.msg);
+        else
+            say(p, "PASS", "offsets", found ? "stored position of the merged stream found"
+                                            : "no stored position for the merged stream: the "
+                                              "first start continues from per-shard offsets "
+                                              "or follows snapshot.mode");
+        position_clear(&pos);
+        offset_store_close(store);
+    }
+    snapshot_plan_free(plan);
+    encoder_destroy(enc);
 }
 
 /* ---- all ---- */
@@ -521,6 +580,8 @@ int preflight_run(const struct mcdc_config *cfg, FILE *out)
     } else if (check_server(&p, c, &major, &minor, rs, sizeof rs, &kind)) {
         if (kind == SEED_RS)
             check_replica_set(&p, c, cfg, rs, major, true);
+        else if (kind == SEED_MONGOS && cfg->connection_mode == MCDC_CONNECTION_SHARDED)
+            check_merged(&p, c, cfg, major);
         else if (kind == SEED_CONFIG_SERVER || kind == SEED_MONGOS)
             check_shards(&p, uri, cfg);
     }

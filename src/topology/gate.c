@@ -31,6 +31,7 @@ struct ns_map {
     struct ns_map *next;
     char *ns;
     bool sharded;
+    bool listed; /* in config.collections (not dropped): fields is its shard key */
     bool hashed;
     char *fields[MAX_KEY_FIELDS];
     size_t nfields;
@@ -311,7 +312,7 @@ static bool load_map(mongoc_client_pool_t *pool, struct ns_map *m, struct mcdc_e
     for (size_t i = 0; i < m->nfields; i++)
         free(m->fields[i]);
     m->nfields = 0;
-    m->sharded = m->hashed = false;
+    m->sharded = m->hashed = m->listed = false;
     m->read_ms = now_ms();
 
     BSON_APPEND_UTF8(&q, "_id", m->ns);
@@ -339,7 +340,8 @@ static bool load_map(mongoc_client_pool_t *pool, struct ns_map *m, struct mcdc_e
         ok = false;
     }
     mongoc_cursor_destroy(cur);
-    m->sharded = ok && found && m->nfields > 0 && !m->hashed;
+    m->listed = ok && found && m->nfields > 0;
+    m->sharded = m->listed && !m->hashed;
     if (m->sharded) {
         BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort);
         BSON_APPEND_INT32(&sort, "min", 1);
@@ -505,4 +507,32 @@ uint64_t gate_task_check(struct gate_task *t, const char *db, const char *coll, 
     if (lookup(t, m, key, ts, &need, donor))
         return need;
     return 0;
+}
+
+bool gate_task_shard_key(struct gate_task *t, const char *db, const char *coll, bson_t *out,
+                         struct mcdc_error *err)
+{
+    char ns[512];
+    struct ns_map *m;
+
+    if (t == NULL)
+        return true;
+    snprintf(ns, sizeof ns, "%s.%s", db, coll);
+    for (m = t->maps; m != NULL && strcmp(m->ns, ns) != 0; m = m->next) {
+    }
+    if (m == NULL) {
+        m = xcalloc(1, sizeof *m);
+        m->ns = xstrdup(ns);
+        m->next = t->maps;
+        t->maps = m;
+    }
+    /* Read afresh: a snapshot start is rare and the collection may have been
+     * sharded since the map was cached. */
+    if (!load_map(t->reg->seed, m, err)) {
+        m->read_ms = 0;
+        return false;
+    }
+    for (size_t i = 0; m->listed && i < m->nfields; i++)
+        BSON_APPEND_INT32(out, m->fields[i], 1);
+    return true;
 }

@@ -68,6 +68,16 @@ uint64_t gate_task_check(struct gate_task *t, const char *db, const char *coll, 
 /* True when donor's watermark is at or past need, or donor has ended. */
 bool gate_task_passed(const struct gate_task *donor, uint64_t need);
 
+/*
+ * The shard key pattern of db.coll (config.collections `key`, field names in
+ * order, each with value 1 whatever its kind) appended to out, read afresh
+ * through the seed pool (task thread); nothing for an unsharded or dropped
+ * collection. Returns false with err (retriable for network errors) when the
+ * read fails. Used for event.key.mode document_key in snapshots.
+ */
+bool gate_task_shard_key(struct gate_task *t, const char *db, const char *coll, bson_t *out,
+                         struct mcdc_error *err);
+
 /* The shard name of a task (borrowed). */
 const char *gate_task_name(const struct gate_task *t);
 

@@ -168,7 +168,7 @@ static void carry_options(struct mcdc_buf *out, const char *p, bool *first, bool
 }
 
 char *shard_connection_string(const char *configured, const struct shard_info *s,
-                              const char *shard_params, struct mcdc_error *err)
+                              const char *shard_params, bool discover, struct mcdc_error *err)
 {
     struct mcdc_buf out = MCDC_BUF_INIT;
     const char *rest, *auth_end, *at, *query;
@@ -214,8 +214,14 @@ char *shard_connection_string(const char *configured, const struct shard_info *s
         mcdc_buf_append_str(&out, "tls=true");
         first = false;
     }
-    mcdc_buf_append_str(&out, first ? "?replicaSet=" : "&replicaSet=");
-    mcdc_buf_append_str(&out, s->rs);
+    if (!discover && strchr(s->hosts, ',') == NULL) {
+        /* mongodb.members.auto.discover false, one address: talk to that
+         * address only (the members' own names may not resolve here). */
+        mcdc_buf_append_str(&out, first ? "?directConnection=true" : "&directConnection=true");
+    } else {
+        mcdc_buf_append_str(&out, first ? "?replicaSet=" : "&replicaSet=");
+        mcdc_buf_append_str(&out, s->rs);
+    }
     if (shard_params != NULL) {
         while (*shard_params == '?' || *shard_params == '&')
             shard_params++;

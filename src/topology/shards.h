@@ -56,10 +56,16 @@ void shard_list_clear(struct shard_list *list);
  * replicaSet of the configured string are dropped: they describe the seed,
  * not the shard. shard_params (mongodb.connection.string.shard.params, may be
  * NULL or empty; a leading '?' or '&' is ignored) is appended last, so it
- * wins over carried-over options. Returns NULL and fills err when
- * `configured` is not a mongodb:// or mongodb+srv:// string.
+ * wins over carried-over options. discover false
+ * (mongodb.members.auto.discover: false, debezium-format.md §6.1: the
+ * addresses as given, for NAT and containers): a single address gets
+ * directConnection=true instead of replicaSet, so the driver talks to it
+ * alone and never to the member names the shard's hello reports; several
+ * addresses keep replicaSet (a driver must find the primary among them, and
+ * libmongoc then also learns the members hello lists). Returns NULL and
+ * fills err when `configured` is not a mongodb:// or mongodb+srv:// string.
  */
 char *shard_connection_string(const char *configured, const struct shard_info *s,
-                              const char *shard_params, struct mcdc_error *err);
+                              const char *shard_params, bool discover, struct mcdc_error *err);
 
 #endif

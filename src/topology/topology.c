@@ -22,6 +22,7 @@
 #include "offsets/offsets.h"
 #include "topology/chunks.h"
 #include "topology/gate.h"
+#include "topology/merged.h"
 #include "topology/shards.h"
 #include "worker/worker.h"
 
@@ -29,7 +30,8 @@
 struct owned_source {
     mongoc_client_pool_t *seed; /* the topology's seed pool (thread-safe pop/push); borrowed */
     char *shard;
-    bson_t first;     /* the map read at daemon start for every shard at once */
+    bson_t *first;    /* the map read at daemon start for every shard at once (a pointer:
+                         bson_t's 128-byte alignment is more than xcalloc gives) */
     bool first_used;  /* later snapshots (a restart of the snapshot) read afresh */
 };
 
@@ -201,7 +203,7 @@ static void task_free(struct task *task)
 {
     worker_destroy(task->w);
     if (task->owned != NULL) {
-        bson_destroy(&task->owned->first);
+        bson_destroy(task->owned->first);
         free(task->owned->shard);
         free(task->owned);
     }
@@ -232,7 +234,7 @@ static bool owned_filters(void *ctx, bson_t *out, struct mcdc_error *err)
 
     if (!src->first_used) {
         src->first_used = true;
-        bson_concat(out, &src->first);
+        bson_concat(out, src->first);
         return true;
     }
     names[0] = src->shard;
@@ -269,6 +271,12 @@ static void gate_ended(void *ctx)
     gate_task_ended(ctx);
 }
 
+static bool gate_shard_key(void *ctx, const char *db, const char *coll, bson_t *out,
+                           struct mcdc_error *err)
+{
+    return gate_task_shard_key(ctx, db, coll, out, err);
+}
+
 /* The running (or finished) task of shard `name`, or NULL. */
 static struct task *task_of_shard(struct topology *t, const char *name)
 {
@@ -291,7 +299,8 @@ static struct task *task_of_shard(struct topology *t, const char *name)
 static bool start_shard_task(struct topology *t, const struct shard_info *s, int64_t start_at,
                              bson_t *owned_first, struct mcdc_error *err)
 {
-    char *text = shard_connection_string(t->cfg->connection_string, s, t->cfg->shard_params, err);
+    char *text = shard_connection_string(t->cfg->connection_string, s, t->cfg->shard_params,
+                                         t->cfg->members_auto_discover, err);
     struct task *task;
     int64_t selection_ms;
     bool ok;
@@ -303,9 +312,9 @@ static bool start_shard_task(struct topology *t, const struct shard_info *s, int
     task->owned = xcalloc(1, sizeof *task->owned);
     task->owned->seed = t->seed.pool;
     task->owned->shard = xstrdup(s->name);
-    bson_init(&task->owned->first);
+    task->owned->first = bson_new();
     if (owned_first != NULL)
-        bson_concat(&task->owned->first, owned_first);
+        bson_concat(task->owned->first, owned_first);
     else
         task->owned->first_used = true; /* no map read yet: read one when a snapshot starts */
     ok = open_pool(t->cfg, text, task, &selection_ms, err);
@@ -324,6 +333,7 @@ static bool start_shard_task(struct topology *t, const struct shard_info *s, int
             gate.passed = gate_passed;
             gate.publish = gate_publish;
             gate.ended = gate_ended;
+            gate.shard_key = gate_shard_key;
             g = &gate;
         } else {
             LOG_WARN("shard %s: too many shards for the order gate; its events are not ordered "
@@ -494,7 +504,8 @@ static bool start_shard_tasks(struct topology *t, struct mcdc_error *err)
         shard_list_clear(&shards);
         return false;
     }
-    if (!capture_modes_agree(t, &shards, err)) {
+    if (!capture_modes_agree(t, &shards, err) ||
+        !merged_check_per_shard_start(t->cfg, &shards, err)) {
         shard_list_clear(&shards);
         return false;
     }
@@ -523,6 +534,33 @@ static bool start_shard_tasks(struct topology *t, struct mcdc_error *err)
         t->polling = true;
     }
     return ok;
+}
+
+/*
+ * mongodb.connection.mode sharded (debezium-format.md §6.2/§6.3): one task on
+ * the mongos pool streams the whole cluster; mongos merges the shards'
+ * events by cluster time, hides migrations and orphans, and follows shards
+ * coming and going itself, so there is no discovery, gate or chunk filter.
+ * Offsets: merged.h. When the merged partition is empty, the start comes
+ * from per-shard offsets if every shard has one (§4.4).
+ */
+static bool start_merged_task(struct topology *t, struct task *task, int64_t selection_ms,
+                              struct mcdc_error *err)
+{
+    struct worker_merged m = {.name = MERGED_NAME, .rs_partition = merged_rs_partition(t->cfg)};
+    struct mcdc_position start;
+    bool has_start = false;
+
+    position_init(&start);
+    if (!merged_start_position(t->cfg, task->pool, &start, &has_start, err)) {
+        mcdc_error_prefix(err, "cannot read the stored offsets");
+        position_clear(&start);
+        return false;
+    }
+    m.start = has_start ? &start : NULL;
+    task->w = worker_start_merged(t->cfg, task->pool, selection_ms, &m, task_ended, t, err);
+    position_clear(&start);
+    return task->w != NULL;
 }
 
 struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *loop,
@@ -560,12 +598,17 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
                        "(mongod --replSet rs0, then rs.initiate(); one member is enough) and "
                        "connect with ?replicaSet=rs0");
         goto fail;
-    } else if (kind != SEED_REPLICA_SET &&
+    } else if (kind == SEED_CONFIG_SERVER &&
                cfg->connection_mode == MCDC_CONNECTION_SHARDED) {
         mcdc_error_set(err, MCDC_ERR_CONFIG, 0,
-                       "mongodb.connection.mode sharded (one stream through mongos) is not "
-                       "supported yet; use replica_set (one capture task per shard)");
+                       "mongodb.connection.mode sharded streams through mongos, but "
+                       "mongodb.connection.string names the config server replica set: give a "
+                       "mongos connection string, or use replica_set (one task per shard)");
         goto fail;
+    } else if (kind == SEED_MONGOS && cfg->connection_mode == MCDC_CONNECTION_SHARDED) {
+        LOG_INFO("mongos found at %s: one change stream through mongos for the whole cluster "
+                 "(mongodb.connection.mode sharded)",
+                 redacted);
     } else if (kind == SEED_REPLICA_SET) {
         LOG_INFO("replica set %s found at %s", rs, redacted);
     } else {
@@ -577,6 +620,19 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     t->notice.data = t;
     ev_async_start(loop, &t->notice);
     t->notice_started = true;
+    if (cfg->connection_mode == MCDC_CONNECTION_SHARDED && (!answered || kind == SEED_MONGOS)) {
+        /* Merged mode; an unreachable seed is taken for the mongos it must be. */
+        free(rs);
+        rs = NULL;
+        *task_add(t) = seed;
+        memset(&seed, 0, sizeof seed);
+        if (!start_merged_task(t, &t->tasks[0], selection_ms, err)) {
+            topology_request_stop(t);
+            (void)topology_join(t);
+            goto fail;
+        }
+        return t;
+    }
     if (answered && (kind == SEED_MONGOS || kind == SEED_CONFIG_SERVER)) {
         /* The seed's pool serves discovery and the polls of config.shards. */
         bool ok;

@@ -4,8 +4,8 @@
  *
  * From a replica-set connection string: one task. From a sharded cluster
  * (mongos or config servers): one task per shard from config.shards, tasks
- * started/stopped as shards come and go (a later issue), or one merged
- * stream through mongos when mongodb.connection.mode is `sharded`.
+ * started/stopped as shards come and go, or one merged stream through mongos
+ * when mongodb.connection.mode is `sharded` (topology/merged.h).
  *
  * Thread: main. Workers report "stopped" / "failed" through an ev_async on
  * the loop given to topology_start().

@@ -256,7 +256,7 @@ static enum phase setup(struct worker *w, bool *proceed)
     w->store = offset_store_open(w->cfg, &err);
     if (w->store == NULL)
         goto fail;
-    if (!offset_store_load(w->store, w->rs, &w->stream_pos, &found, &err))
+    if (!offset_store_load(w->store, worker_partition(w), &w->stream_pos, &found, &err))
         goto fail;
     plan = resume_plan_start(w->cfg->snapshot_mode, found, &w->stream_pos, &warn);
     resume_describe_position(found ? &w->stream_pos : NULL, d, sizeof d);
@@ -276,6 +276,20 @@ static enum phase setup(struct worker *w, bool *proceed)
     }
     if (!found && !w->need_snapshot)
         position_clear(&w->stream_pos);
+    if (!found && w->has_merged_start) {
+        /* A switch from per-shard offsets (topology): stream from the oldest
+         * shard's position, stored at once so that a restart resumes here. */
+        position_copy(&w->stream_pos, &w->merged_start);
+        w->need_snapshot = false;
+        w->snapshot_only = false;
+        w->have_stored = true;
+        if (!offset_store_save(w->store, worker_partition(w), &w->stream_pos, &err)) {
+            mcdc_error_prefix(&err, "cannot store the start position of %s", w->rs);
+            goto fail;
+        }
+        resume_describe_position(&w->stream_pos, d, sizeof d);
+        LOG_INFO("merged stream starts from the oldest shard position: %s", d);
+    }
     if (!found && w->start_at >= 0) {
         /* A shard that joined while the daemon ran: read from the moment it
          * joined, no snapshot (see worker_start()). The position is stored
@@ -287,7 +301,7 @@ static enum phase setup(struct worker *w, bool *proceed)
         w->need_snapshot = false;
         w->snapshot_only = false;
         w->have_stored = true;
-        if (!offset_store_save(w->store, w->rs, &w->stream_pos, &err)) {
+        if (!offset_store_save(w->store, worker_partition(w), &w->stream_pos, &err)) {
             mcdc_error_prefix(&err, "cannot store the start position of %s", w->rs);
             goto fail;
         }
@@ -451,6 +465,10 @@ static void finish(struct worker *w, enum phase ph)
                  (unsigned long long)w->skipped, (unsigned long long)w->failed_events,
                  (unsigned long long)w->oversize_skipped, (unsigned long long)w->split_events,
                  (long long)(worker_now_ms() - t0));
+    if (w->gate_checked > 0)
+        LOG_INFO("order gate: %llu events checked, added latency p50 %.1f us, p99 %.1f us",
+                 (unsigned long long)w->gate_checked, worker_gate_percentile_us(w, 0.50),
+                 worker_gate_percentile_us(w, 0.99));
     if (w->gate_waits > 0)
         LOG_INFO("order gate: %lld events of documents moved from another shard were held, "
                  "%lld ms in all (%.1f ms each on average)",
@@ -481,7 +499,7 @@ static void *worker_main(void *arg)
     finish(w, ph);
     metrics_set_state(w->m, w->exit_code == MCDC_EXIT_OK ? METRICS_STATE_STOPPED
                                                          : METRICS_STATE_FAILED);
-    if (w->has_gate && w->exit_code == MCDC_EXIT_OK)
+    if (w->has_gate && w->gate.ended != NULL && w->exit_code == MCDC_EXIT_OK)
         w->gate.ended(w->gate.ctx);
     mongoc_client_pool_push(w->pool, w->client);
     w->client = NULL;
@@ -518,7 +536,10 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
     position_init(&w->stream_pos);
     position_init(&w->to_commit);
     position_init(&w->inc_pos);
+    position_init(&w->merged_start);
     bson_init(&w->pipeline);
+    bson_init(&w->key_patterns);
+    bson_init(&w->snap_key);
     if (expected_rs != NULL) {
         snprintf(w->rs, sizeof w->rs, "%s", expected_rs);
         w->rs_known = true;
@@ -526,6 +547,46 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
         mcdc_error_set(err, MCDC_ERR_INTERNAL, 0, "cannot start the capture thread");
         position_clear(&w->stream_pos);
+        bson_destroy(&w->pipeline);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+struct worker *worker_start_merged(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
+                                   int64_t selection_timeout_ms, const struct worker_merged *merged,
+                                   worker_exit_cb on_exit, void *ctx, struct mcdc_error *err)
+{
+    struct worker *w = xcalloc(1, sizeof *w);
+
+    w->selection_timeout_ms =
+        selection_timeout_ms > 0 ? selection_timeout_ms : cfg->server_selection_timeout_ms;
+    w->start_at = -1;
+    w->merged = true;
+    w->rs_partition = merged->rs_partition;
+    position_init(&w->merged_start);
+    if (merged->start != NULL) {
+        position_copy(&w->merged_start, merged->start);
+        w->has_merged_start = true;
+    }
+    w->cfg = cfg;
+    w->pool = pool;
+    w->on_exit = on_exit;
+    w->ctx = ctx;
+    w->exit_code = MCDC_EXIT_FAILURE;
+    atomic_init(&w->finished, false);
+    position_init(&w->stream_pos);
+    position_init(&w->to_commit);
+    bson_init(&w->pipeline);
+    bson_init(&w->key_patterns);
+    bson_init(&w->snap_key);
+    snprintf(w->rs, sizeof w->rs, "%s", merged->name);
+    w->rs_known = true;
+    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+        mcdc_error_set(err, MCDC_ERR_INTERNAL, 0, "cannot start the capture thread");
+        position_clear(&w->stream_pos);
+        position_clear(&w->merged_start);
         bson_destroy(&w->pipeline);
         free(w);
         return NULL;
@@ -573,7 +634,10 @@ void worker_destroy(struct worker *w)
     position_clear(&w->stream_pos);
     position_clear(&w->to_commit);
     worker_incremental_teardown(w);
+    position_clear(&w->merged_start);
     bson_destroy(&w->pipeline);
+    bson_destroy(&w->key_patterns);
+    bson_destroy(&w->snap_key);
     if (w->has_oplog_query)
         bson_destroy(&w->oplog_query);
     free(w);

@@ -23,6 +23,7 @@
 
 #include "common/error.h"
 #include "config/config.h"
+#include "offsets/offsets.h"
 
 struct worker;
 
@@ -57,6 +58,13 @@ struct worker_order_gate {
     bool (*passed)(void *donor, uint64_t need);
     void (*publish)(void *ctx, uint64_t ts);
     void (*ended)(void *ctx);
+    /* event.key.mode document_key (may be NULL): the shard key pattern of
+     * db.coll (config.collections `key`) appended to out (initialised,
+     * empty), left empty for an unsharded collection; false with err when
+     * the read fails. Lets snapshot records carry the key a change stream's
+     * documentKey gives (mongo-sim-spec.md §3.8). */
+    bool (*shard_key)(void *ctx, const char *db, const char *coll, bson_t *out,
+                      struct mcdc_error *err);
 };
 
 /* Called on the worker's thread once, just before it ends (e.g. ev_async_send). */
@@ -88,6 +96,36 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
                             int64_t start_at, worker_snapshot_filters_fn snapshot_filters,
                             void *filters_ctx, const struct worker_order_gate *gate,
                             worker_exit_cb on_exit, void *ctx, struct mcdc_error *err);
+
+/*
+ * mongodb.connection.mode sharded: one change stream through mongos for the
+ * whole cluster (Debezium 2.5+ and 3.x, debezium-format.md §6.2/§6.3).
+ *   name:      the task's name in logs, metrics and source.rs ("cluster",
+ *              Debezium 2.2-2.5's ConnectionStrings.CLUSTER_RS_NAME).
+ *   rs_partition: true: offsets under {server_id, rs: name} (2.2-2.5, the
+ *              1.9 dialect); false: {server_id} (2.6+, the 3.x dialect).
+ *   start:     used when nothing is stored under that partition (may be NULL):
+ *              the position to stream from, stored at once before anything
+ *              else, without a snapshot (the oldest shard position of a
+ *              switch from per-shard offsets, §4.4); borrowed, copied.
+ */
+struct worker_merged {
+    const char *name;
+    bool rs_partition;
+    const struct mcdc_position *start;
+};
+
+/*
+ * Starts the merged task on pool (a mongos; borrowed, outlives the worker)
+ * as worker_start() does for a replica set, with no discovery (mongos
+ * answers hello without a set name), no snapshot filters (reads through
+ * mongos never return orphans) and no order gate (mongos merges the shards'
+ * events by cluster time). Returns NULL and fills err if the thread cannot
+ * start.
+ */
+struct worker *worker_start_merged(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
+                                   int64_t selection_timeout_ms, const struct worker_merged *merged,
+                                   worker_exit_cb on_exit, void *ctx, struct mcdc_error *err);
 
 /* The longest single blocking server selection (ms); see worker_start(). */
 #define WORKER_SELECTION_SLICE_MS 1000

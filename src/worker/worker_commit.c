@@ -120,7 +120,7 @@ enum phase worker_service(struct worker *w, bool force_commit)
         }
         if (pos != NULL) {
             struct mcdc_error serr = MCDC_ERROR_INIT;
-            if (!offset_store_save(w->store, w->rs, pos, &serr)) {
+            if (!offset_store_save(w->store, worker_partition(w), pos, &serr)) {
                 w->err = serr;
                 mcdc_error_prefix(&w->err, "cannot store the offsets of %s", w->rs);
                 return PHASE_FATAL;

@@ -26,6 +26,8 @@ enum phase {
     PHASE_FATAL,        /* w->err says why */
 };
 
+#define WORKER_GATE_BUCKETS 320
+
 struct worker {
     const struct mcdc_config *cfg;
     mongoc_client_pool_t *pool;
@@ -62,10 +64,18 @@ struct worker {
     void *filters_ctx;
     struct worker_order_gate gate;
     bool has_gate;
+    bool merged;        /* one stream through mongos (worker_start_merged) */
+    bool rs_partition;  /* merged: offsets under {server_id, rs} rather than {server_id} */
+    struct mcdc_position merged_start; /* merged: where to start when nothing is stored */
+    bool has_merged_start;
+    bson_t key_patterns; /* event.key.mode document_key: "<db>.<coll>" -> shard key pattern */
+    bson_t snap_key;     /* the documentKey built for one snapshot record */
     struct mcdc_position to_commit; /* gate: committable position not yet stored */
     bool to_commit_dirty;
     int64_t gate_waits;      /* events held by the gate */
     int64_t gate_wait_ms;    /* total ms they were held */
+    uint64_t gate_hist[WORKER_GATE_BUCKETS]; /* added latency per checked event (worker_stream.c) */
+    uint64_t gate_checked;                   /* events the gate looked at */
     int64_t last_commit_ms;
     int64_t last_ack_ms;       /* monotonic ms of the last acknowledgement */
     int64_t ack_wait_since_ms; /* records in flight since (0: none in flight) */
@@ -101,6 +111,16 @@ enum phase worker_oversize_ready(struct worker *w);
 enum phase worker_oversize_skipped(struct worker *w, const bson_t *doc,
                                    const struct mcdc_position *pos, int64_t full_size,
                                    int64_t before_size);
+/* The q-quantile (0..1) of the order gate's added latency per checked event,
+ * µs (bucket lower bound, ~9 % resolution); 0 when none was checked. */
+double worker_gate_percentile_us(const struct worker *w, double q);
+
+/* The offsets partition's rs (NULL: the {server_id} partition of a merged
+ * stream in the 3.x dialect). */
+static inline const char *worker_partition(const struct worker *w)
+{
+    return w->merged && !w->rs_partition ? NULL : w->rs;
+}
 
 /* The stop flag, read atomically (worker_request_stop() runs on the main
  * thread). The sink polls the same flag through its volatile pointer. */

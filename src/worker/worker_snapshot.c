@@ -19,6 +19,7 @@
 #include "worker/worker_internal.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "capture/capture.h"
 #include "capture/oplog.h"
@@ -56,6 +57,105 @@ struct snap_source_ts {
     uint32_t sec, inc;
 };
 
+/*
+ * event.key.mode document_key: points ev->document_key at the documentKey a
+ * change stream gives the document (mongo-sim-spec.md §3.8): the shard key
+ * fields in pattern order (dotted names as in the pattern, raw values also
+ * for hashed fields; a missing field is left out), then _id unless the
+ * pattern has it; {_id} for an unsharded collection. Patterns come from
+ * w->key_patterns (read at the snapshot's start). False when the document
+ * has no _id.
+ */
+static bool snapshot_document_key(struct worker *w, const struct snapshot_doc *d,
+                                  struct mcdc_event *ev)
+{
+    char ns[512];
+    bson_iter_t it, pat, top, val;
+    bool has_id_field = false;
+
+    bson_reinit(&w->snap_key);
+    snprintf(ns, sizeof ns, "%s.%s", d->db, d->coll);
+    if (bson_iter_init_find(&it, &w->key_patterns, ns) && BSON_ITER_HOLDS_DOCUMENT(&it) &&
+        bson_iter_recurse(&it, &pat)) {
+        while (bson_iter_next(&pat)) {
+            const char *f = bson_iter_key(&pat);
+            if (strcmp(f, "_id") == 0)
+                has_id_field = true;
+            if (bson_iter_init(&top, d->doc) && bson_iter_find_descendant(&top, f, &val))
+                bson_append_value(&w->snap_key, f, -1, bson_iter_value(&val));
+        }
+    }
+    if (!has_id_field) {
+        if (!bson_iter_init_find(&top, d->doc, "_id"))
+            return false;
+        bson_append_value(&w->snap_key, "_id", 3, bson_iter_value(&top));
+    }
+    bson_init_static(&ev->document_key, bson_get_data(&w->snap_key), w->snap_key.len);
+    ev->has_document_key = true;
+    return true;
+}
+
+/*
+ * event.key.mode document_key: reads the shard key pattern of every planned
+ * collection into w->key_patterns, through the order gate's shard_key (per
+ * shard tasks: config.collections through the seed) or, for the merged
+ * stream, config.collections through mongos itself. A failed read is
+ * transient (the snapshot is retried).
+ */
+static enum phase load_key_patterns(struct worker *w, const struct snapshot_plan *plan)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+
+    bson_reinit(&w->key_patterns);
+    for (size_t i = 0; i < plan->count; i++) {
+        const struct snapshot_coll *c = &plan->colls[i];
+        char ns[512];
+        bson_t pattern = BSON_INITIALIZER;
+        bool ok = true;
+
+        snprintf(ns, sizeof ns, "%s.%s", c->db, c->coll);
+        if (w->has_gate && w->gate.shard_key != NULL) {
+            ok = w->gate.shard_key(w->gate.ctx, c->db, c->coll, &pattern, &err);
+        } else if (w->merged) {
+            mongoc_collection_t *colls =
+                mongoc_client_get_collection(w->client, "config", "collections");
+            bson_t q = BSON_INITIALIZER;
+            const bson_t *doc;
+            bson_error_t error;
+            bson_iter_t it;
+            mongoc_cursor_t *cur;
+            BSON_APPEND_UTF8(&q, "_id", ns);
+            cur = mongoc_collection_find_with_opts(colls, &q, NULL, NULL);
+            if (mongoc_cursor_next(cur, &doc) &&
+                !(bson_iter_init_find(&it, doc, "dropped") && bson_iter_as_bool(&it)) &&
+                bson_iter_init_find(&it, doc, "key") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+                const uint8_t *data;
+                uint32_t len;
+                bson_t k;
+                bson_iter_document(&it, &len, &data);
+                if (bson_init_static(&k, data, len))
+                    bson_concat(&pattern, &k);
+            }
+            if (mongoc_cursor_error(cur, &error)) {
+                mcdc_error_from_bson(&err, error.code, error.message, true);
+                ok = false;
+            }
+            mongoc_cursor_destroy(cur);
+            bson_destroy(&q);
+            mongoc_collection_destroy(colls);
+        }
+        if (ok && !bson_empty(&pattern))
+            BSON_APPEND_DOCUMENT(&w->key_patterns, ns, &pattern);
+        bson_destroy(&pattern);
+        if (!ok) {
+            w->err = err;
+            mcdc_error_prefix(&w->err, "cannot read the shard key of %s", ns);
+            return PHASE_RETRY;
+        }
+    }
+    return PHASE_OK;
+}
+
 static enum phase emit_doc(struct worker *w, const struct snapshot_doc *d,
                            enum mcdc_snapshot_flag flag, const struct mcdc_position *pos,
                            const struct snap_source_ts *src)
@@ -75,6 +175,11 @@ static enum phase emit_doc(struct worker *w, const struct snapshot_doc *d,
         return PHASE_FATAL;
     }
     ev.rs = w->rs;
+    if (w->cfg->key_mode == MCDC_KEY_DOCUMENT_KEY && !snapshot_document_key(w, d, &ev)) {
+        mcdc_error_set(&w->err, MCDC_ERR_ENCODE, 0, "snapshot of %s.%s: a document without _id",
+                       d->db, d->coll);
+        return PHASE_FATAL;
+    }
     if (src->known) {
         ev.has_cluster_time = true;
         ev.ts_sec = src->sec;
@@ -237,6 +342,11 @@ enum phase worker_snapshot(struct worker *w)
     }
     if (w->snapshot_filters != NULL) {
         ph = restrict_to_owned(w, plan);
+        if (ph != PHASE_OK)
+            goto cleanup;
+    }
+    if (cfg->key_mode == MCDC_KEY_DOCUMENT_KEY) {
+        ph = load_key_patterns(w, plan);
         if (ph != PHASE_OK)
             goto cleanup;
     }

@@ -113,7 +113,10 @@ class Router(object):
         move_chunk until clean_orphans, or copies of a migration) are never returned."""
         ns = "%s.%s" % (db, coll)
         pattern = self.shard_keys.get(ns)
-        if not pattern or not self.orphans:
+        # Filtered whatever the orphan setting is now: orphans left while it was on stay on
+        # the shards after it is turned off, and a real shard filters every versioned read
+        # by the chunks it owns (its range deleter, not mongos, removes them later).
+        if not pattern:
             return docs
         ranges = [ch for ch in self.chunks(ns) if ch["shard"] == name]
         out = []
@@ -485,8 +488,20 @@ class MergedStream(object):
         self.hwm = {}
         self.buffer = []  # (data, event, is_invalidate)
         self.closed = False
+        if not any(k in self.spec for k in ("resumeAfter", "startAfter", "startAtOperationTime")):
+            # A new stream starts at the mongos's cluster time + 1 increment on every shard
+            # (spec §6.4), not at each shard's own last entry: an idle shard's older optime
+            # would otherwise make the stream's first postBatchResumeToken predate writes
+            # already made on the other shards, and resuming from it would return them.
+            ct = router.cluster_time()
+            self.spec_start = Timestamp(ct.time, ct.inc + 1)
+        else:
+            self.spec_start = None
         for name, c in router.shards.items():
-            self._open(name, c, dict(self.spec))
+            spec = dict(self.spec)
+            if self.spec_start is not None:
+                spec["startAtOperationTime"] = self.spec_start
+            self._open(name, c, spec)
         self.pbrt = min((s.pbrt for s in self.streams.values()), key=lambda t: t["_data"])
 
     def _open(self, name, c, spec):

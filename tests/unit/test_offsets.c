@@ -498,6 +498,43 @@ static void store_file_other_topic_prefix_is_warned(void **state)
     tmpdir_remove(&t);
 }
 
+/* rs NULL: the single partition of Debezium 2.6+ ["shop",{"server_id":"shop"}]
+ * (merged mongos stream, 3.x dialect), kept apart from the per-set ones. */
+static void store_file_server_id_partition(void **state)
+{
+    (void)state;
+    struct tmpdir t;
+    tmpdir_make(&t);
+    struct mcdc_config cfg;
+    file_cfg(&cfg, t.path);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct offset_store *store = offset_store_open(&cfg, &err);
+    struct mcdc_position p, q;
+    bool found = true;
+    assert_non_null(store);
+    position_init(&q);
+    make_pos(&p, 5, 1, "CC05");
+    assert_true(offset_store_save(store, NULL, &p, &err));
+    position_clear(&p);
+    make_pos(&p, 6, 1, "DD06");
+    assert_true(offset_store_save(store, "rs0", &p, &err));
+    position_clear(&p);
+    offset_store_close(store);
+    char *text = slurp(t.path);
+    assert_non_null(strstr(text, "\"[\\\"shop\\\",{\\\"server_id\\\":\\\"shop\\\"}]\":{\"sec\":5,"));
+    free(text);
+    store = offset_store_open(&cfg, &err);
+    assert_non_null(store);
+    assert_true(offset_store_load(store, NULL, &q, &found, &err));
+    assert_true(found);
+    assert_string_equal(token_data(&q), "CC05");
+    assert_true(offset_store_load(store, "rs0", &q, &found, &err));
+    assert_string_equal(token_data(&q), "DD06");
+    offset_store_close(store);
+    position_clear(&q);
+    tmpdir_remove(&t);
+}
+
 static void store_file_two_replica_sets_save_reload(void **state)
 {
     (void)state;
@@ -868,6 +905,8 @@ int main(void)
         cmocka_unit_test(position_without_usable_position_is_refused),
         cmocka_unit_test(position_range_and_duplicates_are_refused),
         cmocka_unit_test(store_file_two_replica_sets_save_reload),
+        cmocka_unit_test(store_file_server_id_partition),
+        cmocka_unit_test(store_file_server_id_partition),
         cmocka_unit_test(store_file_other_topic_prefix_is_warned),
         cmocka_unit_test(store_file_replaces_atomically),
         cmocka_unit_test(store_file_handles_of_two_tasks_do_not_clobber),

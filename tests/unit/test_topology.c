@@ -57,7 +57,8 @@ static void shard_uri_table(void **state)
     for (size_t i = 0; i < sizeof uri_cases / sizeof uri_cases[0]; i++) {
         struct mcdc_error err = MCDC_ERROR_INIT;
         bson_error_t error;
-        char *got = shard_connection_string(uri_cases[i].configured, &s, uri_cases[i].params, &err);
+        char *got = shard_connection_string(uri_cases[i].configured, &s, uri_cases[i].params, true,
+                                            &err);
         mongoc_uri_t *uri;
 
         assert_non_null(got);
@@ -70,13 +71,39 @@ static void shard_uri_table(void **state)
     }
 }
 
+/* mongodb.members.auto.discover false: one address is used directly
+ * (directConnection, no replicaSet); several keep replicaSet. */
+static void shard_uri_as_given(void **state)
+{
+    (void)state;
+    struct shard_info one = {.name = "shard01", .rs = "shard01rs", .hosts = "10.0.0.5:27018"};
+    struct shard_info two = {.name = "shard01", .rs = "shard01rs", .hosts = "a:1,b:2"};
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    bson_error_t error;
+    char *got = shard_connection_string("mongodb://u:p@m:27017/?replicaSet=x&tls=true", &one,
+                                        NULL, false, &err);
+    mongoc_uri_t *uri;
+
+    assert_non_null(got);
+    assert_string_equal(got, "mongodb://u:p@10.0.0.5:27018/?tls=true&directConnection=true");
+    uri = mongoc_uri_new_with_error(got, &error);
+    assert_non_null(uri);
+    assert_null(mongoc_uri_get_replica_set(uri));
+    assert_true(mongoc_uri_get_option_as_bool(uri, MONGOC_URI_DIRECTCONNECTION, false));
+    mongoc_uri_destroy(uri);
+    free(got);
+    got = shard_connection_string("mongodb://m:27017/", &two, NULL, false, &err);
+    assert_string_equal(got, "mongodb://a:1,b:2/?replicaSet=shard01rs");
+    free(got);
+}
+
 static void shard_uri_refuses_other_schemes(void **state)
 {
     (void)state;
     struct shard_info s = {.name = "a", .rs = "a", .hosts = "h:1"};
     struct mcdc_error err = MCDC_ERROR_INIT;
 
-    assert_null(shard_connection_string("http://h:1/", &s, NULL, &err));
+    assert_null(shard_connection_string("http://h:1/", &s, NULL, true, &err));
     assert_int_equal(err.domain, MCDC_ERR_CONFIG);
 }
 
@@ -152,6 +179,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(shard_uri_table),
+        cmocka_unit_test(shard_uri_as_given),
         cmocka_unit_test(shard_uri_refuses_other_schemes),
         cmocka_unit_test(compare_follows_bson_order),
         cmocka_unit_test(range_filter_shape),

@@ -279,3 +279,40 @@ def test_orphans_until_range_deletion():
         finally:
             d1.close()
             d2.close()
+
+
+def test_mongos_stream_waits_for_every_shard_and_starts_at_cluster_time():
+    """mongo-sim-spec §6.4 (server docs/change_streams.md): mongos returns an event only
+    once every shard's high-water mark has passed it, so with no periodic no-op an idle
+    shard holds back the other shard's events until it writes; and a new stream starts
+    at the mongos's cluster time + 1 on every shard, so its first postBatchResumeToken
+    never predates writes already made on a busier shard (resuming from it returns none
+    of them). Shards read directly (mongocdc's per-shard mode) are not held back."""
+    with MongoSim(topology="sharded", shards=2, members=1, noop_interval=0) as s:
+        c = s.client()
+        c.admin.command("shardCollection", "w.c", key={"k": 1})
+        c.admin.command("split", "w.c", middle={"k": 100})
+        c.admin.command("moveChunk", "w.c", find={"k": 100}, to="shard02")
+        c.w.c.insert_one({"_id": 0, "k": 0})  # shard02 idle from here on
+        for i in range(1, 4):
+            c.w.c.insert_one({"_id": i, "k": i})  # shard01 only
+        with c.w.c.watch(max_await_time_ms=200) as st:
+            assert st.try_next() is None
+            first = st.resume_token
+        with c.w.c.watch(resume_after=first, max_await_time_ms=200) as st:
+            assert st.try_next() is None, "the start predates writes already made"
+            c.w.c.insert_one({"_id": 10, "k": 10})  # shard01
+            time.sleep(0.3)
+            assert st.try_next() is None, "an idle shard must hold the stream back"
+            sh1 = pymongo.MongoClient(s.shard_uris["shard01"], serverSelectionTimeoutMS=5000)
+            try:
+                with sh1.w.c.watch(resume_after=first, max_await_time_ms=200) as direct:
+                    assert direct.try_next()["documentKey"]["k"] == 10, "a shard's own stream is not held back (and starts where mongos did)"
+            finally:
+                sh1.close()
+            c.w.c.insert_one({"_id": 200, "k": 200})  # shard02 passes 10, now shard01 is idle
+            assert st.next()["documentKey"]["k"] == 10
+            time.sleep(0.3)
+            assert st.try_next() is None, "200 waits for shard01 in turn"
+            c.w.c.insert_one({"_id": 11, "k": 11})
+            assert st.next()["documentKey"]["k"] == 200

@@ -1,0 +1,155 @@
+/*
+ * topology/merged: offsets of the merged mongos stream and the two mode
+ * switches of debezium-format.md §4.4 (see merged.h).
+ */
+#include "topology/merged.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/resume.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+
+bool merged_rs_partition(const struct mcdc_config *cfg)
+{
+    return cfg->dialect == MCDC_DIALECT_1_9;
+}
+
+/* The cluster time of a stored position as a BSON timestamp value, 0 when
+ * it has none (neither sec/ord nor a token with a readable time). */
+static uint64_t position_time(const struct mcdc_position *pos)
+{
+    uint32_t sec = 0, ord = 0;
+    if (pos->sec > 0)
+        return ((uint64_t)pos->sec << 32) | (uint32_t)(pos->ord > 0 ? pos->ord : 0);
+    if (pos->has_resume_token && resume_token_time(&pos->resume_token, &sec, &ord))
+        return ((uint64_t)sec << 32) | ord;
+    return 0;
+}
+
+/* Appends ", name" (or "name") to a malloc'd list text. */
+static void list_add(char **list, const char *name)
+{
+    size_t n = *list ? strlen(*list) : 0, m = strlen(name);
+    *list = xrealloc(*list, n + m + 3);
+    if (n > 0) {
+        memcpy(*list + n, ", ", 2);
+        n += 2;
+    }
+    memcpy(*list + n, name, m + 1);
+}
+
+bool merged_start_position(const struct mcdc_config *cfg, mongoc_client_pool_t *mongos,
+                           struct mcdc_position *start, bool *has_start, struct mcdc_error *err)
+{
+    struct offset_store *store;
+    struct shard_list shards = {0};
+    struct mcdc_position pos;
+    char *missing = NULL, *present = NULL, *oldest_shard = NULL;
+    uint64_t oldest = 0;
+    size_t npresent = 0;
+    bool found = false, ok;
+
+    *has_start = false;
+    store = offset_store_open(cfg, err);
+    if (store == NULL)
+        return false;
+    position_init(&pos);
+    ok = offset_store_load(store, merged_rs_partition(cfg) ? MERGED_NAME : NULL, &pos, &found, err);
+    position_clear(&pos);
+    if (ok && !found)
+        ok = shards_read(mongos, &shards, err);
+    for (size_t i = 0; ok && !found && i < shards.count; i++) {
+        bool here = false;
+        uint64_t t;
+        position_init(&pos);
+        ok = offset_store_load(store, shards.items[i].rs, &pos, &here, err);
+        t = ok && here && !pos.initsync ? position_time(&pos) : 0;
+        if (ok && here && t != 0) {
+            npresent++;
+            list_add(&present, shards.items[i].name);
+            if (oldest == 0 || t < oldest) {
+                oldest = t;
+                free(oldest_shard);
+                oldest_shard = xstrdup(shards.items[i].name);
+            }
+        } else if (ok) {
+            list_add(&missing, shards.items[i].name);
+        }
+        position_clear(&pos);
+    }
+    offset_store_close(store);
+    if (ok && npresent > 0 && missing != NULL) {
+        LOG_WARN("mongodb.connection.mode sharded: no merged-stream offsets yet; shards %s have "
+                 "per-shard offsets but shards %s have none (or an interrupted snapshot), so no "
+                 "position covers the whole cluster: starting as with no offsets (snapshot.mode "
+                 "decides)",
+                 present, missing);
+    } else if (ok && npresent > 0) {
+        start->sec = (int64_t)(oldest >> 32);
+        start->ord = (int64_t)(oldest & 0xffffffffu);
+        *has_start = true;
+        LOG_WARN("mongodb.connection.mode sharded: switching from per-shard offsets of %zu shards "
+                 "to one stream through mongos, from the oldest shard position Timestamp(%lld, "
+                 "%lld) (shard %s); events the other %zu shards had delivered after it are "
+                 "produced again (duplicates, none lost)",
+                 npresent, (long long)start->sec, (long long)start->ord, oldest_shard,
+                 npresent - 1);
+    }
+    free(missing);
+    free(present);
+    free(oldest_shard);
+    shard_list_clear(&shards);
+    return ok;
+}
+
+bool merged_check_per_shard_start(const struct mcdc_config *cfg, const struct shard_list *shards,
+                                  struct mcdc_error *err)
+{
+    struct offset_store *store = offset_store_open(cfg, err);
+    struct mcdc_position pos;
+    bool ok = true, any_shard = false, merged = false;
+    const char *which = NULL;
+
+    if (store == NULL)
+        return false;
+    for (size_t i = 0; ok && !any_shard && i < shards->count; i++) {
+        position_init(&pos);
+        ok = offset_store_load(store, shards->items[i].rs, &pos, &any_shard, err);
+        position_clear(&pos);
+    }
+    if (ok && !any_shard) {
+        /* Either dialect's merged partition: {server_id} (3.x) or rs "cluster" (1.9). */
+        position_init(&pos);
+        ok = offset_store_load(store, NULL, &pos, &merged, err);
+        position_clear(&pos);
+        which = "{server_id}";
+        if (ok && !merged) {
+            position_init(&pos);
+            ok = offset_store_load(store, MERGED_NAME, &pos, &merged, err);
+            position_clear(&pos);
+            which = "{server_id, rs: \"" MERGED_NAME "\"}";
+        }
+    }
+    offset_store_close(store);
+    if (!ok || !merged)
+        return ok;
+    if (!cfg->allow_offset_invalidation) {
+        LOG_ERROR("the stored offsets are those of one stream through mongos (partition %s, "
+                  "mongodb.connection.mode sharded) and no shard has offsets of its own: "
+                  "per-shard capture cannot continue from them. Set mongodb.connection.mode "
+                  "sharded again, or internal.mongodb.allow.offset.invalidation: true to ignore "
+                  "them (every shard then follows snapshot.mode)",
+                  which);
+        mcdc_error_set(err, MCDC_ERR_CONFIG, 0,
+                       "offsets of the merged mongos stream, none per shard: refused unless "
+                       "internal.mongodb.allow.offset.invalidation is true (see the error above)");
+        return false;
+    }
+    LOG_WARN("internal.mongodb.allow.offset.invalidation is true: the offsets of the stream "
+             "through mongos (partition %s) are ignored; every shard's task follows snapshot.mode "
+             "as with no offsets",
+             which);
+    return true;
+}

@@ -1,0 +1,321 @@
+"""Sharded clusters in connection mode sharded (debezium-format.md §6.2/§6.3):
+one change stream through mongos for the whole cluster, the snapshot through
+mongos, the offsets partition of the dialect ({server_id} in 3.x, {server_id,
+rs: "cluster"} in 1.9), both mode switches of §4.4, and event.key.mode
+document_key (the whole documentKey as the key, snapshot and stream alike) in
+both modes, with mongodb.members.auto.discover false for the shard tasks.
+
+What a stream through mongos gives that a shard's does not: one sequence for
+the whole cluster ordered by cluster time (mongos merges the shards' streams
+and holds an event until every shard's high-water mark has passed it), one
+resume token for the cluster, reads that never see orphans. Migrations are
+invisible in both (shards drop fromMigrate entries), and documentKey carries
+the shard key in both (mongo-sim-spec.md §3.8, §6.4).
+
+One simulated cluster serves the whole module; each test captures its own
+database (database.include.list) and its own work folder.
+"""
+
+import json
+import time
+
+import pytest
+
+from conftest import import_mongosim, wait_until
+from pipeline_support import data_records, expected_key, key_id_text, log_text, read_jsonl, write_config
+
+PREFIX = "it"
+N = 120  # documents per test collection, split at 60: [min, 60) on shard01, [60, max) on shard02
+
+
+@pytest.fixture(scope="module")
+def sim():
+    mongosim = import_mongosim()
+    s = mongosim.MongoSim(topology="sharded", shards=2, members=1, noop_interval=0.3)
+    s.start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def populate(sim, db, key=None):
+    """db.orders sharded (on _id, or key) over both shards, db.plain unsharded."""
+    c = sim.client()
+    key = key or {"_id": 1}
+    c.admin.command("enableSharding", db)
+    c.admin.command("shardCollection", "%s.orders" % db, key=key)
+    middle = {k: (60 if k == "_id" else "m") for k in key}
+    c.admin.command("split", "%s.orders" % db, middle=middle)
+    c.admin.command("moveChunk", "%s.orders" % db, find=middle, to="shard02")
+    docs = [{"_id": i, "v": 0} for i in range(N)]
+    if "region" in key:
+        for d in docs:
+            d["region"] = "a" if d["_id"] % 2 else "z"
+    c[db].orders.insert_many(docs)
+    c[db].plain.insert_many([{"_id": "p%d" % i, "v": 0} for i in range(10)])
+    return c
+
+
+def config(workdir, sim, db, mode="sharded", dialect="3.x", **raw):
+    conf = {"mongodb.connection.mode": mode, "debezium.compatibility": dialect,
+            "database.include.list": db, "mongodb.poll.interval.ms": 500}
+    conf.update(raw)
+    return write_config(workdir, sim.uri, raw=conf)
+
+
+def records(workdir):
+    return data_records(read_jsonl(workdir / "events.jsonl"), PREFIX)
+
+
+def partitions(workdir):
+    p = workdir / "offsets.json"
+    out = {}
+    for k, v in (json.loads(p.read_text()) if p.exists() else {}).items():
+        name, part = json.loads(k)
+        assert name == PREFIX and part["server_id"] == PREFIX
+        out[part.get("rs")] = v
+    return out
+
+
+def wait_log(workdir, text, daemon, timeout_s=60, n=1):
+    def check():
+        if not daemon.running():
+            raise AssertionError("mongocdc exited: %s" % log_text(workdir)[-3000:])
+        return log_text(workdir).count(text) >= n
+    wait_until(check, timeout_s, "log line %r" % text)
+
+
+def ids(recs, ops, topic=None):
+    return [json.loads(key_id_text(r)) for r in recs if r.op in ops and (topic is None or r.topic == topic)]
+
+
+@pytest.mark.parametrize("dialect", ["3.x", "1.9"])
+def test_merged_stream_end_to_end(sim, tmp_workdir, start_mongocdc, dialect):
+    """Snapshot through mongos (orphans present on a shard are never read),
+    one stream for the cluster in cluster-time order, migrations invisible,
+    the dialect's single partition, and a SIGTERM restart resuming without
+    loss or repeats."""
+    db = "mg" + dialect.replace(".", "")
+    c = populate(sim, db)
+    sim.control("orphans", keep=True)
+    try:
+        # [60, max) to shard01: shard02 keeps 60 orphans a shard read would return.
+        c.admin.command("moveChunk", "%s.orders" % db, find={"_id": 60}, to="shard01")
+    finally:
+        sim.control("orphans", keep=False)
+    cfg = config(tmp_workdir, sim, db, dialect=dialect)
+    d = start_mongocdc("-c", cfg)
+    wait_log(tmp_workdir, "streaming changes from", d)
+    log = log_text(tmp_workdir)
+    assert "one change stream through mongos for the whole cluster" in log
+    assert "[cluster]" in log, "the task's log lines name it"
+    recs = records(tmp_workdir)
+    topic = "%s.%s.orders" % (PREFIX, db)
+    assert sorted(ids(recs, ("r",), topic)) == list(range(N)), "snapshot not exactly once"
+    assert len(ids(recs, ("r",), "%s.%s.plain" % (PREFIX, db))) == 10
+    for r in recs:
+        assert r.key == expected_key(json.loads(key_id_text(r)))
+    assert sim.control("clean_orphans")["deleted"] >= 60
+    c.admin.command("moveChunk", "%s.orders" % db, find={"_id": 60}, to="shard02")
+
+    # Writes alternating between the shards, a migration in the middle.
+    order = []
+    for i in range(0, N, 7):
+        c[db].orders.update_one({"_id": i}, {"$set": {"v": 1}})
+        order.append(i)
+    c.admin.command("moveChunk", "%s.orders" % db, find={"_id": 0}, to="shard02")
+    for i in range(3, N, 7):
+        c[db].orders.update_one({"_id": i}, {"$set": {"v": 2}})
+        order.append(i)
+
+    def streamed():
+        return [r for r in records(tmp_workdir) if r.op in ("c", "u", "d")]
+    wait_until(lambda: len(streamed()) >= len(order), 60, "%d streamed events" % len(order))
+    time.sleep(1.0)
+    got = streamed()
+    assert len(got) == len(order), "the chunk migration produced events (fromMigrate)"
+    assert ids(got, ("u",)) == order, "one stream for the cluster: the writes' own order"
+    src = [(r.payload["source"]["ts_ms"] // 1000, r.payload["source"]["ord"]) for r in got]
+    assert src == sorted(src), "events in cluster-time order across shards"
+    if dialect == "1.9":
+        assert all(r.payload["source"]["rs"] == "cluster" for r in got)
+
+    assert d.stop() == 0
+    parts = partitions(tmp_workdir)
+    want = "cluster" if dialect == "1.9" else None
+    assert list(parts) == [want], "one partition for the cluster: %r" % parts
+    assert "resume_token" in parts[want]
+
+    c[db].orders.insert_one({"_id": 5000, "v": 0})  # while stopped
+    d2 = start_mongocdc("-c", cfg)
+    wait_until(lambda: 5000 in ids(records(tmp_workdir), ("c",)), 60, "the insert made while stopped")
+    c[db].orders.delete_one({"_id": 1})
+    wait_until(lambda: 1 in ids(records(tmp_workdir), ("d",)), 60, "the delete")
+    assert d2.stop() == 0
+    recs = records(tmp_workdir)
+    assert len(ids(recs, ("r",))) == N + 10, "no snapshot after the restart"
+    assert ids(recs, ("u",)) == order, "nothing repeated after the restart"
+    assert ids(recs, ("c",)) == [5000]
+
+
+def test_switch_per_shard_to_merged_starts_at_the_oldest_shard(sim, tmp_workdir, start_mongocdc):
+    """§4.4: per-shard offsets, then mongodb.connection.mode sharded: the merged
+    stream starts at the oldest shard position (WARN with the count of
+    shards), so writes made between the two runs all arrive; what the newer
+    shard had already delivered may come again."""
+    db = "sw1"
+    c = populate(sim, db)
+    cfg = config(tmp_workdir, sim, db, mode="replica_set")
+    d = start_mongocdc("-c", cfg)
+    wait_log(tmp_workdir, "streaming changes from", d, n=2)
+    c[db].orders.update_one({"_id": 1}, {"$set": {"v": 1}})    # shard01
+    c[db].orders.update_one({"_id": 61}, {"$set": {"v": 1}})   # shard02
+    wait_until(lambda: len(ids(records(tmp_workdir), ("u",))) >= 2, 60, "2 updates")
+    time.sleep(1.0)  # offsets flushed
+    assert d.stop() == 0
+    assert sorted(partitions(tmp_workdir)) == ["shard01", "shard02"]
+
+    while_stopped = [2, 62, 3, 63]
+    for i in while_stopped:
+        c[db].orders.update_one({"_id": i}, {"$set": {"v": 2}})
+    cfg = config(tmp_workdir, sim, db, mode="sharded")
+    d = start_mongocdc("-c", cfg)
+    wait_log(tmp_workdir, "streaming changes from", d)
+    log = log_text(tmp_workdir)
+    warn = [l for l in log.splitlines() if "switching from per-shard offsets of 2 shards" in l]
+    assert len(warn) == 1 and " WARN " in warn[0], warn
+    c[db].orders.update_one({"_id": 4}, {"$set": {"v": 3}})
+    wait_until(lambda: 4 in ids(records(tmp_workdir), ("u",)), 60, "the update after the switch")
+    assert d.stop() == 0
+    upd = ids(records(tmp_workdir), ("u",))
+    for i in while_stopped:
+        assert i in upd, "update of %d made between the runs was lost" % i
+    assert len(ids(records(tmp_workdir), ("r",))) == N + 10, "no second snapshot"
+    parts = partitions(tmp_workdir)
+    assert None in parts, "the merged partition {server_id} is stored"
+
+
+def test_switch_merged_to_per_shard_refused_unless_allowed(sim, tmp_workdir, start_mongocdc, run_mongocdc):
+    """§4.4: offsets of the merged stream and per-shard mode configured: exit 1
+    naming internal.mongodb.allow.offset.invalidation; with it true the merged
+    offsets are ignored and every shard follows snapshot.mode."""
+    db = "sw2"
+    populate(sim, db)
+    cfg = config(tmp_workdir, sim, db, mode="sharded")
+    d = start_mongocdc("-c", cfg)
+    wait_log(tmp_workdir, "streaming changes from", d)
+    time.sleep(1.0)
+    assert d.stop() == 0
+    assert list(partitions(tmp_workdir)) == [None]
+
+    cfg = config(tmp_workdir, sim, db, mode="replica_set")
+    r = run_mongocdc("-c", cfg, timeout_s=60)
+    err = r.stderr.decode()
+    assert r.returncode == 1, err[-2000:]
+    assert "internal.mongodb.allow.offset.invalidation" in err
+
+    cfg = config(tmp_workdir, sim, db, mode="replica_set",
+                 **{"internal.mongodb.allow.offset.invalidation": True})
+    before = len(ids(records(tmp_workdir), ("r",)))
+    d = start_mongocdc("-c", cfg)
+    wait_log(tmp_workdir, "streaming changes from", d, n=2)
+    assert "are ignored" in log_text(tmp_workdir)
+    assert d.stop() == 0
+    assert len(ids(records(tmp_workdir), ("r",))) - before == N + 10, "shards snapshot afresh"
+    assert {"shard01", "shard02"} <= set(partitions(tmp_workdir))
+
+
+@pytest.mark.parametrize("mode", ["sharded", "replica_set"])
+def test_key_by_whole_document_key(sim, tmp_workdir, start_mongocdc, mode):
+    """event.key.mode document_key: the key's id is the whole documentKey
+    (shard key fields, then _id) for snapshot and stream alike, in both
+    connection modes; unsharded collections get {"_id": ...}. The per-shard
+    run also uses mongodb.members.auto.discover false (each shard's one
+    address with directConnection)."""
+    db = "dk" + mode[0]
+    c = populate(sim, db, key={"region": 1, "_id": 1})
+    raw = {"event.key.mode": "document_key"}
+    if mode == "replica_set":
+        raw["mongodb.members.auto.discover"] = False
+    cfg = config(tmp_workdir, sim, db, mode=mode, **raw)
+    d = start_mongocdc("-c", cfg)
+    wait_log(tmp_workdir, "streaming changes from", d, n=1 if mode == "sharded" else 2)
+    c[db].orders.update_one({"_id": 7, "region": "a"}, {"$set": {"v": 1}})
+    c[db].orders.update_one({"_id": 8, "region": "z"}, {"$set": {"v": 1}})
+    c[db].plain.update_one({"_id": "p1"}, {"$set": {"v": 1}})
+    wait_until(lambda: len([r for r in records(tmp_workdir) if r.op == "u"]) >= 3, 60, "3 updates")
+    assert d.stop() == 0
+    recs = records(tmp_workdir)
+    topic = "%s.%s.orders" % (PREFIX, db)
+
+    def want(i):
+        region = "a" if i % 2 else "z"
+        return '{"id":%s}' % json.dumps('{"region": "%s","_id": %d}' % (region, i), separators=(",", ":"))
+    snap = [r for r in recs if r.op == "r" and r.topic == topic]
+    assert len(snap) == N
+    for r in snap:
+        i = json.loads(key_id_text(r))["_id"]
+        assert r.key == want(i), r.key
+    upd = {json.loads(key_id_text(r))["_id"]: r.key for r in recs if r.op == "u" and r.topic == topic}
+    assert upd == {7: want(7), 8: want(8)}, "stream keys equal the snapshot keys"
+    plain = [r for r in recs if r.topic.endswith(".plain")]
+    assert all(json.loads(key_id_text(r)) == {"_id": json.loads(key_id_text(r))["_id"]} for r in plain)
+    assert plain[0].key.startswith('{"id":"{\\"_id\\": \\"p')
+
+
+def test_merged_stream_survives_mongos_outage_and_shard_election(sim, tmp_workdir, start_mongocdc):
+    """The mongos unreachable for a while, then a shard's primary stepping
+    down: the task reconnects with backoff (as for a replica set) and resumes
+    from its token; every write arrives once."""
+    db = "fo"
+    c = populate(sim, db)
+    cfg = config(tmp_workdir, sim, db)
+    d = start_mongocdc("-c", cfg)
+    wait_log(tmp_workdir, "streaming changes from", d)
+    c[db].orders.update_one({"_id": 1}, {"$set": {"v": 1}})
+    wait_until(lambda: ids(records(tmp_workdir), ("u",)) == [1], 60, "first update")
+    sim.control("unreachable", shard="mongos", member=0)
+    time.sleep(2.5)
+    sim.control("reachable", shard="mongos", member=0)
+    c = sim.client()
+    c[db].orders.update_one({"_id": 61}, {"$set": {"v": 1}})
+    wait_until(lambda: 61 in ids(records(tmp_workdir), ("u",)), 60, "update after the outage")
+    sim.control("stepdown", shard="shard02", elect=None)
+    time.sleep(0.5)
+    sim.control("elect", shard="shard02", member=0)
+    c[db].orders.update_one({"_id": 62}, {"$set": {"v": 1}})
+    c[db].orders.update_one({"_id": 2}, {"$set": {"v": 1}})
+    wait_until(lambda: len(ids(records(tmp_workdir), ("u",))) >= 4, 60, "updates after the election")
+    time.sleep(1.0)
+    assert d.running()
+    assert d.stop() == 0
+    assert ids(records(tmp_workdir), ("u",)) == [1, 61, 62, 2]
+    log = log_text(tmp_workdir)
+    assert "reconnect" in log.lower() or "retry" in log.lower(), log[-2000:]
+
+
+def test_config_server_seed_refused_in_merged_mode(sim, tmp_workdir, run_mongocdc):
+    """Merged mode streams through mongos: the config server replica set is
+    refused with what to give instead."""
+    cfg = write_config(tmp_workdir, sim.config_uri, raw={"mongodb.connection.mode": "sharded",
+                                                         "debezium.compatibility": "3.x"})
+    r = run_mongocdc("-c", cfg, timeout_s=60)
+    assert r.returncode == 1
+    assert "give a mongos connection string" in r.stderr.decode()
+
+
+def test_check_in_merged_mode_checks_mongos_only(sim, tmp_workdir, run_mongocdc):
+    """`mongocdc check` with mongodb.connection.mode sharded checks what the
+    daemon will use: mongos (collections, change stream, find) and the merged
+    partition; no shard is connected to and no oplog is read."""
+    db = "ck"
+    populate(sim, db)
+    r = run_mongocdc("check", "-c", config(tmp_workdir, sim, db), timeout_s=60)
+    out = r.stdout.decode()
+    assert r.returncode == 0, out + r.stderr.decode()
+    assert "one change stream through mongos" in out
+    assert "change stream opened through mongos" in out
+    assert "find allowed on all 2 captured collections" in out
+    assert "no stored position for the merged stream" in out
+    assert "shard01" not in out and "oplog.rs" not in out, out
