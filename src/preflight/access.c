@@ -249,3 +249,15 @@ void pf_check_access(struct pf *p, mongoc_client_t *c, const struct mcdc_config 
              cfg->signal_data_collection[0] != '\0')
         check_signal(p, c, cfg->signal_data_collection);
 }
+
+void pf_check_access_merged(struct pf *p, mongoc_client_t *c, const struct mcdc_config *cfg,
+                            const struct snapshot_plan *plan)
+{
+    check_stream(p, c, cfg);
+    if (plan != NULL)
+        check_collections(p, c, plan);
+    if (cfg->read_only)
+        pf_say(p, "PASS", "access", "read.only: no write to the source is made or checked");
+    else if (cfg->signal_data_collection != NULL && cfg->signal_data_collection[0] != '\0')
+        check_signal(p, c, cfg->signal_data_collection);
+}

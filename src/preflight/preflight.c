@@ -511,42 +511,29 @@ static void check_merged(struct pf *p, mongoc_client_t *c, const struct mcdc_con
     struct encoder *enc = encoder_new(cfg, &err);
     struct resume_failure fail;
     struct offset_store *store;
-    bson_error_t error;
-    size_t refused = 0;
 
-    say(p, "PASS", "topology", "mongodb.connection.mode sharded: one change stream through "
+    pf_say(p, "PASS", "topology", "mongodb.connection.mode sharded: one change stream through "
         "mongos; shards are not connected to");
     if (enc == NULL || !snapshot_plan(c, cfg, enc, &plan, &fail, &err))
-        say(p, "FAIL", "access", "cannot list the captured collections through mongos: %s",
+        pf_say(p, "FAIL", "access", "cannot list the captured collections through mongos: %s",
             err.msg);
     else
-        say(p, "PASS", "collections", "%zu collections captured now", plan->count);
-    if (!can_watch(c, &error))
-        say(p, "FAIL", "access", "cannot open a change stream through mongos (privilege "
-            "changeStream): %s", error.message);
-    else
-        say(p, "PASS", "access", "change stream opened through mongos");
-    for (size_t i = 0; plan != NULL && i < plan->count; i++) {
-        if (!can_find(c, plan->colls[i].db, plan->colls[i].coll, &error) && refused++ < 5)
-            say(p, "FAIL", "access", "find on %s.%s refused (privilege find): %s",
-                plan->colls[i].db, plan->colls[i].coll, error.message);
-    }
-    if (plan != NULL && refused == 0)
-        say(p, "PASS", "access", "find allowed on all %zu captured collections", plan->count);
+        pf_say(p, "PASS", "collections", "%zu collections captured now", plan->count);
+    pf_check_access_merged(p, c, cfg, plan);
     check_images(p, c, cfg, plan, major);
     store = offset_store_open(cfg, &err);
     if (store == NULL) {
-        say(p, "FAIL", "offsets", "cannot open the offset store: %s", err.msg);
+        pf_say(p, "FAIL", "offsets", "cannot open the offset store: %s", err.msg);
     } else {
         struct mcdc_position pos;
         bool found = false;
         bool rs_part = cfg->dialect == MCDC_DIALECT_1_9; /* topology/merged.h */
         position_init(&pos);
         if (!offset_store_load(store, rs_part ? "cluster" : NULL, &pos, &found, &err))
-            say(p, "FAIL", "offsets", "cannot read the merged stream's stored position: %s",
+            pf_say(p, "FAIL", "offsets", "cannot read the merged stream's stored position: %s",
                 err.msg);
         else
-            say(p, "PASS", "offsets", found ? "stored position of the merged stream found"
+            pf_say(p, "PASS", "offsets", found ? "stored position of the merged stream found"
                                             : "no stored position for the merged stream: the "
                                               "first start continues from per-shard offsets "
                                               "or follows snapshot.mode");

@@ -40,4 +40,11 @@ void pf_check_access(struct pf *p, mongoc_client_t *c, const struct mcdc_config 
 /* Whether a server error is 13 Unauthorized (a missing privilege). */
 bool pf_unauthorized(const bson_error_t *error);
 
+/* The access checks of mongodb.connection.mode sharded, all through mongos
+ * (c): the whole-cluster change stream, find on every collection of plan
+ * (NULL: not listed), the signal collection write unless read.only. No
+ * oplog: mongos has none. Verdicts through pf_say. */
+void pf_check_access_merged(struct pf *p, mongoc_client_t *c, const struct mcdc_config *cfg,
+                            const struct snapshot_plan *plan);
+
 #endif
