@@ -315,7 +315,7 @@ def test_check_in_merged_mode_checks_mongos_only(sim, tmp_workdir, run_mongocdc)
     out = r.stdout.decode()
     assert r.returncode == 0, out + r.stderr.decode()
     assert "one change stream through mongos" in out
-    assert "change stream opened through mongos" in out
+    assert "change stream opened" in out
     assert "find allowed on all 2 captured collections" in out
     assert "no stored position for the merged stream" in out
     assert "shard01" not in out and "oplog.rs" not in out, out
