@@ -33,6 +33,7 @@ struct oplog_reader {
     char stxnid[96];
     bool has_stxnid;
     int64_t h;
+    bool has_h; /* the entry has `h` (MongoDB < 4.4) */
 
     bson_t decoded;
     bool has_decoded;
@@ -176,6 +177,7 @@ struct oplog_reader *oplog_open(mongoc_client_t *client, const struct mcdc_confi
         r->sec = (uint32_t)from->sec;
         r->ord = (uint32_t)from->ord;
         r->h = from->h;
+        r->has_h = from->has_h;
         if (!oplog_edge(client, false, &osec, &oord, fail, err))
             goto fail;
         if (osec > r->sec || (osec == r->sec && oord > r->ord)) {
@@ -243,6 +245,7 @@ void oplog_start_position(const struct oplog_reader *r, struct mcdc_position *po
     pos->ord = r->ord;
     pos->oplog = true;
     pos->h = r->h;
+    pos->has_h = r->has_h;
     pos->tord = r->start_tord;
 }
 
@@ -394,6 +397,7 @@ static bool fill_event(struct oplog_reader *r, const bson_t *op, struct oplog_it
     ev->ts_sec = r->sec;
     ev->ts_inc = r->ord;
     ev->oplog_h = r->h;
+    ev->oplog_has_h = r->has_h;
     item->emit = true;
     return true;
 }
@@ -405,6 +409,7 @@ static void set_pos(struct oplog_reader *r, struct oplog_item *item, int64_t tor
     item->pos.ord = r->ord;
     item->pos.oplog = true;
     item->pos.h = r->h;
+    item->pos.has_h = r->has_h;
     item->pos.tord = tord;
 }
 
@@ -559,9 +564,8 @@ enum capture_status oplog_next(struct oplog_reader *r, struct oplog_item *item)
     bson_destroy(&r->entry);
     bson_copy_to(doc, &r->entry);
     ts_of(&r->entry, "ts", &r->sec, &r->ord);
-    r->h = bson_iter_init_find(&it, &r->entry, "h") && BSON_ITER_HOLDS_NUMBER(&it)
-               ? bson_iter_as_int64(&it)
-               : 0;
+    r->has_h = bson_iter_init_find(&it, &r->entry, "h") && BSON_ITER_HOLDS_NUMBER(&it);
+    r->h = r->has_h ? bson_iter_as_int64(&it) : 0;
     if (r->skip_tord > 0 && (r->sec != r->skip_sec || r->ord != r->skip_ord))
         r->skip_tord = 0; /* the stored transaction entry was not the first one read */
 

@@ -389,6 +389,7 @@ static void oplog_patch_and_filter(void **state)
     ev.ts_sec = 1694627139;
     ev.ts_inc = 3;
     ev.oplog_h = 0;
+    ev.oplog_has_h = true;
     ev.oplog_tord = 2;
     ev.oplog_stxnid = "a2c1e1a4-2c9b-3b8e-9d2f-6f0e0e5d7b11:5";
     struct mcdc_error err = MCDC_ERROR_INIT;
