@@ -448,8 +448,27 @@ static void oplog_patch_and_filter(void **state)
     assert_text(pj, "{\"$v\": 1,\"$set\": {\"age\": 3},\"$unset\": {\"alias\": true}}");
     free(pj);
     records_release(&out);
-    encoder_destroy(enc);
     bson_destroy(patch2);
+    /* a rename onto a path the same $set also writes fails the event as in
+     * change-stream mode's updatedFields (Debezium: "Document already
+     * contains field"): in a $set and in a replacement document */
+    static const char *const clashes[] = {
+        "{\"$v\": 1, \"$set\": {\"nick\": \"n\", \"alias\": \"a\"}}",
+        "{\"$v\": 1, \"$set\": {\"alias\": \"a\", \"age\": 1, \"nick\": \"n\"}}",
+        "{\"_id\": 1004, \"nick\": \"n\", \"alias\": \"a\"}",
+    };
+    for (size_t i = 0; i < sizeof clashes / sizeof clashes[0]; i++) {
+        patch2 = from_json(clashes[i]);
+        assert_true(bson_init_static(&ev.oplog_patch, bson_get_data(patch2), patch2->len));
+        err = (struct mcdc_error)MCDC_ERROR_INIT;
+        if (encoder_encode(enc, &ev, NOW_US, &out, &err))
+            fail_msg("%s: rename onto an existing field was not refused", clashes[i]);
+        assert_int_equal(err.domain, MCDC_ERR_ENCODE);
+        assert_non_null(strstr(err.msg, "\"alias\""));
+        assert_non_null(strstr(err.msg, "inventory.customers"));
+        bson_destroy(patch2);
+    }
+    encoder_destroy(enc);
     bson_destroy(patch);
     bson_destroy(filter);
 }
