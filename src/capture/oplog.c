@@ -49,7 +49,6 @@ void oplog_item_init(struct oplog_item *item)
 {
     event_init(&item->ev);
     item->emit = false;
-    item->raw_diff = false;
     position_init(&item->pos);
 }
 
@@ -326,7 +325,6 @@ static bool fill_event(struct oplog_reader *r, const bson_t *op, struct oplog_it
 
     event_init(ev);
     item->emit = false;
-    item->raw_diff = false;
     if (!bson_iter_init_find(&it, op, "op") || !BSON_ITER_HOLDS_UTF8(&it))
         return bad(r, "no op");
     o_letter = bson_iter_utf8(&it, NULL);
@@ -369,9 +367,6 @@ static bool fill_event(struct oplog_reader *r, const bson_t *op, struct oplog_it
             case OPLOG_DIFF_DECODED:
                 r->has_decoded = true;
                 alias(&ev->oplog_patch, &r->decoded);
-                break;
-            case OPLOG_DIFF_INEXPRESSIBLE:
-                item->raw_diff = true;
                 break;
             case OPLOG_DIFF_MALFORMED:
                 r->local_error = true;

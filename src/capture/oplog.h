@@ -40,7 +40,6 @@ struct oplog_item {
     bool emit;                /* a data operation (i/u/d) */
     struct mcdc_position pos; /* the position after this item (oplog = true); owned by the item,
                                  position_init()ed by oplog_item_init */
-    bool raw_diff;            /* the patch is a $v: 2 diff kept raw (see oplog_diff.h) */
 };
 
 /* Initialises / releases an item's owned position. */

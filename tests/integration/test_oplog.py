@@ -63,15 +63,35 @@ def _unset_path(doc, path):
         cur.pop(parts[-1], None)
 
 
+def _get_path(doc, path):
+    cur = doc
+    for p in path.split("."):
+        cur = cur[int(p)] if isinstance(cur, list) else cur[p]
+    return cur
+
+
 def apply_v1(pre, patch):
     """Applies a $v: 1 oplog patch ($set/$unset with dotted paths) the way a
-    MongoDB 4.4 secondary would."""
+    MongoDB 4.4 secondary would, then the truncations mongocdc writes as
+    $push {$each: [], $slice: n} (keep the first n elements)."""
     doc = copy.deepcopy(pre)
     for path, v in patch.get("$set", {}).items():
         _set_path(doc, path, v)
     for path in patch.get("$unset", {}):
         _unset_path(doc, path)
+    for path, spec in patch.get("$push", {}).items():
+        assert spec["$each"] == [] and set(spec) == {"$each", "$slice"}, spec
+        arr = _get_path(doc, path)
+        del arr[spec["$slice"]:]
     return doc
+
+
+def _conflict_free(patch):
+    """No path of one operator is a prefix of (or equal to) one of another:
+    then the patch is a single MongoDB update."""
+    paths = [(op, p) for op in ("$set", "$unset", "$push") for p in patch.get(op, {})]
+    return not any(o1 != o2 and (p1 == p2 or p2.startswith(p1 + "."))
+                   for o1, p1 in paths for o2, p2 in paths)
 
 
 def test_oplog_events_and_v2_diffs_decode_to_v1(tmp_workdir, start_mongocdc):
@@ -90,6 +110,14 @@ def test_oplog_events_and_v2_diffs_decode_to_v1(tmp_workdir, start_mongocdc):
             {"$set": {"items.0.q": 5}, "$push": {"tags": "b"}},
             {"$set": {"items.1": {"q": 9, "r": 1}}, "$inc": {"a": 1}},
             {"$set": {"new": {"deep": [1, 2]}}},
+            # array truncations (the diff's `l`): $pop, $pull from the middle
+            # (truncation and element sets at once), a nested array, to empty
+            {"$pop": {"tags": 1}},
+            {"$push": {"tags": {"$each": ["c", "d", "e"]}}},
+            {"$pull": {"tags": "c"}},
+            {"$set": {"items.0.q": [1, 2, 3]}},
+            {"$pop": {"items.0.q": 1}},
+            {"$set": {"tags": []}},
         ]
         states = [coll.find_one({"_id": 1})]
         for u in updates:
@@ -118,6 +146,15 @@ def test_oplog_events_and_v2_diffs_decode_to_v1(tmp_workdir, start_mongocdc):
             assert patch["$v"] == 1, patch
             assert json.loads(r.payload["filter"]) == {"_id": 1}
             assert apply_v1(states[i], patch) == states[i + 1], (u, patch)
+            if "$push" in patch and _conflict_free(patch):
+                # the same patch as a MongoDB update on a copy of the pre-image
+                scratch = c.itdb.scratch
+                scratch.replace_one({"_id": 1}, states[i], upsert=True)
+                scratch.update_one({"_id": 1}, {k: v for k, v in patch.items() if k != "$v"})
+                assert scratch.find_one({"_id": 1}) == states[i + 1], (u, patch)
+        truncations = [json.loads(r.payload["patch"]) for r in recs[1:1 + len(updates)]
+                       if "$push" in json.loads(r.payload["patch"])]
+        assert len(truncations) >= 3, truncations
         rep = recs[1 + len(updates)]
         assert rep.op == "u" and json.loads(rep.payload["patch"]) == {"_id": 1, "b": 1}
         dele = recs[2 + len(updates)]

@@ -449,6 +449,16 @@ static void oplog_patch_and_filter(void **state)
     free(pj);
     records_release(&out);
     bson_destroy(patch2);
+    /* and the $push of a decoded truncation: renamed, or dropped when excluded */
+    patch2 = from_json("{\"$v\": 1, \"$push\": {\"nick\": {\"$each\": [], \"$slice\": 1},"
+                       " \"first_name\": {\"$each\": [], \"$slice\": 0}}}");
+    assert_true(bson_init_static(&ev.oplog_patch, bson_get_data(patch2), patch2->len));
+    assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
+    pj = json_member(out.items[0].value, "patch");
+    assert_text(pj, "{\"$v\": 1,\"$push\": {\"alias\": {\"$each\": [],\"$slice\": 1}}}");
+    free(pj);
+    records_release(&out);
+    bson_destroy(patch2);
     /* a rename onto a path the same $set also writes fails the event as in
      * change-stream mode's updatedFields (Debezium: "Document already
      * contains field"): in a $set and in a replacement document */

@@ -73,11 +73,22 @@ static void decodes_every_shape(void **state)
     /* a field whose name starts with a digit or an s is still a field path */
     expect("{\"$v\": 2, \"diff\": {\"ss\": {\"u\": {\"s1\": true}}}}", OPLOG_DIFF_DECODED,
            "{\"$v\": 1, \"$set\": {\"s.s1\": true}}");
-    /* truncation: not expressible in $v: 1 without the whole array */
-    expect("{\"$v\": 2, \"diff\": {\"sitems\": {\"a\": true, \"l\": 1}}}",
-           OPLOG_DIFF_INEXPRESSIBLE, NULL);
+    /* truncation: $push with an empty $each and $slice keeps the first n elements */
+    expect("{\"$v\": 2, \"diff\": {\"sitems\": {\"a\": true, \"l\": 1}}}", OPLOG_DIFF_DECODED,
+           "{\"$v\": 1, \"$push\": {\"items\": {\"$each\": [], \"$slice\": 1}}}");
     expect("{\"$v\": 2, \"diff\": {\"sa\": {\"sb\": {\"a\": true, \"l\": 0}}}}",
-           OPLOG_DIFF_INEXPRESSIBLE, NULL);
+           OPLOG_DIFF_DECODED, "{\"$v\": 1, \"$push\": {\"a.b\": {\"$each\": [], \"$slice\": 0}}}");
+    /* truncation with element changes ($pull from the middle), a nested array
+     * truncated inside an element, and an Int64 length */
+    expect("{\"$v\": 2, \"diff\": {\"u\": {\"n\": 1}, \"st\": {\"a\": true, \"l\": 2, "
+           "\"u1\": 3, \"s0\": {\"a\": true, \"l\": {\"$numberLong\": \"1\"}}}}}",
+           OPLOG_DIFF_DECODED,
+           "{\"$v\": 1, \"$set\": {\"n\": 1, \"t.1\": 3}, \"$push\": {\"t\": {\"$each\": [], "
+           "\"$slice\": 2}, \"t.0\": {\"$each\": [], \"$slice\": 1}}}");
+    expect("{\"$v\": 2, \"diff\": {\"st\": {\"a\": true, \"l\": -1}}}", OPLOG_DIFF_MALFORMED,
+           NULL);
+    expect("{\"$v\": 2, \"diff\": {\"st\": {\"a\": true, \"l\": \"2\"}}}", OPLOG_DIFF_MALFORMED,
+           NULL);
     /* not a $v: 2 diff */
     expect("{\"$v\": 1, \"$set\": {\"a\": 1}}", OPLOG_DIFF_NOT_V2, NULL);
     expect("{\"_id\": 1, \"a\": 1}", OPLOG_DIFF_NOT_V2, NULL);
