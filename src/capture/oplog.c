@@ -596,6 +596,16 @@ enum capture_status oplog_next(struct oplog_reader *r, struct oplog_item *item)
     }
     if (!fill_event(r, &r->entry, item))
         return CAPTURE_ERROR;
+    /* A retryable write's entry carries its session (lsid, txnNumber): 1.9
+     * gives it a stxnid too when the entry has no `h` (SourceInfo's
+     * extractSessionTxnId), though it is no transaction (no tord, no
+     * BEGIN/END). */
+    r->has_stxnid = false;
+    if (item->emit && !r->has_h && view(&r->entry, "lsid", &o) &&
+        bson_iter_init_find(&it, &r->entry, "txnNumber") && BSON_ITER_HOLDS_NUMBER(&it)) {
+        r->has_stxnid = oplog_stxnid(&o, bson_iter_as_int64(&it), r->stxnid, sizeof r->stxnid);
+        item->ev.oplog_stxnid = r->has_stxnid ? r->stxnid : NULL;
+    }
     set_pos(r, item, 0);
     return CAPTURE_EVENT;
 }

@@ -8,8 +8,10 @@ The file sink stands in for Kafka (each record line holds key and value bytes).
 """
 
 import copy
+import hashlib
 import json
 import time
+import uuid
 
 import pytest
 
@@ -137,8 +139,16 @@ def test_oplog_events_and_v2_diffs_decode_to_v1(tmp_workdir, start_mongocdc):
                              "sequence", "rs", "collection", "ord", "h", "tord", "stxnid",
                              "lsid", "txnNumber"]
         # A 6.0 oplog entry has no h: 1.9 reads it with getLong("h") and prints null.
-        assert "h" not in c.local["oplog.rs"].find_one({"op": "i", "ns": "itdb.docs"})
-        assert src["h"] is None and src["tord"] is None and src["stxnid"] is None
+        entry = c.local["oplog.rs"].find_one({"op": "i", "ns": "itdb.docs"})
+        assert "h" not in entry
+        # pymongo's writes are retryable: the entry carries the session, and
+        # 1.9 gives it a stxnid (Java UUID.nameUUIDFromBytes of lsid.id, then
+        # ":<txnNumber>") though it is no transaction (no tord).
+        assert isinstance(entry["stmtId"], int) and entry["prevOpTime"]["t"] == -1
+        lsid_bytes = entry["lsid"]["id"].bytes
+        want = "%s:%d" % (uuid.UUID(bytes=hashlib.md5(lsid_bytes).digest(), version=3),
+                          entry["txnNumber"])
+        assert src["h"] is None and src["tord"] is None and src["stxnid"] == want, src
         for i, u in enumerate(updates):
             r = recs[1 + i]
             assert r.op == "u" and r.payload["after"] is None
@@ -223,6 +233,9 @@ def test_oplog_transactions(tmp_workdir, start_mongocdc, split):
                 c.itdb.t.delete_one({"_id": 1}, session=s)
         wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 4, 30, "4 events")
         time.sleep(0.5)
+        plain = records(tmp_workdir / "events.jsonl")[0]
+        # a retryable write: a stxnid (as 1.9 gives it) but no tord and no BEGIN/END
+        assert plain.payload["source"]["tord"] is None and plain.payload["source"]["stxnid"]
         txn = records(tmp_workdir / "events.jsonl")[1:]
         assert [r.op for r in txn] == ["c", "u", "d"]
         assert [r.payload["source"]["tord"] for r in txn] == [1, 2, 3]

@@ -561,7 +561,9 @@ class Writer(object):
         self.txn = txn
         self.lsid = lsid
         self.txn_number = txn_number
+        self.stmt_id = 0  # index of the statement in its command (retryable writes)
         self.last_op_ts = None
+        self.last_op_t = None
         self._undo = []
 
     # document views --------------------------------------------------------------
@@ -603,8 +605,20 @@ class Writer(object):
 
     def _log(self, entry, images=None):
         if self.txn is None:
+            if self.lsid is not None and self.txn_number is not None and "id" in self.lsid:
+                # A retryable write's entries carry the session, the statement's
+                # index and a prevOpTime chain through the command's earlier
+                # entries (oplog_entry.idl; spec §5.1).
+                entry = dict(entry)
+                entry["lsid"] = {"id": self.lsid["id"], "uid": EMPTY_UID}
+                entry["txnNumber"] = Int64(self.txn_number)
+                entry["stmtId"] = int(self.stmt_id)
+                entry["prevOpTime"] = ({"ts": self.last_op_ts, "t": self.last_op_t}
+                                       if self.last_op_ts is not None
+                                       else {"ts": Timestamp(0, 0), "t": Int64(-1)})
             e = self.cl.append_entry(entry)
             self.last_op_ts = e["ts"]
+            self.last_op_t = e["t"]
             self.cl.record_undo(e["ts"], self._undo)
             self._undo = []
             if images is not None:

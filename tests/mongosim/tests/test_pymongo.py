@@ -1,5 +1,6 @@
 """Replica set, CRUD, oplog and change streams seen through pymongo 3.11."""
 
+import hashlib
 import threading
 import time
 
@@ -239,6 +240,33 @@ def test_oplog_tail_with_pymongo(shared_sim):
     assert ins["o"] == {"_id": 1, "v": 1} and ins["o2"] == {"_id": 1} and ins["ns"] == "tail.x"
     assert upd["o"] == {"$v": 2, "diff": {"u": {"v": 2}}} and isinstance(upd["t"], Int64)
     assert list(ins.keys())[:4] == ["op", "ns", "ui", "o"]
+
+
+def test_retryable_write_entries_carry_the_session(shared_sim):
+    """mongo-sim-spec §5.1: a retryable write's entries (pymongo retries writes by default)
+    carry lsid {id, uid}, txnNumber (int64), stmtId (int32, the statement's index) and a
+    prevOpTime chain through the command's earlier entries, as a real server's do
+    (oplog_entry.idl); a write without txnNumber carries none; change events stay without
+    lsid/txnNumber (§3.6)."""
+    c = shared_sim.client()
+    with c.rw.x.watch(max_await_time_ms=200) as s:
+        c.rw.x.insert_many([{"_id": 1}, {"_id": 2}, {"_id": 3}])
+        evs = [s.next() for _ in range(3)]
+    assert all("lsid" not in e and "txnNumber" not in e for e in evs)
+    es = list(c.local.oplog.rs.find({"ns": "rw.x", "op": "i"}).sort("$natural", 1))
+    assert [e["stmtId"] for e in es] == [0, 1, 2]
+    assert len({e["txnNumber"] for e in es}) == 1 and isinstance(es[0]["txnNumber"], int)
+    assert es[0]["lsid"]["uid"] == hashlib.sha256(b"").digest()
+    assert es[0]["prevOpTime"] == {"ts": Timestamp(0, 0), "t": -1}
+    assert es[1]["prevOpTime"] == {"ts": es[0]["ts"], "t": es[0]["t"]}
+    assert es[2]["prevOpTime"] == {"ts": es[1]["ts"], "t": es[1]["t"]}
+    nr = shared_sim.client(retryWrites=False)
+    try:
+        nr.rw.y.insert_one({"_id": 1})
+        e = c.local.oplog.rs.find_one({"ns": "rw.y"})
+        assert not {"lsid", "txnNumber", "stmtId", "prevOpTime"} & set(e)
+    finally:
+        nr.close()
 
 
 def test_transaction_events_share_cluster_time(shared_sim):
