@@ -112,14 +112,18 @@ def test_oplog_events_and_v2_diffs_decode_to_v1(tmp_workdir, start_mongocdc):
             {"$set": {"items.0.q": 5}, "$push": {"tags": "b"}},
             {"$set": {"items.1": {"q": 9, "r": 1}}, "$inc": {"a": 1}},
             {"$set": {"new": {"deep": [1, 2]}}},
-            # array truncations (the diff's `l`): $pop, $pull from the middle
-            # (truncation and element sets at once), a nested array, to empty
+            # a modifier that shrinks an array ($pop) is logged as the whole array
             {"$pop": {"tags": 1}},
             {"$push": {"tags": {"$each": ["c", "d", "e"]}}},
-            {"$pull": {"tags": "c"}},
+            # array truncations (the diff's `l`) come from pipeline updates, whose
+            # diff is computed from the documents: a plain truncation, one with
+            # element changes (a pull from the middle), a nested array, to empty
+            [{"$set": {"tags": {"$literal": ["c", "d"]}}}],
+            [{"$set": {"tags": {"$literal": ["c", "x", "d", "e"]}}}],  # grows: no l
+            [{"$set": {"tags": {"$literal": ["c", "d", "e"]}}}],
             {"$set": {"items.0.q": [1, 2, 3]}},
-            {"$pop": {"items.0.q": 1}},
-            {"$set": {"tags": []}},
+            [{"$set": {"items": {"$literal": [{"q": [1, 2]}, {"q": 9, "r": 1}]}}}],
+            [{"$set": {"tags": {"$literal": []}}}],
         ]
         states = [coll.find_one({"_id": 1})]
         for u in updates:
@@ -164,7 +168,8 @@ def test_oplog_events_and_v2_diffs_decode_to_v1(tmp_workdir, start_mongocdc):
                 assert scratch.find_one({"_id": 1}) == states[i + 1], (u, patch)
         truncations = [json.loads(r.payload["patch"]) for r in recs[1:1 + len(updates)]
                        if "$push" in json.loads(r.payload["patch"])]
-        assert len(truncations) >= 3, truncations
+        assert len(truncations) == 4, truncations
+        assert {"items.0.q": {"$each": [], "$slice": 2}} in [t["$push"] for t in truncations]
         rep = recs[1 + len(updates)]
         assert rep.op == "u" and json.loads(rep.payload["patch"]) == {"_id": 1, "b": 1}
         dele = recs[2 + len(updates)]

@@ -664,7 +664,7 @@ class Writer(object):
         self._log(entry)
         return doc
 
-    def _replace_or_update(self, c, coll, old, new_doc, is_replacement):
+    def _replace_or_update(self, c, coll, old, new_doc, is_replacement, modifier=False):
         key = sb.id_key(old["_id"])
         if sb.identical(old, new_doc):
             return False
@@ -675,6 +675,8 @@ class Writer(object):
         else:
             diff = sb.compute_diff(old, new_doc) or {}
             if self.cl.wire >= 13:
+                if modifier:
+                    diff = sb.modifier_diff(diff, new_doc)
                 o = {"$v": 2, "diff": diff}
             else:
                 sets, unsets = sb.diff_to_v1(diff)
@@ -737,7 +739,8 @@ class Writer(object):
                 # document, then as a replacement (a `replace` event, spec §3.7)
                 diff = sb.compute_diff(old, new_doc) or {}
                 as_replacement = self.cl.wire >= 13 and len(sb.encode({"d": diff})) > len(sb.encode(new_doc))
-            if self._replace_or_update(c, coll, old, new_doc, as_replacement):
+            if self._replace_or_update(c, coll, old, new_doc, as_replacement,
+                                       modifier=pipeline is None and not is_repl):
                 n_mod += 1
             news.append(new_doc)
             olds.append(old)

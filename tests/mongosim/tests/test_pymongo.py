@@ -100,23 +100,31 @@ def test_change_event_fields_per_type(shared_sim):
         coll.insert_one({"_id": 1, "status": "new", "note": "gift", "items": [{"q": 2}, {"q": 1}],
                          "addr": {"zip": "0150"}})
         coll.update_one({"_id": 1}, {"$set": {"status": "shipped", "items.0.q": 3, "addr.zip": "0151"},
-                                     "$unset": {"note": ""}, "$pop": {"items": 1}})
+                                     "$unset": {"note": ""}})
+        # a truncation is reported as such for pipeline updates only; a modifier that
+        # shrinks an array ($pop, $pull) is logged as the whole array
+        coll.update_one({"_id": 1}, [{"$set": {"items": {"$slice": ["$items", 1]}}}])
+        coll.update_one({"_id": 1}, {"$pop": {"items": 1}})
         coll.replace_one({"_id": 1}, {"qty": 5})
         coll.delete_one({"_id": 1})
-        evs = [s.next() for _ in range(4)]
-    ins, upd, rep, dele = evs
-    assert [e["operationType"] for e in evs] == ["insert", "update", "replace", "delete"]
+        evs = [s.next() for _ in range(6)]
+    ins, upd, trunc, pop, rep, dele = evs
+    assert [e["operationType"] for e in evs] == ["insert", "update", "update", "update", "replace",
+                                                 "delete"]
+    assert trunc["updateDescription"]["truncatedArrays"] == [{"field": "items", "newSize": 1}]
+    assert pop["updateDescription"]["updatedFields"] == {"items": []}
+    assert pop["updateDescription"]["truncatedArrays"] == []
     assert list(ins.keys()) == ["_id", "operationType", "clusterTime", "wallTime", "fullDocument", "ns", "documentKey"]
     assert ins["ns"] == {"db": "shop", "coll": "orders"} and ins["documentKey"] == {"_id": 1}
     ud = upd["updateDescription"]
     assert ud["updatedFields"] == {"status": "shipped", "items.0.q": 3, "addr.zip": "0151"}
     assert ud["removedFields"] == ["note"]
-    assert ud["truncatedArrays"] == [{"field": "items", "newSize": 1}]
+    assert ud["truncatedArrays"] == []
     assert "fullDocument" not in upd
     assert rep["fullDocument"] == {"_id": 1, "qty": 5}
     assert "fullDocument" not in dele and dele["documentKey"] == {"_id": 1}
     toks = [e["_id"]["_data"] for e in evs]
-    assert toks == sorted(toks) and len(set(toks)) == 4
+    assert toks == sorted(toks) and len(set(toks)) == 6
 
 
 def test_update_lookup_reads_at_reply_time(shared_sim):
