@@ -195,7 +195,11 @@ static struct txn_coll *coll_counter(struct encoder *enc, const struct mcdc_even
         t->colls = xrealloc(t->colls, t->cap * sizeof *t->colls);
     }
     struct txn_coll *c = &t->colls[t->ncolls++];
-    c->name = xstrndup(nb->data, nb->len);
+    /* Copied whole: a name with an embedded NUL (the parser takes any BSON)
+     * would be cut short by strndup and over-read by the memcmp above. */
+    c->name = xmalloc(nb->len + 1);
+    memcpy(c->name, nb->data, nb->len);
+    c->name[nb->len] = '\0';
     c->len = nb->len;
     c->count = 0;
     return c;

@@ -483,6 +483,54 @@ static void oplog_patch_and_filter(void **state)
     bson_destroy(filter);
 }
 
+/* fuzz_oplog regress-txn-ns-embedded-nul: a collection name with an
+ * embedded NUL inside a transaction; data_collections counted it from a
+ * strndup copy (cut at the NUL) compared over the whole length (heap
+ * over-read under ASan). Both operations count under the one name. */
+static void txn_collection_name_with_nul(void **state)
+{
+    (void)state;
+    struct mcdc_config cfg;
+    cfg_init(&cfg, MCDC_DIALECT_1_9);
+    cfg.capture_mode = MCDC_CAPTURE_OPLOG;
+    cfg.provide_transaction_metadata = true;
+    struct encoder *enc = enc_new(&cfg);
+    bson_t *doc = from_json("{\"_id\": 3}");
+    static const char coll[] = {'c', '\0', 'x', 'y', 'z', 'w', 'v', 'u', 't'};
+    struct mcdc_event ev;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct mcdc_records out = {0};
+    for (int i = 1; i <= 2; i++) {
+        event_init(&ev);
+        ev.op = MCDC_OP_INSERT;
+        ev.db = "db";
+        ev.db_len = 2;
+        ev.coll = coll;
+        ev.coll_len = sizeof coll;
+        ev.rs = "rs0";
+        assert_true(bson_init_static(&ev.full_document, bson_get_data(doc), doc->len));
+        ev.has_full_document = true;
+        assert_true(bson_init_static(&ev.document_key, bson_get_data(doc), doc->len));
+        ev.has_document_key = true;
+        ev.has_cluster_time = true;
+        ev.ts_sec = 1700000000;
+        ev.ts_inc = 9;
+        ev.oplog_tord = i;
+        ev.oplog_stxnid = "s:4";
+        ev.oplog_txn_last = i == 2;
+        assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
+        if (i == 2) {
+            const char *end = out.items[out.count - 1].value;
+            assert_non_null(strstr(end, "\"status\":\"END\""));
+            assert_non_null(strstr(end, "\"event_count\":2,\"data_collections\":[{"));
+            assert_non_null(strstr(end, "\"event_count\":2}]"));
+        }
+        records_release(&out);
+    }
+    encoder_destroy(enc);
+    bson_destroy(doc);
+}
+
 /* §2.5: the after text (STRICT compact) and the same document as updatedFields
  * (RELAXED, default separators), read back through an independent JSON parser. */
 static void worked_example(void **state)
@@ -1385,6 +1433,7 @@ int main(void)
         cmocka_unit_test(value_schemas),
         cmocka_unit_test(snapshot_reads),
         cmocka_unit_test(oplog_patch_and_filter),
+        cmocka_unit_test(txn_collection_name_with_nul),
         cmocka_unit_test(worked_example),
         cmocka_unit_test(transaction_begin_end),
         cmocka_unit_test(transaction_records_with_schemas),
