@@ -32,9 +32,9 @@ bool oplog_stxnid(const bson_t *lsid, int64_t txn_number, char *buf, size_t n)
         u[6] = (uint8_t)((u[6] & 0x0f) | 0x30);
         u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
         snprintf(uuid, sizeof uuid,
-                 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-                 u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-                 u[14], u[15]);
+                 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+                 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+                 u[15]);
         s = uuid;
     } else if (BSON_ITER_HOLDS_UTF8(&it)) {
         s = bson_iter_utf8(&it, NULL);

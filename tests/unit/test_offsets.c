@@ -337,7 +337,8 @@ static void position_oplog_mode_is_remembered(void **state)
     p.has_h = false;
     p.tord = 0;
     json = position_to_json(&p);
-    assert_string_equal(json, "{\"sec\":55,\"ord\":1,\"h\":null,\"mongocdc_capture_mode\":\"oplog\"}");
+    assert_string_equal(json,
+                        "{\"sec\":55,\"ord\":1,\"h\":null,\"mongocdc_capture_mode\":\"oplog\"}");
     free(json);
     position_clear(&p);
     position_clear(&q);

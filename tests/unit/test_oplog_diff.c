@@ -77,8 +77,8 @@ static void decodes_every_shape(void **state)
     /* truncation: $push with an empty $each and $slice keeps the first n elements */
     expect("{\"$v\": 2, \"diff\": {\"sitems\": {\"a\": true, \"l\": 1}}}", OPLOG_DIFF_DECODED,
            "{\"$v\": 1, \"$push\": {\"items\": {\"$each\": [], \"$slice\": 1}}}");
-    expect("{\"$v\": 2, \"diff\": {\"sa\": {\"sb\": {\"a\": true, \"l\": 0}}}}",
-           OPLOG_DIFF_DECODED, "{\"$v\": 1, \"$push\": {\"a.b\": {\"$each\": [], \"$slice\": 0}}}");
+    expect("{\"$v\": 2, \"diff\": {\"sa\": {\"sb\": {\"a\": true, \"l\": 0}}}}", OPLOG_DIFF_DECODED,
+           "{\"$v\": 1, \"$push\": {\"a.b\": {\"$each\": [], \"$slice\": 0}}}");
     /* truncation with element changes ($pull from the middle), a nested array
      * truncated inside an element, and an Int64 length */
     expect("{\"$v\": 2, \"diff\": {\"u\": {\"n\": 1}, \"st\": {\"a\": true, \"l\": 2, "
@@ -86,8 +86,7 @@ static void decodes_every_shape(void **state)
            OPLOG_DIFF_DECODED,
            "{\"$v\": 1, \"$set\": {\"n\": 1, \"t.1\": 3}, \"$push\": {\"t\": {\"$each\": [], "
            "\"$slice\": 2}, \"t.0\": {\"$each\": [], \"$slice\": 1}}}");
-    expect("{\"$v\": 2, \"diff\": {\"st\": {\"a\": true, \"l\": -1}}}", OPLOG_DIFF_MALFORMED,
-           NULL);
+    expect("{\"$v\": 2, \"diff\": {\"st\": {\"a\": true, \"l\": -1}}}", OPLOG_DIFF_MALFORMED, NULL);
     expect("{\"$v\": 2, \"diff\": {\"st\": {\"a\": true, \"l\": \"2\"}}}", OPLOG_DIFF_MALFORMED,
            NULL);
     /* not a $v: 2 diff */
@@ -166,11 +165,12 @@ static void detached_reader_parses_entries(void **state)
                             "\"$slice\" : 1 } } }");
     bson_free(js);
     /* an entry with h (MongoDB < 4.4): h kept, no stxnid */
-    assert_int_equal(feed(r,
-                          "{\"op\": \"d\", \"ns\": \"db.c\", \"o\": {\"_id\": 1}, \"h\": "
-                          "{\"$numberLong\": \"-7\"}, \"ts\": {\"$timestamp\": {\"t\": 100, \"i\": 4}}}",
-                          &it),
-                     CAPTURE_EVENT);
+    assert_int_equal(
+        feed(r,
+             "{\"op\": \"d\", \"ns\": \"db.c\", \"o\": {\"_id\": 1}, \"h\": "
+             "{\"$numberLong\": \"-7\"}, \"ts\": {\"$timestamp\": {\"t\": 100, \"i\": 4}}}",
+             &it),
+        CAPTURE_EVENT);
     assert_true(it.ev.oplog_has_h && it.ev.oplog_h == -7 && it.pos.has_h);
     /* a transaction: operations in order with tord, the last marked */
     assert_int_equal(
