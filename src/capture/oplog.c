@@ -33,6 +33,7 @@ struct oplog_reader {
     char stxnid[96];
     bool has_stxnid;
     int64_t h;
+    bool has_h; /* the entry has `h` (MongoDB < 4.4) */
 
     bson_t decoded;
     bool has_decoded;
@@ -48,7 +49,6 @@ void oplog_item_init(struct oplog_item *item)
 {
     event_init(&item->ev);
     item->emit = false;
-    item->raw_diff = false;
     position_init(&item->pos);
 }
 
@@ -176,6 +176,7 @@ struct oplog_reader *oplog_open(mongoc_client_t *client, const struct mcdc_confi
         r->sec = (uint32_t)from->sec;
         r->ord = (uint32_t)from->ord;
         r->h = from->h;
+        r->has_h = from->has_h;
         if (!oplog_edge(client, false, &osec, &oord, fail, err))
             goto fail;
         if (osec > r->sec || (osec == r->sec && oord > r->ord)) {
@@ -243,45 +244,8 @@ void oplog_start_position(const struct oplog_reader *r, struct mcdc_position *po
     pos->ord = r->ord;
     pos->oplog = true;
     pos->h = r->h;
+    pos->has_h = r->has_h;
     pos->tord = r->start_tord;
-}
-
-bool oplog_stxnid(const bson_t *lsid, int64_t txn_number, char *buf, size_t n)
-{
-    bson_iter_t it;
-    uint8_t u[16];
-    const char *s = NULL;
-    char uuid[40];
-
-    if (!bson_iter_init_find(&it, lsid, "id"))
-        return false;
-    if (BSON_ITER_HOLDS_BINARY(&it)) {
-        bson_subtype_t st;
-        uint32_t len;
-        const uint8_t *data;
-        bson_md5_t md5;
-        bson_iter_binary(&it, &st, &len, &data);
-        /* Java UUID.nameUUIDFromBytes: MD5, then version 3 and the IETF variant. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-        bson_md5_init(&md5);
-        bson_md5_append(&md5, data, len);
-        bson_md5_finish(&md5, u);
-#pragma GCC diagnostic pop
-        u[6] = (uint8_t)((u[6] & 0x0f) | 0x30);
-        u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
-        snprintf(uuid, sizeof uuid,
-                 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-                 u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-                 u[14], u[15]);
-        s = uuid;
-    } else if (BSON_ITER_HOLDS_UTF8(&it)) {
-        s = bson_iter_utf8(&it, NULL);
-    } else {
-        return false;
-    }
-    snprintf(buf, n, "%s:%" PRId64, s, txn_number);
-    return true;
 }
 
 static bool bad(struct oplog_reader *r, const char *what)
@@ -323,7 +287,6 @@ static bool fill_event(struct oplog_reader *r, const bson_t *op, struct oplog_it
 
     event_init(ev);
     item->emit = false;
-    item->raw_diff = false;
     if (!bson_iter_init_find(&it, op, "op") || !BSON_ITER_HOLDS_UTF8(&it))
         return bad(r, "no op");
     o_letter = bson_iter_utf8(&it, NULL);
@@ -367,9 +330,6 @@ static bool fill_event(struct oplog_reader *r, const bson_t *op, struct oplog_it
                 r->has_decoded = true;
                 alias(&ev->oplog_patch, &r->decoded);
                 break;
-            case OPLOG_DIFF_INEXPRESSIBLE:
-                item->raw_diff = true;
-                break;
             case OPLOG_DIFF_MALFORMED:
                 r->local_error = true;
                 return false;
@@ -394,6 +354,7 @@ static bool fill_event(struct oplog_reader *r, const bson_t *op, struct oplog_it
     ev->ts_sec = r->sec;
     ev->ts_inc = r->ord;
     ev->oplog_h = r->h;
+    ev->oplog_has_h = r->has_h;
     item->emit = true;
     return true;
 }
@@ -405,6 +366,7 @@ static void set_pos(struct oplog_reader *r, struct oplog_item *item, int64_t tor
     item->pos.ord = r->ord;
     item->pos.oplog = true;
     item->pos.h = r->h;
+    item->pos.has_h = r->has_h;
     item->pos.tord = tord;
 }
 
@@ -439,6 +401,14 @@ static bool take_ops(struct oplog_reader *r, const bson_t *entry)
 /* Reads the entry at ts (a partialTxn link) with a plain find. */
 static bool fetch_entry(struct oplog_reader *r, uint32_t sec, uint32_t ord, bson_t **out)
 {
+    if (r->coll == NULL) { /* a detached reader (oplog_detached) has no oplog to read */
+        mcdc_error_set(&r->local, MCDC_ERR_ENCODE, 0,
+                       "oplog entry at Timestamp(%u, %u): prevOpTime Timestamp(%u, %u) cannot be "
+                       "read without a connection",
+                       r->sec, r->ord, sec, ord);
+        r->local_error = true;
+        return false;
+    }
     bson_t *filter = BCON_NEW("ts", BCON_TIMESTAMP(sec, ord));
     bson_t *opts = BCON_NEW("limit", BCON_INT64(1));
     mongoc_cursor_t *cur = mongoc_collection_find_with_opts(r->coll, filter, opts, NULL);
@@ -528,16 +498,40 @@ static bool holds_true(const bson_t *o, const char *key)
     return bson_iter_init_find(&it, o, key) && bson_iter_as_bool(&it);
 }
 
+static enum capture_status take_entry(struct oplog_reader *r, const bson_t *doc,
+                                      struct oplog_item *item);
+
+struct oplog_reader *oplog_detached(const struct mcdc_config *cfg)
+{
+    struct oplog_reader *r = xcalloc(1, sizeof *r);
+    r->cfg = cfg;
+    bson_init(&r->query);
+    bson_init(&r->entry);
+    bson_init(&r->reply);
+    r->started = true;
+    return r;
+}
+
+enum capture_status oplog_feed(struct oplog_reader *r, const bson_t *entry,
+                               struct oplog_item *item)
+{
+    if (r->has_error || r->local_error)
+        return CAPTURE_ERROR;
+    if (r->txn_open && r->next_op < r->n_ops)
+        return next_txn_op(r, item);
+    return take_entry(r, entry, item);
+}
+
 enum capture_status oplog_next(struct oplog_reader *r, struct oplog_item *item)
 {
     const bson_t *doc = NULL, *reply = NULL;
-    bson_iter_t it;
-    bson_t o;
 
     if (r->has_error || r->local_error)
         return CAPTURE_ERROR;
     if (r->txn_open && r->next_op < r->n_ops)
         return next_txn_op(r, item);
+    if (r->coll == NULL) /* detached: entries come through oplog_feed */
+        return CAPTURE_IDLE;
     if (r->cursor == NULL) /* still at the stored transaction entry: read it again */
         open_cursor(r, r->skip_tord > 0);
     if (!mongoc_cursor_next(r->cursor, &doc)) {
@@ -556,12 +550,21 @@ enum capture_status oplog_next(struct oplog_reader *r, struct oplog_item *item)
         }
         return CAPTURE_IDLE;
     }
+    return take_entry(r, doc, item);
+}
+
+/* One top-level entry read (from the cursor, or handed in by oplog_feed). */
+static enum capture_status take_entry(struct oplog_reader *r, const bson_t *doc,
+                                      struct oplog_item *item)
+{
+    bson_iter_t it;
+    bson_t o;
+
     bson_destroy(&r->entry);
     bson_copy_to(doc, &r->entry);
     ts_of(&r->entry, "ts", &r->sec, &r->ord);
-    r->h = bson_iter_init_find(&it, &r->entry, "h") && BSON_ITER_HOLDS_NUMBER(&it)
-               ? bson_iter_as_int64(&it)
-               : 0;
+    r->has_h = bson_iter_init_find(&it, &r->entry, "h") && BSON_ITER_HOLDS_NUMBER(&it);
+    r->h = r->has_h ? bson_iter_as_int64(&it) : 0;
     if (r->skip_tord > 0 && (r->sec != r->skip_sec || r->ord != r->skip_ord))
         r->skip_tord = 0; /* the stored transaction entry was not the first one read */
 
@@ -597,6 +600,16 @@ enum capture_status oplog_next(struct oplog_reader *r, struct oplog_item *item)
     }
     if (!fill_event(r, &r->entry, item))
         return CAPTURE_ERROR;
+    /* A retryable write's entry carries its session (lsid, txnNumber): 1.9
+     * gives it a stxnid too when the entry has no `h` (SourceInfo's
+     * extractSessionTxnId), though it is no transaction (no tord, no
+     * BEGIN/END). */
+    r->has_stxnid = false;
+    if (item->emit && !r->has_h && view(&r->entry, "lsid", &o) &&
+        bson_iter_init_find(&it, &r->entry, "txnNumber") && BSON_ITER_HOLDS_NUMBER(&it)) {
+        r->has_stxnid = oplog_stxnid(&o, bson_iter_as_int64(&it), r->stxnid, sizeof r->stxnid);
+        item->ev.oplog_stxnid = r->has_stxnid ? r->stxnid : NULL;
+    }
     set_pos(r, item, 0);
     return CAPTURE_EVENT;
 }

@@ -40,7 +40,6 @@ struct oplog_item {
     bool emit;                /* a data operation (i/u/d) */
     struct mcdc_position pos; /* the position after this item (oplog = true); owned by the item,
                                  position_init()ed by oplog_item_init */
-    bool raw_diff;            /* the patch is a $v: 2 diff kept raw (see oplog_diff.h) */
 };
 
 /* Initialises / releases an item's owned position. */
@@ -84,6 +83,24 @@ void oplog_start_position(const struct oplog_reader *r, struct mcdc_position *po
  * history lost. Malformed entries are errors too (fatal: domain ENCODE).
  */
 enum capture_status oplog_next(struct oplog_reader *r, struct oplog_item *item);
+
+/*
+ * A reader without a connection, for entries handed in by oplog_feed (unit
+ * tests, fuzzing): cfg as for oplog_open (borrowed). Free with
+ * oplog_destroy. A transaction whose entries must be read back
+ * (a partialTxn chain, a prepared transaction's commit) is an ENCODE error.
+ */
+struct oplog_reader *oplog_detached(const struct mcdc_config *cfg);
+
+/*
+ * Processes entry (one document of local.oplog.rs; copied) as oplog_next
+ * does the next entry of its cursor, returning its first item; the further
+ * operations of a transaction come from oplog_next (which returns
+ * CAPTURE_IDLE on a detached reader once they are done). Returns
+ * CAPTURE_EVENT or CAPTURE_ERROR (a malformed entry: see oplog_failure).
+ */
+enum capture_status oplog_feed(struct oplog_reader *r, const bson_t *entry,
+                               struct oplog_item *item);
 
 /* After CAPTURE_ERROR: as capture_failure(). */
 void oplog_failure(struct oplog_reader *r, struct resume_failure *fail, struct mcdc_error *err);

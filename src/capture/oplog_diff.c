@@ -4,6 +4,7 @@
  */
 #include "capture/oplog_diff.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,8 +13,8 @@
 #define MAX_DEPTH 100 /* BSON nesting limit of the server */
 
 struct v1 {
-    bson_t set, unset;
-    uint32_t n_set, n_unset;
+    bson_t set, unset, push;
+    uint32_t n_set, n_unset, n_push;
     struct mcdc_error *err;
 };
 
@@ -89,8 +90,23 @@ static enum oplog_diff_result decode_array(struct v1 *v, bson_iter_t *it, const 
         if (kl == 1 && k[0] == 'a')
             continue;
         if (kl == 1 && k[0] == 'l') {
-            r = OPLOG_DIFF_INEXPRESSIBLE;
-            break;
+            /* Truncation to the first n elements: {$push: {path: {$each: [],
+             * $slice: n}}}, the $v: 1 operator that does exactly that. */
+            bson_t spec, each;
+            int64_t n = BSON_ITER_HOLDS_NUMBER(it) ? bson_iter_as_int64(it) : -1;
+            if (n < 0 || n > INT32_MAX) {
+                mcdc_error_set(v->err, MCDC_ERR_ENCODE, 0,
+                               "$v: 2 diff: array length `l` under \"%s\" is not a length", path);
+                r = OPLOG_DIFF_MALFORMED;
+                break;
+            }
+            bson_append_document_begin(&v->push, path, -1, &spec);
+            bson_append_array_begin(&spec, "$each", -1, &each);
+            bson_append_array_end(&spec, &each);
+            bson_append_int32(&spec, "$slice", -1, (int32_t)n);
+            bson_append_document_end(&v->push, &spec);
+            v->n_push++;
+            continue;
         }
         if (kl < 2 || (k[0] != 'u' && k[0] != 's') || k[1] < '0' || k[1] > '9' ||
             (strtoul(k + 1, &end, 10), *end != '\0')) {
@@ -151,7 +167,8 @@ enum oplog_diff_result oplog_diff_to_v1(const bson_t *o, bson_t *out, struct mcd
     }
     bson_init(&v.set);
     bson_init(&v.unset);
-    v.n_set = v.n_unset = 0;
+    bson_init(&v.push);
+    v.n_set = v.n_unset = v.n_push = 0;
     v.err = err;
     r = decode_object(&v, &diff, "", 0);
     if (r == OPLOG_DIFF_DECODED) {
@@ -161,8 +178,11 @@ enum oplog_diff_result oplog_diff_to_v1(const bson_t *o, bson_t *out, struct mcd
             BSON_APPEND_DOCUMENT(out, "$set", &v.set);
         if (v.n_unset)
             BSON_APPEND_DOCUMENT(out, "$unset", &v.unset);
+        if (v.n_push)
+            BSON_APPEND_DOCUMENT(out, "$push", &v.push);
     }
     bson_destroy(&v.set);
     bson_destroy(&v.unset);
+    bson_destroy(&v.push);
     return r;
 }

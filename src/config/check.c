@@ -241,6 +241,18 @@ static void check_capture(struct checker *c)
                  "post_image needs the 3.x dialect (expected lookup)",
                  "the 1.9 dialect has no post_image full update type (expected \"3.x\" with "
                  "capture.mode.full.update.type post_image)");
+    /* A raw $v: 2 diff is published as the server wrote it: field rules do
+     * not reach inside it, so excluded values would leak and renames would be
+     * missed. Refused rather than published unfiltered. */
+    if (cfg->capture_mode == MCDC_CAPTURE_OPLOG && cfg->oplog_update_raw_diff &&
+        (cfg->field_exclude.count > 0 || cfg->field_renames.count > 0)) {
+        const char *rules = cfg->field_exclude.count > 0 ? "field.exclude.list" : "field.renames";
+        conflict(c, "oplog.update.raw.diff", rules,
+                 "field.exclude.list and field.renames do not reach a raw $v: 2 diff (expected "
+                 "false, the decoded $v: 1 patch, when field rules are set)",
+                 "field rules do not reach a raw $v: 2 diff (expected oplog.update.raw.diff "
+                 "false with field rules)");
+    }
     if (cfg->capture_mode == MCDC_CAPTURE_OPLOG && cfg->connection_mode == MCDC_CONNECTION_SHARDED)
         conflict(c, "mongodb.connection.mode", "capture.mode",
                  "mongos has no oplog (expected replica_set with capture.mode oplog)",

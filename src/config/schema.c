@@ -187,7 +187,8 @@ const struct opt mcdc_options[] = {
       "Emit a transaction's END as soon as its last event is seen (mongocdc)"),
     B("oplog.update.raw.diff", "false", F(oplog_update_raw_diff), 0, G_CAPT,
       "capture.mode oplog on MongoDB 5.0+: put an update's raw $v: 2 diff in `patch` instead of "
-      "its $v: 1 form ($set/$unset with dotted paths) (mongocdc)"),
+      "its $v: 1 form ($set/$unset with dotted paths, $push/$slice for truncations); not with "
+      "field.exclude.list or field.renames, which do not reach a raw diff (mongocdc)"),
 
     /* Filters (§7.2) */
     L("database.include.list", NULL, F(database_include), 0, G_FILT,

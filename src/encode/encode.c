@@ -330,8 +330,9 @@ static bool select_doc(struct encoder *enc, const struct mcdc_event *ev, const b
 }
 
 /* Oplog-mode patch (1.9, §1.4): a modifier update ({$set: {...}, $unset:
- * {...}}) has dotted paths like updatedFields, so $set and $unset get the
- * dotted-path rules; a replacement document gets the document rules. */
+ * {...}}, and $push for decoded $v: 2 truncations) has dotted paths like
+ * updatedFields, so these operators get the dotted-path rules; a replacement
+ * document gets the document rules. */
 static bool select_patch(struct encoder *enc, const struct mcdc_event *ev, const bson_t *patch,
                          const bson_t **res, struct mcdc_error *err)
 {
@@ -354,7 +355,7 @@ static bool select_patch(struct encoder *enc, const struct mcdc_event *ev, const
         const uint8_t *data = NULL;
         bson_t view;
         const bson_t *sel = NULL;
-        if ((strcmp(k, "$set") != 0 && strcmp(k, "$unset") != 0) ||
+        if ((strcmp(k, "$set") != 0 && strcmp(k, "$unset") != 0 && strcmp(k, "$push") != 0) ||
             !BSON_ITER_HOLDS_DOCUMENT(&it)) {
             bson_append_iter(outdoc, NULL, 0, &it);
             continue;

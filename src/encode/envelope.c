@@ -208,8 +208,10 @@ static void write_source_field(struct encoder *enc, const struct mcdc_event *ev,
         json_append_int(out, ev->has_cluster_time ? (int64_t)(int32_t)ev->ts_inc : -1);
         return;
     case SF_H:
-        /* oplog h in oplog mode; null for change-stream positions. */
-        if (cfg->capture_mode == MCDC_CAPTURE_OPLOG)
+        /* oplog h in oplog mode; null for change-stream positions and for
+         * entries without `h` (MongoDB 4.4+; 1.9's SourceInfo reads it with
+         * getLong("h"), null when absent; snapshot reads carry none here). */
+        if (cfg->capture_mode == MCDC_CAPTURE_OPLOG && ev->oplog_has_h)
             json_append_int(out, ev->oplog_h);
         else
             json_append_lit(out, "null");

@@ -21,8 +21,9 @@
  * (oplog_txn_last) and its END follows that operation's record, as Debezium
  * 1.9 emits it; if that operation is not emitted (filtered), the lazy or eager
  * rule above closes the transaction instead. Unlike Debezium 1.9, events
- * outside transactions are not given the oplog `h` as a transaction id of
- * their own (a quirk that wraps every event of MongoDB < 4.2 in BEGIN/END).
+ * outside transactions are not given the oplog `h` or a retryable write's
+ * stxnid as a transaction id of their own (a quirk that wraps such events in
+ * BEGIN/END of their own).
  */
 #include "encode/encode_internal.h"
 
@@ -54,7 +55,9 @@ static bool event_txn_id(struct encoder *enc, const struct mcdc_event *ev)
             json_append_int(b, ev->txn_number);
         return true;
     }
-    if (ev->oplog_stxnid) {
+    if (ev->oplog_stxnid && ev->oplog_tord > 0) {
+        /* Only an applyOps operation (tord > 0) is in a transaction; a
+         * retryable write's stxnid is not a transaction id here. */
         ejson_buf_append(b, ev->oplog_stxnid, strlen(ev->oplog_stxnid));
         return true;
     }
@@ -192,7 +195,11 @@ static struct txn_coll *coll_counter(struct encoder *enc, const struct mcdc_even
         t->colls = xrealloc(t->colls, t->cap * sizeof *t->colls);
     }
     struct txn_coll *c = &t->colls[t->ncolls++];
-    c->name = xstrndup(nb->data, nb->len);
+    /* Copied whole: a name with an embedded NUL (the parser takes any BSON)
+     * would be cut short by strndup and over-read by the memcmp above. */
+    c->name = xmalloc(nb->len + 1);
+    memcpy(c->name, nb->data, nb->len);
+    c->name[nb->len] = '\0';
     c->len = nb->len;
     c->count = 0;
     return c;

@@ -70,7 +70,8 @@ struct mcdc_event {
     bool has_oplog_patch;
     bson_t oplog_filter;
     bool has_oplog_filter;
-    int64_t oplog_h;          /* oplog `h` (0 on MongoDB >= 4.2) */
+    int64_t oplog_h;          /* oplog `h` (0 on MongoDB 4.2), valid if oplog_has_h */
+    bool oplog_has_h;         /* the entry has `h` (absent on 4.4+: source.h is null) */
     int64_t oplog_tord;       /* 1-based index inside applyOps, 0 = none */
     const char *oplog_stxnid; /* "<uuid>:<txnNumber>" or NULL */
     bool oplog_txn_last;      /* last operation of its applyOps: its END follows it */

@@ -84,6 +84,7 @@ static void sp_assign(struct slotpos *sp, const struct mcdc_position *src)
     dst->initsync = src->initsync;
     dst->oplog = src->oplog;
     dst->h = src->h;
+    dst->has_h = src->has_h;
     dst->tord = src->tord;
     dst->txn_number = src->txn_number;
     bson_reinit(&dst->resume_token);

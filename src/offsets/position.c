@@ -16,8 +16,10 @@
  * Reading follows Debezium's loader (MongoDbOffsetContext.Loader,
  * lastResumeTokenDoc): resume_token is first decoded as Base64 → BSON; on any
  * failure it is the old (≤2.6) hex `_data` string and becomes {"_data": s}.
- * Without mongocdc_capture_mode (a value written by Debezium), the 1.9 rule
- * classifies it: a non-null `h` and no resume token means oplog (§4.4).
+ * Without mongocdc_capture_mode (a value written by Debezium), its shape
+ * classifies it (§4.4): a resume token means change streams; no token means
+ * an oplog position (1.x: sec, ord, h, where 1.9 writes "h":null for entries
+ * without `h`, MongoDB 4.4+). `h` is written as null when the entry had none.
  *
  * Thread: any (no shared state).
  */
@@ -95,7 +97,10 @@ char *position_to_json(const struct mcdc_position *pos)
     jbuf_i64(&b, pos->ord);
     if (pos->oplog) {
         key(&b, "h");
-        jbuf_i64(&b, pos->h);
+        if (pos->has_h)
+            jbuf_i64(&b, pos->h);
+        else
+            jbuf_puts(&b, "null");
         if (pos->tord > 0) {
             key(&b, "tord");
             jbuf_i64(&b, pos->tord);
@@ -292,8 +297,13 @@ bool position_from_bson(const bson_t *doc, struct mcdc_position *pos, struct mcd
                        p.sec, p.ord);
         goto cleanup;
     }
+    /* Without the marker (a value Debezium wrote) the shape tells: a resume
+     * token is a change-stream position; no token is an oplog position, with
+     * `h` a number (MongoDB < 4.4) or null/absent (1.9 on 4.4+ writes "h":null;
+     * 2.0-2.1 read such a value as an oplog-era position too, §4.4). */
+    p.has_h = h_set;
     if (!mode_set)
-        p.oplog = h_set && !p.has_resume_token;
+        p.oplog = !p.has_resume_token;
     if (!bson_empty(&extra)) {
         struct jbuf b;
         bool first = true;

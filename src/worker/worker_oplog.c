@@ -40,7 +40,6 @@ enum phase worker_stream_oplog(struct worker *w)
     enum phase ph;
     char d[128];
     bool from_stored = w->stream_pos.sec > 0;
-    bool warned_raw = false;
     int64_t last_heartbeat_ms = worker_now_ms();
 
     ph = worker_await_server(w);
@@ -81,13 +80,6 @@ enum phase worker_stream_oplog(struct worker *w)
                 snprintf(db, sizeof db, "%.*s", (int)item.ev.db_len, item.ev.db);
                 snprintf(coll, sizeof coll, "%.*s", (int)item.ev.coll_len, item.ev.coll);
                 item.emit = encoder_captures(w->enc, db, coll);
-                if (item.emit && item.raw_diff && !warned_raw) {
-                    warned_raw = true;
-                    LOG_WARN("an update of %s.%s truncates an array: its $v: 2 diff has no $v: 1 "
-                             "form without the whole new array, so its patch is the raw diff "
-                             "(this WARN is given once per stream)",
-                             db, coll);
-                }
             }
             if (item.emit && w->has_gate)
                 ph = worker_hold_for_donor(w, &item.ev);

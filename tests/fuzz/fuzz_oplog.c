@@ -1,99 +1,105 @@
 /*
- * fuzz_oplog: a legacy oplog entry as it arrives from local.oplog.rs
- * (arbitrary BSON): the $v: 2 update diff decoder (oplog_diff_to_v1) on the
- * entry's `o` and on every `o.applyOps` operation, and the 1.9 stxnid of its
- * lsid/txnNumber (oplog_stxnid), the parsers of capture.mode oplog that take
- * server input; plus split-event reassembly (capture/oversize.h) on the
- * same bytes read as a run of change-stream documents, each fed to
- * split_add and every reassembled event to event_from_change.
+ * fuzz_oplog: an oplog entry as tailing reads it from local.oplog.rs
+ * (arbitrary BSON): oplog_feed on a detached reader (ops i/u/d/n/c, applyOps
+ * transactions, $v: 2 diffs decoded to the $v: 1 form, lsid/txnNumber to
+ * stxnid, h), then every emitted operation through the encoder with
+ * Debezium 1.9's oplog layout and, with decoded patches, field rules that
+ * reach them (rename a -> b, exclusion of x). The first byte sets
+ * oplog.update.raw.diff (bit 0) and transaction metadata (bit 1).
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+#include <unistd.h>
 
 #include <bson/bson.h>
 
 #include "capture/oplog.h"
-#include "capture/oplog_diff.h"
-#include "capture/oversize.h"
-#include "event/event.h"
+#include "config/config.h"
+#include "encode/encode.h"
 
-static void decode_update(const bson_t *op)
+static struct mcdc_config *cfg[4];
+static struct encoder *enc[4];
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-    bson_iter_t it;
-    uint32_t len = 0;
-    const uint8_t *data = NULL;
-    bson_t o, out;
-    struct mcdc_error err = MCDC_ERROR_INIT;
-
-    if (!bson_iter_init_find(&it, op, "o") || !BSON_ITER_HOLDS_DOCUMENT(&it))
-        return;
-    bson_iter_document(&it, &len, &data);
-    if (!bson_init_static(&o, data, len))
-        return;
-    if (oplog_diff_to_v1(&o, &out, &err) == OPLOG_DIFF_DECODED)
-        bson_destroy(&out);
+    (void)argc;
+    (void)argv;
+    for (int v = 0; v < 4; v++) {
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/mcdc-fuzz-oplog-%d-%d.yaml", (int)getpid(), v);
+        FILE *f = fopen(path, "w");
+        if (f == NULL)
+            abort();
+        fprintf(f,
+                "topic.prefix: fz\n"
+                "mongodb.connection.string: mongodb://h1/?replicaSet=rs0\n"
+                "sink.type: stdout\n"
+                "offsets.file.path: /tmp/mcdc-fuzz-offsets.json\n"
+                "debezium.compatibility: \"1.9\"\n"
+                "capture.mode: oplog\n"
+                "oplog.update.raw.diff: %s\n"
+                "provide.transaction.metadata: %s\n"
+                "%s",
+                (v & 1) ? "true" : "false", (v & 2) ? "true" : "false",
+                /* raw diffs refuse field rules (config check) */
+                (v & 1) ? "" : "field.renames: db.c.a:b\nfield.exclude.list: db.c.x\n");
+        fclose(f);
+        struct mcdc_error err = MCDC_ERROR_INIT;
+        FILE *sink = fopen("/dev/null", "w");
+        cfg[v] = config_load(path, sink, &err);
+        fclose(sink);
+        unlink(path);
+        if (cfg[v] == NULL) {
+            fprintf(stderr, "fuzz_oplog: %s\n", err.msg);
+            abort();
+        }
+        enc[v] = encoder_new(cfg[v], &err);
+        if (enc[v] == NULL)
+            abort();
+    }
+    return 0;
 }
 
-static void entry(const bson_t *doc)
+static void encode(struct encoder *e, struct oplog_item *it)
 {
-    bson_iter_t it, ops;
-    char stxnid[160];
-
-    decode_update(doc);
-    if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, "o.applyOps", &it) &&
-        BSON_ITER_HOLDS_ARRAY(&it) && bson_iter_recurse(&it, &ops)) {
-        while (bson_iter_next(&ops)) {
-            uint32_t len = 0;
-            const uint8_t *data = NULL;
-            bson_t op;
-            if (!BSON_ITER_HOLDS_DOCUMENT(&ops))
-                continue;
-            bson_iter_document(&ops, &len, &data);
-            if (bson_init_static(&op, data, len))
-                decode_update(&op);
-        }
-    }
-    if (bson_iter_init_find(&it, doc, "lsid") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-        uint32_t len = 0;
-        const uint8_t *data = NULL;
-        bson_t lsid;
-        int64_t txn = 0;
-        bson_iter_t t;
-        bson_iter_document(&it, &len, &data);
-        if (bson_iter_init_find(&t, doc, "txnNumber") && BSON_ITER_HOLDS_INT64(&t))
-            txn = bson_iter_int64(&t);
-        if (bson_init_static(&lsid, data, len))
-            (void)oplog_stxnid(&lsid, txn, stxnid, sizeof stxnid);
+    struct mcdc_records out = {.count = 0};
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    if (!it->emit)
+        return;
+    it->ev.rs = "rs0";
+    (void)encoder_encode(e, &it->ev, 1700000000000, &out, &err);
+    for (size_t i = 0; i < out.count; i++) { /* the caller owns key and value */
+        free(out.items[i].key);
+        free(out.items[i].value);
     }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct split_buffer b;
-    size_t at = 0;
-
-    split_init(&b);
-    while (size - at >= 5) {
-        uint32_t n;
-        bson_t doc;
-        memcpy(&n, data + at, 4);
-        n = BSON_UINT32_FROM_LE(n);
-        if (n < 5 || n > size - at || !bson_init_static(&doc, data + at, n) ||
-            !bson_validate(&doc, 0, NULL))
-            break;
-        entry(&doc);
-        const bson_t *merged = NULL;
-        char why[200];
-        if (split_add(&b, &doc, &merged, why, sizeof why) == SPLIT_DONE) {
-            struct mcdc_event ev;
-            struct mcdc_error err = MCDC_ERROR_INIT;
-            bool emit = false;
-            (void)event_from_change(merged, &ev, &emit, &err);
-        }
-        at += n;
+    if (size < 1)
+        return 0;
+    bson_t doc;
+    if (!bson_init_static(&doc, data + 1, size - 1) || !bson_validate(&doc, 0, NULL))
+        return 0;
+    int v = data[0] & 3;
+    struct oplog_reader *r = oplog_detached(cfg[v]);
+    struct oplog_item it;
+    oplog_item_init(&it);
+    enum capture_status s = oplog_feed(r, &doc, &it);
+    for (int n = 0; s == CAPTURE_EVENT && n < 100000; n++) {
+        char *json = position_to_json(&it.pos);
+        free(json);
+        encode(enc[v], &it);
+        s = oplog_next(r, &it);
     }
-    split_destroy(&b);
+    if (s == CAPTURE_ERROR) {
+        struct resume_failure fail;
+        struct mcdc_error err = MCDC_ERROR_INIT;
+        oplog_failure(r, &fail, &err);
+    }
+    oplog_item_clear(&it);
+    oplog_destroy(r);
     return 0;
 }

@@ -8,8 +8,10 @@ The file sink stands in for Kafka (each record line holds key and value bytes).
 """
 
 import copy
+import hashlib
 import json
 import time
+import uuid
 
 import pytest
 
@@ -63,15 +65,35 @@ def _unset_path(doc, path):
         cur.pop(parts[-1], None)
 
 
+def _get_path(doc, path):
+    cur = doc
+    for p in path.split("."):
+        cur = cur[int(p)] if isinstance(cur, list) else cur[p]
+    return cur
+
+
 def apply_v1(pre, patch):
     """Applies a $v: 1 oplog patch ($set/$unset with dotted paths) the way a
-    MongoDB 4.4 secondary would."""
+    MongoDB 4.4 secondary would, then the truncations mongocdc writes as
+    $push {$each: [], $slice: n} (keep the first n elements)."""
     doc = copy.deepcopy(pre)
     for path, v in patch.get("$set", {}).items():
         _set_path(doc, path, v)
     for path in patch.get("$unset", {}):
         _unset_path(doc, path)
+    for path, spec in patch.get("$push", {}).items():
+        assert spec["$each"] == [] and set(spec) == {"$each", "$slice"}, spec
+        arr = _get_path(doc, path)
+        del arr[spec["$slice"]:]
     return doc
+
+
+def _conflict_free(patch):
+    """No path of one operator is a prefix of (or equal to) one of another:
+    then the patch is a single MongoDB update."""
+    paths = [(op, p) for op in ("$set", "$unset", "$push") for p in patch.get(op, {})]
+    return not any(o1 != o2 and (p1 == p2 or p2.startswith(p1 + "."))
+                   for o1, p1 in paths for o2, p2 in paths)
 
 
 def test_oplog_events_and_v2_diffs_decode_to_v1(tmp_workdir, start_mongocdc):
@@ -90,6 +112,18 @@ def test_oplog_events_and_v2_diffs_decode_to_v1(tmp_workdir, start_mongocdc):
             {"$set": {"items.0.q": 5}, "$push": {"tags": "b"}},
             {"$set": {"items.1": {"q": 9, "r": 1}}, "$inc": {"a": 1}},
             {"$set": {"new": {"deep": [1, 2]}}},
+            # a modifier that shrinks an array ($pop) is logged as the whole array
+            {"$pop": {"tags": 1}},
+            {"$push": {"tags": {"$each": ["c", "d", "e"]}}},
+            # array truncations (the diff's `l`) come from pipeline updates, whose
+            # diff is computed from the documents: a plain truncation, one with
+            # element changes (a pull from the middle), a nested array, to empty
+            [{"$set": {"tags": {"$literal": ["c", "d"]}}}],
+            [{"$set": {"tags": {"$literal": ["c", "x", "d", "e"]}}}],  # grows: no l
+            [{"$set": {"tags": {"$literal": ["c", "d", "e"]}}}],
+            {"$set": {"items.0.q": [1, 2, 3]}},
+            [{"$set": {"items": {"$literal": [{"q": [1, 2]}, {"q": 9, "r": 1}]}}}],
+            [{"$set": {"tags": {"$literal": []}}}],
         ]
         states = [coll.find_one({"_id": 1})]
         for u in updates:
@@ -108,7 +142,17 @@ def test_oplog_events_and_v2_diffs_decode_to_v1(tmp_workdir, start_mongocdc):
         assert list(src) == ["version", "connector", "name", "ts_ms", "snapshot", "db",
                              "sequence", "rs", "collection", "ord", "h", "tord", "stxnid",
                              "lsid", "txnNumber"]
-        assert src["h"] == 0 and src["tord"] is None and src["stxnid"] is None
+        # A 6.0 oplog entry has no h: 1.9 reads it with getLong("h") and prints null.
+        entry = c.local["oplog.rs"].find_one({"op": "i", "ns": "itdb.docs"})
+        assert "h" not in entry
+        # pymongo's writes are retryable: the entry carries the session, and
+        # 1.9 gives it a stxnid (Java UUID.nameUUIDFromBytes of lsid.id, then
+        # ":<txnNumber>") though it is no transaction (no tord).
+        assert isinstance(entry["stmtId"], int) and entry["prevOpTime"]["t"] == -1
+        lsid_bytes = entry["lsid"]["id"].bytes
+        want = "%s:%d" % (uuid.UUID(bytes=hashlib.md5(lsid_bytes).digest(), version=3),
+                          entry["txnNumber"])
+        assert src["h"] is None and src["tord"] is None and src["stxnid"] == want, src
         for i, u in enumerate(updates):
             r = recs[1 + i]
             assert r.op == "u" and r.payload["after"] is None
@@ -116,6 +160,16 @@ def test_oplog_events_and_v2_diffs_decode_to_v1(tmp_workdir, start_mongocdc):
             assert patch["$v"] == 1, patch
             assert json.loads(r.payload["filter"]) == {"_id": 1}
             assert apply_v1(states[i], patch) == states[i + 1], (u, patch)
+            if "$push" in patch and _conflict_free(patch):
+                # the same patch as a MongoDB update on a copy of the pre-image
+                scratch = c.itdb.scratch
+                scratch.replace_one({"_id": 1}, states[i], upsert=True)
+                scratch.update_one({"_id": 1}, {k: v for k, v in patch.items() if k != "$v"})
+                assert scratch.find_one({"_id": 1}) == states[i + 1], (u, patch)
+        truncations = [json.loads(r.payload["patch"]) for r in recs[1:1 + len(updates)]
+                       if "$push" in json.loads(r.payload["patch"])]
+        assert len(truncations) == 4, truncations
+        assert {"items.0.q": {"$each": [], "$slice": 2}} in [t["$push"] for t in truncations]
         rep = recs[1 + len(updates)]
         assert rep.op == "u" and json.loads(rep.payload["patch"]) == {"_id": 1, "b": 1}
         dele = recs[2 + len(updates)]
@@ -123,6 +177,7 @@ def test_oplog_events_and_v2_diffs_decode_to_v1(tmp_workdir, start_mongocdc):
         assert recs[-1].payload["source"]["collection"] == "other"
         stored = list(json.loads(offsets_value(tmp_workdir)).values())[0]
         assert stored["mongocdc_capture_mode"] == "oplog" and "resume_token" not in stored
+        assert "h" in stored and stored["h"] is None
         assert d.stop(timeout_s=30) == 0
         c.close()
     finally:
@@ -183,6 +238,9 @@ def test_oplog_transactions(tmp_workdir, start_mongocdc, split):
                 c.itdb.t.delete_one({"_id": 1}, session=s)
         wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 4, 30, "4 events")
         time.sleep(0.5)
+        plain = records(tmp_workdir / "events.jsonl")[0]
+        # a retryable write: a stxnid (as 1.9 gives it) but no tord and no BEGIN/END
+        assert plain.payload["source"]["tord"] is None and plain.payload["source"]["stxnid"]
         txn = records(tmp_workdir / "events.jsonl")[1:]
         assert [r.op for r in txn] == ["c", "u", "d"]
         assert [r.payload["source"]["tord"] for r in txn] == [1, 2, 3]

@@ -1149,6 +1149,57 @@ def _array_diff(a, b):
     return diff
 
 
+def modifier_diff(diff, new):
+    """The diff of a modifier update ($pop, $pull, $set ...) as a real 5.0+ server logs it:
+    the update nodes log whole values at the paths they change, so an array that shrinks
+    ($pop, $pull, $pullAll, $set to a shorter array) is logged whole (`u: {arr: [...]}`),
+    never as a truncation (`l`), which only pipeline updates produce (their diff is
+    computed from the documents; MongoDB's change-event reference: truncatedArrays come
+    from pipeline-based updates)."""
+    def has_l(sd):
+        return sd.get("a") is True and "l" in sd
+
+    def walk_doc(df, doc):
+        out, ups = {}, dict(df.get("u", {}))
+        subs = []
+        for k, sd in df.items():
+            if k.startswith("s") and isinstance(sd, dict):
+                f = k[1:]
+                if has_l(sd):
+                    ups[f] = doc[f]
+                elif sd.get("a") is True:
+                    subs.append((k, walk_arr(sd, doc[f])))
+                else:
+                    subs.append((k, walk_doc(sd, doc[f])))
+        if "d" in df:
+            out["d"] = df["d"]
+        if ups:
+            out["u"] = ups
+        if "i" in df:
+            out["i"] = df["i"]
+        out.update(subs)
+        return out
+
+    def walk_arr(df, arr):
+        out = {"a": True}
+        for k, v in df.items():
+            if k == "a":
+                continue
+            if k.startswith("s") and isinstance(v, dict):
+                i = int(k[1:])
+                if has_l(v):
+                    out["u%d" % i] = arr[i]
+                elif v.get("a") is True:
+                    out[k] = walk_arr(v, arr[i])
+                else:
+                    out[k] = walk_doc(v, arr[i])
+            else:
+                out[k] = v
+        return out
+
+    return walk_doc(diff, new)
+
+
 def diff_to_update_description(diff):
     """`$v: 2` diff -> (updatedFields, removedFields, truncatedArrays, disambiguatedPaths) (§3.7).
 

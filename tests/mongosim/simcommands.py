@@ -576,6 +576,7 @@ class Dispatcher(object):
         n = 0
         errs = []
         for i, doc in enumerate(body.get("documents", [])):
+            w.stmt_id = i
             try:
                 w.insert_one(coll, doc)
                 n += 1
@@ -609,6 +610,7 @@ class Dispatcher(object):
         n = nmod = 0
         upserted, errs = [], []
         for i, st in enumerate(body.get("updates", [])):
+            w.stmt_id = i
             try:
                 m, mod, uid, _, _ = w.update(coll, st.get("q", {}), st.get("u", {}), bool(st.get("upsert")),
                                               bool(st.get("multi")), None, st.get("arrayFilters"))
@@ -641,7 +643,8 @@ class Dispatcher(object):
         db, coll = body["$db"], body["delete"]
         w = self._writer(body, db)
         n = 0
-        for st in body.get("deletes", []):
+        for i, st in enumerate(body.get("deletes", [])):
+            w.stmt_id = i
             n += len(w.delete(coll, st.get("q", {}), int(st.get("limit", 0))))
         r = {"n": n, "ok": 1.0}
         if w.last_op_ts is not None:

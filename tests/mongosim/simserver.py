@@ -565,7 +565,9 @@ class Writer(object):
         self.txn = txn
         self.lsid = lsid
         self.txn_number = txn_number
+        self.stmt_id = 0  # index of the statement in its command (retryable writes)
         self.last_op_ts = None
+        self.last_op_t = None
         self._undo = []
 
     # document views --------------------------------------------------------------
@@ -607,8 +609,20 @@ class Writer(object):
 
     def _log(self, entry, images=None):
         if self.txn is None:
+            if self.lsid is not None and self.txn_number is not None and "id" in self.lsid:
+                # A retryable write's entries carry the session, the statement's
+                # index and a prevOpTime chain through the command's earlier
+                # entries (oplog_entry.idl; spec §5.1).
+                entry = dict(entry)
+                entry["lsid"] = {"id": self.lsid["id"], "uid": EMPTY_UID}
+                entry["txnNumber"] = Int64(self.txn_number)
+                entry["stmtId"] = int(self.stmt_id)
+                entry["prevOpTime"] = ({"ts": self.last_op_ts, "t": self.last_op_t}
+                                       if self.last_op_ts is not None
+                                       else {"ts": Timestamp(0, 0), "t": Int64(-1)})
             e = self.cl.append_entry(entry)
             self.last_op_ts = e["ts"]
+            self.last_op_t = e["t"]
             self.cl.record_undo(e["ts"], self._undo)
             self._undo = []
             if images is not None:
@@ -658,7 +672,7 @@ class Writer(object):
         self._log(entry)
         return doc
 
-    def _replace_or_update(self, c, coll, old, new_doc, is_replacement):
+    def _replace_or_update(self, c, coll, old, new_doc, is_replacement, modifier=False):
         key = sb.id_key(old["_id"])
         if sb.identical(old, new_doc):
             return False
@@ -669,6 +683,8 @@ class Writer(object):
         else:
             diff = sb.compute_diff(old, new_doc) or {}
             if self.cl.wire >= 13:
+                if modifier:
+                    diff = sb.modifier_diff(diff, new_doc)
                 o = {"$v": 2, "diff": diff}
             else:
                 sets, unsets = sb.diff_to_v1(diff)
@@ -731,7 +747,8 @@ class Writer(object):
                 # document, then as a replacement (a `replace` event, spec §3.7)
                 diff = sb.compute_diff(old, new_doc) or {}
                 as_replacement = self.cl.wire >= 13 and len(sb.encode({"d": diff})) > len(sb.encode(new_doc))
-            if self._replace_or_update(c, coll, old, new_doc, as_replacement):
+            if self._replace_or_update(c, coll, old, new_doc, as_replacement,
+                                       modifier=pipeline is None and not is_repl):
                 n_mod += 1
             news.append(new_doc)
             olds.append(old)

@@ -329,6 +329,14 @@ static void test_cross_field(void **state)
                    "F:5:1: offsets.storage: kafka offset storage needs the kafka sink");
     assert_problem(BASE "debezium.compatibility: 3.x\ncapture.mode: oplog\n",
                    "F:6:1: capture.mode: oplog capture exists only in the 1.9 dialect");
+    /* field rules do not reach a raw $v: 2 diff: refused, whichever line comes last */
+    assert_problem(BASE "debezium.compatibility: \"1.9\"\ncapture.mode: oplog\n"
+                        "field.exclude.list: db.c.x\noplog.update.raw.diff: true\n",
+                   "F:8:1: oplog.update.raw.diff: field.exclude.list and field.renames do not "
+                   "reach a raw $v: 2 diff");
+    assert_problem(BASE "debezium.compatibility: \"1.9\"\ncapture.mode: oplog\n"
+                        "oplog.update.raw.diff: true\nfield.renames: db.c.a:b\n",
+                   "F:8:1: field.renames: field rules do not reach a raw $v: 2 diff");
     assert_problem(BASE "collection.include.list: 'a\\.(b'\n",
                    "F:5:1: collection.include.list: invalid regex \"a\\.(b\": missing closing "
                    "parenthesis at offset 5");

@@ -389,6 +389,7 @@ static void oplog_patch_and_filter(void **state)
     ev.ts_sec = 1694627139;
     ev.ts_inc = 3;
     ev.oplog_h = 0;
+    ev.oplog_has_h = true;
     ev.oplog_tord = 2;
     ev.oplog_stxnid = "a2c1e1a4-2c9b-3b8e-9d2f-6f0e0e5d7b11:5";
     struct mcdc_error err = MCDC_ERROR_INIT;
@@ -447,10 +448,87 @@ static void oplog_patch_and_filter(void **state)
     assert_text(pj, "{\"$v\": 1,\"$set\": {\"age\": 3},\"$unset\": {\"alias\": true}}");
     free(pj);
     records_release(&out);
-    encoder_destroy(enc);
     bson_destroy(patch2);
+    /* and the $push of a decoded truncation: renamed, or dropped when excluded */
+    patch2 = from_json("{\"$v\": 1, \"$push\": {\"nick\": {\"$each\": [], \"$slice\": 1},"
+                       " \"first_name\": {\"$each\": [], \"$slice\": 0}}}");
+    assert_true(bson_init_static(&ev.oplog_patch, bson_get_data(patch2), patch2->len));
+    assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
+    pj = json_member(out.items[0].value, "patch");
+    assert_text(pj, "{\"$v\": 1,\"$push\": {\"alias\": {\"$each\": [],\"$slice\": 1}}}");
+    free(pj);
+    records_release(&out);
+    bson_destroy(patch2);
+    /* a rename onto a path the same $set also writes fails the event as in
+     * change-stream mode's updatedFields (Debezium: "Document already
+     * contains field"): in a $set and in a replacement document */
+    static const char *const clashes[] = {
+        "{\"$v\": 1, \"$set\": {\"nick\": \"n\", \"alias\": \"a\"}}",
+        "{\"$v\": 1, \"$set\": {\"alias\": \"a\", \"age\": 1, \"nick\": \"n\"}}",
+        "{\"_id\": 1004, \"nick\": \"n\", \"alias\": \"a\"}",
+    };
+    for (size_t i = 0; i < sizeof clashes / sizeof clashes[0]; i++) {
+        patch2 = from_json(clashes[i]);
+        assert_true(bson_init_static(&ev.oplog_patch, bson_get_data(patch2), patch2->len));
+        err = (struct mcdc_error)MCDC_ERROR_INIT;
+        if (encoder_encode(enc, &ev, NOW_US, &out, &err))
+            fail_msg("%s: rename onto an existing field was not refused", clashes[i]);
+        assert_int_equal(err.domain, MCDC_ERR_ENCODE);
+        assert_non_null(strstr(err.msg, "\"alias\""));
+        assert_non_null(strstr(err.msg, "inventory.customers"));
+        bson_destroy(patch2);
+    }
+    encoder_destroy(enc);
     bson_destroy(patch);
     bson_destroy(filter);
+}
+
+/* fuzz_oplog regress-txn-ns-embedded-nul: a collection name with an
+ * embedded NUL inside a transaction; data_collections counted it from a
+ * strndup copy (cut at the NUL) compared over the whole length (heap
+ * over-read under ASan). Both operations count under the one name. */
+static void txn_collection_name_with_nul(void **state)
+{
+    (void)state;
+    struct mcdc_config cfg;
+    cfg_init(&cfg, MCDC_DIALECT_1_9);
+    cfg.capture_mode = MCDC_CAPTURE_OPLOG;
+    cfg.provide_transaction_metadata = true;
+    struct encoder *enc = enc_new(&cfg);
+    bson_t *doc = from_json("{\"_id\": 3}");
+    static const char coll[] = {'c', '\0', 'x', 'y', 'z', 'w', 'v', 'u', 't'};
+    struct mcdc_event ev;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct mcdc_records out = {0};
+    for (int i = 1; i <= 2; i++) {
+        event_init(&ev);
+        ev.op = MCDC_OP_INSERT;
+        ev.db = "db";
+        ev.db_len = 2;
+        ev.coll = coll;
+        ev.coll_len = sizeof coll;
+        ev.rs = "rs0";
+        assert_true(bson_init_static(&ev.full_document, bson_get_data(doc), doc->len));
+        ev.has_full_document = true;
+        assert_true(bson_init_static(&ev.document_key, bson_get_data(doc), doc->len));
+        ev.has_document_key = true;
+        ev.has_cluster_time = true;
+        ev.ts_sec = 1700000000;
+        ev.ts_inc = 9;
+        ev.oplog_tord = i;
+        ev.oplog_stxnid = "s:4";
+        ev.oplog_txn_last = i == 2;
+        assert_true(encoder_encode(enc, &ev, NOW_US, &out, &err));
+        if (i == 2) {
+            const char *end = out.items[out.count - 1].value;
+            assert_non_null(strstr(end, "\"status\":\"END\""));
+            assert_non_null(strstr(end, "\"event_count\":2,\"data_collections\":[{"));
+            assert_non_null(strstr(end, "\"event_count\":2}]"));
+        }
+        records_release(&out);
+    }
+    encoder_destroy(enc);
+    bson_destroy(doc);
 }
 
 /* §2.5: the after text (STRICT compact) and the same document as updatedFields
@@ -1355,6 +1433,7 @@ int main(void)
         cmocka_unit_test(value_schemas),
         cmocka_unit_test(snapshot_reads),
         cmocka_unit_test(oplog_patch_and_filter),
+        cmocka_unit_test(txn_collection_name_with_nul),
         cmocka_unit_test(worked_example),
         cmocka_unit_test(transaction_begin_end),
         cmocka_unit_test(transaction_records_with_schemas),

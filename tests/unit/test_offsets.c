@@ -314,6 +314,7 @@ static void position_oplog_mode_is_remembered(void **state)
     make_pos(&p, 55, 1, NULL);
     p.oplog = true;
     p.h = -4242;
+    p.has_h = true;
     p.tord = 3;
     char *json = position_to_json(&p);
     assert_string_equal(json, "{\"sec\":55,\"ord\":1,\"h\":-4242,\"tord\":3,"
@@ -332,8 +333,54 @@ static void position_oplog_mode_is_remembered(void **state)
         position_from_json("{\"sec\":5,\"ord\":1,\"h\":null,\"resume_token\":\"82AA\"}", &q, &err));
     assert_false(q.oplog);
     free(json);
+    /* An oplog position of an entry without h (MongoDB 4.4+) writes h null, as 1.9 does. */
+    p.has_h = false;
+    p.tord = 0;
+    json = position_to_json(&p);
+    assert_string_equal(json,
+                        "{\"sec\":55,\"ord\":1,\"h\":null,\"mongocdc_capture_mode\":\"oplog\"}");
+    free(json);
     position_clear(&p);
     position_clear(&q);
+}
+
+/* Values without the mongocdc_capture_mode marker are classified by shape
+ * (debezium-format.md §4.2, §4.4): a resume token means change streams, no
+ * token means an oplog position. One case per shape Debezium writes. */
+static void position_unmarked_values_classified_by_shape(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json;
+        bool oplog, has_h;
+    } cases[] = {
+        /* 1.x oplog on MongoDB < 4.2: a real h */
+        {"{\"sec\":5,\"ord\":1,\"h\":-8021592513520218123}", true, true},
+        /* 1.9 oplog on 4.4+: the entry has no h, written as null */
+        {"{\"sec\":5,\"ord\":1,\"h\":null}", true, false},
+        /* 1.9 oplog inside a transaction */
+        {"{\"sec\":5,\"ord\":1,\"h\":null,\"tord\":2,\"stxnid\":\"u:1\"}", true, false},
+        /* no h at all, no token (2.0-2.1 read this as an oplog-era position) */
+        {"{\"sec\":5,\"ord\":1}", true, false},
+        /* 1.9 change streams: h null and a hex token */
+        {"{\"sec\":5,\"ord\":1,\"h\":null,\"resume_token\":\"82AA\"}", false, false},
+        /* 2.7+ change streams: Base64 token, no h */
+        {"{\"sec\":5,\"ord\":1,\"resume_token\":\"EgAAAAJfZGF0YQACAAAAQQAA\"}", false, false},
+        /* a token wins over a numeric h */
+        {"{\"sec\":5,\"ord\":1,\"h\":0,\"resume_token\":\"82AA\"}", false, true},
+        /* the marker wins over the shape */
+        {"{\"sec\":5,\"ord\":1,\"mongocdc_capture_mode\":\"change_streams\"}", false, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct mcdc_position q;
+        struct mcdc_error err = MCDC_ERROR_INIT;
+        position_init(&q);
+        if (!position_from_json(cases[i].json, &q, &err))
+            fail_msg("%s: %s", cases[i].json, err.msg);
+        if (q.oplog != cases[i].oplog || q.has_h != cases[i].has_h)
+            fail_msg("%s: oplog %d has_h %d", cases[i].json, q.oplog, q.has_h);
+        position_clear(&q);
+    }
 }
 
 static void position_bad_values_are_errors(void **state)
@@ -901,6 +948,7 @@ int main(void)
         cmocka_unit_test(position_old_hex_token_becomes_data_document),
         cmocka_unit_test(position_initsync_lsid_and_extra_keys),
         cmocka_unit_test(position_oplog_mode_is_remembered),
+        cmocka_unit_test(position_unmarked_values_classified_by_shape),
         cmocka_unit_test(position_bad_values_are_errors),
         cmocka_unit_test(position_without_usable_position_is_refused),
         cmocka_unit_test(position_range_and_duplicates_are_refused),

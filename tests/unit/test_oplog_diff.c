@@ -1,7 +1,8 @@
 /*
  * Unit tests for capture/oplog_diff: every $v: 2 diff shape of the server's
  * document_diff_serialization.h (d/u/i, nested sub-diffs, arrays with a, l,
- * u<n>, s<n>) decoded into the $v: 1 form, and oplog_stxnid's 1.9 id.
+ * u<n>, s<n>) decoded into the $v: 1 form, oplog_stxnid's 1.9 id, and
+ * oplog_feed turning entries into events on a detached reader.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -73,11 +74,21 @@ static void decodes_every_shape(void **state)
     /* a field whose name starts with a digit or an s is still a field path */
     expect("{\"$v\": 2, \"diff\": {\"ss\": {\"u\": {\"s1\": true}}}}", OPLOG_DIFF_DECODED,
            "{\"$v\": 1, \"$set\": {\"s.s1\": true}}");
-    /* truncation: not expressible in $v: 1 without the whole array */
-    expect("{\"$v\": 2, \"diff\": {\"sitems\": {\"a\": true, \"l\": 1}}}",
-           OPLOG_DIFF_INEXPRESSIBLE, NULL);
-    expect("{\"$v\": 2, \"diff\": {\"sa\": {\"sb\": {\"a\": true, \"l\": 0}}}}",
-           OPLOG_DIFF_INEXPRESSIBLE, NULL);
+    /* truncation: $push with an empty $each and $slice keeps the first n elements */
+    expect("{\"$v\": 2, \"diff\": {\"sitems\": {\"a\": true, \"l\": 1}}}", OPLOG_DIFF_DECODED,
+           "{\"$v\": 1, \"$push\": {\"items\": {\"$each\": [], \"$slice\": 1}}}");
+    expect("{\"$v\": 2, \"diff\": {\"sa\": {\"sb\": {\"a\": true, \"l\": 0}}}}", OPLOG_DIFF_DECODED,
+           "{\"$v\": 1, \"$push\": {\"a.b\": {\"$each\": [], \"$slice\": 0}}}");
+    /* truncation with element changes ($pull from the middle), a nested array
+     * truncated inside an element, and an Int64 length */
+    expect("{\"$v\": 2, \"diff\": {\"u\": {\"n\": 1}, \"st\": {\"a\": true, \"l\": 2, "
+           "\"u1\": 3, \"s0\": {\"a\": true, \"l\": {\"$numberLong\": \"1\"}}}}}",
+           OPLOG_DIFF_DECODED,
+           "{\"$v\": 1, \"$set\": {\"n\": 1, \"t.1\": 3}, \"$push\": {\"t\": {\"$each\": [], "
+           "\"$slice\": 2}, \"t.0\": {\"$each\": [], \"$slice\": 1}}}");
+    expect("{\"$v\": 2, \"diff\": {\"st\": {\"a\": true, \"l\": -1}}}", OPLOG_DIFF_MALFORMED, NULL);
+    expect("{\"$v\": 2, \"diff\": {\"st\": {\"a\": true, \"l\": \"2\"}}}", OPLOG_DIFF_MALFORMED,
+           NULL);
     /* not a $v: 2 diff */
     expect("{\"$v\": 1, \"$set\": {\"a\": 1}}", OPLOG_DIFF_NOT_V2, NULL);
     expect("{\"_id\": 1, \"a\": 1}", OPLOG_DIFF_NOT_V2, NULL);
@@ -106,11 +117,116 @@ static void stxnid_is_19_transaction_id(void **state)
     bson_destroy(lsid);
 }
 
+/* oplog_feed on a detached reader: entries as a 6.0 server writes them
+ * (mongo-sim-spec.md §5.2, §5.4) become the 1.9 oplog events. */
+static enum capture_status feed(struct oplog_reader *r, const char *json, struct oplog_item *it)
+{
+    bson_t *e = from_json(json);
+    enum capture_status s = oplog_feed(r, e, it);
+    bson_destroy(e);
+    return s;
+}
+
+static void detached_reader_parses_entries(void **state)
+{
+    (void)state;
+    struct mcdc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    struct oplog_reader *r = oplog_detached(&cfg);
+    struct oplog_item it;
+    oplog_item_init(&it);
+    char *js;
+
+    /* a retryable insert: stxnid from its session, no h (source.h null), no tord */
+    assert_int_equal(
+        feed(r,
+             "{\"lsid\": {\"id\": {\"$binary\": {\"base64\": \"AAAAAAAAAAAAAAAAAAAAAA==\", "
+             "\"subType\": \"04\"}}}, \"txnNumber\": {\"$numberLong\": \"5\"}, \"op\": \"i\", "
+             "\"ns\": \"db.c\", \"o\": {\"_id\": 1}, \"o2\": {\"_id\": 1}, \"stmtId\": 0, "
+             "\"ts\": {\"$timestamp\": {\"t\": 100, \"i\": 2}}, \"t\": 1, \"v\": 2}",
+             &it),
+        CAPTURE_EVENT);
+    assert_true(it.emit);
+    assert_int_equal(it.ev.op, MCDC_OP_INSERT);
+    assert_false(it.ev.oplog_has_h);
+    assert_int_equal(it.ev.oplog_tord, 0);
+    assert_string_equal(it.ev.oplog_stxnid, "4ae71336-e44b-39bf-b9d2-752e234818a5:5");
+    assert_true(it.pos.oplog && !it.pos.has_h && it.pos.sec == 100 && it.pos.ord == 2);
+    /* an update truncating an array: the decoded patch */
+    assert_int_equal(feed(r,
+                          "{\"op\": \"u\", \"ns\": \"db.c\", \"o\": {\"$v\": 2, \"diff\": "
+                          "{\"sa\": {\"a\": true, \"l\": 1}}}, \"o2\": {\"_id\": 1}, "
+                          "\"ts\": {\"$timestamp\": {\"t\": 100, \"i\": 3}}}",
+                          &it),
+                     CAPTURE_EVENT);
+    assert_true(it.emit && it.ev.has_oplog_patch && it.ev.oplog_stxnid == NULL);
+    js = bson_as_relaxed_extended_json(&it.ev.oplog_patch, NULL);
+    assert_string_equal(js, "{ \"$v\" : 1, \"$push\" : { \"a\" : { \"$each\" : [  ], "
+                            "\"$slice\" : 1 } } }");
+    bson_free(js);
+    /* an entry with h (MongoDB < 4.4): h kept, no stxnid */
+    assert_int_equal(
+        feed(r,
+             "{\"op\": \"d\", \"ns\": \"db.c\", \"o\": {\"_id\": 1}, \"h\": "
+             "{\"$numberLong\": \"-7\"}, \"ts\": {\"$timestamp\": {\"t\": 100, \"i\": 4}}}",
+             &it),
+        CAPTURE_EVENT);
+    assert_true(it.ev.oplog_has_h && it.ev.oplog_h == -7 && it.pos.has_h);
+    /* a transaction: operations in order with tord, the last marked */
+    assert_int_equal(
+        feed(r,
+             "{\"op\": \"c\", \"ns\": \"admin.$cmd\", \"o\": {\"applyOps\": ["
+             "{\"op\": \"i\", \"ns\": \"db.c\", \"o\": {\"_id\": 2}},"
+             "{\"op\": \"d\", \"ns\": \"db.c\", \"o\": {\"_id\": 3}}]}, "
+             "\"lsid\": {\"id\": \"s\"}, \"txnNumber\": 9, "
+             "\"prevOpTime\": {\"ts\": {\"$timestamp\": {\"t\": 0, \"i\": 0}}, \"t\": -1}, "
+             "\"ts\": {\"$timestamp\": {\"t\": 101, \"i\": 1}}}",
+             &it),
+        CAPTURE_EVENT);
+    assert_true(it.emit && it.ev.oplog_tord == 1 && !it.ev.oplog_txn_last);
+    assert_string_equal(it.ev.oplog_stxnid, "s:9");
+    assert_int_equal(oplog_next(r, &it), CAPTURE_EVENT);
+    assert_true(it.ev.op == MCDC_OP_DELETE && it.ev.oplog_tord == 2 && it.ev.oplog_txn_last);
+    assert_int_equal(it.pos.tord, 2);
+    assert_int_equal(oplog_next(r, &it), CAPTURE_IDLE);
+    /* a no-op moves the position only */
+    assert_int_equal(feed(r,
+                          "{\"op\": \"n\", \"ns\": \"\", \"o\": {\"msg\": \"periodic noop\"}, "
+                          "\"ts\": {\"$timestamp\": {\"t\": 102, \"i\": 1}}}",
+                          &it),
+                     CAPTURE_EVENT);
+    assert_false(it.emit);
+    assert_int_equal(it.pos.sec, 102);
+    /* the commit of a partialTxn chain needs the oplog: an ENCODE error here */
+    assert_int_equal(
+        feed(r,
+             "{\"op\": \"c\", \"ns\": \"admin.$cmd\", \"o\": {\"applyOps\": [], \"count\": 2}, "
+             "\"prevOpTime\": {\"ts\": {\"$timestamp\": {\"t\": 102, \"i\": 5}}, \"t\": 1}, "
+             "\"ts\": {\"$timestamp\": {\"t\": 103, \"i\": 1}}}",
+             &it),
+        CAPTURE_ERROR);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    oplog_failure(r, NULL, &err);
+    assert_int_equal(err.domain, MCDC_ERR_ENCODE);
+    assert_non_null(strstr(err.msg, "prevOpTime"));
+    oplog_item_clear(&it);
+    oplog_destroy(r);
+
+    /* a malformed entry is an error, not a crash */
+    r = oplog_detached(&cfg);
+    oplog_item_init(&it);
+    assert_int_equal(feed(r, "{\"op\": \"u\", \"ns\": \"db.c\", \"o\": {\"$v\": 2}}", &it),
+                     CAPTURE_ERROR);
+    oplog_item_clear(&it);
+    oplog_destroy(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(decodes_every_shape),
         cmocka_unit_test(stxnid_is_19_transaction_id),
+        cmocka_unit_test(detached_reader_parses_entries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

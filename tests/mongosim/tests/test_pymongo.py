@@ -1,5 +1,6 @@
 """Replica set, CRUD, oplog and change streams seen through pymongo 3.11."""
 
+import hashlib
 import threading
 import time
 
@@ -99,23 +100,31 @@ def test_change_event_fields_per_type(shared_sim):
         coll.insert_one({"_id": 1, "status": "new", "note": "gift", "items": [{"q": 2}, {"q": 1}],
                          "addr": {"zip": "0150"}})
         coll.update_one({"_id": 1}, {"$set": {"status": "shipped", "items.0.q": 3, "addr.zip": "0151"},
-                                     "$unset": {"note": ""}, "$pop": {"items": 1}})
+                                     "$unset": {"note": ""}})
+        # a truncation is reported as such for pipeline updates only; a modifier that
+        # shrinks an array ($pop, $pull) is logged as the whole array
+        coll.update_one({"_id": 1}, [{"$set": {"items": {"$slice": ["$items", 1]}}}])
+        coll.update_one({"_id": 1}, {"$pop": {"items": 1}})
         coll.replace_one({"_id": 1}, {"qty": 5})
         coll.delete_one({"_id": 1})
-        evs = [s.next() for _ in range(4)]
-    ins, upd, rep, dele = evs
-    assert [e["operationType"] for e in evs] == ["insert", "update", "replace", "delete"]
+        evs = [s.next() for _ in range(6)]
+    ins, upd, trunc, pop, rep, dele = evs
+    assert [e["operationType"] for e in evs] == ["insert", "update", "update", "update", "replace",
+                                                 "delete"]
+    assert trunc["updateDescription"]["truncatedArrays"] == [{"field": "items", "newSize": 1}]
+    assert pop["updateDescription"]["updatedFields"] == {"items": []}
+    assert pop["updateDescription"]["truncatedArrays"] == []
     assert list(ins.keys()) == ["_id", "operationType", "clusterTime", "wallTime", "fullDocument", "ns", "documentKey"]
     assert ins["ns"] == {"db": "shop", "coll": "orders"} and ins["documentKey"] == {"_id": 1}
     ud = upd["updateDescription"]
     assert ud["updatedFields"] == {"status": "shipped", "items.0.q": 3, "addr.zip": "0151"}
     assert ud["removedFields"] == ["note"]
-    assert ud["truncatedArrays"] == [{"field": "items", "newSize": 1}]
+    assert ud["truncatedArrays"] == []
     assert "fullDocument" not in upd
     assert rep["fullDocument"] == {"_id": 1, "qty": 5}
     assert "fullDocument" not in dele and dele["documentKey"] == {"_id": 1}
     toks = [e["_id"]["_data"] for e in evs]
-    assert toks == sorted(toks) and len(set(toks)) == 4
+    assert toks == sorted(toks) and len(set(toks)) == 6
 
 
 def test_update_lookup_reads_at_reply_time(shared_sim):
@@ -239,6 +248,33 @@ def test_oplog_tail_with_pymongo(shared_sim):
     assert ins["o"] == {"_id": 1, "v": 1} and ins["o2"] == {"_id": 1} and ins["ns"] == "tail.x"
     assert upd["o"] == {"$v": 2, "diff": {"u": {"v": 2}}} and isinstance(upd["t"], Int64)
     assert list(ins.keys())[:4] == ["op", "ns", "ui", "o"]
+
+
+def test_retryable_write_entries_carry_the_session(shared_sim):
+    """mongo-sim-spec §5.1: a retryable write's entries (pymongo retries writes by default)
+    carry lsid {id, uid}, txnNumber (int64), stmtId (int32, the statement's index) and a
+    prevOpTime chain through the command's earlier entries, as a real server's do
+    (oplog_entry.idl); a write without txnNumber carries none; change events stay without
+    lsid/txnNumber (§3.6)."""
+    c = shared_sim.client()
+    with c.rw.x.watch(max_await_time_ms=200) as s:
+        c.rw.x.insert_many([{"_id": 1}, {"_id": 2}, {"_id": 3}])
+        evs = [s.next() for _ in range(3)]
+    assert all("lsid" not in e and "txnNumber" not in e for e in evs)
+    es = list(c.local.oplog.rs.find({"ns": "rw.x", "op": "i"}).sort("$natural", 1))
+    assert [e["stmtId"] for e in es] == [0, 1, 2]
+    assert len({e["txnNumber"] for e in es}) == 1 and isinstance(es[0]["txnNumber"], int)
+    assert es[0]["lsid"]["uid"] == hashlib.sha256(b"").digest()
+    assert es[0]["prevOpTime"] == {"ts": Timestamp(0, 0), "t": -1}
+    assert es[1]["prevOpTime"] == {"ts": es[0]["ts"], "t": es[0]["t"]}
+    assert es[2]["prevOpTime"] == {"ts": es[1]["ts"], "t": es[1]["t"]}
+    nr = shared_sim.client(retryWrites=False)
+    try:
+        nr.rw.y.insert_one({"_id": 1})
+        e = c.local.oplog.rs.find_one({"ns": "rw.y"})
+        assert not {"lsid", "txnNumber", "stmtId", "prevOpTime"} & set(e)
+    finally:
+        nr.close()
 
 
 def test_transaction_events_share_cluster_time(shared_sim):
