@@ -116,7 +116,8 @@ static const bson_t *condition_for(const struct mcdc_snapshot_request *req, cons
 
 /* §5.4 execute-snapshot step 1: each data-collections entry is a regex
  * matched against the captured collections; none matching: the literal. */
-static size_t resolve(struct worker *w, const struct mcdc_snapshot_request *req, struct want **out)
+static size_t resolve(struct worker *w, const struct mcdc_snapshot_request *req, const char *id,
+                      struct want **out)
 {
     bson_error_t be;
     char **dbs = mongoc_client_get_database_names_with_opts(w->client, NULL, &be);
@@ -154,11 +155,25 @@ static size_t resolve(struct worker *w, const struct mcdc_snapshot_request *req,
         if (n == before) {
             const char *dot = strchr(req->collections[r], '.');
             if (dot == NULL) {
-                LOG_WARN("signal data-collections entry \"%s\" matches no captured collection and "
-                         "is no db.collection name: ignored",
-                         req->collections[r]);
+                LOG_WARN("signal %s: data-collections entry \"%s\" matches no captured collection "
+                         "and is no db.collection name: ignored",
+                         id, req->collections[r]);
                 continue;
             }
+            char ldb[256];
+            snprintf(ldb, sizeof ldb, "%.*s", (int)(dot - req->collections[r]), req->collections[r]);
+            if (!encoder_captures(w->enc, ldb, dot + 1)) {
+                LOG_WARN("signal %s: data-collections entry \"%s\" names no captured collection "
+                         "(the include/exclude lists leave it out): ignored",
+                         id, req->collections[r]);
+                continue;
+            }
+            /* Debezium's literal fallback (§5.4 step 1): kept, so a collection
+             * created before its turn is still read, but said. */
+            LOG_WARN("signal %s: data-collections entry \"%s\" matches no existing collection on "
+                     "%s: queued under its literal name, it completes empty unless the collection "
+                     "is created before its turn",
+                     id, req->collections[r], w->rs);
             if (n == cap) {
                 cap = cap ? cap * 2 : 8;
                 v = xrealloc(v, cap * sizeof *v);
@@ -344,10 +359,10 @@ static enum phase on_execute(struct worker *w, const struct mcdc_signal *sig)
     char names[1024];
 
     if (!mcdc_signal_snapshot_request(sig, &req, &err)) {
-        LOG_WARN("signal %s ignored: %s", sig->id, err.msg);
+        LOG_WARN("%s; ignored", err.msg); /* err names the signal's id and type */
         return PHASE_OK;
     }
-    n = resolve(w, &req, &v);
+    n = resolve(w, &req, sig->id, &v);
     names_of(v, n, names, sizeof names);
     if (n == 0) {
         LOG_WARN("signal %s ignored: data-collections name no collection", sig->id);
@@ -376,7 +391,7 @@ static void on_stop(struct worker *w, const struct mcdc_signal *sig)
     size_t removed;
 
     if (!mcdc_signal_snapshot_request(sig, &req, &err)) {
-        LOG_WARN("signal %s ignored: %s", sig->id, err.msg);
+        LOG_WARN("%s; ignored", err.msg); /* err names the signal's id and type */
         return;
     }
     removed = incr_stop(w->inc, req.collections, req.collection_count, &current);

@@ -426,11 +426,28 @@ def test_bad_signals_are_ignored_and_streaming_goes_on(tmp_workdir, sim, start_m
     streaming(tmp_workdir)
     signal(c, "execute-snapshot", {"data-collections": []}, sid="bad-empty")
     signal(c, "no-such-type", {}, sid="bad-type")
+    signal(c, "execute-snapshot", {"data-collections": ["incdb.no_such_coll"]}, sid="bad-unknown")
+    signal(c, "execute-snapshot", {"data-collections": ["incdb.(unclosed"]}, sid="bad-regex")
+    signal(c, "execute-snapshot", {"data-collections": ["incdb.after_bad"],
+                                   "additional-conditions": [
+                                       {"data-collection": "incdb.after_bad", "filter": "{nope"}]},
+           sid="bad-filter")
+    signal(c, "execute-snapshot", "{not json", sid="bad-json")
+    db, coll = SIGNALS.split(".")
+    c[db][coll].insert_one({"_id": "bad-shape", "type": "execute-snapshot"})  # two fields
     c.incdb.after_bad.insert_one({"_id": 1})
     wait_until(lambda: coll_records(tmp_workdir / "events.jsonl", "incdb", "after_bad"), 30,
                "the insert after the bad signals")
+    wait_until(lambda: "bad-shape" in log_text(tmp_workdir), 30, "the last bad signal's WARN")
     text = log_text(tmp_workdir)
-    assert "bad-empty" in text and "bad-type" in text
+    warns = [ln for ln in text.splitlines() if "WARN" in ln]
+    for sid in ("bad-empty", "bad-type", "bad-unknown", "bad-regex", "bad-filter", "bad-json",
+                "bad-shape"):
+        assert any(sid in ln for ln in warns), (sid, text)
+    assert any("bad-unknown" in ln and "matches no existing collection" in ln for ln in warns)
+    # every signal document is still an ordinary event on its topic
+    sig_events = coll_records(tmp_workdir / "events.jsonl", db, coll)
+    assert len(sig_events) >= 7
     assert d.running()
     assert d.stop(timeout_s=30) == 0
 
