@@ -41,10 +41,14 @@ bool pf_unauthorized(const bson_error_t *error)
 static void server_said(const bson_error_t *error, char *buf, size_t n)
 {
     const char *cut = strstr(error->message, " to execute command");
-    if (cut != NULL)
-        snprintf(buf, n, "%.*s", (int)(cut - error->message), error->message);
-    else
-        snprintf(buf, n, "%s", error->message);
+    size_t len = cut != NULL ? (size_t)(cut - error->message) : strlen(error->message);
+
+    if (n == 0)
+        return;
+    if (len >= n) /* cut to fit */
+        len = n - 1;
+    memcpy(buf, error->message, len);
+    buf[len] = '\0';
 }
 
 /* find {} limit 1 on db.coll; false with error when refused. */

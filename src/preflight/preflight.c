@@ -79,8 +79,12 @@ static bool check_server(struct pf *p, mongoc_client_t *c, int *major, int *mino
         char hosts[256] = "";
         for (const mongoc_host_list_t *h = mongoc_uri_get_hosts(mongoc_client_get_uri(c));
              h != NULL; h = h->next) {
-            size_t n = strlen(hosts);
-            snprintf(hosts + n, sizeof hosts - n, "%s%s", n ? "," : "", h->host_and_port);
+            size_t n = strlen(hosts), add = strlen(h->host_and_port) + (n ? 1 : 0);
+            if (n + add >= sizeof hosts)
+                break; /* the hosts that fit are named */
+            if (n)
+                hosts[n++] = ',';
+            memcpy(hosts + n, h->host_and_port, strlen(h->host_and_port) + 1);
         }
         pf_say(p, "FAIL", "mongodb", "cannot connect or authenticate to %s: %s",
                hosts[0] ? hosts : "the configured hosts",

@@ -115,7 +115,7 @@ static bool data_from_json(const char *s, size_t len, bson_t *doc, char *why, si
     bson_error_t berr;
     if (!bson_init_from_json(doc, s, (ssize_t)len, &berr)) {
         bson_init(doc);
-        snprintf(why, cap, "data is not valid JSON: %s", berr.message);
+        snprintf(why, cap, "data is not valid JSON: %.160s", berr.message);
         return false;
     }
     return true;
@@ -376,7 +376,7 @@ static bool read_conditions(bson_iter_t *it, struct mcdc_snapshot_request *out, 
         const char *re = bson_iter_utf8(&e, NULL);
         char rewhy[200];
         if (!regex_ok(re, true, rewhy, sizeof rewhy)) {
-            snprintf(why, cap, "additional-conditions data-collection '%s' is not a valid regex %s",
+            snprintf(why, cap, "additional-conditions data-collection '%.60s' is not a valid regex %.120s",
                      re, rewhy);
             return false;
         }
