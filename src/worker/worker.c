@@ -509,24 +509,15 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
-                            const char *expected_rs, int64_t selection_timeout_ms,
-                            int64_t start_at, worker_snapshot_filters_fn snapshot_filters,
-                            void *filters_ctx, const struct worker_order_gate *gate,
-                            worker_exit_cb on_exit, void *ctx, struct mcdc_error *err)
+/* The state every task starts from (worker_start, worker_start_merged). */
+static struct worker *worker_new(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
+                                 int64_t selection_timeout_ms, worker_exit_cb on_exit, void *ctx)
 {
     struct worker *w = xcalloc(1, sizeof *w);
 
     w->selection_timeout_ms =
         selection_timeout_ms > 0 ? selection_timeout_ms : cfg->server_selection_timeout_ms;
-    w->start_at = start_at;
-    w->snapshot_filters = snapshot_filters;
-    w->filters_ctx = filters_ctx;
-    if (gate != NULL) {
-        w->gate = *gate;
-        w->has_gate = true;
-    }
-
+    w->start_at = -1;
     w->cfg = cfg;
     w->pool = pool;
     w->on_exit = on_exit;
@@ -540,58 +531,64 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
     bson_init(&w->pipeline);
     bson_init(&w->key_patterns);
     bson_init(&w->snap_key);
-    if (expected_rs != NULL) {
-        snprintf(w->rs, sizeof w->rs, "%s", expected_rs);
-        w->rs_known = true;
-    }
+    return w;
+}
+
+/* Starts w's thread; on failure frees w and returns NULL with err set. */
+static struct worker *worker_launch(struct worker *w, struct mcdc_error *err)
+{
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
         mcdc_error_set(err, MCDC_ERR_INTERNAL, 0, "cannot start the capture thread");
         position_clear(&w->stream_pos);
+        position_clear(&w->to_commit);
+        position_clear(&w->inc_pos);
+        position_clear(&w->merged_start);
         bson_destroy(&w->pipeline);
+        bson_destroy(&w->key_patterns);
+        bson_destroy(&w->snap_key);
         free(w);
         return NULL;
     }
     return w;
 }
 
+struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
+                            const char *expected_rs, int64_t selection_timeout_ms,
+                            int64_t start_at, worker_snapshot_filters_fn snapshot_filters,
+                            void *filters_ctx, const struct worker_order_gate *gate,
+                            worker_exit_cb on_exit, void *ctx, struct mcdc_error *err)
+{
+    struct worker *w = worker_new(cfg, pool, selection_timeout_ms, on_exit, ctx);
+
+    w->start_at = start_at;
+    w->snapshot_filters = snapshot_filters;
+    w->filters_ctx = filters_ctx;
+    if (gate != NULL) {
+        w->gate = *gate;
+        w->has_gate = true;
+    }
+    if (expected_rs != NULL) {
+        snprintf(w->rs, sizeof w->rs, "%s", expected_rs);
+        w->rs_known = true;
+    }
+    return worker_launch(w, err);
+}
+
 struct worker *worker_start_merged(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
                                    int64_t selection_timeout_ms, const struct worker_merged *merged,
                                    worker_exit_cb on_exit, void *ctx, struct mcdc_error *err)
 {
-    struct worker *w = xcalloc(1, sizeof *w);
+    struct worker *w = worker_new(cfg, pool, selection_timeout_ms, on_exit, ctx);
 
-    w->selection_timeout_ms =
-        selection_timeout_ms > 0 ? selection_timeout_ms : cfg->server_selection_timeout_ms;
-    w->start_at = -1;
     w->merged = true;
     w->rs_partition = merged->rs_partition;
-    position_init(&w->merged_start);
     if (merged->start != NULL) {
         position_copy(&w->merged_start, merged->start);
         w->has_merged_start = true;
     }
-    w->cfg = cfg;
-    w->pool = pool;
-    w->on_exit = on_exit;
-    w->ctx = ctx;
-    w->exit_code = MCDC_EXIT_FAILURE;
-    atomic_init(&w->finished, false);
-    position_init(&w->stream_pos);
-    position_init(&w->to_commit);
-    bson_init(&w->pipeline);
-    bson_init(&w->key_patterns);
-    bson_init(&w->snap_key);
     snprintf(w->rs, sizeof w->rs, "%s", merged->name);
     w->rs_known = true;
-    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
-        mcdc_error_set(err, MCDC_ERR_INTERNAL, 0, "cannot start the capture thread");
-        position_clear(&w->stream_pos);
-        position_clear(&w->merged_start);
-        bson_destroy(&w->pipeline);
-        free(w);
-        return NULL;
-    }
-    return w;
+    return worker_launch(w, err);
 }
 
 void worker_request_stop(struct worker *w)

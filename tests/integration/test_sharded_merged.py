@@ -319,3 +319,36 @@ def test_check_in_merged_mode_checks_mongos_only(sim, tmp_workdir, run_mongocdc)
     assert "find allowed on all 2 captured collections" in out
     assert "no stored position for the merged stream" in out
     assert "shard01" not in out and "oplog.rs" not in out, out
+
+
+def test_incremental_snapshot_through_mongos(sim, tmp_workdir, start_mongocdc):
+    """An execute-snapshot signal in merged mode: the signal collection and
+    its window markers go through mongos, so the markers come back on the
+    one stream; orphans left on a shard are never read; writes during the
+    snapshot supersede the rows of their keys; every document once."""
+    db = "mginc"
+    c = populate(sim, db)
+    sim.control("orphans", keep=True)
+    try:
+        c.admin.command("moveChunk", "%s.orders" % db, find={"_id": 60}, to="shard01")
+    finally:
+        sim.control("orphans", keep=False)
+    cfg = config(tmp_workdir, sim, db, **{"snapshot.mode": "no_data",
+                                          "signal.data.collection": "%s.signals" % db,
+                                          "incremental.snapshot.chunk.size": 16})
+    d = start_mongocdc("-c", cfg)
+    wait_log(tmp_workdir, "streaming changes from", d)
+    c[db].signals.insert_one({"_id": "inc-1", "type": "execute-snapshot",
+                              "data": {"data-collections": ["%s.orders" % db]}})
+    for i in range(0, N, 5):
+        c[db].orders.update_one({"_id": i}, {"$set": {"v": 9}})
+    wait_until(lambda: "incremental snapshot (signal inc-1) completed" in log_text(tmp_workdir),
+               90, "the incremental snapshot")
+    topic = "%s.%s.orders" % (PREFIX, db)
+    recs = records(tmp_workdir)
+    rows = ids(recs, ("r",), topic)
+    assert len(rows) == len(set(rows)), "a row read twice (orphans?)"
+    streamed = set(ids(recs, ("u",), topic))
+    assert set(rows) | streamed == set(range(N)), "a document neither read nor streamed"
+    assert "marker windows" in log_text(tmp_workdir)
+    assert d.stop() == 0
