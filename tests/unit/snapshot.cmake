@@ -14,3 +14,8 @@ if(TARGET mcdc_snapshot)
   target_link_libraries(mcdc_keyrange_walk PRIVATE mcdc_snapshot)
   mcdc_target_defaults(mcdc_keyrange_walk)
 endif()
+# MongoDB's hash64 of hashed shard keys (hasher_test.cpp's values) and the
+# hashed-chunk ownership filter.
+if(TARGET mcdc_snapshot)
+  mcdc_unit_test(test_hashkey SOURCES test_hashkey.c LIBS mcdc_snapshot)
+endif()
