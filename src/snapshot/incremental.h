@@ -132,7 +132,9 @@ void incr_resume(struct incr *s);
 /*
  * Reads the next chunk of the current collection (state INCR_READY) with
  * client (the task's). owned: a query document ANDed with every read (the
- * documents a shard owns), or NULL. With markers, inserts the open marker
+ * documents a shard owns), or NULL; a hashkey_filter (hashed shard key) is
+ * instead tested on each document read, so a chunk of orphans only gives an
+ * empty window (snapshot/hashkey.h). With markers, inserts the open marker
  * before and the close marker (or the delete of the open one) after the
  * read; with the cluster time, reads at T = the server's operationTime.
  * The first chunk of a collection also reads its maximum key (with the

@@ -18,6 +18,7 @@
 #include <sys/random.h>
 
 #include "common/log.h"
+#include "snapshot/hashkey.h"
 #include "snapshot/keyrange.h"
 
 /* The additional condition ANDed with the documents this task owns. */
@@ -267,7 +268,14 @@ enum incr_read incr_read_chunk(struct incr *s, mongoc_client_t *client, const bs
     bson_error_t be;
     bson_t filter;
     int64_t n = 0;
+    const bson_t *post = NULL;
 
+    /* A hashed shard key's ownership is tested on each document read
+     * (snapshot/hashkey.h): the find reads the shard's orphans too. */
+    if (hashkey_is_filter(owned)) {
+        post = owned;
+        owned = NULL;
+    }
     if (s->state != INCR_READY || s->count == 0)
         return INCR_READ_COLL_DONE;
     incr_window_clear(s);
@@ -327,8 +335,10 @@ enum incr_read incr_read_chunk(struct incr *s, mongoc_client_t *client, const bs
                     bson_reinit(&s->chunk_end);
                     bson_append_iter(&s->chunk_end, "_id", 3, &id);
                 }
+                n++; /* counts orphans too: the chunk's end moves past them */
+                if (post != NULL && !hashkey_owns(post, doc))
+                    continue;
                 incr_window_add(s, bson_copy(doc));
-                n++;
                 /* The byte cap: a window of huge documents ends early (one row at least). */
                 if (cap > 0 && (int64_t)s->window_bytes >= cap)
                     break;

@@ -182,6 +182,7 @@ void snapshot_plan_free(struct snapshot_plan *plan)
         free(plan->colls[i].db);
         free(plan->colls[i].coll);
         bson_destroy(&plan->colls[i].filter);
+        bson_destroy(plan->colls[i].owned);
     }
     free(plan->colls);
     free(plan);

@@ -15,6 +15,7 @@
 #include "capture/capture.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "snapshot/hashkey.h"
 #include "snapshot/keyrange.h"
 #include "snapshot/split.h"
 
@@ -204,7 +205,16 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
         BSON_APPEND_INT32(&opts, "batchSize", (int32_t)s->cfg->snapshot_fetch_size);
     cur = mongoc_collection_find_with_opts(mc, &p->filter, &opts, NULL);
     while (mongoc_cursor_next(cur, &doc)) {
-        struct snapshot_doc *d = xcalloc(1, sizeof *d);
+        struct snapshot_doc *d;
+        if (c->owned != NULL && !hashkey_owns(c->owned, doc)) {
+            /* an orphan of a hashed-sharded collection (the find could not
+             * exclude it: snapshot/hashkey.h) */
+            pthread_mutex_lock(&s->lock);
+            c->orphans++;
+            pthread_mutex_unlock(&s->lock);
+            continue;
+        }
+        d = xcalloc(1, sizeof *d);
         d->doc = bson_copy(doc);
         d->db = c->db;
         d->coll = c->coll;
@@ -239,7 +249,7 @@ static void *reader_main(void *p)
         struct snapshot_part *part = NULL;
         struct snapshot_coll *c;
         bool first = false, last = false;
-        int64_t done;
+        int64_t done, orphans;
         pthread_mutex_lock(&s->lock);
         if (!s->quit && !s->failed && !__atomic_load_n(s->stop, __ATOMIC_ACQUIRE) &&
             s->next_part < s->nparts) {
@@ -267,9 +277,14 @@ static void *reader_main(void *p)
             last = true;
         }
         done = c->done;
+        orphans = c->orphans;
         pthread_mutex_unlock(&s->lock);
         if (last)
             LOG_INFO("snapshot of %s.%s finished: %lld documents", c->db, c->coll, (long long)done);
+        if (last && c->owned != NULL)
+            LOG_INFO("snapshot of %s.%s: %lld orphans dropped (hashed shard key outside the chunks "
+                     "%s owns)",
+                     c->db, c->coll, (long long)orphans, s->rs);
     }
     mongoc_client_pool_push(s->pool, client);
     pthread_mutex_lock(&s->lock);

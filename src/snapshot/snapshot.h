@@ -47,6 +47,9 @@ struct snapshot_coll {
     char *db;
     char *coll;
     bson_t filter;       /* find filter: the override or {} */
+    bson_t *owned;       /* NULL, or a hashkey_filter the reader applies to each document
+                          * (hashed shard keys: snapshot/hashkey.h); owned by the plan */
+    int64_t orphans;     /* documents dropped by `owned` (guarded by the snapshot's lock) */
     int64_t estimated;   /* estimatedDocumentCount, -1 if unknown */
     int64_t done;        /* documents handed over (guarded by the snapshot's lock) */
     int64_t started_ms;  /* monotonic ms when a reader started it, 0 = not yet */

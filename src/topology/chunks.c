@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "snapshot/hashkey.h"
 
 /* {"$ifNull": ["$<field>", null]}: the shard key value, null when missing. */
 static void append_key_value(bson_t *arr, const char *idx, const char *field)
@@ -115,19 +116,6 @@ void chunks_range_filter(const bson_t *pattern, const bson_t *const *mins,
     bson_append_document_end(out, &expr);
 }
 
-/* True when a shard key pattern has a hashed field. */
-static bool is_hashed(const bson_t *pattern)
-{
-    bson_iter_t it;
-    if (!bson_iter_init(&it, pattern))
-        return false;
-    while (bson_iter_next(&it)) {
-        if (BSON_ITER_HOLDS_UTF8(&it) && strcmp(bson_iter_utf8(&it, NULL), "hashed") == 0)
-            return true;
-    }
-    return false;
-}
-
 /* One find over the config database (chunks sorted by min); the caller destroys the cursor. */
 static mongoc_cursor_t *config_find(mongoc_client_t *c, const char *coll, const bson_t *filter)
 {
@@ -162,19 +150,14 @@ static bool collection_filter(mongoc_client_t *c, const bson_t *meta, const char
     mongoc_cursor_t *cur;
     const bson_t *doc;
     bson_error_t error;
-    bool ok = true;
+    bool ok = true, hashed;
 
     if (!bson_iter_init_find(&it, meta, "key") || !BSON_ITER_HOLDS_DOCUMENT(&it))
         return true;
     bson_iter_document(&it, &len, &data);
     if (!bson_init_static(&pattern, data, len))
         return true;
-    if (is_hashed(&pattern)) {
-        LOG_WARN("%s has a hashed shard key: the snapshot reads it on every shard without chunk "
-                 "filtering, so orphans left by migrations may be read twice",
-                 ns);
-        return true;
-    }
+    hashed = hashkey_pattern_hashed(&pattern);
     /* 5.0+ chunks are keyed by the collection's uuid, 4.4 by ns. */
     if (bson_iter_init_find(&it, meta, "uuid"))
         bson_append_value(&filter, "uuid", -1, bson_iter_value(&it));
@@ -223,7 +206,10 @@ static bool collection_filter(mongoc_client_t *c, const bson_t *meta, const char
             }
         }
         bson_append_document_begin(&outs[j], ns, -1, &f);
-        chunks_range_filter(&pattern, lo, hi, m, &f);
+        if (hashed) /* bounds are hash values: filtered by the reader (snapshot/hashkey.h) */
+            hashkey_filter(&pattern, lo, hi, m, &f);
+        else
+            chunks_range_filter(&pattern, lo, hi, m, &f);
         bson_append_document_end(&outs[j], &f);
         free(lo);
         free(hi);

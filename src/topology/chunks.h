@@ -23,8 +23,9 @@
  * The filter is an $expr comparing the shard key fields in BSON order
  * ($gte/$lt of aggregation compare across types, unlike query operators,
  * which bracket by type; a missing field counts as null, as the shard key
- * does). Hashed shard keys are not filtered (the hash would have to be
- * computed on the server): their collections are logged and read unfiltered.
+ * does). Hashed shard keys have chunk bounds on the key's hash, which a find
+ * cannot compute: their filter is hashkey_filter's document, which the
+ * snapshot reader applies to each document read (snapshot/hashkey.h).
  *
  * Thread: main.
  */
@@ -43,8 +44,9 @@
  * initialised by the caller) with one member per sharded collection: key
  * "<db>.<coll>", value the filter document ({"$expr": ...}) that keeps the
  * documents shards[j] owns in that one chunk map ({"$expr": {"$or": []}},
- * i.e. none, when it owns no chunk). Collections with a hashed shard key are
- * left out (read unfiltered, with a WARN). Returns false with err (retriable
+ * i.e. none, when it owns no chunk). Collections with a hashed shard key get
+ * hashkey_filter's document instead (not a query: test it with
+ * hashkey_is_filter and apply it client-side). Returns false with err (retriable
  * for network errors) when a read fails.
  */
 bool chunks_owned_filters(mongoc_client_pool_t *pool, const char *const *shards, size_t nshards,

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "common/xalloc.h"
+#include "snapshot/hashkey.h"
 
 #define MAX_KEY_FIELDS 32
 #define REFRESH_MIN_MS 100
@@ -32,7 +33,8 @@ struct ns_map {
     char *ns;
     bool sharded;
     bool listed; /* in config.collections (not dropped): fields is its shard key */
-    bool hashed;
+    bool hashed;                  /* a field is hashed: its chunk bounds are hash64 values */
+    bool fhashed[MAX_KEY_FIELDS]; /* which */
     char *fields[MAX_KEY_FIELDS];
     size_t nfields;
     struct chunk *chunks;
@@ -327,8 +329,10 @@ static bool load_map(mongoc_client_pool_t *pool, struct ns_map *m, struct mcdc_e
         if (bson_iter_init_find(&it, doc, "key") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
             bson_iter_recurse(&it, &k)) {
             while (bson_iter_next(&k) && m->nfields < MAX_KEY_FIELDS) {
-                if (BSON_ITER_HOLDS_UTF8(&k) && strcmp(bson_iter_utf8(&k, NULL), "hashed") == 0)
-                    m->hashed = true;
+                bool h =
+                    BSON_ITER_HOLDS_UTF8(&k) && strcmp(bson_iter_utf8(&k, NULL), "hashed") == 0;
+                m->hashed = m->hashed || h;
+                m->fhashed[m->nfields] = h;
                 m->fields[m->nfields++] = xstrdup(bson_iter_key(&k));
             }
         }
@@ -341,7 +345,7 @@ static bool load_map(mongoc_client_pool_t *pool, struct ns_map *m, struct mcdc_e
     }
     mongoc_cursor_destroy(cur);
     m->listed = ok && found && m->nfields > 0;
-    m->sharded = m->listed && !m->hashed;
+    m->sharded = m->listed;
     if (m->sharded) {
         BSON_APPEND_DOCUMENT_BEGIN(&opts, "sort", &sort);
         BSON_APPEND_INT32(&sort, "min", 1);
@@ -432,8 +436,9 @@ static int lookup(struct gate_task *t, const struct ns_map *m, const bson_t *key
                   uint64_t *need, struct gate_task **donor)
 {
     struct keyval vals[MAX_KEY_FIELDS];
-    bson_t nullv = BSON_INITIALIZER;
+    bson_t nullv = BSON_INITIALIZER, hashes = BSON_INITIALIZER;
     bson_iter_t null_it;
+    int result = 0;
 
     BSON_APPEND_NULL(&nullv, "v");
     bson_iter_init_find(&null_it, &nullv, "v");
@@ -443,6 +448,24 @@ static int lookup(struct gate_task *t, const struct ns_map *m, const bson_t *key
             !bson_iter_find_descendant(&top, m->fields[i], &vals[i].it))
             vals[i].it = null_it; /* a missing shard key field counts as null */
     }
+    if (m->hashed) {
+        /* Hashed fields: chunk bounds are the NumberLong hash of the value
+         * (snapshot/hashkey.h), so the key is compared by its hash. */
+        bson_iter_t h;
+        for (size_t i = 0; i < m->nfields; i++) {
+            if (m->fhashed[i]) {
+                char idx[16];
+                snprintf(idx, sizeof idx, "%zu", i);
+                BSON_APPEND_INT64(&hashes, idx, hashkey_hash64(&vals[i].it, 0));
+            }
+        }
+        for (size_t i = 0; i < m->nfields; i++) {
+            char idx[16];
+            snprintf(idx, sizeof idx, "%zu", i);
+            if (m->fhashed[i] && bson_iter_init_find(&h, &hashes, idx))
+                vals[i].it = h;
+        }
+    }
     for (size_t i = 0; i < m->nchunks; i++) {
         const struct chunk *ch = &m->chunks[i];
         long o;
@@ -450,10 +473,8 @@ static int lookup(struct gate_task *t, const struct ns_map *m, const bson_t *key
             cmp_key_bound(vals, m->nfields, ch->max) >= 0)
             continue;
         o = owner_at(ch, ts);
-        if (o < 0 || strcmp(ch->hist[o].shard, t->name) != 0) {
-            bson_destroy(&nullv);
-            return 0;
-        }
+        if (o < 0 || strcmp(ch->hist[o].shard, t->name) != 0)
+            break;
         if ((size_t)o + 1 < ch->nhist && strcmp(ch->hist[o + 1].shard, t->name) != 0) {
             struct gate_task *d = find_task(t->reg, ch->hist[o + 1].shard);
             if (d != NULL) {
@@ -461,11 +482,12 @@ static int lookup(struct gate_task *t, const struct ns_map *m, const bson_t *key
                 *donor = d;
             }
         }
-        bson_destroy(&nullv);
-        return 1;
+        result = 1;
+        break;
     }
     bson_destroy(&nullv);
-    return 0;
+    bson_destroy(&hashes);
+    return result;
 }
 
 uint64_t gate_task_check(struct gate_task *t, const char *db, const char *coll, const bson_t *key,

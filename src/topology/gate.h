@@ -19,7 +19,9 @@
  * ended (a removed shard, after delivering everything) counts as fully
  * acknowledged. Chunk maps are cached per task and re-read through the seed
  * pool when an event's document is not in a chunk the map gives this shard
- * at the event's time (the map is older than a migration).
+ * at the event's time (the map is older than a migration). Collections with
+ * a hashed shard key are gated alike, their documents looked up by the
+ * hash64 of the hashed field (snapshot/hashkey.h), as the chunk bounds are.
  *
  * Thread: gate_registry_* on the main thread (before the tasks start and
  * after they end); gate_task_* on its task's thread; watermarks are atomics.

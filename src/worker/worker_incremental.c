@@ -23,6 +23,7 @@
 #include "common/xalloc.h"
 #include "signals/notify.h"
 #include "signals/signals.h"
+#include "snapshot/hashkey.h"
 #include "snapshot/incremental.h"
 #include "snapshot/snapshot.h"
 
@@ -282,6 +283,11 @@ static enum phase blocking_snapshot(struct worker *w, const struct want *v, size
         snprintf(ns, sizeof ns, "%s.%s", v[i].db, v[i].coll);
         ph = owned_filter(w, ns, &owned);
         bson_init(&c->filter);
+        if (hashkey_is_filter(&owned)) {
+            /* hashed shard key: applied by the reader to each document */
+            c->owned = bson_copy(&owned);
+            bson_reinit(&owned);
+        }
         if (v[i].cond != NULL && !bson_empty(v[i].cond) && !bson_empty(&owned)) {
             bson_append_array_begin(&c->filter, "$and", 4, &arr);
             BSON_APPEND_DOCUMENT(&arr, "0", v[i].cond);

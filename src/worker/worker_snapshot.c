@@ -25,6 +25,7 @@
 #include "capture/oplog.h"
 #include "common/log.h"
 #include "signals/notify.h"
+#include "snapshot/hashkey.h"
 #include "snapshot/snapshot.h"
 
 #define TAKE_TIMEOUT_MS 100
@@ -219,6 +220,14 @@ static enum phase restrict_to_owned(struct worker *w, struct snapshot_plan *plan
         bson_iter_document(&it, &len, &data);
         if (!bson_init_static(&f, data, len))
             continue;
+        if (hashkey_is_filter(&f)) {
+            /* hashed shard key: applied by the reader to each document */
+            bson_destroy(&and_filter);
+            bson_destroy(c->owned);
+            c->owned = bson_copy(&f);
+            filtered++;
+            continue;
+        }
         if (bson_empty(&c->filter)) {
             bson_destroy(&and_filter);
             bson_copy_to(&f, &and_filter);
