@@ -22,6 +22,7 @@ from bson.objectid import ObjectId
 from bson.timestamp import Timestamp
 
 import simbson as sb
+import simhash
 from simbson import SimError
 import simserver as ss
 from simcommands import Dispatcher, ListCursor, cursor_reply, ok_reply, DEFAULT_BATCH
@@ -242,7 +243,10 @@ class Router(object):
 
     @staticmethod
     def key_of(doc, pattern):
-        return {f: sb.get_field(doc, f) for f in pattern}
+        """The shard key of doc as chunk bounds compare with it: a hashed field's value is
+        its hash64 (NumberLong; a missing field hashes as null), as on a real cluster."""
+        return {f: simhash.hashed_value(sb.get_field(doc, f)) if k == "hashed" else sb.get_field(doc, f)
+                for f, k in pattern.items()}
 
     def chunk_for(self, ns, keydoc):
         for ch in self.chunks(ns):
@@ -265,7 +269,7 @@ class Router(object):
                     break
                 keydoc[f] = v
             if keydoc is not None:
-                return [self.chunk_for(ns, keydoc)["shard"]]
+                return [self.chunk_for(ns, self.key_of(keydoc, pattern))["shard"]]
         seen = []
         for ch in self.chunks(ns):
             if ch["shard"] not in seen:
@@ -280,8 +284,8 @@ class Router(object):
         for v in key.values():
             if v not in (1, 1.0, -1) and v != "hashed":
                 raise SimError(2, "BadValue", "unsupported shard key pattern %r" % (key,))
-        if any(v == "hashed" for v in key.values()):
-            raise SimError(2, "BadValue", "hashed shard keys are not supported by the simulator")
+        if sum(1 for v in key.values() if v == "hashed") > 1:
+            raise SimError(2, "BadValue", "a shard key pattern can have at most one hashed field")
         prim = self.db_primary(db, create=True)
         pc = self.shard_cl(prim)
         c = pc.ensure_coll(db, coll)
@@ -317,7 +321,9 @@ class Router(object):
         pattern = self.shard_keys.get(ns)
         if not pattern:
             raise SimError(61, "ShardNotFound", "collection %s is not sharded" % ns)
-        mid = self.key_of(middle, pattern)
+        # split's middle is in the chunk bounds' space: for a hashed field the hash value
+        # (NumberLong) itself, as real MongoDB takes it, not a document value to hash.
+        mid = {f: sb.get_field(middle, f) for f in pattern}
         ch = self.chunk_for(ns, mid)
         if sb.cmp_values(ch["min"], mid) == 0:
             return {}
