@@ -1,0 +1,155 @@
+"""Hashed shard keys in per-shard capture (connection mode replica_set,
+debezium-format.md §6.1): chunk bounds of a collection sharded on
+{_id: "hashed"} are ranges of MongoDB's hash64 of _id (NumberLong), which a
+find cannot filter by, so each shard's snapshot reads all its documents and
+drops those hashing outside the chunks it owns (orphans, unowned copies); the
+cross-shard order gate looks documents up by their hash, so a migration of a
+hashed chunk keeps each document's events in order.
+
+Runs on the simulator's sharded topology, which places documents by the same
+hash64 as real MongoDB (tests/mongosim/simhash.py, proven against MongoDB's
+hasher_test.cpp values).
+"""
+
+import json
+import re
+import time
+
+from bson.int64 import Int64
+
+from conftest import import_mongosim, wait_until
+from pipeline_support import data_records, key_id_text, log_text, read_jsonl, write_config
+
+PREFIX = "it"
+N = 200
+MID = Int64(1 << 62)  # chunks: [MinKey, 0) [0, 2^62) [2^62, MaxKey) of hash64(_id)
+
+
+def start_cluster():
+    mongosim = import_mongosim()
+    sim = mongosim.MongoSim(topology="sharded", shards=2, members=1, noop_interval=0.3)
+    sim.start()
+    return sim
+
+
+def hash64(v):
+    import simhash  # on sys.path once import_mongosim ran
+    return simhash.hash64(v)
+
+
+def populate(sim):
+    """hash.h sharded on {_id: "hashed"}: [MinKey, 0) on shard01, [0, MaxKey) split at
+    2^62, both on shard02. Returns the pymongo client (through mongos)."""
+    c = sim.client()
+    c.admin.command("enableSharding", "hash")
+    c.admin.command("shardCollection", "hash.h", key={"_id": "hashed"})
+    c.admin.command("split", "hash.h", middle={"_id": Int64(0)})
+    c.admin.command("split", "hash.h", middle={"_id": MID})
+    pos = [i for i in range(N) if hash64(i) >= 0]
+    high = [i for i in pos if hash64(i) >= MID]
+    mid = [i for i in pos if hash64(i) < MID]
+    assert high and mid
+    c.admin.command("moveChunk", "hash.h", find={"_id": mid[0]}, to="shard02")
+    c.admin.command("moveChunk", "hash.h", find={"_id": high[0]}, to="shard02")
+    c.hash.h.insert_many([{"_id": i, "v": 0} for i in range(N)])
+    return c, mid, high
+
+
+def records(path):
+    return data_records(read_jsonl(path), PREFIX)
+
+
+def wait_log_count(workdir, text, n, timeout_s, daemon):
+    def check():
+        if not daemon.running():
+            raise AssertionError("mongocdc exited: %s" % log_text(workdir)[-3000:])
+        return log_text(workdir).count(text) >= n
+    wait_until(check, timeout_s, "%d log lines %r" % (n, text))
+
+
+def test_hashed_snapshot_with_orphans_reads_every_document_once(tmp_workdir, start_mongocdc):
+    """The chunk [0, 2^62) moves back to shard01 with range deletion deferred:
+    shard02 keeps its documents as orphans, and holds an unowned copy of a
+    document shard01 owns. Each shard's task reads its primary directly and
+    drops what hashes outside its chunks: every document exactly once, in its
+    owner's version, and the count of dropped orphans logged per collection."""
+    import pymongo
+    sim = start_cluster()
+    try:
+        c, mid, high = populate(sim)
+        sim.control("orphans", keep=True)
+        c.admin.command("moveChunk", "hash.h", find={"_id": mid[0]}, to="shard01")
+        owned_by_1 = [i for i in range(N) if hash64(i) < MID]
+        direct = pymongo.MongoClient(sim.shard_uris["shard02"], serverSelectionTimeoutMS=10000)
+        stale = next(i for i in owned_by_1 if hash64(i) < 0)
+        direct.hash.h.insert_one({"_id": stale, "v": "stale copy"})
+        on2 = direct.hash.h.count_documents({})
+        direct.close()
+        assert on2 == len(high) + len(mid) + 1
+        assert len(list(c.hash.h.find({}))) == N, "mongos must not return orphans"
+
+        cfg = write_config(tmp_workdir, sim.uri)
+        d = start_mongocdc("-c", cfg)
+        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
+        recs = [r for r in records(tmp_workdir / "events.jsonl") if r.op == "r"]
+        ids = sorted(json.loads(key_id_text(r)) for r in recs)
+        assert ids == list(range(N)), "hashed collection not read exactly once"
+        by_id = {json.loads(key_id_text(r)): r for r in recs}
+        assert "stale copy" not in by_id[stale].payload["after"]
+        assert {r.payload["source"]["rs"] for r in recs if json.loads(key_id_text(r)) in high} == {"shard02"}
+        assert {r.payload["source"]["rs"] for r in recs if json.loads(key_id_text(r)) in mid} == {"shard01"}
+        log = log_text(tmp_workdir)
+        m = re.findall(r"snapshot of hash\.h: (\d+) orphans dropped \(hashed shard key outside the "
+                       r"chunks (shard0\d) owns\)", log)
+        assert sorted(m) == sorted([("0", "shard01"), (str(len(mid) + 1), "shard02")]), m
+        assert "has a hashed shard key" not in log
+        assert d.stop(timeout_s=30) == 0
+        c.close()
+    finally:
+        sim.stop()
+
+
+def test_hashed_chunk_migration_keeps_order_per_document(tmp_workdir, kafka, start_mongocdc):
+    """The hashed chunk [MinKey, 0) moves from shard01 to shard02 while its
+    documents are written, with shard01's task slowed (every getMore delayed):
+    each document's events reach its Kafka partition in cluster-time order,
+    those written on shard01 before the move first."""
+    from pipeline_support import read_topics
+    prefix = "shhash%d" % int(time.time() * 1000)
+    sim = start_cluster()
+    try:
+        c, _, _ = populate(sim)
+        cfg = write_config(tmp_workdir, sim.uri, kafka={"bootstrap.servers": kafka.bootstrap},
+                           **{"topic.prefix": prefix, "offsets.flush.interval.ms": 500,
+                              "capture.mode": "change_streams"})
+        d = start_mongocdc("-c", cfg)
+        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
+        sim.control("delay", shard="shard01", command="getMore", ms=1500)
+        moved = [i for i in range(N) if hash64(i) < 0][:10]  # chunk [MinKey, 0) of shard01
+        for v in range(1, 4):
+            for i in moved:
+                c.hash.h.update_one({"_id": i}, {"$set": {"v": v}})
+        c.admin.command("moveChunk", "hash.h", find={"_id": moved[0]}, to="shard02")
+        for v in range(4, 7):
+            for i in moved:
+                c.hash.h.update_one({"_id": i}, {"$set": {"v": v}})
+        topic = "%s.hash.h" % prefix
+
+        def updates():
+            recs = read_topics(kafka.bootstrap, [topic], idle_s=1.0, timeout_s=30)
+            return [r for r in recs if r.value is not None and r.op == "u"]
+        got = wait_until(lambda: (lambda u: u if len(u) >= 6 * len(moved) else None)(updates()),
+                         120, "every update in Kafka")
+        sim.control("delay", shard="shard01", command="getMore", ms=0)
+        for i in moved:
+            seq = [r.updated_fields()["v"] for r in got if json.loads(key_id_text(r)) == i]
+            assert seq == sorted(seq), "document %d out of order: %r" % (i, seq)
+            assert sorted(set(seq)) == list(range(1, 7)), "document %d: %r" % (i, seq)
+            shards = [r.payload["source"]["rs"] for r in got if json.loads(key_id_text(r)) == i]
+            assert shards[:3] == ["shard01"] * 3 and shards[-3:] == ["shard02"] * 3
+        assert "waits until that shard's events" in log_text(tmp_workdir), \
+            "the gate never held an event: the test did not exercise it"
+        assert d.stop(timeout_s=30) == 0
+        c.close()
+    finally:
+        sim.stop()
