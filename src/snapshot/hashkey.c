@@ -62,16 +62,80 @@ static void add_le64(EVP_MD_CTX *md, int64_t v)
     EVP_DigestUpdate(md, b, sizeof b);
 }
 
-/* A double as MongoDB squashes it for hashing: NaN 0, clamped, truncated. */
+/* A double as MongoDB squashes it for hashing (safeNumberLongForHash): NaN
+ * 0, truncated toward zero, clamped to the int64 range, except that exactly
+ * 2^63 gives INT64_MIN (older servers' overflowing cast, kept for hashes). */
 static int64_t double_for_hash(double d)
 {
     if (isnan(d))
         return 0;
-    if (d >= 9223372036854775808.0)
+    if (d == 9223372036854775808.0)
+        return INT64_MIN;
+    if (d > 9223372036854775808.0)
         return INT64_MAX;
     if (d < -9223372036854775808.0)
         return INT64_MIN;
     return (int64_t)d;
+}
+
+/* A decimal128 as MongoDB squashes it for hashing: NaN 0, clamped to the
+ * int64 range, else rounded to the nearest integer, ties to even
+ * (Decimal128::toLong's default). Exact: from the decimal's digits. */
+static int64_t decimal_for_hash(const bson_decimal128_t *dec)
+{
+    char s[BSON_DECIMAL128_STRING], digits[96];
+    const char *p = s;
+    size_t nd = 0, k, first = 0;
+    long exp = 0;
+    bool neg = false, dot = false, over = false, up = false;
+    uint64_t mag = 0;
+
+    bson_decimal128_to_string(dec, s);
+    if (*p == '-' || *p == '+')
+        neg = *p++ == '-';
+    if (strcmp(p, "NaN") == 0)
+        return 0;
+    if (strcmp(p, "Inf") == 0 || strcmp(p, "Infinity") == 0)
+        return neg ? INT64_MIN : INT64_MAX;
+    for (; *p != '\0' && *p != 'E' && *p != 'e'; p++) {
+        if (*p == '.') {
+            dot = true;
+        } else if (nd < sizeof digits) {
+            digits[nd++] = *p;
+            if (dot)
+                exp--;
+        }
+    }
+    if (*p == 'E' || *p == 'e')
+        exp += strtol(p + 1, NULL, 10);
+    while (first < nd && digits[first] == '0')
+        first++;
+    if (first == nd)
+        return 0;
+    /* integer digits: digits[first, k) then exp zeros when exp > 0 */
+    k = exp >= 0 ? nd : (long)nd + exp > (long)first ? (size_t)((long)nd + exp) : first;
+    if ((long)(k - first) + (exp > 0 ? exp : 0) > 19)
+        over = true;
+    for (size_t i = first; !over && i < k; i++)
+        mag = mag * 10 + (uint64_t)(digits[i] - '0');
+    for (long i = 0; !over && i < exp; i++) {
+        if (mag > UINT64_MAX / 10)
+            over = true;
+        else
+            mag *= 10;
+    }
+    if (!over && k < nd) {
+        /* the fraction digits[k, nd): round half to even */
+        bool rest = false;
+        for (size_t i = k + 1; i < nd; i++)
+            rest = rest || digits[i] != '0';
+        up = digits[k] > '5' || (digits[k] == '5' && (rest || (mag & 1) != 0));
+        if (up)
+            mag++;
+    }
+    if (over || mag > (neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX))
+        return neg ? INT64_MIN : INT64_MAX;
+    return neg ? (int64_t)(0 - mag) : (int64_t)mag;
 }
 
 static int64_t number_for_hash(const bson_iter_t *it)
@@ -81,13 +145,9 @@ static int64_t number_for_hash(const bson_iter_t *it)
     case BSON_TYPE_INT64: return bson_iter_int64(it);
     case BSON_TYPE_DOUBLE: return double_for_hash(bson_iter_double(it));
     default: {
-        /* decimal128: through its decimal string (exact for integers up to
-         * 2^53; larger or fractional decimals are rare shard keys) */
         bson_decimal128_t dec;
-        char s[BSON_DECIMAL128_STRING];
         bson_iter_decimal128(it, &dec);
-        bson_decimal128_to_string(&dec, s);
-        return double_for_hash(strtod(s, NULL));
+        return decimal_for_hash(&dec);
     }
     }
 }

@@ -8,8 +8,10 @@
  * BSONElementHasher::hash64 with seed 0: the first 8 bytes, little-endian, of
  * MD5 over the seed (int32 LE), then the element's canonical type (int32 LE)
  * and its value: numbers (int32, int64, double, decimal) as one int64 LE
- * (doubles truncated toward zero, NaN as 0, out of range clamped to the int64
- * limits) so that equal values of different numeric types hash alike;
+ * (doubles truncated toward zero, decimals rounded half to even, NaN as 0,
+ * out of range clamped to the int64 limits, a double of exactly 2^63 as
+ * INT64_MIN: BSONElement::safeNumberLongForHash) so that equal values of
+ * different numeric types hash alike;
  * documents and arrays as each element's canonical type, field name with its
  * NUL and value, then an end marker (type 0, no name); code with scope as the
  * code's C string then its scope; every other type as its raw BSON value

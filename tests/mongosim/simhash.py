@@ -6,13 +6,15 @@ values (NumberLong), so the simulator computes the same function for its chunk
 ranges to match a real cluster: the first 8 bytes (little-endian, signed) of
 MD5 over the seed (int32 LE; 0 for shard keys), the value's canonical type
 (int32 LE) and its value. Numbers (int, long, double, decimal) are hashed as
-one int64 LE (truncated toward zero, NaN as 0, clamped to the int64 range) so
+one int64 LE (doubles truncated toward zero, decimals rounded half to even, NaN as
+0, clamped to the int64 range, a double of exactly 2^63 as -2^63) so
 that equal numbers of different types hash alike; documents and arrays as each
 element (canonical type, field name with its NUL, value) then an end marker
 (type 0, no name); code with scope as the code's C string then its scope; every
 other type as its raw BSON value bytes. The expected values of MongoDB's
 src/mongo/db/hasher_test.cpp are checked in tests/mongosim/tests/test_simhash.py.
 """
+import decimal
 import hashlib
 import math
 import struct
@@ -63,7 +65,9 @@ def _squash(x):
     if isinstance(x, float):
         if math.isnan(x):
             return 0
-        if x >= 9223372036854775808.0:
+        if x == 9223372036854775808.0:
+            return I64_MIN  # safeNumberLongForHash keeps older servers' overflowing cast
+        if x > 9223372036854775808.0:
             return I64_MAX
         if x < -9223372036854775808.0:
             return I64_MIN
@@ -84,7 +88,8 @@ def _number(t, buf, i):
         return 0
     if d.is_infinite():
         return I64_MAX if d > 0 else I64_MIN
-    return _squash(int(d))
+    # Decimal128::toLong: clamped, else rounded half to even
+    return _squash(int(d.to_integral_value(rounding=decimal.ROUND_HALF_EVEN)))
 
 
 def _elements(m, buf, start, end):

@@ -90,8 +90,20 @@ static void test_numbers(void **state)
     assert_int_equal(h_int64(INT64_MAX), 921523596458303250LL);
     assert_int_equal(h_double(-DBL_MAX), 4532067210535695462LL);
     assert_int_equal(h_int64(INT64_MIN), 4532067210535695462LL);
-    /* decimal128 squashes like the other numbers */
+    /* decimal128 squashes like the other numbers, rounded half to even */
     assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"42\"}}"), -944302157085130861LL);
+    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"42.4999\"}}"), -944302157085130861LL);
+    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"41.5\"}}"), -944302157085130861LL);
+    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"42.5\"}}"), -944302157085130861LL);
+    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"4.2E+1\"}}"), -944302157085130861LL);
+    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"0.5\"}}"), 4854801880128277513LL);
+    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"NaN\"}}"), 4854801880128277513LL);
+    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"-1.2\"}}"), 1140205862565771219LL);
+    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"1E+30\"}}"), 921523596458303250LL);
+    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"-Infinity\"}}"), 4532067210535695462LL);
+    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"2147483647.0\"}}"), 1143184177162245883LL);
+    /* a double of exactly 2^63 hashes as INT64_MIN (safeNumberLongForHash) */
+    assert_int_equal(h_double(9223372036854775808.0), 4532067210535695462LL);
 }
 
 static void test_other_types(void **state)
