@@ -92,16 +92,20 @@ static void test_numbers(void **state)
     assert_int_equal(h_int64(INT64_MIN), 4532067210535695462LL);
     /* decimal128 squashes like the other numbers, rounded half to even */
     assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"42\"}}"), -944302157085130861LL);
-    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"42.4999\"}}"), -944302157085130861LL);
+    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"42.4999\"}}"),
+                     -944302157085130861LL);
     assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"41.5\"}}"), -944302157085130861LL);
     assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"42.5\"}}"), -944302157085130861LL);
-    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"4.2E+1\"}}"), -944302157085130861LL);
+    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"4.2E+1\"}}"),
+                     -944302157085130861LL);
     assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"0.5\"}}"), 4854801880128277513LL);
     assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"NaN\"}}"), 4854801880128277513LL);
     assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"-1.2\"}}"), 1140205862565771219LL);
     assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"1E+30\"}}"), 921523596458303250LL);
-    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"-Infinity\"}}"), 4532067210535695462LL);
-    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"2147483647.0\"}}"), 1143184177162245883LL);
+    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"-Infinity\"}}"),
+                     4532067210535695462LL);
+    assert_int_equal(h_json("{\"check\": {\"$numberDecimal\": \"2147483647.0\"}}"),
+                     1143184177162245883LL);
     /* a double of exactly 2^63 hashes as INT64_MIN (safeNumberLongForHash) */
     assert_int_equal(h_double(9223372036854775808.0), 4532067210535695462LL);
 }
@@ -123,13 +127,15 @@ static void test_other_types(void **state)
     assert_int_equal(h_json("{\"check\": [\"bar\", \"baz\", \"qux\"]}"), -2938911267422831539LL);
     assert_int_equal(h_json("{\"check\": []}"), 8849948234993459283LL);
     /* bytes 00 01 02 03 04 06, subtypes 0 and 0x80; 16 bytes 00..0f, subtype 4 */
-    assert_int_equal(h_json("{\"check\": {\"$binary\": {\"base64\": \"AAECAwQG\", \"subType\": \"00\"}}}"),
-                     7252465090394235301LL);
-    assert_int_equal(h_json("{\"check\": {\"$binary\": {\"base64\": \"AAECAwQG\", \"subType\": \"80\"}}}"),
-                     5736670452907618262LL);
     assert_int_equal(
-        h_json("{\"check\": {\"$binary\": {\"base64\": \"AAECAwQFBgcICQoLDA0ODw==\", \"subType\": \"04\"}}}"),
-        6084661258071355978LL);
+        h_json("{\"check\": {\"$binary\": {\"base64\": \"AAECAwQG\", \"subType\": \"00\"}}}"),
+        7252465090394235301LL);
+    assert_int_equal(
+        h_json("{\"check\": {\"$binary\": {\"base64\": \"AAECAwQG\", \"subType\": \"80\"}}}"),
+        5736670452907618262LL);
+    assert_int_equal(h_json("{\"check\": {\"$binary\": {\"base64\": \"AAECAwQFBgcICQoLDA0ODw==\", "
+                            "\"subType\": \"04\"}}}"),
+                     6084661258071355978LL);
     assert_int_equal(h_json("{\"check\": {\"$oid\": \"010203040506070809101112\"}}"),
                      -5588663249627035708LL);
     assert_int_equal(h_json("{\"check\": {\"$oid\": \"000000000000000000000000\"}}"),
@@ -145,7 +151,8 @@ static void test_other_types(void **state)
     assert_int_equal(h_json("{\"check\": {\"$timestamp\": {\"t\": 0, \"i\": 0}}}"),
                      -1178696894582842035LL);
     assert_int_equal(
-        h_json("{\"check\": {\"$regularExpression\": {\"pattern\": \"mongodb\", \"options\": \"\"}}}"),
+        h_json(
+            "{\"check\": {\"$regularExpression\": {\"pattern\": \"mongodb\", \"options\": \"\"}}}"),
         -7275792090268217043LL);
     assert_int_equal(
         h_json("{\"check\": {\"$regularExpression\": {\"pattern\": \".*\", \"options\": \"i\"}}}"),
@@ -174,7 +181,8 @@ static void test_seed_and_nesting(void **state)
     /* numbers squash inside documents and arrays too */
     assert_int_equal(h_json("{\"check\": {\"a\": 3, \"b\": [3.1, {\"c\": 3}]}}"),
                      h_json("{\"check\": {\"a\": 3.1, \"b\": [3, {\"c\": 3.0}]}}"));
-    assert_int_not_equal(h_json("{\"check\": {\"0\": 0, \"1\": 1}}"), h_json("{\"check\": [0, 1]}"));
+    assert_int_not_equal(h_json("{\"check\": {\"0\": 0, \"1\": 1}}"),
+                         h_json("{\"check\": [0, 1]}"));
 }
 
 /* A filter over {k: "hashed"} owning [MinKey, 0) and [h, MaxKey) where h is
@@ -225,13 +233,48 @@ static void test_owns(void **state)
     bson_destroy(&f);
 }
 
+/* A compound key {region: 1, uid: "hashed"}: the range field compares by
+ * value, the hashed one by hash64 (chunk [{region: "eu", uid: 0},
+ * {region: "eu", uid: MaxKey}) owns eu documents whose uid hashes >= 0). */
+static void test_owns_compound(void **state)
+{
+    bson_t pattern = BSON_INITIALIZER, f = BSON_INITIALIZER;
+    bson_t *lo = bson_new(), *hi = bson_new();
+    (void)state;
+    BSON_APPEND_INT32(&pattern, "region", 1);
+    BSON_APPEND_UTF8(&pattern, "uid", "hashed");
+    BSON_APPEND_UTF8(lo, "region", "eu");
+    BSON_APPEND_INT64(lo, "uid", 0);
+    BSON_APPEND_UTF8(hi, "region", "eu");
+    BSON_APPEND_MAXKEY(hi, "uid");
+    hashkey_filter(&pattern, (const bson_t *const *)&lo, (const bson_t *const *)&hi, 1, &f);
+    {
+        /* hash64(1) >= 0, hash64(42) < 0 */
+        bson_t *a = bson_new_from_json(
+            (const uint8_t *)"{\"_id\": 1, \"region\": \"eu\", \"uid\": 1}", -1, NULL);
+        bson_t *b = bson_new_from_json(
+            (const uint8_t *)"{\"_id\": 2, \"region\": \"eu\", \"uid\": 42}", -1, NULL);
+        bson_t *c = bson_new_from_json(
+            (const uint8_t *)"{\"_id\": 3, \"region\": \"us\", \"uid\": 1}", -1, NULL);
+        assert_true(hashkey_owns(&f, a));
+        assert_false(hashkey_owns(&f, b));
+        assert_false(hashkey_owns(&f, c));
+        bson_destroy(a);
+        bson_destroy(b);
+        bson_destroy(c);
+    }
+    bson_destroy(lo);
+    bson_destroy(hi);
+    bson_destroy(&pattern);
+    bson_destroy(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_numbers),
-        cmocka_unit_test(test_other_types),
-        cmocka_unit_test(test_seed_and_nesting),
-        cmocka_unit_test(test_owns),
+        cmocka_unit_test(test_numbers),          cmocka_unit_test(test_other_types),
+        cmocka_unit_test(test_seed_and_nesting), cmocka_unit_test(test_owns),
+        cmocka_unit_test(test_owns_compound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
