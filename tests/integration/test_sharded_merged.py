@@ -225,6 +225,42 @@ def test_switch_merged_to_per_shard_refused_unless_allowed(sim, tmp_workdir, sta
     assert len(ids(records(tmp_workdir), ("r",))) - before == N + 10, "shards snapshot afresh"
     assert {"shard01", "shard02"} <= set(partitions(tmp_workdir))
 
+    # The shards' offsets are now newer than the merged stream's: per-shard
+    # capture continues from them without the option ...
+    cfg = config(tmp_workdir, sim, db, mode="replica_set")
+    d = start_mongocdc("-c", cfg)
+    wait_log(tmp_workdir, "streaming changes from", d, n=2)
+    assert "are ignored" not in log_text(tmp_workdir)
+    assert d.stop() == 0
+    # ... and a switch to the merged stream again starts from the shards'
+    # positions, not from the stale merged offsets.
+    cfg = config(tmp_workdir, sim, db, mode="sharded")
+    d = start_mongocdc("-c", cfg)
+    wait_log(tmp_workdir, "streaming changes from", d)
+    log = log_text(tmp_workdir)
+    assert "newer than the merged stream's" in log and "switching from per-shard offsets" in log
+    assert d.stop() == 0
+
+
+def test_switch_back_after_a_switch_is_refused(sim, tmp_workdir, start_mongocdc, run_mongocdc):
+    """per-shard -> merged -> per-shard: the shards still have their offsets
+    from before the first switch, older than the merged stream's; going back
+    to them would replay everything since, so it is refused unless allowed."""
+    db = "sw3"
+    c = populate(sim, db)
+    d = start_mongocdc("-c", config(tmp_workdir, sim, db, mode="replica_set"))
+    wait_log(tmp_workdir, "streaming changes from", d, n=2)
+    assert d.stop() == 0
+    d = start_mongocdc("-c", config(tmp_workdir, sim, db, mode="sharded"))
+    wait_log(tmp_workdir, "streaming changes from", d)
+    c[db].orders.update_one({"_id": 3}, {"$set": {"v": 5}})
+    wait_until(lambda: any(r.op == "u" for r in records(tmp_workdir)), 60, "an update")
+    assert d.stop() == 0
+    r = run_mongocdc("-c", config(tmp_workdir, sim, db, mode="replica_set"), timeout_s=60)
+    err = r.stderr.decode()
+    assert r.returncode == 1, err[-2000:]
+    assert "internal.mongodb.allow.offset.invalidation" in err and "older" in err
+
 
 @pytest.mark.parametrize("mode", ["sharded", "replica_set"])
 def test_key_by_whole_document_key(sim, tmp_workdir, start_mongocdc, mode):
