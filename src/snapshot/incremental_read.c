@@ -137,6 +137,18 @@ static bool delete_open_marker(struct incr *s, mongoc_client_t *client, struct m
     return ok || mongo_fail(err, &be, "cannot delete the window marker", s->queue[0].ns);
 }
 
+/* Closes the window of a chunk that found nothing (the collection is done):
+ * as a full window closes (a close marker, or the open marker deleted), so
+ * no open marker is left behind in the signal collection (Debezium closes
+ * the window after its read loop whatever it found). The stream side
+ * ignores these markers: the state is no longer waiting for them. */
+static bool close_empty_window(struct incr *s, mongoc_client_t *client, struct mcdc_error *err)
+{
+    return s->cfg->incremental_snapshot_watermarking == MCDC_WATERMARK_INSERT_DELETE
+               ? delete_open_marker(s, client, err)
+               : insert_marker(s, client, "-close", "snapshot-window-close", err);
+}
+
 /* The server's operationTime now (the cluster time a snapshot read uses). */
 static bool cluster_time_now(mongoc_client_t *client, uint32_t *sec, uint32_t *inc,
                              struct mcdc_error *err)
@@ -295,6 +307,8 @@ enum incr_read incr_read_chunk(struct incr *s, mongoc_client_t *client, const bs
             LOG_INFO("incremental snapshot of %s: no document matches (collection empty or "
                      "condition matches nothing)",
                      s->queue[0].ns);
+            if (markers && !close_empty_window(s, client, err))
+                return INCR_READ_FAILED;
             incr_collection_finished(s);
             return INCR_READ_COLL_DONE;
         }
@@ -357,6 +371,8 @@ enum incr_read incr_read_chunk(struct incr *s, mongoc_client_t *client, const bs
         bson_destroy(&extra);
     }
     if (n == 0) {
+        if (markers && !close_empty_window(s, client, err))
+            return INCR_READ_FAILED;
         incr_collection_finished(s);
         return INCR_READ_COLL_DONE;
     }

@@ -246,6 +246,8 @@ static enum phase emit_row(struct worker *w, const bson_t *doc, const char *db, 
     }
     metrics_event_seen(w->m, METRICS_OP_R);
     metrics_event_emitted(w->m, METRICS_OP_R);
+    metrics_collection_event(w->m, db, strlen(db), coll, strlen(coll), METRICS_OP_R);
+    metrics_collection_snapshot_rows(w->m, db, coll, 1);
     return worker_emit(w, &ev, &w->stream_pos);
 }
 

@@ -239,7 +239,8 @@ def test_additional_conditions_filter_every_chunk_and_the_maximum(tmp_workdir, s
     c = sim.client()
     db, coll = "incdb", "cond"
     c[db][coll].insert_many([{"_id": i, "k": "A" if i % 3 == 0 else "B"} for i in range(60)])
-    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim))
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"metrics.enabled": True,
+                                                          "metrics.http.port": 0}))
     streaming(tmp_workdir)
     sid = signal(c, "execute-snapshot", {
         "data-collections": ["incdb.cond"],
@@ -247,6 +248,14 @@ def test_additional_conditions_filter_every_chunk_and_the_maximum(tmp_workdir, s
     wait_done(tmp_workdir, sid)
     keys = sorted(key_of(r) for r, _ in reads(tmp_workdir / "events.jsonl", db, coll))
     assert keys == [i for i in range(60) if i % 3 == 0]
+    # the rows are counted per collection like the initial snapshot's
+    from test_metrics import get, metrics_port, samples
+    s = samples(get(metrics_port(tmp_workdir, d), "/metrics")[1])
+    rows = [v for k, v in s.items()
+            if k.startswith("mongocdc_snapshot_collection_rows_total") and 'collection="incdb.cond"' in k]
+    evs = [v for k, v in s.items() if k.startswith("mongocdc_collection_events_total")
+           and 'collection="incdb.cond"' in k and 'op="r"' in k]
+    assert rows == [20] and evs == [20], (rows, evs)
     assert d.stop(timeout_s=30) == 0
 
 
@@ -257,11 +266,19 @@ def test_insert_delete_watermarking(tmp_workdir, sim, start_mongocdc):
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{
         "incremental.snapshot.watermarking.strategy": "insert_delete"}))
     streaming(tmp_workdir)
+    sdb, scoll = SIGNALS.split(".")
+    before = {d["_id"] for d in c[sdb][scoll].find({}, {"_id": 1})}  # other tests' markers
     sid = signal(c, "execute-snapshot", {"data-collections": ["incdb.insdel"]})
     wait_done(tmp_workdir, sid)
     assert len(reads(tmp_workdir / "events.jsonl", db, coll)) == 40
-    sdb, scoll = SIGNALS.split(".")
-    assert c[sdb][scoll].count_documents({"type": "snapshot-window-close"}) == 0 or True
+
+    def left():
+        return [d for d in c[sdb][scoll].find({"type": {"$in": ["snapshot-window-open",
+                                                                  "snapshot-window-close"]}})
+                if d["_id"] not in before]
+    # insert_delete: no close marker is ever written, every open marker is
+    # deleted again (the empty last chunk's too)
+    wait_until(lambda: left() == [], 15, "no marker of this snapshot left")
     sig = [r for r in read_jsonl(tmp_workdir / "events.jsonl") if r.topic.endswith(SIGNALS)]
     assert any(json.loads(r.value_raw).get("op", json.loads(r.value_raw).get("payload", {})
                                            .get("op")) == "d" for r in sig if r.value_raw)
