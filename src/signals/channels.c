@@ -186,6 +186,51 @@ static void kafka_poll(struct signal_channels *ch)
 
 /* ---- file ------------------------------------------------------------- */
 
+/* The first line of signal.file (fd, locked, size bytes) is longer than one
+ * read (FILE_MAX_BYTES): no signal is that large, so once it is complete it
+ * is cut from the file with a WARN giving its size, and the lines after it
+ * are read at the next poll. Unfinished, it stays (one WARN per size seen). */
+static void file_drop_long_line(int fd, const char *path, size_t size)
+{
+    static size_t warned_size;
+    char chunk[65536];
+    size_t off = FILE_MAX_BYTES, nl = 0;
+    bool found = false;
+
+    while (!found && off < size) {
+        ssize_t got = pread(fd, chunk, sizeof chunk, (off_t)off);
+        if (got <= 0)
+            break;
+        char *p = memchr(chunk, '\n', (size_t)got);
+        if (p != NULL) {
+            nl = off + (size_t)(p - chunk);
+            found = true;
+        }
+        off += (size_t)got;
+    }
+    if (!found) {
+        if (warned_size != size)
+            LOG_WARN("file signal channel: the first line of %s has %zu bytes and no end yet, "
+                     "over the %d MiB a signal may have; it is cut once complete",
+                     path, size, FILE_MAX_BYTES / (1024 * 1024));
+        warned_size = size;
+        return;
+    }
+    size_t rest_len = size - (nl + 1);
+    char *rest = xmalloc(rest_len + 1);
+    ssize_t rgot = rest_len ? pread(fd, rest, rest_len, (off_t)(nl + 1)) : 0;
+    if (rgot < 0 || (size_t)rgot != rest_len ||
+        ftruncate(fd, 0) != 0 || (rest_len && pwrite(fd, rest, rest_len, 0) != (ssize_t)rest_len)) {
+        LOG_WARN("file signal channel: cannot cut the over-long first line of %s: %s", path,
+                 strerror(errno));
+    } else {
+        LOG_WARN("file signal channel: line 1 of %s has %zu bytes, over the %d MiB a signal may "
+                 "have: not read as a signal, cut from the file",
+                 path, nl, FILE_MAX_BYTES / (1024 * 1024));
+    }
+    free(rest);
+}
+
 /* Reads signal.file under flock: publishes its complete lines and writes
  * back what follows the last newline. */
 static void file_poll(struct signal_channels *ch)
@@ -217,8 +262,10 @@ static void file_poll(struct signal_channels *ch)
     while (end > buf && end[-1] != '\n')
         end--;
     if (end == buf) {
-        free(buf); /* a line still being written */
-        close(fd);
+        free(buf);
+        if ((size_t)got == FILE_MAX_BYTES)
+            file_drop_long_line(fd, path, (size_t)st.st_size);
+        close(fd); /* otherwise a line still being written */
         return;
     }
     size_t used = (size_t)(end - buf);

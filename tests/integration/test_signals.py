@@ -186,6 +186,14 @@ def test_file_channel_reads_lines_and_removes_them(tmp_workdir, sim, start_mongo
     assert_offset_substituted(wait_log(tmp_workdir, "file-command-marker"),
                               "file-command-marker")
     wait_until(lambda: sigfile.read_text() == "", 10, "the file emptied")
+    # a line over the 16 MiB a signal may have: cut with a WARN, the next line still read
+    with open(sigfile, "a") as f:
+        f.write('{"id": "huge", "type": "log", "data": {"message": "' + "x" * (17 << 20) + '"}}\n')
+        f.write(json.dumps({"id": "after-huge", "type": "log",
+                            "data": {"message": "after-huge-marker {}"}}) + "\n")
+    wait_log(tmp_workdir, "after-huge-marker", timeout_s=30)
+    assert any("line 1" in ln and "cut from the file" in ln
+               for ln in warn_lines(tmp_workdir, "file signal channel"))
     assert d.stop(timeout_s=30) == 0
 
 
