@@ -65,6 +65,7 @@ struct worker {
     struct worker_order_gate gate;
     bool has_gate;
     bool merged;        /* one stream through mongos (worker_start_merged) */
+    bool stored_time_checked; /* the stored position was compared with the oplog */
     bool rs_partition;  /* merged: offsets under {server_id, rs} rather than {server_id} */
     struct mcdc_position merged_start; /* merged: where to start when nothing is stored */
     bool has_merged_start;
@@ -154,6 +155,19 @@ bool worker_pause_ms(struct worker *w, int64_t ms);
  * error) when the budget ran out (worker_recover.c).
  */
 enum phase worker_await_server(struct worker *w);
+
+/*
+ * Once per task, before streaming from a stored position: refuses one
+ * whose cluster time is later than the newest oplog entry by more than
+ * WORKER_FUTURE_TOLERANCE_S (offsets of another deployment, or a deployment
+ * restored from an older backup: streaming would wait for a time the server
+ * reaches only later, then skip everything before it). PHASE_FATAL with
+ * w->err naming both times and what to do; PHASE_OK otherwise, also when
+ * the oplog cannot be read (no privilege: the check is skipped, said at
+ * DEBUG) or the task streams through mongos (no oplog). worker_recover.c.
+ */
+#define WORKER_FUTURE_TOLERANCE_S 60
+enum phase worker_check_stored_time(struct worker *w);
 
 /* After PHASE_RETRY: counts the attempt, waits the backoff delay; PHASE_OK
  * to reconnect, PHASE_FATAL after connect.max.attempts (worker_recover.c). */

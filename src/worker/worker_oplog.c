@@ -43,6 +43,8 @@ enum phase worker_stream_oplog(struct worker *w)
     int64_t last_heartbeat_ms = worker_now_ms();
 
     ph = worker_await_server(w);
+    if (ph == PHASE_OK && from_stored)
+        ph = worker_check_stored_time(w);
     if (ph != PHASE_OK)
         return ph;
     r = oplog_open(w->client, w->cfg, w->has_oplog_query ? &w->oplog_query : NULL,

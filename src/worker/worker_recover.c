@@ -164,3 +164,40 @@ enum phase worker_history_lost(struct worker *w)
                    d, w->rs);
     return PHASE_FATAL;
 }
+
+enum phase worker_check_stored_time(struct worker *w)
+{
+    struct resume_failure fail;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    uint32_t sec = 0, ord = 0, ssec = 0, sord = 0;
+
+    if (w->stored_time_checked || w->merged)
+        return PHASE_OK;
+    if (w->stream_pos.sec > 0) {
+        ssec = (uint32_t)w->stream_pos.sec;
+        sord = w->stream_pos.ord > 0 ? (uint32_t)w->stream_pos.ord : 0;
+    } else if (!w->stream_pos.has_resume_token ||
+               !resume_token_time(&w->stream_pos.resume_token, &ssec, &sord)) {
+        w->stored_time_checked = true;
+        return PHASE_OK; /* no time to compare */
+    }
+    if (!oplog_edge(w->client, true, &sec, &ord, &fail, &err)) {
+        if (err.retriable)
+            return PHASE_OK; /* checked at the next attempt */
+        LOG_DEBUG("stored position not compared with the oplog: %s", err.msg);
+        w->stored_time_checked = true;
+        return PHASE_OK;
+    }
+    w->stored_time_checked = true;
+    if ((uint64_t)ssec > (uint64_t)sec + WORKER_FUTURE_TOLERANCE_S) {
+        mcdc_error_set(&w->err, MCDC_ERR_CONFIG, 0,
+                       "the stored position of %s, Timestamp(%u, %u), is later than the newest "
+                       "entry of its oplog, Timestamp(%u, %u): the offsets are not this "
+                       "deployment's (another cluster, or one restored from an older backup). "
+                       "Point offsets.storage at this deployment's offsets, or remove this "
+                       "entry to start as with no offsets (snapshot.mode)",
+                       w->rs, ssec, sord, sec, ord);
+        return PHASE_FATAL;
+    }
+    return PHASE_OK;
+}

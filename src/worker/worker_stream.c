@@ -231,6 +231,8 @@ enum phase worker_stream(struct worker *w)
     }
 
     ph = worker_await_server(w);
+    if (ph == PHASE_OK && from_stored)
+        ph = worker_check_stored_time(w);
     if (ph == PHASE_OK)
         ph = worker_oversize_ready(w);
     if (ph != PHASE_OK)

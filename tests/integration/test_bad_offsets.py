@@ -67,3 +67,31 @@ def test_other_topic_prefix_is_warned(tmp_workdir, users_sim, start_mongocdc):
                in log_text(tmp_workdir), 60, "the WARN about the other topic.prefix")
     assert d.stop(timeout_s=30) == 0
     assert offsets_value(tmp_workdir)
+
+
+@pytest.mark.parametrize("mode", ["change_streams", "oplog"])
+def test_position_later_than_the_oplog_exits_1(tmp_workdir, users_sim, start_mongocdc,
+                                               run_mongocdc, mode):
+    """A stored position a day past the newest oplog entry (offsets of
+    another deployment, or one restored from an older backup): streaming
+    from it would wait for that time and then skip everything before it.
+    Exit 1 naming both times; nothing produced, the offsets kept."""
+    key = _stored_key(tmp_workdir, users_sim, start_mongocdc)
+    path = tmp_workdir / "offsets.json"
+    stored = json.loads(path.read_text())[key]
+    newest = users_sim.client().local["oplog.rs"].find_one(sort=[("$natural", -1)])["ts"]
+    value = json.dumps({"sec": newest.time + 86400, "ord": 1, "h": None,
+                        "initsync": False} if mode == "oplog" else
+                       {"sec": newest.time + 86400, "ord": 1})
+    assert stored, "the first run stored a position"
+    path.write_text("{%s:%s}" % (json.dumps(key), value))
+    sink = tmp_workdir / "run2.jsonl"
+    cfg = write_config(tmp_workdir, users_sim.uri, name="run2.yaml", sink_path=sink,
+                       **{"capture.mode": mode, "snapshot.mode": "initial"})
+    r = run_mongocdc("-c", cfg, timeout_s=60)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1, err[-2000:]
+    assert "later than the newest entry of its oplog" in err, err[-2000:]
+    assert "Timestamp(%d, 1)" % (newest.time + 86400) in err, err[-2000:]
+    assert not sink.exists() or not read_jsonl(sink), "records produced"
+    assert path.read_text() == "{%s:%s}" % (json.dumps(key), value), "offsets file rewritten"
