@@ -45,6 +45,11 @@ struct oplog_reader {
     bool local_error;
 };
 
+/* Copied whole into a position's offset field. */
+_Static_assert(sizeof((struct oplog_reader *)0)->stxnid ==
+                   sizeof((struct mcdc_position *)0)->stxnid,
+               "the reader's and the offset's stxnid have one size");
+
 void oplog_item_init(struct oplog_item *item)
 {
     event_init(&item->ev);
@@ -530,6 +535,8 @@ static enum capture_status next_txn_op(struct oplog_reader *r, struct oplog_item
         item->ev.oplog_tord = (int64_t)i + 1;
         item->ev.oplog_stxnid = r->has_stxnid ? r->stxnid : NULL;
         item->ev.oplog_txn_last = r->next_op == r->n_ops;
+        if (r->has_stxnid) /* the offset too (SourceInfo.lastOffset@v1.9.8) */
+            memcpy(item->pos.stxnid, r->stxnid, sizeof item->pos.stxnid);
     }
     if (r->next_op >= r->n_ops)
         r->txn_open = false;
@@ -645,16 +652,18 @@ static enum capture_status take_entry(struct oplog_reader *r, const bson_t *doc,
     if (!fill_event(r, &r->entry, item))
         return CAPTURE_ERROR;
     /* A retryable write's entry carries its session (lsid, txnNumber): 1.9
-     * gives it a stxnid too when the entry has no `h` (SourceInfo's
+     * gives it a stxnid too when the entry's `h` is absent or 0 (SourceInfo's
      * extractSessionTxnId), though it is no transaction (no tord, no
-     * BEGIN/END). */
+     * BEGIN/END); its offset carries the id as well (lastOffset). */
     r->has_stxnid = false;
-    if (item->emit && !r->has_h && view(&r->entry, "lsid", &o) &&
-        bson_iter_init_find(&it, &r->entry, "txnNumber") && BSON_ITER_HOLDS_NUMBER(&it)) {
-        r->has_stxnid = oplog_stxnid(&o, bson_iter_as_int64(&it), r->stxnid, sizeof r->stxnid);
-        item->ev.oplog_stxnid = r->has_stxnid ? r->stxnid : NULL;
-    }
     set_pos(r, item, 0);
+    if (item->emit) {
+        entry_stxnid(&r->entry, r->stxnid, sizeof r->stxnid);
+        r->has_stxnid = r->stxnid[0] != '\0';
+        item->ev.oplog_stxnid = r->has_stxnid ? r->stxnid : NULL;
+        if (r->has_stxnid)
+            memcpy(item->pos.stxnid, r->stxnid, sizeof item->pos.stxnid);
+    }
     return CAPTURE_EVENT;
 }
 

@@ -14,6 +14,7 @@ import time
 import uuid
 
 import pytest
+from bson.timestamp import Timestamp
 
 from conftest import wait_until
 from pipeline_support import Sim, data_records, log_text, offsets_value, read_jsonl, write_config
@@ -179,6 +180,13 @@ def test_oplog_events_and_v2_diffs_decode_to_v1(tmp_workdir, start_mongocdc):
         assert stored["mongocdc_capture_mode"] == "oplog" and "resume_token" not in stored
         assert "h" in stored and stored["h"] is None
         assert d.stop(timeout_s=30) == 0
+        # 1.9's offset of a retryable write carries its stxnid (SourceInfo.lastOffset);
+        # a no-op entry's position has none
+        stored = list(json.loads(offsets_value(tmp_workdir)).values())[0]
+        at = c.local["oplog.rs"].find_one({"ts": Timestamp(stored["sec"], stored["ord"])})
+        want = _java_stxnid(at) if at["op"] in ("i", "u", "d") else None
+        assert stored.get("stxnid") == want, (stored, at)
+        assert at["op"] == "n" or want is not None
         c.close()
     finally:
         sim.stop()
