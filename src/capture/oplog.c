@@ -45,6 +45,11 @@ struct oplog_reader {
     bool local_error;
 };
 
+/* Copied whole into a position's offset field. */
+_Static_assert(sizeof((struct oplog_reader *)0)->stxnid ==
+                   sizeof((struct mcdc_position *)0)->stxnid,
+               "the reader's and the offset's stxnid have one size");
+
 void oplog_item_init(struct oplog_item *item)
 {
     event_init(&item->ev);
@@ -65,20 +70,52 @@ static void ts_of(const bson_t *doc, const char *key, uint32_t *sec, uint32_t *o
         bson_iter_timestamp(&it, sec, ord);
 }
 
-bool oplog_edge(mongoc_client_t *client, bool newest, uint32_t *sec, uint32_t *ord,
-                struct resume_failure *fail, struct mcdc_error *err)
+static bool view(const bson_t *doc, const char *key, bson_t *out);
+
+/* SourceInfo.extractSessionTxnId@v1.9.8: an entry whose `h` is absent or 0
+ * (MongoDB 4.2+) and that has txnNumber gets "<lsid uuid>:<txnNumber>"
+ * (MongoUtil.getOplogSessionTransactionId); any other entry none. */
+static void entry_stxnid(const bson_t *entry, char *buf, size_t n)
+{
+    bson_iter_t it;
+    bson_t lsid;
+
+    buf[0] = '\0';
+    if (bson_iter_init_find(&it, entry, "h") && BSON_ITER_HOLDS_NUMBER(&it) &&
+        bson_iter_as_int64(&it) != 0)
+        return;
+    if (view(entry, "lsid", &lsid) && bson_iter_init_find(&it, entry, "txnNumber") &&
+        BSON_ITER_HOLDS_NUMBER(&it) && !oplog_stxnid(&lsid, bson_iter_as_int64(&it), buf, n))
+        buf[0] = '\0';
+}
+
+/* The oldest or newest entry's ts and, with stxnid set, its session id. */
+static bool edge_entry(mongoc_client_t *client, bool newest, uint32_t *sec, uint32_t *ord,
+                       char *stxnid, size_t stxnid_size, struct resume_failure *fail,
+                       struct mcdc_error *err)
 {
     mongoc_collection_t *oplog = mongoc_client_get_collection(client, "local", "oplog.rs");
     bson_t filter = BSON_INITIALIZER;
     bson_t *opts = BCON_NEW("sort", "{", "$natural", BCON_INT32(newest ? -1 : 1), "}", "limit",
                             BCON_INT64(1), "projection", "{", "ts", BCON_INT32(1), "}");
-    mongoc_cursor_t *cur = mongoc_collection_find_with_opts(oplog, &filter, opts, NULL);
+    mongoc_cursor_t *cur;
     const bson_t *doc = NULL, *reply = NULL;
     bson_error_t error;
-    bool ok = mongoc_cursor_next(cur, &doc);
+    bool ok;
 
+    if (stxnid != NULL) {
+        bson_destroy(opts);
+        opts = BCON_NEW("sort", "{", "$natural", BCON_INT32(newest ? -1 : 1), "}", "limit",
+                        BCON_INT64(1), "projection", "{", "ts", BCON_INT32(1), "h", BCON_INT32(1),
+                        "lsid", BCON_INT32(1), "txnNumber", BCON_INT32(1), "}");
+        stxnid[0] = '\0';
+    }
+    cur = mongoc_collection_find_with_opts(oplog, &filter, opts, NULL);
+    ok = mongoc_cursor_next(cur, &doc);
     if (ok) {
         ts_of(doc, "ts", sec, ord);
+        if (stxnid != NULL)
+            entry_stxnid(doc, stxnid, stxnid_size);
     } else if (mongoc_cursor_error_document(cur, &error, &reply)) {
         capture_failure_from(&error, reply, fail, err);
     } else {
@@ -95,6 +132,18 @@ bool oplog_edge(mongoc_client_t *client, bool newest, uint32_t *sec, uint32_t *o
     bson_destroy(&filter);
     mongoc_collection_destroy(oplog);
     return ok;
+}
+
+bool oplog_edge(mongoc_client_t *client, bool newest, uint32_t *sec, uint32_t *ord,
+                struct resume_failure *fail, struct mcdc_error *err)
+{
+    return edge_entry(client, newest, sec, ord, NULL, 0, fail, err);
+}
+
+bool oplog_newest(mongoc_client_t *client, uint32_t *sec, uint32_t *ord, char *stxnid,
+                  size_t stxnid_size, struct resume_failure *fail, struct mcdc_error *err)
+{
+    return edge_entry(client, true, sec, ord, stxnid, stxnid_size, fail, err);
 }
 
 /* {ts: {$gt|$gte: T}, fromMigrate: {$exists: false},
@@ -486,6 +535,8 @@ static enum capture_status next_txn_op(struct oplog_reader *r, struct oplog_item
         item->ev.oplog_tord = (int64_t)i + 1;
         item->ev.oplog_stxnid = r->has_stxnid ? r->stxnid : NULL;
         item->ev.oplog_txn_last = r->next_op == r->n_ops;
+        if (r->has_stxnid) /* the offset too (SourceInfo.lastOffset@v1.9.8) */
+            memcpy(item->pos.stxnid, r->stxnid, sizeof item->pos.stxnid);
     }
     if (r->next_op >= r->n_ops)
         r->txn_open = false;
@@ -601,16 +652,18 @@ static enum capture_status take_entry(struct oplog_reader *r, const bson_t *doc,
     if (!fill_event(r, &r->entry, item))
         return CAPTURE_ERROR;
     /* A retryable write's entry carries its session (lsid, txnNumber): 1.9
-     * gives it a stxnid too when the entry has no `h` (SourceInfo's
+     * gives it a stxnid too when the entry's `h` is absent or 0 (SourceInfo's
      * extractSessionTxnId), though it is no transaction (no tord, no
-     * BEGIN/END). */
+     * BEGIN/END); its offset carries the id as well (lastOffset). */
     r->has_stxnid = false;
-    if (item->emit && !r->has_h && view(&r->entry, "lsid", &o) &&
-        bson_iter_init_find(&it, &r->entry, "txnNumber") && BSON_ITER_HOLDS_NUMBER(&it)) {
-        r->has_stxnid = oplog_stxnid(&o, bson_iter_as_int64(&it), r->stxnid, sizeof r->stxnid);
-        item->ev.oplog_stxnid = r->has_stxnid ? r->stxnid : NULL;
-    }
     set_pos(r, item, 0);
+    if (item->emit) {
+        entry_stxnid(&r->entry, r->stxnid, sizeof r->stxnid);
+        r->has_stxnid = r->stxnid[0] != '\0';
+        item->ev.oplog_stxnid = r->has_stxnid ? r->stxnid : NULL;
+        if (r->has_stxnid)
+            memcpy(item->pos.stxnid, r->stxnid, sizeof item->pos.stxnid);
+    }
     return CAPTURE_EVENT;
 }
 

@@ -116,6 +116,19 @@ bool oplog_edge(mongoc_client_t *client, bool newest, uint32_t *sec, uint32_t *o
                 struct resume_failure *fail, struct mcdc_error *err);
 
 /*
+ * As oplog_edge(newest = true), and also writes into stxnid (at most
+ * stxnid_size bytes, NUL-terminated) the newest entry's 1.9 session id:
+ * "<uuid>:<txnNumber>" (oplog_stxnid) when the entry has no `h` or h 0 and
+ * carries lsid and txnNumber (a retryable write, or a transaction's applyOps),
+ * as SourceInfo.extractSessionTxnId@v1.9.8 gives it; "" otherwise (and on
+ * failure). Debezium 1.9's snapshot position is this entry
+ * (MongoDbSnapshotChangeEventSource.determineSnapshotOffsets), so every
+ * snapshot record's source.stxnid and offset carry the id.
+ */
+bool oplog_newest(mongoc_client_t *client, uint32_t *sec, uint32_t *ord, char *stxnid,
+                  size_t stxnid_size, struct resume_failure *fail, struct mcdc_error *err);
+
+/*
  * "<uuid>:<txnNumber>", Debezium 1.9's oplog transaction id (§3.5): uuid is
  * lsid.id formatted as a UUID string; for a binary lsid.id it is Java's
  * UUID.nameUUIDFromBytes (MD5, version 3) of its bytes, as 1.9 does with

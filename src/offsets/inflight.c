@@ -86,6 +86,7 @@ static void sp_assign(struct slotpos *sp, const struct mcdc_position *src)
     dst->h = src->h;
     dst->has_h = src->has_h;
     dst->tord = src->tord;
+    memcpy(dst->stxnid, src->stxnid, strlen(src->stxnid) + 1);
     dst->txn_number = src->txn_number;
     bson_reinit(&dst->resume_token);
     if (src->has_resume_token)

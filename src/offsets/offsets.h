@@ -35,6 +35,7 @@ struct mcdc_position {
     int64_t h;          /* oplog h (1.9), valid if has_h */
     bool has_h;         /* h known; written as null otherwise (1.9 on MongoDB 4.4+) */
     int64_t tord;       /* oplog transaction order, 0 when none */
+    char stxnid[96];    /* 1.9 oplog session id "<uuid>:<txnNumber>" (oplog_stxnid), "" when none */
     char *lsid;         /* STRICT JSON of lsid, NULL when none */
     int64_t txn_number; /* valid when lsid != NULL */
     char *extra_json;   /* other keys (transaction, incremental snapshot) as a JSON object text, or
@@ -51,6 +52,7 @@ void position_copy(struct mcdc_position *dst, const struct mcdc_position *src);
 /*
  * The Kafka Connect offset value (debezium-format.md §4.2) as compact JSON,
  * malloc'd; caller frees. Keys: sec, ord, h (null unless has_h) and tord (oplog positions only),
+ * stxnid (when set, with or without initsync, as SourceInfo.lastOffset@v1.9.8 writes it),
  * initsync (only when true), resume_token (Base64 of the token's BSON bytes,
  * 2.7+ form), lsid and txnNumber (when lsid is set), the extra_json members,
  * and "mongocdc_capture_mode": "oplog" | "change_streams" (which capture mode
@@ -63,7 +65,8 @@ char *position_to_json(const struct mcdc_position *pos);
  * on success). Accepts what position_to_json writes and what Debezium writes:
  * resume_token as Base64 of BSON, or the old (<=2.6) hex `_data` string, which
  * becomes {"_data": "<hex>"} (Debezium's lastResumeTokenDoc fallback); `h`
- * null or absent (has_h false); unknown keys are kept in extra_json. Without
+ * null or absent (has_h false); stxnid a string (null: none; one longer than
+ * the field is kept in extra_json); unknown keys are kept in extra_json. Without
  * mongocdc_capture_mode the shape decides (§4.4): a resume token means change
  * streams, no token means oplog (Debezium 1.x values are sec/ord/h, h null on
  * MongoDB 4.4+). Returns false with err (domain IO, EINVAL) on invalid JSON, a key

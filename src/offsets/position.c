@@ -5,6 +5,7 @@
  * Written value, compact JSON, keys in this order:
  *   sec, ord                 clusterTime seconds/increment (-1 when only a token is known)
  *   h, tord                  oplog positions only (1.9 `h`, transaction order when > 0)
+ *   stxnid                   1.9 oplog session id, when the position's entry had one
  *   initsync: true           only while the initial snapshot runs
  *   resume_token             Base64 of the BSON bytes of the whole token document (2.7+)
  *   lsid, txnNumber          when the last event was in a transaction
@@ -106,6 +107,10 @@ char *position_to_json(const struct mcdc_position *pos)
             jbuf_i64(&b, pos->tord);
         }
     }
+    if (pos->stxnid[0] != '\0') {
+        key(&b, "stxnid");
+        jbuf_str(&b, pos->stxnid, strlen(pos->stxnid));
+    }
     if (pos->initsync) {
         key(&b, "initsync");
         jbuf_puts(&b, "true");
@@ -186,8 +191,9 @@ bool position_from_bson(const bson_t *doc, struct mcdc_position *pos, struct mcd
     position_init(&p);
     bson_t extra = BSON_INITIALIZER;
     bool h_set = false, mode_set = false, ok = false;
-    static const char *const known[] = {"sec",      "ord",          "tord", "txnNumber",     "h",
-                                        "initsync", "resume_token", "lsid", CAPTURE_MODE_KEY};
+    static const char *const known[] = {"sec",    "ord",           "tord",         "txnNumber",
+                                        "h",      "initsync",      "resume_token", "lsid",
+                                        "stxnid", CAPTURE_MODE_KEY};
     unsigned seen = 0;
     bson_iter_t it;
     if (!bson_iter_init(&it, doc)) {
@@ -270,6 +276,19 @@ bool position_from_bson(const bson_t *doc, struct mcdc_position *pos, struct mcd
             if (t == BSON_TYPE_UTF8) {
                 p.lsid = xstrdup(bson_iter_utf8(&it, NULL));
             } else if (t != BSON_TYPE_NULL) {
+                bad(err, k);
+                goto cleanup;
+            }
+        } else if (!strcmp(k, "stxnid")) {
+            /* An over-long value (no real lsid gives one) is kept verbatim in the
+             * extra keys rather than cut. */
+            uint32_t n = 0;
+            const char *s = t == BSON_TYPE_UTF8 ? bson_iter_utf8(&it, &n) : NULL;
+            if (s != NULL && n < sizeof p.stxnid)
+                memcpy(p.stxnid, s, (size_t)n + 1);
+            else if (s != NULL)
+                bson_append_iter(&extra, k, -1, &it);
+            else if (t != BSON_TYPE_NULL) {
                 bad(err, k);
                 goto cleanup;
             }

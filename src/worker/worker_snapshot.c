@@ -51,11 +51,12 @@ static void snapshot_metrics(struct worker *w, struct snapshot *snap,
     metrics_set_snapshot(w->m, (int64_t)plan->count, done, snapshot_docs_done(snap), est);
 }
 
-/* The position stamped on every `r` record's source (1.9 dialect: ts_ms and
- * ord of the newest oplog entry before the copy, §1.5). */
+/* The position stamped on every `r` record's source (1.9 dialect: ts_ms, ord
+ * and stxnid of the newest oplog entry before the copy, §1.5). */
 struct snap_source_ts {
     bool known;
     uint32_t sec, inc;
+    char stxnid[96]; /* "" when the entry has none */
 };
 
 /*
@@ -186,6 +187,7 @@ static enum phase emit_doc(struct worker *w, const struct snapshot_doc *d,
         ev.ts_sec = src->sec;
         ev.ts_inc = src->inc;
     }
+    ev.oplog_stxnid = src->stxnid[0] != '\0' ? src->stxnid : NULL;
     return worker_emit(w, &ev, pos);
 }
 
@@ -252,7 +254,22 @@ static enum phase restrict_to_owned(struct worker *w, struct snapshot_plan *plan
 /* 1.9 dialect: Debezium 1.9 takes its snapshot position from the newest
  * oplog entry and writes it into every snapshot record (§1.5). Without read
  * access to `local` the recorded change-stream start serves when it has a
- * timestamp; else the records keep ts_ms 0 / ord -1 and a warning says why. */
+ * timestamp; else the records keep ts_ms 0 / ord -1 and a warning says why.
+ *
+ * stxnid: MongoDbSnapshotChangeEventSource.determineSnapshotOffsets@v1.9.8
+ * builds the MongoDbOffsetContext from that entry, whose constructor calls
+ * SourceInfo.opLogEvent(rs, entry, entry, 0): the Position gets the entry's
+ * ts, h and extractSessionTxnId(entry) ("<lsid uuid>:<txnNumber>" when h is
+ * absent or 0 and the entry has txnNumber: a retryable write such as
+ * pymongo's default insert_many, or a transaction's applyOps). Nothing
+ * replaces that Position during the copy: getChangeRecordEmitter's
+ * ReplicaSetOffsetContext.readEvent -> SourceInfo.collectionEvent reuses the
+ * stored Position for each document, so MongoDbSourceInfoStructMaker.struct
+ * gives every snapshot record, the first and the `last` one alike, the same
+ * stxnid (lsid/txnNumber stay null: no change-stream session), and
+ * SourceInfo.lastOffset adds it to every snapshot record's offset
+ * (addSessionTxnIdToOffset, with and without initsync). Whatever the
+ * capture mode: 1.9 reads the oplog for the snapshot position in both. */
 static void snapshot_source_ts(struct worker *w, const struct mcdc_position *start,
                                struct snap_source_ts *src)
 {
@@ -260,11 +277,14 @@ static void snapshot_source_ts(struct worker *w, const struct mcdc_position *sta
     struct mcdc_error err = MCDC_ERROR_INIT;
 
     src->known = false;
+    src->stxnid[0] = '\0';
     if (w->cfg->dialect != MCDC_DIALECT_1_9)
         return;
     /* The newest entry, find sorted {$natural: -1}: Debezium 1.x's snapshot
      * position (debezium-format.md §1.5, §5.2 step 1). */
-    if (oplog_edge(w->client, true, &src->sec, &src->inc, &fail, &err) && src->sec != 0) {
+    if (oplog_newest(w->client, &src->sec, &src->inc, src->stxnid, sizeof src->stxnid, &fail,
+                     &err) &&
+        src->sec != 0) {
         src->known = true;
         return;
     }
@@ -325,7 +345,9 @@ enum phase worker_snapshot(struct worker *w)
         /* Oplog mode (1.9): the start is the newest oplog entry read before any
          * collection is copied; tailing resumes after it. */
         uint32_t sec, ord;
-        if (!oplog_edge(w->client, true, &sec, &ord, &fail, &err)) {
+        /* With the entry's stxnid: 1.9 writes it into the snapshot records'
+         * offsets (snapshot_source_ts). */
+        if (!oplog_newest(w->client, &sec, &ord, start.stxnid, sizeof start.stxnid, &fail, &err)) {
             ph = worker_phase_from_failure(w, &fail, &err);
             mcdc_error_prefix(&w->err, "cannot record the snapshot's start position");
             goto cleanup;

@@ -14,6 +14,7 @@ import time
 import uuid
 
 import pytest
+from bson.timestamp import Timestamp
 
 from conftest import wait_until
 from pipeline_support import Sim, data_records, log_text, offsets_value, read_jsonl, write_config
@@ -179,6 +180,13 @@ def test_oplog_events_and_v2_diffs_decode_to_v1(tmp_workdir, start_mongocdc):
         assert stored["mongocdc_capture_mode"] == "oplog" and "resume_token" not in stored
         assert "h" in stored and stored["h"] is None
         assert d.stop(timeout_s=30) == 0
+        # 1.9's offset of a retryable write carries its stxnid (SourceInfo.lastOffset);
+        # a no-op entry's position has none
+        stored = list(json.loads(offsets_value(tmp_workdir)).values())[0]
+        at = c.local["oplog.rs"].find_one({"ts": Timestamp(stored["sec"], stored["ord"])})
+        want = _java_stxnid(at) if at["op"] in ("i", "u", "d") else None
+        assert stored.get("stxnid") == want, (stored, at)
+        assert at["op"] == "n" or want is not None
         c.close()
     finally:
         sim.stop()
@@ -541,5 +549,50 @@ def test_oplog_filters_go_into_the_server_query(tmp_workdir, start_mongocdc, lit
         read, skipped = int(m.group(1)), int(m.group(3))
         # 40 inserts elsewhere and the skipped update were filtered by the server
         assert read <= 2 + 5 and skipped <= 5, (read, skipped)
+    finally:
+        sim.stop()
+
+
+def _java_stxnid(entry):
+    """1.9's SourceInfo.extractSessionTxnId of an oplog entry: Java
+    UUID.nameUUIDFromBytes of lsid.id's bytes (the 5.0 driver hands it over as
+    Binary) and ":<txnNumber>"; None for an entry outside a session write."""
+    if "txnNumber" not in entry or entry.get("h"):
+        return None
+    return "%s:%d" % (uuid.UUID(bytes=hashlib.md5(entry["lsid"]["id"].bytes).digest(), version=3),
+                      entry["txnNumber"])
+
+
+@pytest.mark.parametrize("capture,retryable", [("oplog", True), ("oplog", False),
+                                               ("change_streams_update_full", True)])
+def test_snapshot_records_carry_the_newest_entrys_stxnid(tmp_workdir, run_mongocdc, capture,
+                                                         retryable):
+    """1.9 snapshots at the newest oplog entry (determineSnapshotOffsets): when
+    that entry is a retryable write (pymongo's default) every `r` record, the
+    first and the `last` alike, has its stxnid; lsid/txnNumber stay null. In
+    oplog mode the snapshot's offsets, the final one included, carry it too
+    (SourceInfo.lastOffset); an entry outside a session gives null."""
+    sim = Sim(tmp_workdir, (), extra=("--server-version", "5.0"))
+    try:
+        c = sim.client(retryWrites=retryable)
+        c.itdb.snap.insert_many([{"_id": i, "v": i} for i in range(5)])
+        newest = next(c.local["oplog.rs"].find().sort("$natural", -1).limit(1))
+        want = _java_stxnid(newest)
+        assert (want is not None) == retryable, newest
+        cfg = oplog_cfg(tmp_workdir, sim.uri, **{"capture.mode": capture,
+                                                 "snapshot.mode": "initial_only"})
+        r = run_mongocdc("-c", cfg, timeout_s=60)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")[-2000:]
+        snap = [x for x in data_records(read_jsonl(tmp_workdir / "events.jsonl"), PREFIX)
+                if x.op == "r"]
+        assert [x.payload["source"]["snapshot"] for x in snap] == ["true"] * 4 + ["last"]
+        for x in snap:
+            src = x.payload["source"]
+            assert src["stxnid"] == want and src["lsid"] is None and src["txnNumber"] is None, src
+            assert src["ord"] == newest["ts"].inc and src["h"] is None, src
+        if capture == "oplog":
+            stored = stored_value(tmp_workdir)
+            assert (stored["sec"], stored["ord"]) == (newest["ts"].time, newest["ts"].inc)
+            assert stored.get("stxnid") == want and "initsync" not in stored, stored
     finally:
         sim.stop()

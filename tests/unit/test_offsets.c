@@ -344,6 +344,64 @@ static void position_oplog_mode_is_remembered(void **state)
     position_clear(&q);
 }
 
+/* A 1.9 snapshot position at a retryable write's entry: stxnid is written
+ * with and without initsync (SourceInfo.lastOffset@v1.9.8 adds it in both
+ * branches), read back into the field, and kept through the in-flight tracker,
+ * which copies positions field by field. */
+static void position_stxnid_written_read_and_tracked(void **state)
+{
+    (void)state;
+    static const char id[] = "1898e9d5-a3e1-36f8-9610-670dfd365f60:1";
+    struct mcdc_position p, q;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    make_pos(&p, 55, 20, NULL);
+    p.oplog = true;
+    snprintf(p.stxnid, sizeof p.stxnid, "%s", id);
+    p.initsync = true;
+    char *json = position_to_json(&p);
+    assert_string_equal(json, "{\"sec\":55,\"ord\":20,\"h\":null,"
+                              "\"stxnid\":\"1898e9d5-a3e1-36f8-9610-670dfd365f60:1\","
+                              "\"initsync\":true,\"mongocdc_capture_mode\":\"oplog\"}");
+    position_init(&q);
+    assert_true(position_from_json(json, &q, &err));
+    assert_string_equal(q.stxnid, id);
+    assert_null(q.extra_json);
+    assert_true(q.initsync);
+    free(json);
+    p.initsync = false;
+    json = position_to_json(&p);
+    assert_non_null(strstr(json, "\"stxnid\":\"1898e9d5-a3e1-36f8-9610-670dfd365f60:1\""));
+    free(json);
+
+    struct inflight *inf = inflight_new();
+    void *c = inflight_add(inf, &p);
+    inflight_ack(inf, c);
+    const struct mcdc_position *got = inflight_committable(inf);
+    assert_non_null(got);
+    assert_string_equal(got->stxnid, id);
+    /* the next position, from an entry without a session, has none */
+    struct mcdc_position r;
+    make_pos(&r, 56, 1, NULL);
+    r.oplog = true;
+    inflight_ack(inf, inflight_add(inf, &r));
+    got = inflight_committable(inf);
+    assert_non_null(got);
+    assert_string_equal(got->stxnid, "");
+    json = position_to_json(got);
+    assert_null(strstr(json, "stxnid"));
+    free(json);
+    inflight_destroy(inf);
+
+    /* null is no id; another type is refused */
+    assert_true(position_from_json("{\"sec\":5,\"ord\":1,\"stxnid\":null}", &q, &err));
+    assert_string_equal(q.stxnid, "");
+    assert_false(position_from_json("{\"sec\":5,\"ord\":1,\"stxnid\":7}", &q, &err));
+    assert_non_null(strstr(err.msg, "\"stxnid\""));
+    position_clear(&p);
+    position_clear(&q);
+    position_clear(&r);
+}
+
 /* Values without the mongocdc_capture_mode marker are classified by shape
  * (debezium-format.md §4.2, §4.4): a resume token means change streams, no
  * token means an oplog position. One case per shape Debezium writes. */
@@ -948,6 +1006,7 @@ int main(void)
         cmocka_unit_test(position_old_hex_token_becomes_data_document),
         cmocka_unit_test(position_initsync_lsid_and_extra_keys),
         cmocka_unit_test(position_oplog_mode_is_remembered),
+        cmocka_unit_test(position_stxnid_written_read_and_tracked),
         cmocka_unit_test(position_unmarked_values_classified_by_shape),
         cmocka_unit_test(position_bad_values_are_errors),
         cmocka_unit_test(position_without_usable_position_is_refused),

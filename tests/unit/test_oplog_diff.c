@@ -152,6 +152,19 @@ static void detached_reader_parses_entries(void **state)
     assert_int_equal(it.ev.oplog_tord, 0);
     assert_string_equal(it.ev.oplog_stxnid, "4ae71336-e44b-39bf-b9d2-752e234818a5:5");
     assert_true(it.pos.oplog && !it.pos.has_h && it.pos.sec == 100 && it.pos.ord == 2);
+    /* the offset carries it too (1.9's SourceInfo.lastOffset) */
+    assert_string_equal(it.pos.stxnid, "4ae71336-e44b-39bf-b9d2-752e234818a5:5");
+    /* h 0 (MongoDB 4.2) counts as no h: extractSessionTxnId's `opId == 0L` */
+    assert_int_equal(
+        feed(r,
+             "{\"lsid\": {\"id\": \"s\"}, \"txnNumber\": 3, \"op\": \"i\", \"ns\": \"db.c\", "
+             "\"o\": {\"_id\": 4}, \"h\": {\"$numberLong\": \"0\"}, "
+             "\"ts\": {\"$timestamp\": {\"t\": 100, \"i\": 2}}}",
+             &it),
+        CAPTURE_EVENT);
+    assert_true(it.emit && it.ev.oplog_has_h && it.ev.oplog_h == 0);
+    assert_string_equal(it.ev.oplog_stxnid, "s:3");
+    assert_string_equal(it.pos.stxnid, "s:3");
     /* an update truncating an array: the decoded patch */
     assert_int_equal(feed(r,
                           "{\"op\": \"u\", \"ns\": \"db.c\", \"o\": {\"$v\": 2, \"diff\": "
@@ -160,6 +173,7 @@ static void detached_reader_parses_entries(void **state)
                           &it),
                      CAPTURE_EVENT);
     assert_true(it.emit && it.ev.has_oplog_patch && it.ev.oplog_stxnid == NULL);
+    assert_string_equal(it.pos.stxnid, "");
     js = bson_as_relaxed_extended_json(&it.ev.oplog_patch, NULL);
     assert_string_equal(js, "{ \"$v\" : 1, \"$push\" : { \"a\" : { \"$each\" : [  ], "
                             "\"$slice\" : 1 } } }");
@@ -172,6 +186,7 @@ static void detached_reader_parses_entries(void **state)
              &it),
         CAPTURE_EVENT);
     assert_true(it.ev.oplog_has_h && it.ev.oplog_h == -7 && it.pos.has_h);
+    assert_true(it.ev.oplog_stxnid == NULL && it.pos.stxnid[0] == '\0');
     /* a transaction: operations in order with tord, the last marked */
     assert_int_equal(
         feed(r,
@@ -185,6 +200,7 @@ static void detached_reader_parses_entries(void **state)
         CAPTURE_EVENT);
     assert_true(it.emit && it.ev.oplog_tord == 1 && !it.ev.oplog_txn_last);
     assert_string_equal(it.ev.oplog_stxnid, "s:9");
+    assert_string_equal(it.pos.stxnid, "s:9");
     assert_int_equal(oplog_next(r, &it), CAPTURE_EVENT);
     assert_true(it.ev.op == MCDC_OP_DELETE && it.ev.oplog_tord == 2 && it.ev.oplog_txn_last);
     assert_int_equal(it.pos.tord, 2);
