@@ -454,13 +454,13 @@ static int lookup(struct gate_task *t, const struct ns_map *m, const bson_t *key
         bson_iter_t h;
         for (size_t i = 0; i < m->nfields; i++) {
             if (m->fhashed[i]) {
-                char idx[16];
+                char idx[24];
                 snprintf(idx, sizeof idx, "%zu", i);
                 BSON_APPEND_INT64(&hashes, idx, hashkey_hash64(&vals[i].it, 0));
             }
         }
         for (size_t i = 0; i < m->nfields; i++) {
-            char idx[16];
+            char idx[24];
             snprintf(idx, sizeof idx, "%zu", i);
             if (m->fhashed[i] && bson_iter_init_find(&h, &hashes, idx))
                 vals[i].it = h;
