@@ -151,5 +151,10 @@ sys.exit(0 if dup == 0 and len(streamed) == want else 1)
 PY
 
 say "stopping mongocdc (SIGTERM): every task writes its final offsets"
-kill -TERM "$CDC_PID"; wait "$CDC_PID" || true; CDC_PID=""
+kill -TERM "$CDC_PID"; st=0; wait "$CDC_PID" || st=$?; CDC_PID=""
 cat "$WORK/offsets.json"; echo
+if [ "$st" -ne 0 ]; then
+  echo "demo: mongocdc exited with status $st (expected 0 after SIGTERM); log: $WORK/mongocdc.log" >&2
+  exit 1
+fi
+say "exit status of mongocdc: 0"
