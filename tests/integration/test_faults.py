@@ -250,9 +250,14 @@ def test_sigterm_shutdown_is_bounded_and_writes_offsets(tmp_workdir, shared_dir,
     sim = Sim(tmp_workdir, loads)
     try:
         await_ms, flush_ms = 1000, 2000
+        extra = {}
+        if phase == "snapshot":
+            # slow enough that SIGTERM always lands mid-snapshot
+            sim.control("delay", command="getMore", ms=200)
+            extra = {"snapshot.fetch.size": 50}
         cfg = write_config(tmp_workdir, sim.uri, **{"cursor.max.await.time.ms": await_ms,
                                                     "offsets.flush.timeout.ms": flush_ms,
-                                                    "offsets.flush.interval.ms": 60000})
+                                                    "offsets.flush.interval.ms": 60000}, **extra)
         d = start_mongocdc("-c", cfg)
         if phase == "snapshot":
             wait_until(lambda: "initial snapshot starting" in log_text(tmp_workdir), 30, "snapshot")
