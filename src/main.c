@@ -26,24 +26,14 @@
 #include "common/log.h"
 #include "config/config.h"
 #include "version.h"
-#ifdef MCDC_HAVE_ENCODE
 #include "encode/encode.h"
-#endif
-#ifdef MCDC_HAVE_TOPOLOGY
-#include "topology/topology.h"
 #include "metrics/metrics.h"
 #include "metrics/metrics_http.h"
-#endif
-#ifdef MCDC_HAVE_PREFLIGHT
 #include "preflight/preflight.h"
-#endif
-#ifdef MCDC_HAVE_SIGNALS
 #include "signals/notify.h"
 #include "signals/signals.h"
-#ifdef MCDC_HAVE_TOPOLOGY
+#include "topology/topology.h"
 #include "worker/worker.h"
-#endif
-#endif
 
 #define URI_SHOWN_MAX 1024
 #define UNSUPPORTED_MAX 64
@@ -121,22 +111,11 @@ static int parse_args(int argc, char **argv, struct cli *cli)
     return -1;
 }
 
-#ifdef MCDC_HAVE_ENCODE
 static int run_encode(int argc, char **argv)
 {
     return encode_cli_main(argc, argv);
 }
-#else
-static int run_encode(int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "mongocdc: encode: this build has no encoder (module encode missing)\n");
-    return MCDC_EXIT_FAILURE;
-}
-#endif
 
-#ifdef MCDC_HAVE_SIGNALS
 static int run_signal(int argc, char **argv)
 {
     setenv("MONGOC_DISABLE_SHM", "1", 0); /* as for the daemon, see main() */
@@ -146,15 +125,6 @@ static int run_signal(int argc, char **argv)
     mongoc_cleanup();
     return rc;
 }
-#else
-static int run_signal(int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "mongocdc: signal: this build has no signals module\n");
-    return MCDC_EXIT_FAILURE;
-}
-#endif
 
 /* mongoc_log_func_t: libmongoc's levels onto ours; TRACE is DEBUG. data is
  * the configuration: a driver message may quote the connection string or
@@ -180,7 +150,6 @@ static void mongoc_log_bridge(mongoc_log_level_t level, const char *domain, cons
     free(shown);
 }
 
-#ifdef MCDC_HAVE_TOPOLOGY
 struct daemon {
     struct topology *topo;
     int stops;
@@ -211,6 +180,47 @@ static void on_hup_signal(struct ev_loop *loop, ev_signal *w, int revents)
         LOG_INFO("SIGHUP: log file reopened");
     else
         LOG_ERROR("SIGHUP: cannot reopen the log file: %s", err.msg);
+}
+
+/* The daemon's signal bus, notifier and signal channels: every task
+ * subscribes to the bus, the channels publish on it; all three outlive the
+ * tasks. */
+struct daemon_signals {
+    struct signal_bus *bus;
+    struct notifier *notifier;
+    struct signal_channels *channels;
+};
+
+static void daemon_signals_stop(struct daemon_signals *sg)
+{
+    signal_channels_stop(sg->channels);
+    worker_signals_attach(NULL, NULL);
+    notify_set_daemon(NULL);
+    notify_destroy(sg->notifier);
+    signal_bus_destroy(sg->bus);
+    memset(sg, 0, sizeof *sg);
+}
+
+/* false with err when the notifier or a channel cannot start (nothing is
+ * left running then). */
+static bool daemon_signals_start(const struct mcdc_config *cfg, struct daemon_signals *sg,
+                                 struct mcdc_error *err)
+{
+    memset(sg, 0, sizeof *sg);
+    sg->bus = signal_bus_new();
+    sg->notifier = notify_new(cfg, err);
+    if (sg->notifier == NULL && err->domain != MCDC_ERR_NONE) {
+        daemon_signals_stop(sg);
+        return false;
+    }
+    worker_signals_attach(sg->bus, sg->notifier);
+    notify_set_daemon(sg->notifier);
+    sg->channels = signal_channels_start(cfg, sg->bus, err);
+    if (sg->channels == NULL && err->domain != MCDC_ERR_NONE) {
+        daemon_signals_stop(sg);
+        return false;
+    }
+    return true;
 }
 
 /* Watchers start before topology_start so a signal during discovery is kept
@@ -248,64 +258,27 @@ static int run_capture(const struct mcdc_config *cfg)
         LOG_INFO("metrics: listening on %s port %d (/metrics, /health, /ready)",
                  cfg->metrics_bind_address, port);
     }
-#ifdef MCDC_HAVE_SIGNALS
-    /* One bus for the daemon: every task subscribes to it, the channels
-     * publish on it; all three outlive the tasks. */
-    struct signal_bus *bus = signal_bus_new();
-    struct notifier *notifier = notify_new(cfg, &err);
-    struct signal_channels *channels = NULL;
-    if (!notifier && err.domain != MCDC_ERR_NONE) {
+    struct daemon_signals sg;
+    if (!daemon_signals_start(cfg, &sg, &err)) {
         LOG_ERROR("cannot start: %s", err.msg);
-        signal_bus_destroy(bus);
         metrics_http_stop(mh);
         return MCDC_EXIT_FAILURE;
     }
-    worker_signals_attach(bus, notifier);
-    notify_set_daemon(notifier);
-    channels = signal_channels_start(cfg, bus, &err);
-    if (!channels && err.domain != MCDC_ERR_NONE) {
-        LOG_ERROR("cannot start: %s", err.msg);
-        notify_destroy(notifier);
-        signal_bus_destroy(bus);
-        metrics_http_stop(mh);
-        return MCDC_EXIT_FAILURE;
-    }
-#endif
     dm.topo = topology_start(cfg, loop, &err);
     if (!dm.topo) {
         LOG_ERROR("cannot start: %s", err.msg);
-#ifdef MCDC_HAVE_SIGNALS
-        signal_channels_stop(channels);
-        worker_signals_attach(NULL, NULL);
-        notify_set_daemon(NULL);
-        notify_destroy(notifier);
-        signal_bus_destroy(bus);
-#endif
+        daemon_signals_stop(&sg);
         metrics_http_stop(mh);
         return MCDC_EXIT_FAILURE;
     }
     ev_run(loop, 0);
     int rc = topology_join(dm.topo);
     topology_destroy(dm.topo);
-#ifdef MCDC_HAVE_SIGNALS
-    signal_channels_stop(channels);
-    worker_signals_attach(NULL, NULL);
-    notify_set_daemon(NULL);
-    notify_destroy(notifier);
-    signal_bus_destroy(bus);
-#endif
+    daemon_signals_stop(&sg);
     metrics_http_stop(mh);
     LOG_INFO("stopped (exit code %d)", rc);
     return rc;
 }
-#else
-static int run_capture(const struct mcdc_config *cfg)
-{
-    (void)cfg;
-    LOG_ERROR("this build has no capture engine (module topology missing): nothing to run");
-    return MCDC_EXIT_FAILURE;
-}
-#endif
 
 static void warn_unsupported(const struct mcdc_config *cfg, bool to_log)
 {
@@ -343,21 +316,12 @@ static int run_daemon(const struct mcdc_config *cfg)
     return rc;
 }
 
-#ifdef MCDC_HAVE_PREFLIGHT
 static int run_check(const struct mcdc_config *cfg)
 {
     /* libmongoc's own warnings stay out of the report. */
     mongoc_log_set_handler(NULL, NULL);
     return preflight_run(cfg, stdout);
 }
-#else
-static int run_check(const struct mcdc_config *cfg)
-{
-    (void)cfg;
-    fprintf(stderr, "mongocdc: check: this build has no preflight module\n");
-    return MCDC_EXIT_FAILURE;
-}
-#endif
 
 int main(int argc, char **argv)
 {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/uuid.h"
 #include "common/xalloc.h"
 #include "config/config.h"
 #include "signals/signals_internal.h"
@@ -269,7 +270,7 @@ int signal_cli_main(int argc, char **argv)
         return MCDC_EXIT_USAGE;
     }
     char id[37];
-    sig_uuid(id);
+    mcdc_uuid_v4(id);
     const char *tname = mcdc_signal_type_name(type);
     char *json = sig_to_json(id, tname, &data);
     const char *used = NULL;

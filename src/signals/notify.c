@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "common/uuid.h"
 #include "common/xalloc.h"
 #include "signals/signals_internal.h"
 
@@ -187,7 +188,7 @@ void notify_initial_snapshot(const char *type, const char *connector_name)
     if (!n)
         return;
     char id[37];
-    sig_uuid(id);
+    mcdc_uuid_v4(id);
     struct notify_kv kv[] = {{"connector_name", connector_name ? connector_name : ""}};
     notify_send(n, "Initial Snapshot", type, id, kv, 1);
 }

@@ -21,9 +21,6 @@ void *sig_zalloc_aligned(size_t align, size_t n);
  * and '"' '\\' escaped; UTF-8 passed through) to out. */
 void sig_json_string(bson_string_t *out, const char *s);
 
-/* A random (v4) UUID, 36 characters and NUL. */
-void sig_uuid(char out[37]);
-
 /* librdkafka's log lines into ours (component "rdkafka"). */
 void sig_rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
 

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "common/log.h"
 
@@ -50,22 +49,6 @@ void sig_json_string(bson_string_t *out, const char *s)
         }
     }
     bson_string_append_c(out, '"');
-}
-
-void sig_uuid(char out[37])
-{
-    uint8_t b[16];
-    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
-        bson_oid_t oid;
-        bson_oid_init(&oid, NULL);
-        memcpy(b, oid.bytes, 12);
-        memset(b + 12, 0, 4);
-    }
-    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
-    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-             b[14], b[15]);
 }
 
 void sig_rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)

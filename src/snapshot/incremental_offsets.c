@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "encode/ejson.h"
 
 /* Offset keys (Debezium's names, §4.2). */
 #define K_COLLS "incremental_snapshot_collections"
@@ -24,47 +25,16 @@
 
 /* ---- offsets ------------------------------------------------------------- */
 
-/* A growing string for the collections list. */
-struct strbuf {
-    char *s;
-    size_t len, cap;
-};
-
-static void sb_put(struct strbuf *b, const char *p, size_t n)
+/* A JSON string of a NUL-terminated text, escaped as everywhere else
+ * (encode/ejson.h). */
+static void put_str(struct ejson_buf *b, const char *p)
 {
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->s = xrealloc(b->s, b->cap);
-    }
-    memcpy(b->s + b->len, p, n);
-    b->len += n;
-    b->s[b->len] = '\0';
+    ejson_write_string(b, p, strlen(p));
 }
 
-static void sb_puts(struct strbuf *b, const char *p)
+static void put(struct ejson_buf *b, const char *p)
 {
-    sb_put(b, p, strlen(p));
-}
-
-/* A JSON string literal (quotes, backslashes and control characters escaped). */
-static void sb_json_str(struct strbuf *b, const char *p)
-{
-    char esc[8];
-    sb_put(b, "\"", 1);
-    for (; *p; p++) {
-        unsigned char ch = (unsigned char)*p;
-        if (ch == '"' || ch == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)ch;
-            sb_put(b, esc, 2);
-        } else if (ch < 0x20) {
-            snprintf(esc, sizeof esc, "\\u%04x", ch);
-            sb_put(b, esc, 6);
-        } else {
-            sb_put(b, p, 1);
-        }
-    }
-    sb_put(b, "\"", 1);
+    ejson_buf_append(b, p, strlen(p));
 }
 
 static char *canonical(const bson_t *doc)
@@ -95,34 +65,35 @@ const char *incr_offset_json(struct incr *s)
     /* Compact, in Debezium's key order: [{"..._id":"db.coll","..._additional_condition":null,
      * "..._correlation_id":"sig"}] */
     {
-        struct strbuf b = {0};
-        sb_puts(&b, "[");
+        struct ejson_buf b = {0};
+        put(&b, "[");
         for (size_t i = 0; i < s->count; i++) {
-            sb_puts(&b, i ? ",{" : "{");
-            sb_json_str(&b, K_COLL_ID);
-            sb_puts(&b, ":");
-            sb_json_str(&b, s->queue[i].ns);
-            sb_puts(&b, ",");
-            sb_json_str(&b, K_COLL_COND);
-            sb_puts(&b, ":");
+            put(&b, i ? ",{" : "{");
+            put_str(&b, K_COLL_ID);
+            put(&b, ":");
+            put_str(&b, s->queue[i].ns);
+            put(&b, ",");
+            put_str(&b, K_COLL_COND);
+            put(&b, ":");
             if (bson_empty(&s->queue[i].cond)) {
-                sb_puts(&b, "null");
+                put(&b, "null");
             } else {
                 char *c = canonical(&s->queue[i].cond);
-                sb_json_str(&b, c);
+                put_str(&b, c);
                 free(c);
             }
-            sb_puts(&b, ",");
-            sb_json_str(&b, K_COLL_CORR);
-            sb_puts(&b, ":");
+            put(&b, ",");
+            put_str(&b, K_COLL_CORR);
+            put(&b, ":");
             if (s->queue[i].signal_id[0])
-                sb_json_str(&b, s->queue[i].signal_id);
+                put_str(&b, s->queue[i].signal_id);
             else
-                sb_puts(&b, "null");
-            sb_puts(&b, "}");
+                put(&b, "null");
+            put(&b, "}");
         }
-        sb_puts(&b, "]");
-        colls = b.s;
+        put(&b, "]");
+        colls = ejson_buf_steal(&b, NULL);
+        ejson_buf_free(&b);
     }
     BSON_APPEND_UTF8(&o, K_COLLS, colls);
     free(colls);

@@ -15,9 +15,9 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "common/log.h"
+#include "common/uuid.h"
 #include "snapshot/hashkey.h"
 #include "snapshot/keyrange.h"
 
@@ -71,23 +71,6 @@ static bool mongo_fail(struct mcdc_error *err, const bson_error_t *be, const cha
     mcdc_error_from_bson(err, be->code, be->message, transient(be));
     mcdc_error_prefix(err, "incremental snapshot of %s: %s", ns, what);
     return false;
-}
-
-/* A random UUID (v4) as Debezium's chunk id. */
-static void new_chunk_id(char out[40])
-{
-    uint8_t b[16];
-    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
-        bson_oid_t oid;
-        bson_oid_init(&oid, NULL);
-        memcpy(b, oid.bytes, 12);
-        memset(b + 12, 0, 4);
-    }
-    b[6] = (uint8_t)((b[6] & 0x0f) | 0x40);
-    b[8] = (uint8_t)((b[8] & 0x3f) | 0x80);
-    snprintf(out, 40, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-             b[14], b[15]);
 }
 
 static mongoc_collection_t *signal_collection(mongoc_client_t *client, const char *ns)
@@ -291,7 +274,7 @@ enum incr_read incr_read_chunk(struct incr *s, mongoc_client_t *client, const bs
     if (s->state != INCR_READY || s->count == 0)
         return INCR_READ_COLL_DONE;
     incr_window_clear(s);
-    new_chunk_id(s->chunk_id);
+    mcdc_uuid_v4(s->chunk_id);
     if (s->estimated < 0)
         estimate(s, client);
     if (markers && !insert_marker(s, client, "-open", "snapshot-window-open", err))
