@@ -104,7 +104,7 @@ void signal_bus_publish(struct signal_bus *bus, const struct mcdc_signal *sig)
             continue;
         }
         mcdc_signal_copy(sig, &q->ring[(q->head + q->count) % SIGNAL_QUEUE_MAX]);
-        q->count++;
+        __atomic_store_n(&q->count, q->count + 1, __ATOMIC_RELEASE);
         if (q->wake)
             q->wake(q->wake_ctx);
     }
@@ -115,6 +115,11 @@ bool signal_queue_pop(struct signal_queue *q, struct mcdc_signal *out)
 {
     if (!q)
         return false;
+    /* Called between every two events of a task: the bus lock is taken
+     * only when the queue holds something (count is written under the lock,
+     * read here without it; a signal pushed meanwhile is seen next time). */
+    if (__atomic_load_n(&q->count, __ATOMIC_ACQUIRE) == 0)
+        return false;
     bool got = false;
     pthread_mutex_lock(&q->bus->mu);
     if (q->count > 0) {
@@ -122,7 +127,7 @@ bool signal_queue_pop(struct signal_queue *q, struct mcdc_signal *out)
         mcdc_signal_copy(&q->ring[q->head], out);
         mcdc_signal_destroy(&q->ring[q->head]);
         q->head = (q->head + 1) % SIGNAL_QUEUE_MAX;
-        q->count--;
+        __atomic_store_n(&q->count, q->count - 1, __ATOMIC_RELEASE);
         got = true;
     }
     pthread_mutex_unlock(&q->bus->mu);
