@@ -117,7 +117,9 @@ void metrics_set_oplog(struct metrics_task *t, int64_t oldest_sec, int64_t store
 void metrics_set_queue(struct metrics_task *t, int64_t records, int64_t bytes);
 
 /* Snapshot progress: collections planned, collections done, documents
- * copied, documents estimated in all (estimatedDocumentCount; -1 unknown).
+ * copied, documents expected in all (copied + still expected, see
+ * snapshot_docs_progress(); -1 unknown); the remaining gauge is their
+ * difference, never below 0.
  * Debezium: TotalTableCount, RemainingTableCount, RowsScanned. */
 void metrics_set_snapshot(struct metrics_task *t, int64_t colls_total, int64_t colls_done,
                           int64_t docs_done, int64_t docs_estimated);

@@ -508,6 +508,47 @@ int64_t snapshot_docs_done(struct snapshot *s)
     return n;
 }
 
+void snapshot_docs_progress(struct snapshot *s, int64_t *done, int64_t *remaining)
+{
+    int64_t left = 0;
+
+    pthread_mutex_lock(&s->lock);
+    *done = s->total_done;
+    for (size_t i = 0; i < s->plan->count; i++) {
+        const struct snapshot_coll *c = &s->plan->colls[i];
+        if (c->finished_ms != 0)
+            continue;
+        if (c->estimated < 0) {
+            left = -1;
+            break;
+        }
+        if (c->estimated > c->done)
+            left += c->estimated - c->done;
+    }
+    pthread_mutex_unlock(&s->lock);
+    *remaining = left;
+}
+
+bool snapshot_coll_count(mongoc_client_t *client, struct snapshot_coll *c, int64_t max_time_ms)
+{
+    mongoc_collection_t *mc;
+    bson_t opts = BSON_INITIALIZER;
+    bson_error_t error;
+    int64_t n;
+
+    if (c->owned != NULL)
+        return false; /* the server cannot apply a hashed-key filter */
+    mc = mongoc_client_get_collection(client, c->db, c->coll);
+    BSON_APPEND_INT64(&opts, "maxTimeMS", max_time_ms);
+    n = mongoc_collection_count_documents(mc, &c->filter, &opts, NULL, NULL, &error);
+    mongoc_collection_destroy(mc);
+    bson_destroy(&opts);
+    if (n < 0)
+        return false;
+    c->estimated = n;
+    return true;
+}
+
 void snapshot_destroy(struct snapshot *s)
 {
     if (s == NULL)

@@ -129,6 +129,31 @@ void snapshot_doc_free(struct snapshot_doc *d);
 /* Documents handed over so far. */
 int64_t snapshot_docs_done(struct snapshot *snap);
 
+/*
+ * Snapshot progress for the metrics, read under one lock: *done = documents
+ * handed over so far, *remaining = documents still expected: for each
+ * collection not finished yet max(estimated - done, 0), a finished one
+ * counts 0 whatever its estimate said (orphans, deletes during the copy), so
+ * the figure is never negative and is 0 once every collection is copied.
+ * *remaining is -1 when an unfinished collection has no estimate.
+ */
+void snapshot_docs_progress(struct snapshot *snap, int64_t *done, int64_t *remaining);
+
+/*
+ * Replaces c->estimated (estimatedDocumentCount: every document on this
+ * server, orphans and unowned copies included) by the number of documents
+ * matching c->filter, counted by the server (countDocuments, i.e. an
+ * aggregate $match + $group) within max_time_ms (maxTimeMS). Used for a
+ * shard's task once c->filter holds its owned chunks: the chunk ranges are
+ * on the shard key, which always has an index, so the count is an index
+ * range scan; on a collection too large for that bound (or a failed count)
+ * the estimate is kept and the progress figures correct it as collections
+ * finish (snapshot_docs_progress). Collections with a client-side owned
+ * filter (hashed shard keys) keep their estimate. Returns true when the
+ * count replaced the estimate.
+ */
+bool snapshot_coll_count(mongoc_client_t *client, struct snapshot_coll *c, int64_t max_time_ms);
+
 /* Stops the readers, joins them, frees the queue and the plan. NULL is a no-op. */
 void snapshot_destroy(struct snapshot *snap);
 

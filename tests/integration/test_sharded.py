@@ -88,6 +88,23 @@ def check_snapshot(recs):
     assert plain == sorted("p%d" % i for i in range(UNSHARDED))
     for r in snap:
         assert r.key == expected_key(json.loads(key_id_text(r)))
+    check_last_per_shard(snap)
+
+
+def check_last_per_shard(snap):
+    """Debezium 1.x snapshots each replica set with its own snapshot receiver
+    (MongoDbSnapshotChangeEventSource.createDataEvents@v1.9: one
+    getSnapshotChangeEventReceiver() and completeSnapshot() per replica set),
+    so every shard's final `r` record, and only that one, is "last"."""
+    by_rs = {}
+    for r in snap:
+        by_rs.setdefault(r.payload["source"]["rs"], []).append(r)
+    for rs, recs in by_rs.items():
+        marks = [r.snapshot for r in recs]
+        assert marks[-1] == "last", "shard %s: its last snapshot record is %r" % (rs, marks[-1])
+        assert marks.count("last") == 1, "shard %s: %d records marked last" % (
+            rs, marks.count("last"))
+        assert set(marks[:-1]) <= {"true"}, set(marks[:-1])
 
 
 @pytest.mark.parametrize("seed,mode", [("mongos", "change_streams"),
@@ -307,7 +324,8 @@ def test_snapshot_with_orphans_reads_every_document_once(tmp_workdir, start_mong
         direct.close()
         assert len(list(c.shop.orders.find({}))) == SHARDED, "mongos must not return orphans"
 
-        cfg = write_config(tmp_workdir, sim.uri)
+        cfg = write_config(tmp_workdir, sim.uri, **{"metrics.enabled": True,
+                                                    "metrics.http.port": 0})
         d = start_mongocdc("-c", cfg)
         wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
         recs = records(tmp_workdir / "events.jsonl")
@@ -315,6 +333,15 @@ def test_snapshot_with_orphans_reads_every_document_once(tmp_workdir, start_mong
         r50 = [r for r in recs if r.op == "r" and json.loads(key_id_text(r)) == 50]
         assert "stale copy" not in r50[0].payload["after"]
         assert "orphans skipped" in log_text(tmp_workdir)
+        # The remaining-documents gauge counts what each shard owns, not its
+        # orphans: 0 on both tasks once their snapshots are done (shard02's
+        # primary holds 101 documents of shop.orders and owns none).
+        from test_metrics import get, metrics_port, samples
+        s = samples(get(metrics_port(tmp_workdir, d), "/metrics")[1])
+        for shard, docs in (("shard01", SHARDED + UNSHARDED), ("shard02", 0)):
+            t = 'task="%s"' % shard
+            assert s["mongocdc_snapshot_documents_done{%s}" % t] == docs, (shard, s)
+            assert s["mongocdc_snapshot_documents_remaining{%s}" % t] == 0, (shard, s)
 
         deleted = sim.control("clean_orphans")["deleted"]
         assert deleted == 100
