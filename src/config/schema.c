@@ -96,9 +96,11 @@ const struct opt mcdc_options[] = {
       "Debezium 1.x seed list `rs/host:port,...`; builds the connection string when "
       "mongodb.connection.string is not set"),
     B("mongodb.members.auto.discover", "true", F(members_auto_discover), 0, G_CONN,
-      "Shards of a sharded cluster: true connects to each shard's replica set found from the "
-      "hosts of config.shards; false uses those addresses as given (one host: "
-      "directConnection=true), for NAT and containers"),
+      "true lets the driver discover every member from the addresses (the replica set of "
+      "the connection string, or each shard's from config.shards); false uses the addresses "
+      "as given, for NAT and containers whose member names do not resolve: one address gets "
+      "directConnection=true, among several the primary is found by asking each directly, and "
+      "again among the same ones after a stepdown"),
     S("mongodb.user", NULL, F(mongodb_user), 0, G_CONN,
       "User name, used when the connection string has none"),
     {"mongodb.password", OPT_STRING, NULL, NULL, 0, 0, NULL, F(mongodb_password), OPT_F_SECRET,

@@ -19,6 +19,7 @@
 #include "encode/encode.h"
 #include "offsets/offsets.h"
 #include "snapshot/snapshot.h"
+#include "topology/primary.h"
 #include "topology/shards.h"
 
 /* Seconds a Kafka metadata or DescribeConfigs request may take. */
@@ -481,20 +482,26 @@ static void check_shards(struct pf *p, const mongoc_uri_t *uri, const struct mcd
         const struct shard_info *s = &shards.items[i];
         char *cs = shard_connection_string(cfg->connection_string, s, cfg->shard_params,
                                            cfg->members_auto_discover, &err);
-        bson_error_t error;
-        mongoc_uri_t *su = cs != NULL ? mongoc_uri_new_with_error(cs, &error) : NULL;
+        bson_error_t error = {0};
+        struct pf_direct direct = {0};
+        bool as_given = cs != NULL && primary_as_given(cfg, s->hosts);
+        mongoc_uri_t *su = cs != NULL && !as_given ? mongoc_uri_new_with_error(cs, &error) : NULL;
         mongoc_client_t *sc = su != NULL ? mongoc_client_new_from_uri_with_error(su, &error) : NULL;
         enum seed_kind kind = SEED_STANDALONE;
         int major = 0, minor = 0;
         char rs[128] = "";
 
+        if (as_given && pf_direct_open(cfg, s->hosts, s->rs, cfg->shard_params, &direct, &err))
+            sc = direct.client;
         if (sc == NULL) {
             pf_say(p, "FAIL", "shards", "shard %s: cannot build its connection: %s", s->name,
-                   cs == NULL ? err.msg : error.message);
+                   cs == NULL || as_given ? err.msg : error.message);
         } else if (check_server(p, sc, &major, &minor, rs, sizeof rs, &kind) && kind == SEED_RS) {
             check_replica_set(p, sc, cfg, s->rs, major, false);
         }
-        if (sc != NULL)
+        if (direct.client != NULL)
+            pf_direct_close(&direct);
+        else if (sc != NULL)
             mongoc_client_destroy(sc);
         mongoc_uri_destroy(su);
         free(cs);
@@ -559,8 +566,20 @@ int preflight_run(const struct mcdc_config *cfg, FILE *out)
     enum seed_kind kind = SEED_STANDALONE;
     int major = 0, minor = 0;
     char rs[128] = "";
+    struct pf_direct direct = {0};
+    char *hosts = primary_uri_hosts(cfg->connection_string);
 
-    if (uri != NULL) {
+    if (uri != NULL && primary_as_given(cfg, hosts)) {
+        /* A replica set used as given: its primary, as the capture task finds
+         * it; a seed of mongos routers has none and is checked as usual. */
+        struct mcdc_error err = MCDC_ERROR_INIT;
+        if (pf_direct_open(cfg, hosts, mongoc_uri_get_replica_set(uri), NULL, &direct, &err))
+            c = direct.client;
+        else
+            pf_say(&p, "WARN", "mongodb", "mongodb.members.auto.discover false: %s", err.msg);
+    }
+    free(hosts);
+    if (uri != NULL && c == NULL) {
         if (!mongoc_uri_has_option(uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS))
             mongoc_uri_set_option_as_int32(uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
                                            (int32_t)cfg->server_selection_timeout_ms);
@@ -581,7 +600,9 @@ int preflight_run(const struct mcdc_config *cfg, FILE *out)
         fprintf(out, "OK: every check passed\n");
     else
         fprintf(out, "FAILED: %d check(s) failed: %s\n", p.failed, p.failures);
-    if (c != NULL)
+    if (direct.client != NULL)
+        pf_direct_close(&direct);
+    else if (c != NULL)
         mongoc_client_destroy(c);
     mongoc_uri_destroy(uri);
     return p.failed == 0 ? MCDC_EXIT_OK : MCDC_EXIT_FAILURE;

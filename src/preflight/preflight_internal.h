@@ -47,4 +47,24 @@ bool pf_unauthorized(const bson_error_t *error);
 void pf_check_access_merged(struct pf *p, mongoc_client_t *c, const struct mcdc_config *cfg,
                             const struct snapshot_plan *plan);
 
+/*
+ * mongodb.members.auto.discover false with several addresses
+ * (topology/primary.h, the rule the capture tasks use): d->client is a
+ * client on the primary found among hosts with directConnection=true,
+ * connected with the credentials and options of cfg's connection string
+ * (shard_params appended for a shard, may be NULL; rs checked against each
+ * member's setName, may be NULL). Returns false with err naming what each
+ * address answered (d left empty). Release with pf_direct_close(d).
+ */
+struct pf_direct {
+    struct primary_finder *finder;
+    mongoc_client_pool_t *pool; /* owned by finder */
+    mongoc_client_t *client;    /* popped from pool */
+};
+bool pf_direct_open(const struct mcdc_config *cfg, const char *hosts, const char *rs,
+                    const char *shard_params, struct pf_direct *d, struct mcdc_error *err);
+
+/* Pushes d's client back and frees the finder; an empty d is a no-op. */
+void pf_direct_close(struct pf_direct *d);
+
 #endif

@@ -23,6 +23,7 @@
 #include "topology/chunks.h"
 #include "topology/gate.h"
 #include "topology/merged.h"
+#include "topology/primary.h"
 #include "topology/shards.h"
 #include "worker/worker.h"
 
@@ -42,6 +43,7 @@ struct task {
     mongoc_client_pool_t *pool; /* owned; outlives the worker */
     struct worker *w;
     struct owned_source *owned; /* shards only; freed after the worker */
+    struct primary_finder *finder; /* addresses used as given; the worker's pools; or NULL */
     bool removed; /* the shard left config.shards: its task was asked to stop */
 };
 
@@ -199,9 +201,39 @@ static bool open_pool(const struct mcdc_config *cfg, const char *uri_text, struc
     return true;
 }
 
+/* primary_open_fn (task thread; reads only the immutable config). */
+static bool open_direct_pool(void *ctx, const char *uri_text, mongoc_client_pool_t **pool,
+                             struct mcdc_error *err)
+{
+    const struct topology *t = ctx;
+    struct task tmp = {0};
+    int64_t selection_ms;
+    bool ok = open_pool(t->cfg, uri_text, &tmp, &selection_ms, err);
+
+    *pool = ok ? tmp.pool : NULL;
+    if (!ok && tmp.pool != NULL)
+        mongoc_client_pool_destroy(tmp.pool);
+    mongoc_uri_destroy(tmp.uri);
+    return ok;
+}
+
+/* mongodb.members.auto.discover false with several addresses: a finder for
+ * task over them (topology/primary.h); fills prim for worker_start(). */
+static const struct worker_primary *use_finder(struct topology *t, struct task *task,
+                                               const char *hosts, const char *rs,
+                                               const char *shard_params,
+                                               struct worker_primary *prim)
+{
+    task->finder = primary_finder_new(t->cfg->connection_string, hosts, rs, shard_params,
+                                      open_direct_pool, t);
+    primary_finder_hooks(task->finder, prim);
+    return prim;
+}
+
 static void task_free(struct task *task)
 {
     worker_destroy(task->w);
+    primary_finder_destroy(task->finder);
     if (task->owned != NULL) {
         bson_destroy(task->owned->first);
         free(task->owned->shard);
@@ -339,8 +371,13 @@ static bool start_shard_task(struct topology *t, const struct shard_info *s, int
             LOG_WARN("shard %s: too many shards for the order gate; its events are not ordered "
                      "against other shards'", s->name);
         }
+        struct worker_primary prim;
+        const struct worker_primary *p =
+            primary_as_given(t->cfg, s->hosts)
+                ? use_finder(t, task, s->hosts, s->rs, t->cfg->shard_params, &prim)
+                : NULL;
         task->w = worker_start(t->cfg, task->pool, s->rs, selection_ms, start_at, owned_filters,
-                               task->owned, g, task_ended, t, err);
+                               task->owned, g, p, task_ended, t, err);
     }
     return task->w != NULL;
 }
@@ -563,6 +600,38 @@ static bool start_merged_task(struct topology *t, struct task *task, int64_t sel
     return task->w != NULL;
 }
 
+/*
+ * probe() for a seed whose addresses are used as given: the member names its
+ * hello lists may not resolve here, so each address is asked directly, the
+ * first that answers classifies the deployment.
+ */
+static bool probe_as_given(struct topology *t, const char *hosts, enum seed_kind *kind,
+                           char **rs, struct mcdc_error *err)
+{
+    const char *p = hosts;
+
+    while (*p != '\0') {
+        size_t n = strcspn(p, ",");
+        char *addr = xstrndup(p, n);
+        struct shard_info s = {.name = NULL, .rs = "", .hosts = addr};
+        char *text = shard_connection_string(t->cfg->connection_string, &s, NULL, false, err);
+        mongoc_client_pool_t *pool = NULL;
+        bool ok = text != NULL && open_direct_pool(t, text, &pool, err) &&
+                  probe(pool, kind, rs, err);
+
+        if (pool != NULL)
+            mongoc_client_pool_destroy(pool);
+        free(text);
+        free(addr);
+        if (ok)
+            return true;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return false;
+}
+
 struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *loop,
                                 struct mcdc_error *err)
 {
@@ -574,6 +643,7 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     char redacted[512];
     int64_t selection_ms;
     bool answered;
+    char *as_given = NULL; /* the seed's addresses, used as given (topology/primary.h) */
 
     /* libmongoc is initialised by main, whose log handler (which redacts
      * secrets) receives the driver's logs. */
@@ -585,7 +655,13 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     if (!open_pool(cfg, cfg->connection_string, &seed, &selection_ms, err))
         goto fail;
 
-    answered = probe(seed.pool, &kind, &rs, &perr);
+    as_given = primary_uri_hosts(cfg->connection_string);
+    if (as_given != NULL && !primary_as_given(cfg, as_given)) {
+        free(as_given);
+        as_given = NULL;
+    }
+    answered = as_given != NULL ? probe_as_given(t, as_given, &kind, &rs, &perr)
+                                : probe(seed.pool, &kind, &rs, &perr);
     if (!answered) {
         /* Unreachable now: the task retries with backoff and discovers the set itself. */
         char *why = config_redact_text(perr.msg, cfg->connection_string);
@@ -651,9 +727,19 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     }
     *task_add(t) = seed;
     memset(&seed, 0, sizeof seed);
-    t->tasks[0].w =
-        worker_start(cfg, t->tasks[0].pool, rs, selection_ms, -1, NULL, NULL, NULL, task_ended, t,
-                     err);
+    {
+        struct worker_primary prim;
+        const struct worker_primary *p =
+            as_given != NULL
+                ? use_finder(t, &t->tasks[0], as_given,
+                             rs != NULL ? rs : mongoc_uri_get_replica_set(t->tasks[0].uri), NULL,
+                             &prim)
+                : NULL;
+        t->tasks[0].w = worker_start(cfg, t->tasks[0].pool, rs, selection_ms, -1, NULL, NULL,
+                                     NULL, p, task_ended, t, err);
+    }
+    free(as_given);
+    as_given = NULL;
     free(rs);
     rs = NULL;
     if (t->tasks[0].w == NULL)
@@ -661,6 +747,7 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     return t;
 fail:
     free(rs);
+    free(as_given);
     task_free(&seed);
     topology_destroy(t);
     return NULL;

@@ -349,7 +349,9 @@ static enum phase run(struct worker *w)
     enum phase ph;
 
     while (!worker_stopping(w)) {
-        if (!w->rs_known)
+        if (w->need_primary)
+            ph = worker_primary_connect(w);
+        else if (!w->rs_known)
             ph = discover(w);
         else if (w->enc == NULL) {
             char name[16];
@@ -402,6 +404,7 @@ static enum phase run(struct worker *w)
                 return ph;
             if (w->restart_from_offsets)
                 restart_from_offsets(w);
+            w->need_primary = w->has_primary;
             continue;
         case PHASE_HISTORY_LOST:
             ph = worker_history_lost(w);
@@ -487,10 +490,12 @@ static void *worker_main(void *arg)
         snprintf(name, sizeof name, "%.15s", w->rs);
         pthread_setname_np(pthread_self(), name);
     }
-    w->client = mongoc_client_pool_pop(w->pool);
+    w->client = w->pool != NULL ? mongoc_client_pool_pop(w->pool) : NULL;
     if (!w->rs_known) {
         /* Until hello answers, messages name the set the URI asks for. */
-        const char *want = mongoc_uri_get_replica_set(mongoc_client_get_uri(w->client));
+        const char *want = w->client != NULL
+                               ? mongoc_uri_get_replica_set(mongoc_client_get_uri(w->client))
+                               : NULL;
         snprintf(w->rs, sizeof w->rs, "%s",
                  want != NULL && want[0] != '\0' ? want : "(unknown replica set)");
     }
@@ -501,7 +506,8 @@ static void *worker_main(void *arg)
                                                          : METRICS_STATE_FAILED);
     if (w->has_gate && w->gate.ended != NULL && w->exit_code == MCDC_EXIT_OK)
         w->gate.ended(w->gate.ctx);
-    mongoc_client_pool_push(w->pool, w->client);
+    if (w->client != NULL)
+        mongoc_client_pool_push(w->pool, w->client);
     w->client = NULL;
     atomic_store(&w->finished, true);
     if (w->on_exit != NULL)
@@ -556,7 +562,8 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
                             const char *expected_rs, int64_t selection_timeout_ms,
                             int64_t start_at, worker_snapshot_filters_fn snapshot_filters,
                             void *filters_ctx, const struct worker_order_gate *gate,
-                            worker_exit_cb on_exit, void *ctx, struct mcdc_error *err)
+                            const struct worker_primary *primary, worker_exit_cb on_exit,
+                            void *ctx, struct mcdc_error *err)
 {
     struct worker *w = worker_new(cfg, pool, selection_timeout_ms, on_exit, ctx);
 
@@ -566,6 +573,12 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
     if (gate != NULL) {
         w->gate = *gate;
         w->has_gate = true;
+    }
+    if (primary != NULL) {
+        w->primary = *primary;
+        w->has_primary = true;
+        w->need_primary = true;
+        w->pool = NULL;
     }
     if (expected_rs != NULL) {
         snprintf(w->rs, sizeof w->rs, "%s", expected_rs);

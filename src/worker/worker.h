@@ -67,6 +67,25 @@ struct worker_order_gate {
                       struct mcdc_error *err);
 };
 
+/*
+ * A pool that follows the primary among fixed addresses
+ * (mongodb.members.auto.discover false, topology/primary.h), instead of a
+ * pool the driver's discovery keeps on the primary. find (task thread):
+ * the pool to use, connected to the primary, and its address (both owned by
+ * ctx; the previous pool may be destroyed, so the task pushes back its
+ * client first); false with err when no address is primary (retriable: the
+ * task backs off and calls find again; *pool is still one to use) or, with
+ * *pool NULL, when no pool can be opened (fatal). lost (task thread): true
+ * when client's server is no longer primary; the streaming loops ask it
+ * between batches and reconnect through find.
+ */
+struct worker_primary {
+    void *ctx;
+    bool (*find)(void *ctx, mongoc_client_pool_t **pool, const char **address,
+                 struct mcdc_error *err);
+    bool (*lost)(void *ctx, mongoc_client_t *client);
+};
+
 /* Called on the worker's thread once, just before it ends (e.g. ev_async_send). */
 typedef void (*worker_exit_cb)(struct worker *w, void *ctx);
 
@@ -87,7 +106,9 @@ typedef void (*worker_exit_cb)(struct worker *w, void *ctx);
  * (`topologyTime` of config.shards, mongo-sim-spec.md §6.5 item 6): it holds
  * only migrated documents, which are not changes. snapshot_filters (may be
  * NULL) and filters_ctx: see worker_snapshot_filters_fn. gate (may be NULL;
- * copied) orders a document's events across shards. on_exit is called
+ * copied) orders a document's events across shards. primary (may be NULL;
+ * copied): the task gets its pool from primary->find before connecting and
+ * after every backoff, and pool is then ignored (may be NULL). on_exit is called
  * from the task's thread when it ends. Returns NULL and fills err if the thread cannot
  * start.
  */
@@ -95,7 +116,8 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
                             const char *expected_rs, int64_t selection_timeout_ms,
                             int64_t start_at, worker_snapshot_filters_fn snapshot_filters,
                             void *filters_ctx, const struct worker_order_gate *gate,
-                            worker_exit_cb on_exit, void *ctx, struct mcdc_error *err);
+                            const struct worker_primary *primary, worker_exit_cb on_exit,
+                            void *ctx, struct mcdc_error *err);
 
 /*
  * mongodb.connection.mode sharded: one change stream through mongos for the

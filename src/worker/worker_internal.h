@@ -64,6 +64,11 @@ struct worker {
     void *filters_ctx;
     struct worker_order_gate gate;
     bool has_gate;
+    struct worker_primary primary; /* addresses used as given (worker_primary.c) */
+    bool has_primary;
+    bool need_primary;             /* find the primary before the next connection */
+    char primary_addr[256];        /* the address of the last primary found */
+    int64_t primary_checked_ms;    /* when primary.lost was last asked */
     bool merged;        /* one stream through mongos (worker_start_merged) */
     bool stored_time_checked; /* the stored position was compared with the oplog */
     bool rs_partition;  /* merged: offsets under {server_id, rs} rather than {server_id} */
@@ -172,6 +177,19 @@ enum phase worker_check_stored_time(struct worker *w);
 /* After PHASE_RETRY: counts the attempt, waits the backoff delay; PHASE_OK
  * to reconnect, PHASE_FATAL after connect.max.attempts (worker_recover.c). */
 enum phase worker_backoff(struct worker *w);
+
+/*
+ * Addresses used as given (w->primary, worker_primary.c). connect: pushes
+ * back the task's client, asks primary.find for the pool on the primary and
+ * pops a client from it; PHASE_OK, PHASE_RETRY (w->err: no primary among
+ * the addresses) or PHASE_FATAL (no pool). check (streaming loops, at most
+ * every WORKER_PRIMARY_CHECK_MS): PHASE_RETRY with w->err when the server
+ * stepped down, so the task reconnects to the new primary; PHASE_OK
+ * otherwise, and always without w->primary.
+ */
+#define WORKER_PRIMARY_CHECK_MS 250
+enum phase worker_primary_connect(struct worker *w);
+enum phase worker_primary_check(struct worker *w);
 
 /* After PHASE_HISTORY_LOST: PHASE_OK with a new snapshot scheduled (WARN
  * naming the lost range), or PHASE_FATAL by snapshot.mode (worker_recover.c). */

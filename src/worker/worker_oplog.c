@@ -64,7 +64,7 @@ enum phase worker_stream_oplog(struct worker *w)
     LOG_INFO("tailing local.oplog.rs of %s after %s%s", w->rs, d,
              w->stream_pos.tord > 0 ? " (inside its transaction)" : "");
     metrics_set_state(w->m, METRICS_STATE_STREAMING);
-    while (!worker_stopping(w) && ph == PHASE_OK) {
+    while (!worker_stopping(w) && ph == PHASE_OK && (ph = worker_primary_check(w)) == PHASE_OK) {
         bool seen = false, idle = false;
         switch (oplog_next(r, &item)) {
         case CAPTURE_EVENT:

@@ -268,7 +268,7 @@ enum phase worker_stream(struct worker *w)
             position_clear(&pos);
         }
     }
-    while (!worker_stopping(w) && ph == PHASE_OK) {
+    while (!worker_stopping(w) && ph == PHASE_OK && (ph = worker_primary_check(w)) == PHASE_OK) {
         const bson_t *doc = NULL, *token;
         struct mcdc_event ev;
         bool emit = false, seen = false, idle = false;

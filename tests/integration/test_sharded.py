@@ -406,14 +406,19 @@ def test_order_per_document_across_a_migration_with_a_lagging_donor(tmp_workdir,
         sim.stop()
 
 
-def test_step_down_on_one_shard(tmp_workdir, start_mongocdc):
+@pytest.mark.parametrize("discover", [True, False])
+def test_step_down_on_one_shard(tmp_workdir, start_mongocdc, discover):
     """An election on shard02 (its primary steps down, the other member takes
     over): shard02's task follows the new primary and resumes its stream,
-    shard01's task is not disturbed, nothing is lost or duplicated."""
+    shard01's task is not disturbed, nothing is lost or duplicated. With
+    mongodb.members.auto.discover false the tasks use the two addresses of
+    each shard's config.shards host as given (topology/primary.h) and find
+    the new primary among them themselves."""
     sim = start_cluster(members=2)
     try:
         c = populate(sim)
-        cfg = write_config(tmp_workdir, sim.uri)
+        cfg = write_config(tmp_workdir, sim.uri,
+                           raw={"mongodb.members.auto.discover": discover})
         d = start_mongocdc("-c", cfg)
         wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
         for i in range(0, SHARDED, 10):
@@ -428,6 +433,9 @@ def test_step_down_on_one_shard(tmp_workdir, start_mongocdc):
         time.sleep(1)
         assert sorted(updated()) == sorted(list(range(0, SHARDED, 10)) * 2), \
             "lost or duplicated across the election"
+        if not discover:
+            assert "shard02 at " in log_text(tmp_workdir) and \
+                "is no longer primary" in log_text(tmp_workdir)
         assert d.running()
         assert d.stop(timeout_s=30) == 0
         c.close()

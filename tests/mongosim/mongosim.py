@@ -58,6 +58,11 @@ def _parse_args(argv):
     p.add_argument("--auth", action="append", default=[], metavar="USER:PASSWORD[:ROLE[@DB],...]",
                    help="require SCRAM-SHA-1/256 authentication with these users; roles as MongoDB's "
                         "built-in ones (ROLE without @DB is of admin; no roles: root)")
+    p.add_argument("--advertise-host", default=None,
+                   help="replset: the host name members report in hello (hosts, primary, me) "
+                        "instead of 127.0.0.1, e.g. one that does not resolve, as members behind "
+                        "NAT or in containers; clients reach them only by the addresses of the "
+                        "ready line")
     a = p.parse_args(argv)
     if not 1 <= a.members <= 7:
         p.error("--members must be between 1 and 7")
@@ -78,6 +83,8 @@ def build(args):
                            noop_interval=args.noop_interval, pre_images=args.pre_images, ports=ports)
     cl.users, cl.user_roles = _users(args)
     cl.max_event_bytes = args.max_event_bytes
+    for m in cl.members:
+        m.advertise_host = args.advertise_host
     sim = simwire.Sim([cl], control_port=(args.base_port + args.members) if args.base_port else 0)
     sim.start()
     for spec in args.load:

@@ -230,8 +230,8 @@ class Dispatcher(object):
         r["secondary"] = member.state == "SECONDARY"
         p = cl.primary
         if p is not None:
-            r["primary"] = p.address
-        r["me"] = member.address
+            r["primary"] = p.advertised
+        r["me"] = member.advertised
         if getattr(member, "hidden", False):
             r["passive"] = True
             r["hidden"] = True
@@ -316,7 +316,7 @@ class Dispatcher(object):
                         connections={"current": len(member.conns)},
                         repl={"setName": self.cl.set_name, "hosts": self.cl.hosts(),
                               "ismaster": member.state == "PRIMARY", "secondary": member.state == "SECONDARY",
-                              "me": member.address})
+                              "me": member.advertised})
 
     def cmd_replSetGetStatus(self, member, body, conn):
         cl = self.cl
@@ -325,7 +325,7 @@ class Dispatcher(object):
         ms = []
         for m in cl.members:
             st = m.state if m.reachable else "(not reachable/healthy)"
-            ms.append({"_id": m.idx, "name": m.address, "health": 1.0 if m.reachable else 0.0,
+            ms.append({"_id": m.idx, "name": m.advertised, "health": 1.0 if m.reachable else 0.0,
                        "state": {"PRIMARY": 1, "SECONDARY": 2}.get(m.state, 8) if m.reachable else 8,
                        "stateStr": st, "optime": opt, "optimeDate": last["wall"], "self": m is member})
         return ok_reply(set=cl.set_name, date=cl.clock.wall_dt(), myState=1 if member.state == "PRIMARY" else 2,

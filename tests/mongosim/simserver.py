@@ -235,10 +235,17 @@ class Member(object):
         self.removed = False  # dropped from the replica set config: answers as a ghost
         self.hidden = False  # hidden, priority 0: secondary, never in hosts, never elected
         self.conn_counter = 0
+        self.advertise_host = None  # --advertise-host: the name hello reports instead of host
 
     @property
     def address(self):
         return "%s:%d" % (self.host, self.port)
+
+    @property
+    def advertised(self):
+        """host:port as the replica set config names the member (hello's hosts, primary,
+        me); with --advertise-host a name that need not resolve, as behind NAT."""
+        return "%s:%d" % (self.advertise_host or self.host, self.port)
 
     def topology_version(self):
         return {"processId": self.process_id, "counter": Int64(self.counter)}
@@ -386,7 +393,7 @@ class Cluster(object):
         return None
 
     def hosts(self):
-        return [m.address for m in self.members if not m.removed and not m.hidden]
+        return [m.advertised for m in self.members if not m.removed and not m.hidden]
 
     def cluster_time(self):
         return self.clock.last

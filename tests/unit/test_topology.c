@@ -20,6 +20,7 @@
 
 #include "topology/chunks.h"
 #include "topology/gate.h"
+#include "topology/primary.h"
 #include "topology/shards.h"
 
 struct uri_case {
@@ -95,6 +96,30 @@ static void shard_uri_as_given(void **state)
     got = shard_connection_string("mongodb://m:27017/", &two, NULL, false, &err);
     assert_string_equal(got, "mongodb://a:1,b:2/?replicaSet=shard01rs");
     free(got);
+}
+
+/* The rule for addresses used as given (topology/primary.h): auto.discover
+ * false and more than one address; the host list of a mongodb:// string. */
+static void primary_rule_and_hosts(void **state)
+{
+    (void)state;
+    struct mcdc_config cfg;
+    char *hosts;
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.members_auto_discover = true;
+    assert_false(primary_as_given(&cfg, "a:1,b:2"));
+    cfg.members_auto_discover = false;
+    assert_true(primary_as_given(&cfg, "a:1,b:2"));
+    assert_false(primary_as_given(&cfg, "a:1"));
+    assert_false(primary_as_given(&cfg, NULL));
+    hosts = primary_uri_hosts("mongodb://u:p@a:1,b:2,c:3/db?replicaSet=rs0");
+    assert_string_equal(hosts, "a:1,b:2,c:3");
+    free(hosts);
+    hosts = primary_uri_hosts("mongodb://a/");
+    assert_string_equal(hosts, "a:27017");
+    free(hosts);
+    assert_null(primary_uri_hosts("mongodb+srv://cluster.example.com/"));
 }
 
 static void shard_uri_refuses_other_schemes(void **state)
@@ -181,6 +206,7 @@ int main(void)
         cmocka_unit_test(shard_uri_table),
         cmocka_unit_test(shard_uri_as_given),
         cmocka_unit_test(shard_uri_refuses_other_schemes),
+        cmocka_unit_test(primary_rule_and_hosts),
         cmocka_unit_test(compare_follows_bson_order),
         cmocka_unit_test(range_filter_shape),
     };
