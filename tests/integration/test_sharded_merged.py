@@ -3,7 +3,8 @@ one change stream through mongos for the whole cluster, the snapshot through
 mongos, the offsets partition of the dialect ({server_id} in 3.x, {server_id,
 rs: "cluster"} in 1.9), both mode switches of §4.4, and event.key.mode
 document_key (the whole documentKey as the key, snapshot and stream alike) in
-both modes, with mongodb.members.auto.discover false for the shard tasks.
+both modes, with mongodb.members.auto.discover false for the shard tasks, and a
+SIGKILL loop into Kafka with chunks moving.
 
 What a stream through mongos gives that a shard's does not: one sequence for
 the whole cluster ordered by cluster time (mongos merges the shards' streams
@@ -388,3 +389,99 @@ def test_incremental_snapshot_through_mongos(sim, tmp_workdir, start_mongocdc):
     assert set(rows) | streamed == set(range(N)), "a document neither read nor streamed"
     assert "marker windows" in log_text(tmp_workdir)
     assert d.stop() == 0
+
+
+def test_sigkill_loop_with_kafka_and_chunk_moves_loses_nothing(sim, tmp_workdir, kafka,
+                                                               start_mongocdc):
+    """Merged mode into Kafka, offsets in the file store, killed with SIGKILL
+    again and again: first inside the initial snapshot, then while documents
+    are written through mongos and chunks move between the shards. Every
+    change is in Kafka at least once (offsets only move over acknowledged
+    records), every document is in a snapshot; duplicates (the replays of
+    at-least-once delivery after each kill) are counted and reported."""
+    import random
+    import threading
+    from pipeline_support import read_topics
+    db = "mgkill"
+    prefix = "mk%d" % int(time.time() * 1000)
+    populate(sim, db)
+    rnd = random.Random(11)
+    written = []
+    stop = threading.Event()
+
+    def writer():
+        w = sim.client()
+        n = 0
+        while not stop.is_set():
+            n += 1
+            w[db].orders.update_one({"_id": rnd.randrange(N)}, {"$set": {"v": n}})
+            written.append(n)
+            if n % 40 == 0:
+                try:
+                    w.admin.command("moveChunk", "%s.orders" % db, find={"_id": rnd.randrange(N)},
+                                    to="shard01" if n % 80 == 0 else "shard02")
+                except Exception:
+                    pass  # the chunk is already there
+            time.sleep(0.01)
+        w.close()
+
+    t = threading.Thread(target=writer, daemon=True)
+    kills = 0
+    for k in range(4):
+        cfg = write_config(tmp_workdir, sim.uri, name="run%d.yaml" % k,
+                           kafka={"bootstrap.servers": kafka.bootstrap},
+                           raw={"mongodb.connection.mode": "sharded",
+                                "database.include.list": db, "topic.prefix": prefix,
+                                "offsets.flush.interval.ms": 300, "snapshot.fetch.size": 10})
+        if k == 0:
+            # A snapshot through mongos slow enough to be killed inside.
+            sim.control("delay", shard="mongos", command="getMore", ms=100)
+        d = start_mongocdc("-c", cfg)
+        if k == 0:
+            wait_log(tmp_workdir, "initial snapshot starting", d)
+            time.sleep(0.8)
+            assert "streaming changes from" not in log_text(tmp_workdir), \
+                "the snapshot ended before the kill"
+            sim.control("delay", shard="mongos", command="getMore", ms=0)
+        else:
+            if k == 1:
+                # Changes before a snapshot's start are in the snapshot, not in
+                # the stream: write once the redone snapshot is complete.
+                wait_log(tmp_workdir, "streaming changes from", d)
+                t.start()
+            time.sleep(1.5)
+        d.proc.kill()
+        d.proc.wait(timeout=10)
+        kills += 1
+    stop.set()
+    t.join(timeout=30)
+    assert written, "the writer wrote nothing"
+    cfg = write_config(tmp_workdir, sim.uri, name="final.yaml",
+                       kafka={"bootstrap.servers": kafka.bootstrap},
+                       raw={"mongodb.connection.mode": "sharded", "database.include.list": db,
+                            "topic.prefix": prefix})
+    d = start_mongocdc("-c", cfg)
+    want = set(written)
+    topic = "%s.%s.orders" % (prefix, db)
+
+    def read():
+        return [r for r in read_topics(kafka.bootstrap, [topic], idle_s=1.0, timeout_s=30)
+                if r.value is not None]
+
+    def seen(recs):
+        return [r.updated_fields()["v"] for r in recs if r.op == "u"]
+    try:
+        recs = wait_until(lambda: (lambda rs: rs if set(seen(rs)) >= want else None)(read()),
+                          60, "every change in Kafka after the kills")
+    except TimeoutError:
+        missing = sorted(want - set(seen(read())))
+        raise AssertionError("%d of %d changes lost, e.g. %r" % (len(missing), len(want),
+                                                                missing[:10]))
+    vals = seen(recs)
+    snapped = set(json.loads(key_id_text(r)) for r in recs if r.op == "r")
+    assert set(range(N)) <= snapped, "a document is in no snapshot"
+    dups = len(vals) - len(set(vals))
+    print("merged mode, Kafka, %d SIGKILLs with chunk moves: %d changes, 0 lost, %d duplicates "
+          "(%d snapshot reads for %d documents)" % (kills, len(want), dups,
+                                                    sum(1 for r in recs if r.op == "r"), N))
+    assert d.stop(timeout_s=30) == 0
