@@ -34,8 +34,8 @@ bool pf_direct_open(const struct mcdc_config *cfg, const char *hosts, const char
                     const char *shard_params, struct pf_direct *d, struct mcdc_error *err)
 {
     /* open_pool only reads the configuration. */
-    d->finder = primary_finder_new(cfg->connection_string, hosts, rs, shard_params, open_pool,
-                                   (void *)cfg);
+    d->finder =
+        primary_finder_new(cfg->connection_string, hosts, rs, shard_params, open_pool, (void *)cfg);
     d->pool = NULL;
     d->client = NULL;
     if (!primary_finder_find(d->finder, &d->pool, err)) {

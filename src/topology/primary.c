@@ -14,10 +14,10 @@
 struct primary_finder {
     char *configured;
     char *shard_params;
-    char *rs;                 /* NULL until known */
+    char *rs; /* NULL until known */
     char **addrs;
     size_t naddrs;
-    size_t current;           /* index of the address pool is on */
+    size_t current;             /* index of the address pool is on */
     mongoc_client_pool_t *pool; /* owned; NULL before the first find */
     primary_open_fn open;
     void *open_ctx;
@@ -52,9 +52,9 @@ char *primary_uri_hosts(const char *uri_text)
     return out;
 }
 
-struct primary_finder *primary_finder_new(const char *configured, const char *hosts,
-                                          const char *rs, const char *shard_params,
-                                          primary_open_fn open, void *open_ctx)
+struct primary_finder *primary_finder_new(const char *configured, const char *hosts, const char *rs,
+                                          const char *shard_params, primary_open_fn open,
+                                          void *open_ctx)
 {
     struct primary_finder *pf = xcalloc(1, sizeof *pf);
     const char *p = hosts;

@@ -58,9 +58,9 @@ char *primary_uri_hosts(const char *uri_text);
  * (copied; NULL accepts the first set seen, then sticks to it). open and
  * open_ctx (borrowed, must outlive the finder) open the pools. Never NULL.
  */
-struct primary_finder *primary_finder_new(const char *configured, const char *hosts,
-                                          const char *rs, const char *shard_params,
-                                          primary_open_fn open, void *open_ctx);
+struct primary_finder *primary_finder_new(const char *configured, const char *hosts, const char *rs,
+                                          const char *shard_params, primary_open_fn open,
+                                          void *open_ctx);
 
 /*
  * Frees the finder and the pool it owns; every client popped from that pool
