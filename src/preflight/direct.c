@@ -5,6 +5,8 @@
  */
 #include "preflight/preflight_internal.h"
 
+#include <stdlib.h>
+
 #include "common/error.h"
 #include "topology/primary.h"
 
@@ -56,4 +58,17 @@ void pf_direct_close(struct pf_direct *d)
     d->finder = NULL;
     d->pool = NULL;
     d->client = NULL;
+}
+
+mongoc_client_t *pf_direct_seed(struct pf *p, const struct mcdc_config *cfg,
+                                const mongoc_uri_t *uri, struct pf_direct *d)
+{
+    char *hosts = primary_uri_hosts(cfg->connection_string);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+
+    if (primary_as_given(cfg, hosts) &&
+        !pf_direct_open(cfg, hosts, mongoc_uri_get_replica_set(uri), NULL, d, &err))
+        pf_say(p, "WARN", "mongodb", "mongodb.members.auto.discover false: %s", err.msg);
+    free(hosts);
+    return d->client;
 }

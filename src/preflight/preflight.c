@@ -567,18 +567,9 @@ int preflight_run(const struct mcdc_config *cfg, FILE *out)
     int major = 0, minor = 0;
     char rs[128] = "";
     struct pf_direct direct = {0};
-    char *hosts = primary_uri_hosts(cfg->connection_string);
 
-    if (uri != NULL && primary_as_given(cfg, hosts)) {
-        /* A replica set used as given: its primary, as the capture task finds
-         * it; a seed of mongos routers has none and is checked as usual. */
-        struct mcdc_error err = MCDC_ERROR_INIT;
-        if (pf_direct_open(cfg, hosts, mongoc_uri_get_replica_set(uri), NULL, &direct, &err))
-            c = direct.client;
-        else
-            pf_say(&p, "WARN", "mongodb", "mongodb.members.auto.discover false: %s", err.msg);
-    }
-    free(hosts);
+    if (uri != NULL)
+        c = pf_direct_seed(&p, cfg, uri, &direct);
     if (uri != NULL && c == NULL) {
         if (!mongoc_uri_has_option(uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS))
             mongoc_uri_set_option_as_int32(uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,

@@ -67,4 +67,14 @@ bool pf_direct_open(const struct mcdc_config *cfg, const char *hosts, const char
 /* Pushes d's client back and frees the finder; an empty d is a no-op. */
 void pf_direct_close(struct pf_direct *d);
 
+/*
+ * The seed (uri, borrowed) with its addresses used as given: d->client on
+ * the primary among them, as the replica set's capture task finds it, or
+ * NULL when the rule does not apply or no address is a primary (a WARN
+ * through p then; a seed of mongos routers has none and is checked as
+ * usual by the caller).
+ */
+mongoc_client_t *pf_direct_seed(struct pf *p, const struct mcdc_config *cfg,
+                                const mongoc_uri_t *uri, struct pf_direct *d);
+
 #endif
