@@ -92,10 +92,14 @@ def check_snapshot(recs):
 
 
 def check_last_per_shard(snap):
-    """Debezium 1.x snapshots each replica set with its own snapshot receiver
-    (MongoDbSnapshotChangeEventSource.createDataEvents@v1.9: one
-    getSnapshotChangeEventReceiver() and completeSnapshot() per replica set),
-    so every shard's final `r` record, and only that one, is "last"."""
+    """Debezium 1.x snapshots each replica set in its own thread with its own
+    snapshot receiver (MongoDbSnapshotChangeEventSource.createDataEvents
+    @v1.9.8.Final: dispatcher.getSnapshotChangeEventReceiver(), a new
+    BufferingSnapshotChangeRecordReceiver per call, and completeSnapshot(),
+    which marks the one record it holds back "last", once per replica set),
+    so every shard's final `r` record, and only that one, is "last". 2.6+/3.x
+    snapshot the deployment once (one receiver): the merged stream's one
+    "last"."""
     by_rs = {}
     for r in snap:
         by_rs.setdefault(r.payload["source"]["rs"], []).append(r)
