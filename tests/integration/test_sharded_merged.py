@@ -117,6 +117,9 @@ def test_merged_stream_end_to_end(sim, tmp_workdir, start_mongocdc, dialect):
     assert len(ids(recs, ("r",), "%s.%s.plain" % (PREFIX, db))) == 10
     for r in recs:
         assert r.key == expected_key(json.loads(key_id_text(r)))
+    marks = [r.snapshot for r in recs if r.op == "r"]
+    assert marks[-1] == "last" and marks.count("last") == 1, \
+        "one snapshot of the deployment, one last record (2.6+/3.x)"
     assert sim.control("clean_orphans")["deleted"] >= 60
     c.admin.command("moveChunk", "%s.orders" % db, find={"_id": 60}, to="shard02")
 
