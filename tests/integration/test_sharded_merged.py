@@ -394,9 +394,11 @@ def test_incremental_snapshot_through_mongos(sim, tmp_workdir, start_mongocdc):
     assert d.stop() == 0
 
 
+@pytest.mark.parametrize("store", ["file", "kafka"])
 def test_sigkill_loop_with_kafka_and_chunk_moves_loses_nothing(sim, tmp_workdir, kafka,
-                                                               start_mongocdc):
-    """Merged mode into Kafka, offsets in the file store, killed with SIGKILL
+                                                               start_mongocdc, store):
+    """Merged mode into Kafka, offsets in the file store or in a Kafka topic
+    (Kafka Connect's offsets format), killed with SIGKILL
     again and again: first inside the initial snapshot, then while documents
     are written through mongos and chunks move between the shards. Every
     change is in Kafka at least once (offsets only move over acknowledged
@@ -405,8 +407,12 @@ def test_sigkill_loop_with_kafka_and_chunk_moves_loses_nothing(sim, tmp_workdir,
     import random
     import threading
     from pipeline_support import read_topics
-    db = "mgkill"
+    import kafka_support
+    db = "mgkill" + store
     prefix = "mk%d" % int(time.time() * 1000)
+    stored = {"offsets.storage": store}
+    if store == "kafka":
+        stored["offsets.topic"] = kafka_support.unique_topic("mcdc-kill-offsets")
     populate(sim, db)
     rnd = random.Random(11)
     written = []
@@ -433,19 +439,23 @@ def test_sigkill_loop_with_kafka_and_chunk_moves_loses_nothing(sim, tmp_workdir,
     for k in range(4):
         cfg = write_config(tmp_workdir, sim.uri, name="run%d.yaml" % k,
                            kafka={"bootstrap.servers": kafka.bootstrap},
-                           raw={"mongodb.connection.mode": "sharded",
-                                "database.include.list": db, "topic.prefix": prefix,
-                                "offsets.flush.interval.ms": 300, "snapshot.fetch.size": 10})
+                           raw=dict(stored, **{"mongodb.connection.mode": "sharded",
+                                               "database.include.list": db,
+                                               "topic.prefix": prefix,
+                                               "offsets.flush.interval.ms": 300,
+                                               "snapshot.fetch.size": 10}))
         if k == 0:
             # A snapshot through mongos slow enough to be killed inside.
             sim.control("delay", shard="mongos", command="getMore", ms=100)
         d = start_mongocdc("-c", cfg)
         if k == 0:
-            wait_log(tmp_workdir, "initial snapshot starting", d)
-            time.sleep(0.8)
-            assert "streaming changes from" not in log_text(tmp_workdir), \
-                "the snapshot ended before the kill"
-            sim.control("delay", shard="mongos", command="getMore", ms=0)
+            try:
+                wait_log(tmp_workdir, "initial snapshot starting", d)
+                time.sleep(0.8)
+                assert "streaming changes from" not in log_text(tmp_workdir), \
+                    "the snapshot ended before the kill"
+            finally:  # the module's other tests share the cluster
+                sim.control("delay", shard="mongos", command="getMore", ms=0)
         else:
             if k == 1:
                 # Changes before a snapshot's start are in the snapshot, not in
@@ -461,8 +471,8 @@ def test_sigkill_loop_with_kafka_and_chunk_moves_loses_nothing(sim, tmp_workdir,
     assert written, "the writer wrote nothing"
     cfg = write_config(tmp_workdir, sim.uri, name="final.yaml",
                        kafka={"bootstrap.servers": kafka.bootstrap},
-                       raw={"mongodb.connection.mode": "sharded", "database.include.list": db,
-                            "topic.prefix": prefix})
+                       raw=dict(stored, **{"mongodb.connection.mode": "sharded",
+                                           "database.include.list": db, "topic.prefix": prefix}))
     d = start_mongocdc("-c", cfg)
     want = set(written)
     topic = "%s.%s.orders" % (prefix, db)
@@ -484,7 +494,7 @@ def test_sigkill_loop_with_kafka_and_chunk_moves_loses_nothing(sim, tmp_workdir,
     snapped = set(json.loads(key_id_text(r)) for r in recs if r.op == "r")
     assert set(range(N)) <= snapped, "a document is in no snapshot"
     dups = len(vals) - len(set(vals))
-    print("merged mode, Kafka, %d SIGKILLs with chunk moves: %d changes, 0 lost, %d duplicates "
-          "(%d snapshot reads for %d documents)" % (kills, len(want), dups,
-                                                    sum(1 for r in recs if r.op == "r"), N))
+    print("merged mode, Kafka, %s offsets, %d SIGKILLs with chunk moves: %d changes, 0 lost, "
+          "%d duplicates (%d snapshot reads for %d documents)"
+          % (store, kills, len(want), dups, sum(1 for r in recs if r.op == "r"), N))
     assert d.stop(timeout_s=30) == 0
