@@ -10,7 +10,14 @@
 #include "common/error.h"
 #include "topology/primary.h"
 
-/* primary_open_fn: a pool with the configured selection timeout (URI wins). */
+/* How long one address may take to answer (ms): a pool waits its whole
+ * serverSelectionTimeoutMS on an address that refuses connections, and each
+ * address is asked in turn; the capture task uses its selection slice
+ * (WORKER_SELECTION_SLICE_MS) the same way. */
+#define PF_PROBE_SELECTION_MS 2000
+
+/* primary_open_fn: a pool with the configured selection timeout, at most
+ * PF_PROBE_SELECTION_MS (URI wins). */
 static bool open_pool(void *ctx, const char *uri_text, mongoc_client_pool_t **pool,
                       struct mcdc_error *err)
 {
@@ -22,8 +29,11 @@ static bool open_pool(void *ctx, const char *uri_text, mongoc_client_pool_t **po
     if (uri == NULL)
         return mcdc_error_set(err, MCDC_ERR_CONFIG, (int)error.code, "%s", error.message);
     if (!mongoc_uri_has_option(uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS))
-        mongoc_uri_set_option_as_int32(uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
-                                       (int32_t)cfg->server_selection_timeout_ms);
+        mongoc_uri_set_option_as_int32(
+            uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
+            (int32_t)(cfg->server_selection_timeout_ms < PF_PROBE_SELECTION_MS
+                          ? cfg->server_selection_timeout_ms
+                          : PF_PROBE_SELECTION_MS));
     *pool = mongoc_client_pool_new_with_error(uri, &error);
     mongoc_uri_destroy(uri);
     if (*pool == NULL)

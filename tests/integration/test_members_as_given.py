@@ -45,7 +45,9 @@ def test_replica_set_behind_nat_snapshot_stream_and_stepdown(tmp_workdir, start_
         c = direct(primary)
         c.shop.orders.insert_many([{"_id": i, "v": 0} for i in range(50)])
 
-        cfg = write_config(tmp_workdir, sim.uri, raw={"mongodb.members.auto.discover": False})
+        # A dead address among the given ones (nothing listens on port 1) is skipped.
+        uri = sim.uri.replace("mongodb://", "mongodb://127.0.0.1:1,")
+        cfg = write_config(tmp_workdir, uri, raw={"mongodb.members.auto.discover": False})
         # `mongocdc check` connects by the same rule.
         r = run_mongocdc("check", "-c", cfg, timeout_s=60)
         out = r.stdout.decode()
