@@ -182,7 +182,7 @@ static mongoc_cursor_t *find(struct incr *s, mongoc_client_t *client, const bson
         /* The driver's read concern knows no atClusterTime: the find command
          * is written out whole and its reply turned into a cursor (getMore
          * continues at the same time on the server). */
-        bson_t cmd = BSON_INITIALIZER, rc, *reply = bson_new();
+        bson_t cmd = BSON_INITIALIZER, rc, reply;
         BSON_APPEND_UTF8(&cmd, "find", s->queue[0].coll);
         BSON_APPEND_DOCUMENT(&cmd, "filter", filter);
         BSON_APPEND_DOCUMENT(&cmd, "sort", &sort);
@@ -194,14 +194,14 @@ static mongoc_cursor_t *find(struct incr *s, mongoc_client_t *client, const bson
         BSON_APPEND_TIMESTAMP(&rc, "atClusterTime", s->at_sec, s->at_inc);
         bson_append_document_end(&cmd, &rc);
         mongoc_database_t *db = mongoc_client_get_database(client, s->queue[0].db);
-        if (mongoc_database_read_command_with_opts(db, &cmd, rp, NULL, reply, &be)) {
-            cur = mongoc_cursor_new_from_command_reply_with_opts(client, reply, NULL);
-            reply = NULL; /* owned by the cursor */
-        } else {
+        /* The command initialises reply (stack storage, always destroyed);
+         * the cursor takes a heap copy it frees itself. A bson_new() reply
+         * would be re-initialised in place and its allocation leaked. */
+        if (mongoc_database_read_command_with_opts(db, &cmd, rp, NULL, &reply, &be))
+            cur = mongoc_cursor_new_from_command_reply_with_opts(client, bson_copy(&reply), NULL);
+        else
             mongo_fail(err, &be, "snapshot read at the cluster time failed", s->queue[0].ns);
-        }
-        if (reply)
-            bson_destroy(reply);
+        bson_destroy(&reply);
         mongoc_database_destroy(db);
         bson_destroy(&cmd);
     }
