@@ -10,6 +10,10 @@
  * *Converter classes of org.bson.json). Strings go through jstring.c,
  * doubles through jdouble.c.
  *
+ * This file renders one value per BSON type and holds the STRICT / RELAXED
+ * choices; documents and arrays (their members, repeated names, the key's
+ * _id) are in ejson_doc.c.
+ *
  * Space is reserved once per scalar (the widest form of that scalar) and the
  * bytes are then stored without further checks, so a field costs no call
  * into the allocator once the buffer has reached its steady size.
@@ -18,25 +22,7 @@
 
 #include <string.h>
 
-#include "common/xalloc.h"
-
-static inline void reserve(struct ejson_buf *buf, size_t n)
-{
-    if (buf->cap - buf->len <= n) {
-        ejson_buf_grow(buf, n);
-    }
-}
-
-/* Appends n bytes; inlined so that literals become a few stores. */
-static inline void put(struct ejson_buf *buf, const char *s, size_t n)
-{
-    reserve(buf, n);
-    memcpy(buf->data + buf->len, s, n);
-    buf->len += n;
-}
-
-/* Appends a literal (sizeof - 1 bytes). */
-#define PUT_LIT(buf, lit) put((buf), (lit), sizeof(lit) - 1)
+#include "encode/ejson_internal.h"
 
 static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
                                      "25262728293031323334353637383940414243444546474849"
@@ -123,15 +109,6 @@ static void put_wrapped_string(struct ejson_buf *buf, const char *open, const ch
     put(buf, open, strlen(open));
     ejson_write_string(buf, s, n);
     PUT_LIT(buf, "}");
-}
-
-static inline void put_sep(struct ejson_buf *buf, enum ejson_separators sep)
-{
-    if (sep == EJSON_SEP_COMPACT) {
-        PUT_LIT(buf, ",");
-    } else {
-        PUT_LIT(buf, ", ");
-    }
 }
 
 static void put_double(struct ejson_buf *buf, double v, enum ejson_mode mode)
@@ -339,9 +316,6 @@ static void put_date(struct ejson_buf *buf, int64_t ms, enum ejson_mode mode)
     }
 }
 
-static void write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t len, bool array,
-                          enum ejson_mode mode, enum ejson_separators sep);
-
 static void write_nested(struct ejson_buf *buf, const bson_iter_t *iter, bool array,
                          enum ejson_mode mode, enum ejson_separators sep)
 {
@@ -352,7 +326,7 @@ static void write_nested(struct ejson_buf *buf, const bson_iter_t *iter, bool ar
     } else {
         bson_iter_document(iter, &len, &data);
     }
-    write_members(buf, data, len, array, mode, sep);
+    ejson_write_members(buf, data, len, array, mode, sep);
 }
 
 void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejson_mode mode,
@@ -454,7 +428,7 @@ void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejso
         ejson_write_string(buf, code, n);
         put_sep(buf, sep);
         PUT_LIT(buf, "\"$scope\": ");
-        write_members(buf, scope_data, scope_len, false, mode, sep);
+        ejson_write_members(buf, scope_data, scope_len, false, mode, sep);
         PUT_LIT(buf, "}");
         break;
     }
@@ -504,355 +478,4 @@ void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejso
         PUT_LIT(buf, "null");
         break;
     }
-}
-
-/*
- * ---- Repeated member names
- *
- * Debezium's documents are maps (BsonDocument, Document): a name repeated in
- * one BSON document is printed once, at its first position, with its last
- * value. Names are equal when Java decodes them to the same string (jname). While writing a
- * document's members, a hash table of their names (in buf->keys, one region per nesting level,
- * stacked) detects a repeat; then the document is rewound and written again by write_collapsed. An
- * entry is (hash high 32 bits) << 32 | EMITTED flag | offset of the element
- * in the document (never 0: the length prefix comes first).
- */
-#define NAMES_MIN 16
-#define NAMES_MAX 4096 /* initial size limit; larger tables grow */
-#define NAME_EMITTED UINT64_C(0x80000000)
-#define NAME_OFFSET UINT64_C(0x7fffffff)
-
-static uint64_t name_hash(const char *k, size_t n, size_t readable)
-{
-    uint64_t h = (uint64_t)n * UINT64_C(0x9e3779b97f4a7c15);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, k + i, 8);
-        h = (h ^ w) * UINT64_C(0xff51afd7ed558ccd);
-    }
-    if (i < n) {
-        uint64_t w = 0;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        if (readable - i >= 8) {
-            memcpy(&w, k + i, 8);
-            w &= (UINT64_C(1) << (8 * (n - i))) - 1;
-        } else {
-            memcpy(&w, k + i, n - i);
-        }
-#else
-        (void)readable;
-        memcpy(&w, k + i, n - i);
-#endif
-        h = (h ^ w) * UINT64_C(0xff51afd7ed558ccd);
-    }
-    return h ^ (h >> 29);
-}
-
-/*
- * A member name as Java sees it: its bytes, unless they are invalid UTF-8;
- * then their JDK decoding re-encoded (each malformed sequence one U+FFFD), so
- * that names Java reads as the same string compare equal here too.
- */
-struct jname {
-    const char *p;
-    size_t n;
-    size_t readable; /* bytes readable from p, for name_hash */
-    char *owned;
-};
-
-static bool has_high_byte(const char *k, size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, k + i, 8);
-        if (w & UINT64_C(0x8080808080808080)) {
-            return true;
-        }
-    }
-    for (; i < n; i++) {
-        if ((unsigned char)k[i] & 0x80) {
-            return true;
-        }
-    }
-    return false;
-}
-
-static void jname_get(struct jname *jn, const char *k, size_t n, size_t readable)
-{
-    jn->p = k;
-    jn->n = n;
-    jn->readable = readable;
-    jn->owned = NULL;
-    if (!has_high_byte(k, n) || ejson_utf8_valid_java(k, n)) {
-        return;
-    }
-    jn->owned = xmalloc(3 * n + 1); /* pathological names only */
-    jn->n = ejson_java_utf8(k, n, jn->owned);
-    jn->p = jn->owned;
-    jn->readable = jn->n;
-}
-
-static void jname_done(struct jname *jn)
-{
-    free(jn->owned);
-}
-
-/* The names table of one document: size entries at buf->keys + base. */
-struct names {
-    size_t base;
-    size_t size;
-    size_t count;
-};
-
-static void names_reserve(struct ejson_buf *buf, size_t need)
-{
-    if (buf->keys_cap < need) {
-        size_t cap = buf->keys_cap ? buf->keys_cap : 256;
-        while (cap < need) {
-            cap *= 2;
-        }
-        buf->keys = xrealloc(buf->keys, cap * sizeof buf->keys[0]);
-        buf->keys_cap = cap;
-    }
-}
-
-/* Opens a table sized for a document of len bytes: an element with a
- * short name and a number takes 8-12 bytes, so len / 6 slots keeps the load
- * under one half without growing in the usual case. */
-static void names_open(struct ejson_buf *buf, struct names *t, uint32_t len)
-{
-    size_t want = len / 6, size = NAMES_MIN;
-    while (size < want && size < NAMES_MAX) {
-        size *= 2;
-    }
-    t->base = buf->keys_top;
-    t->size = size;
-    t->count = 0;
-    names_reserve(buf, t->base + t->size);
-    memset(buf->keys + t->base, 0, t->size * sizeof buf->keys[0]);
-    buf->keys_top = t->base + t->size;
-}
-
-static const char *entry_name(const uint8_t *data, uint64_t e, size_t *n)
-{
-    const char *k = (const char *)data + (e & NAME_OFFSET) + 1;
-    *n = strlen(k);
-    return k;
-}
-
-/*
- * Finds name jn (hash h) in t; returns its slot, or the empty slot where it
- * belongs (*found false).
- */
-static size_t names_find(const struct ejson_buf *buf, const struct names *t, const uint8_t *data,
-                         uint32_t len, const struct jname *jn, uint64_t h, bool *found)
-{
-    size_t mask = t->size - 1;
-    size_t i = (size_t)h & mask;
-    for (;;) {
-        uint64_t e = buf->keys[t->base + i];
-        if (e == 0) {
-            *found = false;
-            return i;
-        }
-        if ((e >> 32) == (h >> 32)) {
-            size_t en;
-            const char *ek = entry_name(data, e, &en);
-            struct jname ej;
-            jname_get(&ej, ek, en, (size_t)(data + len - (const uint8_t *)ek));
-            bool same = ej.n == jn->n && memcmp(ej.p, jn->p, jn->n) == 0;
-            jname_done(&ej);
-            if (same) {
-                *found = true;
-                return i;
-            }
-        }
-        i = (i + 1) & mask;
-    }
-}
-
-/* Doubles the table (it is the top region of buf->keys). */
-static void names_grow(struct ejson_buf *buf, struct names *t, const uint8_t *data, uint32_t len)
-{
-    size_t old = t->base, osize = t->size, nsize = osize * 2;
-    names_reserve(buf, old + osize + nsize);
-    uint64_t *tmp = buf->keys + old + osize;
-    memset(tmp, 0, nsize * sizeof tmp[0]);
-    for (size_t i = 0; i < osize; i++) {
-        uint64_t e = buf->keys[old + i];
-        if (e == 0) {
-            continue;
-        }
-        size_t en;
-        const char *ek = entry_name(data, e, &en);
-        struct jname ej;
-        jname_get(&ej, ek, en, (size_t)(data + len - (const uint8_t *)ek));
-        size_t j = (size_t)name_hash(ej.p, ej.n, ej.readable) & (nsize - 1);
-        jname_done(&ej);
-        while (tmp[j] != 0) {
-            j = (j + 1) & (nsize - 1);
-        }
-        tmp[j] = e;
-    }
-    memmove(buf->keys + old, tmp, nsize * sizeof tmp[0]);
-    t->size = nsize;
-    buf->keys_top = old + nsize;
-}
-
-/*
- * Adds the member named k (n bytes, inside data). Returns false if its name was seen
- * before in this document (the entry then points at this later element).
- */
-static bool names_add(struct ejson_buf *buf, struct names *t, const uint8_t *data, uint32_t len,
-                      const char *k, size_t n)
-{
-    if ((t->count + 1) * 2 > t->size) {
-        names_grow(buf, t, data, len);
-    }
-    struct jname jn;
-    jname_get(&jn, k, n, (size_t)(data + len - (const uint8_t *)k));
-    uint64_t h = name_hash(jn.p, jn.n, jn.readable);
-    bool found;
-    size_t i = names_find(buf, t, data, len, &jn, h, &found);
-    jname_done(&jn);
-    uint64_t off = (uint64_t)((const uint8_t *)k - 1 - data); /* the element's type byte */
-    if (found) {
-        buf->keys[t->base + i] = (buf->keys[t->base + i] & ~NAME_OFFSET) | off;
-        return false;
-    }
-    buf->keys[t->base + i] = (h & ~UINT64_C(0xffffffff)) | off;
-    t->count++;
-    return true;
-}
-
-/*
- * Writes a document that repeats a name: each name once, at its first
- * position, with its last value. t already holds every name with the offset
- * of its last element (the first pass ran to the end).
- */
-static void write_collapsed(struct ejson_buf *buf, struct names *t, const uint8_t *data,
-                            uint32_t len, enum ejson_mode mode, enum ejson_separators sep)
-{
-    bson_iter_t it;
-    bool first = true;
-    put(buf, "{", 1);
-    if (bson_iter_init_from_data(&it, data, len)) {
-        while (bson_iter_next(&it)) {
-            const char *k = bson_iter_key_unsafe(&it);
-            size_t n = bson_iter_key_len(&it);
-            struct jname jn;
-            jname_get(&jn, k, n, (size_t)(data + len - (const uint8_t *)k));
-            uint64_t h = name_hash(jn.p, jn.n, jn.readable);
-            bool found;
-            size_t i = names_find(buf, t, data, len, &jn, h, &found);
-            jname_done(&jn);
-            uint64_t e = buf->keys[t->base + i];
-            if (!found || (e & NAME_EMITTED)) {
-                continue;
-            }
-            buf->keys[t->base + i] = e | NAME_EMITTED;
-            /* the last occurrence's name may have other bytes (invalid
-             * UTF-8 that decodes alike), hence its own length */
-            size_t last_n;
-            entry_name(data, e, &last_n);
-            bson_iter_t last;
-            if (!bson_iter_init_from_data_at_offset(&last, data, len, (uint32_t)(e & NAME_OFFSET),
-                                                    (uint32_t)last_n)) {
-                continue;
-            }
-            if (!first) {
-                put_sep(buf, sep);
-            }
-            first = false;
-            ejson_write_string(buf, k, n);
-            PUT_LIT(buf, ": ");
-            ejson_write_value(buf, &last, mode, sep);
-        }
-    }
-    put(buf, "}", 1);
-}
-
-/* Members of the (sub-)document or array at data (len bytes). */
-static void write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t len, bool array,
-                          enum ejson_mode mode, enum ejson_separators sep)
-{
-    bson_iter_t it;
-    if (!data || !bson_iter_init_from_data(&it, data, len)) {
-        /* libbson rejects a malformed sub-document; render it empty rather
-         * than reading past it. Unreachable for documents that passed
-         * bson_iter_next's length checks. */
-        put(buf, array ? "[]" : "{}", 2);
-        return;
-    }
-    const uint8_t *end = data + len;
-    size_t start = buf->len;
-    struct names names = {0};
-    bool repeated = false;
-    if (!array) {
-        names_open(buf, &names, len);
-    }
-    bool first = true;
-    put(buf, array ? "[" : "{", 1);
-    while (bson_iter_next(&it)) {
-        if (!array) {
-            const char *key = bson_iter_key_unsafe(&it);
-            size_t n = bson_iter_key_len(&it);
-            if (!names_add(buf, &names, data, len, key, n)) {
-                repeated = true;
-                continue; /* finish the table, then start over */
-            }
-            if (repeated) {
-                continue;
-            }
-            if (!first) {
-                put_sep(buf, sep);
-            }
-            ejson_write_string_bounded(buf, key, n, (size_t)(end - (const uint8_t *)key));
-            PUT_LIT(buf, ": ");
-        } else if (!first) {
-            put_sep(buf, sep);
-        }
-        first = false;
-        if (!repeated) {
-            ejson_write_value(buf, &it, mode, sep);
-        }
-    }
-    if (repeated) {
-        buf->len = start;
-        write_collapsed(buf, &names, data, len, mode, sep);
-    } else {
-        put(buf, array ? "]" : "}", 1);
-    }
-    if (!array) {
-        buf->keys_top = names.base;
-    }
-}
-
-void ejson_write_document(struct ejson_buf *buf, const bson_t *doc, enum ejson_mode mode,
-                          enum ejson_separators sep)
-{
-    write_members(buf, bson_get_data(doc), doc->len, false, mode, sep);
-}
-
-bool ejson_write_key(struct ejson_buf *buf, const bson_t *doc)
-{
-    bson_iter_t it, last;
-    bool found = false;
-    if (!bson_iter_init(&it, doc)) {
-        return false;
-    }
-    /* the last _id: BsonDocument.get() sees the last of repeated names */
-    while (bson_iter_next(&it)) {
-        if (bson_iter_key_len(&it) == 3 && memcmp(bson_iter_key_unsafe(&it), "_id", 3) == 0) {
-            last = it;
-            found = true;
-        }
-    }
-    if (!found) {
-        return false;
-    }
-    ejson_write_value(buf, &last, EJSON_RELAXED, EJSON_SEP_COMPACT);
-    return true;
 }

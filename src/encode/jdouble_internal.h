@@ -1,8 +1,9 @@
 /*
- * encode/jdouble_internal: what jdouble.c (the JDK's digit loop in 32 and 64
- * bits) and jdouble_wide.c (its 128-bit and arbitrary-precision variants)
- * share: the digit buffer, small tables and the wide variants' entry points.
- * Not part of the module's interface.
+ * encode/jdouble_internal: what jdouble.c (layout and the fast path),
+ * jdouble_dtoa.c (the JDK's digit loop in 32 and 64 bits) and jdouble_wide.c
+ * (its 128-bit and arbitrary-precision variants) share: the digit buffer,
+ * small tables, the decimal-exponent estimate and the digit loops' entry
+ * points. Not part of the module's interface.
  */
 #ifndef MCDC_ENCODE_JDOUBLE_INTERNAL_H
 #define MCDC_ENCODE_JDOUBLE_INTERNAL_H
@@ -41,6 +42,9 @@ static inline void copy_small(char *dst, const char *src, size_t n)
         dst[i] = src[i];
     }
 }
+
+static const int n5bits[27] = {0,  3,  5,  7,  10, 12, 14, 17, 19, 21, 24, 26, 28, 31,
+                               33, 35, 38, 40, 42, 45, 47, 49, 52, 54, 56, 59, 61};
 
 /* 5^n, n < 28 (the JDK's LONG_5_POW range and one more) */
 static const uint64_t pow5_tab[28] = {
@@ -151,6 +155,25 @@ static inline void eight_digits(uint32_t q, char *out)
 #ifdef __SIZEOF_INT128__
 __extension__ typedef unsigned __int128 u128;
 #endif
+
+/* floor(log10(v)) estimated from the bits exactly as the JDK does it. */
+static inline int estimate_dec_exp(uint64_t fract, int bin_exp)
+{
+    uint64_t b = (UINT64_C(1023) << 52) | (fract & ((UINT64_C(1) << 52) - 1));
+    double d2;
+    memcpy(&d2, &b, sizeof d2);
+    double d = (d2 - 1.5) * 0.289529654 + 0.176091259 + (double)bin_exp * 0.301029995663981;
+    int f = (int)d; /* |d| < 400: no overflow */
+    return f - (d < (double)f);
+}
+
+/*
+ * The digits the JDK prints for the positive, finite, non-zero double whose
+ * bits are bits: writes n <= 20 digit characters (no terminator) to digits,
+ * which has room for 32, and the decimal exponent to *dexp (value =
+ * 0.d1..dn * 10^dexp); returns n. Defined in jdouble_dtoa.c.
+ */
+int jdouble_java_digits(uint64_t bits, char *digits, int *dexp);
 
 /*
  * The JDK's arbitrary-precision digit loop (FDBigInteger) for

@@ -1,6 +1,6 @@
 /*
  * encode/jdouble_wide: the wide variants of the JDK 17 digit loop of
- * jdouble.c, for doubles whose scaled operands do not fit in 64 bits (most
+ * jdouble_dtoa.c, for doubles whose scaled operands do not fit in 64 bits (most
  * values below 1e-3 or above about 1e17, and the extremes of the range). The
  * JDK runs these with FDBigInteger; the comparisons here are that code's
  * (notably "high" is B + M >= 10S, where the 64-bit loop uses >).

@@ -308,7 +308,7 @@ int signal_cli_main(int argc, char **argv)
         printf("%s\n", id);
         fprintf(stderr, "mongocdc signal: %s sent through the %s channel\n", tname, used);
     }
-    bson_free(json);
+    free(json);
     bson_destroy(&data);
     config_free(cfg);
     return rc;

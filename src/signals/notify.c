@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -139,34 +140,37 @@ void notify_send(struct notifier *n, const char *aggregate_type, const char *typ
         bson_string_free(s, true);
     }
     if (n->rk) {
-        bson_string_t *key = bson_string_new(n->key_schema ? KEY_SCHEMA "{\"id\":" : "{\"id\":");
-        sig_json_string(key, id);
-        bson_string_append(key, n->key_schema ? "}}" : "}");
-        bson_string_t *v = bson_string_new(n->value_schema ? VALUE_SCHEMA "{\"id\":" : "{\"id\":");
-        sig_json_string(v, id);
-        bson_string_append(v, ",\"type\":");
-        sig_json_string(v, type);
-        bson_string_append(v, ",\"aggregate_type\":");
-        sig_json_string(v, aggregate_type);
-        bson_string_append(v, ",\"additional_data\":{");
+        struct ejson_buf key = {0}, v = {0};
+        sig_put(&key, n->key_schema ? KEY_SCHEMA "{\"id\":" : "{\"id\":");
+        sig_put_json(&key, id);
+        sig_put(&key, n->key_schema ? "}}" : "}");
+        sig_put(&v, n->value_schema ? VALUE_SCHEMA "{\"id\":" : "{\"id\":");
+        sig_put_json(&v, id);
+        sig_put(&v, ",\"type\":");
+        sig_put_json(&v, type);
+        sig_put(&v, ",\"aggregate_type\":");
+        sig_put_json(&v, aggregate_type);
+        sig_put(&v, ",\"additional_data\":{");
         for (size_t i = 0; i < count; i++) {
             if (i)
-                bson_string_append_c(v, ',');
-            sig_json_string(v, kv[i].key);
-            bson_string_append_c(v, ':');
-            sig_json_string(v, kv[i].value ? kv[i].value : "");
+                sig_put(&v, ",");
+            sig_put_json(&v, kv[i].key);
+            sig_put(&v, ":");
+            sig_put_json(&v, kv[i].value ? kv[i].value : "");
         }
-        bson_string_append_printf(v, "},\"timestamp\":%lld}%s", (long long)wall_ms(),
-                                  n->value_schema ? "}" : "");
+        char tail[64];
+        int tn = snprintf(tail, sizeof tail, "},\"timestamp\":%lld}%s", (long long)wall_ms(),
+                          n->value_schema ? "}" : "");
+        ejson_buf_append(&v, tail, (size_t)tn);
         rd_kafka_resp_err_t e = rd_kafka_producev(
             n->rk, RD_KAFKA_V_TOPIC(n->topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_KEY(key->str, key->len), RD_KAFKA_V_VALUE(v->str, v->len), RD_KAFKA_V_END);
+            RD_KAFKA_V_KEY(key.data, key.len), RD_KAFKA_V_VALUE(v.data, v.len), RD_KAFKA_V_END);
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR)
             LOG_WARN("notification %s %s not queued for %s: %s", aggregate_type, type, n->topic,
                      rd_kafka_err2str(e));
         rd_kafka_poll(n->rk, 0); /* delivery reports */
-        bson_string_free(key, true);
-        bson_string_free(v, true);
+        ejson_buf_free(&key);
+        ejson_buf_free(&v);
     }
 }
 

@@ -5,21 +5,33 @@
 #ifndef MCDC_SIGNALS_SIGNALS_INTERNAL_H
 #define MCDC_SIGNALS_SIGNALS_INTERNAL_H
 
+#include <stdbool.h>
+#include <string.h>
+
 #include <bson/bson.h>
 #include <librdkafka/rdkafka.h>
-#include <stdbool.h>
 
 #include "common/error.h"
 #include "config/config.h"
+#include "encode/ejson.h"
 
 /* n zeroed bytes aligned for align (a power of two, e.g. _Alignof of a
  * struct holding a bson_t, which libbson aligns to 128 bytes; malloc gives
  * 16). Aborts on out-of-memory; free() releases it. */
 void *sig_zalloc_aligned(size_t align, size_t n);
 
-/* Appends s as a JSON string literal (quotes included, control characters
- * and '"' '\\' escaped; UTF-8 passed through) to out. */
-void sig_json_string(bson_string_t *out, const char *s);
+/* Appends the NUL-terminated s (borrowed) to b: sig_put as it is,
+ * sig_put_json as a JSON string with the project's one string writer
+ * (encode/ejson.h: quotes included, escaped as the Java driver escapes). */
+static inline void sig_put(struct ejson_buf *b, const char *s)
+{
+    ejson_buf_append(b, s, strlen(s));
+}
+
+static inline void sig_put_json(struct ejson_buf *b, const char *s)
+{
+    ejson_write_string(b, s, strlen(s));
+}
 
 /* librdkafka's log lines into ours (component "rdkafka"). */
 void sig_rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
@@ -40,7 +52,7 @@ bool sig_kafka_set(rd_kafka_conf_t *conf, const char *k, const char *v, struct m
 const char *sig_kafka_topic(const struct mcdc_config *cfg, char *buf, size_t cap);
 
 /* The signal's JSON line {"id":...,"type":...,"data":{...}} (the kafka and
- * file channels' shape). Caller frees with bson_free. */
+ * file channels' shape). Caller frees with free(). */
 char *sig_to_json(const char *id, const char *type, const bson_t *data);
 
 #endif

@@ -21,36 +21,6 @@ void *sig_zalloc_aligned(size_t align, size_t n)
     return p;
 }
 
-void sig_json_string(bson_string_t *out, const char *s)
-{
-    bson_string_append_c(out, '"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"':
-            bson_string_append(out, "\\\"");
-            break;
-        case '\\':
-            bson_string_append(out, "\\\\");
-            break;
-        case '\n':
-            bson_string_append(out, "\\n");
-            break;
-        case '\r':
-            bson_string_append(out, "\\r");
-            break;
-        case '\t':
-            bson_string_append(out, "\\t");
-            break;
-        default:
-            if (*p < 0x20)
-                bson_string_append_printf(out, "\\u%04x", *p);
-            else
-                bson_string_append_c(out, (char)*p);
-        }
-    }
-    bson_string_append_c(out, '"');
-}
-
 void sig_rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
     /* syslog levels: 0-3 error, 4 warning, 5-6 notice/info, 7 debug */
@@ -121,18 +91,21 @@ const char *sig_kafka_topic(const struct mcdc_config *cfg, char *buf, size_t cap
 
 char *sig_to_json(const char *id, const char *type, const bson_t *data)
 {
-    bson_string_t *s = bson_string_new("{\"id\":");
-    sig_json_string(s, id);
-    bson_string_append(s, ",\"type\":");
-    sig_json_string(s, type);
-    bson_string_append(s, ",\"data\":");
+    struct ejson_buf b = {0};
+    sig_put(&b, "{\"id\":");
+    sig_put_json(&b, id);
+    sig_put(&b, ",\"type\":");
+    sig_put_json(&b, type);
+    sig_put(&b, ",\"data\":");
     if (data && !bson_empty(data)) {
         char *j = bson_as_relaxed_extended_json(data, NULL);
-        bson_string_append(s, j ? j : "{}");
+        sig_put(&b, j ? j : "{}");
         bson_free(j);
     } else {
-        bson_string_append(s, "{}");
+        sig_put(&b, "{}");
     }
-    bson_string_append_c(s, '}');
-    return bson_string_free(s, false);
+    sig_put(&b, "}");
+    char *out = ejson_buf_steal(&b, NULL);
+    ejson_buf_free(&b);
+    return out;
 }

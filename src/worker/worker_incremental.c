@@ -251,6 +251,16 @@ static enum phase emit_row(struct worker *w, const bson_t *doc, const char *db, 
     return worker_emit(w, &ev, &w->stream_pos);
 }
 
+/* A blocking snapshot's row: op r, snapshot true (the last one `last`), at
+ * the stream position where streaming paused. */
+static enum phase blocking_row(struct worker *w, const struct snapshot_doc *d, bool last, void *ctx)
+{
+    (void)ctx;
+    if (d == NULL)
+        return PHASE_OK;
+    return emit_row(w, d->doc, d->db, d->coll, last ? MCDC_SNAP_LAST : MCDC_SNAP_TRUE);
+}
+
 /* Streaming waits (this thread reads no stream meanwhile) while the listed
  * collections are copied by the initial-snapshot procedure itself
  * (snapshot_start: snapshot.max.threads readers, large collections split
@@ -262,12 +272,9 @@ static enum phase blocking_snapshot(struct worker *w, const struct want *v, size
 {
     struct snapshot_plan *plan = xcalloc(1, sizeof *plan);
     struct snapshot *snap = NULL;
-    struct snapshot_doc *held = NULL;
-    struct resume_failure fail;
-    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct worker_snapshot_rows rows = {blocking_row, NULL, NULL, 0, false};
     enum phase ph = PHASE_OK;
-    int64_t rows = 0, t0 = worker_now_ms();
-    bool done = false;
+    int64_t t0 = worker_now_ms();
 
     LOG_INFO("blocking snapshot (signal %s) of %zu collection(s): streaming pauses", id, n);
     plan->colls = xcalloc(n, sizeof *plan->colls);
@@ -307,43 +314,11 @@ static enum phase blocking_snapshot(struct worker *w, const struct want *v, size
         return ph;
     }
     snap = snapshot_start(w->pool, w->cfg, plan, w->rs, &w->stop); /* owns plan */
-    while (ph == PHASE_OK && !done) {
-        struct snapshot_doc *d = NULL;
-        if (worker_stopping(w)) {
-            ph = PHASE_STOPPED;
-            break;
-        }
-        switch (snapshot_next(snap, 100, &d, &fail, &err)) {
-        case SNAPSHOT_DOC:
-            if (held != NULL) {
-                ph = emit_row(w, held->doc, held->db, held->coll, MCDC_SNAP_TRUE);
-                rows++;
-            }
-            snapshot_doc_free(held);
-            held = d;
-            break;
-        case SNAPSHOT_WAIT:
-            break;
-        case SNAPSHOT_DONE:
-            if (held != NULL) {
-                ph = emit_row(w, held->doc, held->db, held->coll, MCDC_SNAP_LAST);
-                rows++;
-            }
-            done = true;
-            break;
-        case SNAPSHOT_FAILED:
-        default:
-            ph = worker_phase_from_failure(w, &fail, &err);
-            break;
-        }
-        if (ph == PHASE_OK)
-            ph = worker_service(w, false);
-    }
-    snapshot_doc_free(held);
+    ph = worker_snapshot_take(w, snap, &rows);
     snapshot_destroy(snap);
     if (ph == PHASE_OK)
         LOG_INFO("blocking snapshot (signal %s) done: %lld rows in %lld ms; streaming resumes", id,
-                 (long long)rows, (long long)(worker_now_ms() - t0));
+                 (long long)rows.rows, (long long)(worker_now_ms() - t0));
     return ph;
 }
 

@@ -303,4 +303,33 @@ const struct mcdc_position *worker_incremental_stamp(struct worker *w,
 /* The initial snapshot, then w->stream_pos = the recorded start (worker_snapshot.c). */
 enum phase worker_snapshot(struct worker *w);
 
+/*
+ * The rows of a running snapshot (the initial one and a blocking one share
+ * this loop, worker_snapshot.c). emit is called for each document the
+ * readers copy (d borrowed for the call), holding one back so that the
+ * final one comes with last = true; when the snapshot copied nothing, emit
+ * gets d = NULL and last = true once. progress (may be NULL) runs after each
+ * step. The loop fills rows (documents emitted) and done (the readers
+ * finished and the last row went to emit).
+ */
+struct snapshot;
+struct snapshot_doc;
+struct worker_snapshot_rows {
+    enum phase (*emit)(struct worker *w, const struct snapshot_doc *d, bool last, void *ctx);
+    void (*progress)(struct worker *w, struct snapshot *snap, void *ctx);
+    void *ctx;
+    int64_t rows;
+    bool done;
+};
+
+/*
+ * Takes snap's documents (snap borrowed) until the readers finish, the task
+ * stops or a step fails, serving deliveries and offsets between them
+ * (worker_service). Returns PHASE_OK when done, PHASE_STOPPED on a stop, the
+ * phase of a failed read (worker_phase_from_failure) or what emit or
+ * worker_service returned. Thread: the task's.
+ */
+enum phase worker_snapshot_take(struct worker *w, struct snapshot *snap,
+                                struct worker_snapshot_rows *r);
+
 #endif

@@ -311,6 +311,82 @@ static void snapshot_source_ts(struct worker *w, const struct mcdc_position *sta
              src->known ? "the change stream's start time" : "0/-1");
 }
 
+/* The loop of the initial snapshot below and of a blocking snapshot
+ * (worker_incremental.c); see worker_internal.h. */
+enum phase worker_snapshot_take(struct worker *w, struct snapshot *snap,
+                                struct worker_snapshot_rows *r)
+{
+    struct snapshot_doc *held = NULL;
+    struct resume_failure fail;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    enum phase ph = PHASE_OK;
+
+    while (ph == PHASE_OK && !r->done) {
+        struct snapshot_doc *doc = NULL;
+        if (worker_stopping(w)) {
+            ph = PHASE_STOPPED;
+            break;
+        }
+        switch (snapshot_next(snap, TAKE_TIMEOUT_MS, &doc, &fail, &err)) {
+        case SNAPSHOT_DOC:
+            if (held != NULL) {
+                ph = r->emit(w, held, false, r->ctx);
+                r->rows++;
+            }
+            snapshot_doc_free(held);
+            held = doc;
+            break;
+        case SNAPSHOT_WAIT:
+            if (worker_stopping(w))
+                ph = PHASE_STOPPED;
+            break;
+        case SNAPSHOT_DONE:
+            /* The one record that says "snapshot complete". */
+            ph = r->emit(w, held, true, r->ctx);
+            if (held != NULL)
+                r->rows++;
+            r->done = true;
+            break;
+        case SNAPSHOT_FAILED:
+        default:
+            ph = worker_phase_from_failure(w, &fail, &err);
+            break;
+        }
+        if (ph == PHASE_OK)
+            ph = worker_service(w, false);
+        if (r->progress != NULL)
+            r->progress(w, snap, r->ctx);
+    }
+    snapshot_doc_free(held);
+    return ph;
+}
+
+/* The initial snapshot's rows: every record carries the resume position with
+ * initsync (during), the last one the resume position without it. */
+struct initial_rows {
+    const struct mcdc_position *during, *resume;
+    const struct snap_source_ts *src;
+    const struct snapshot_plan *plan; /* borrowed from the snapshot, for the metrics */
+};
+
+static enum phase initial_row(struct worker *w, const struct snapshot_doc *d, bool last, void *ctx)
+{
+    const struct initial_rows *ir = ctx;
+    if (d == NULL) {
+        inflight_advance(w->inf, ir->resume);
+        return PHASE_OK;
+    }
+    if (last)
+        return emit_doc(w, d, MCDC_SNAP_LAST, ir->resume, ir->src);
+    return emit_doc(w, d, MCDC_SNAP_TRUE, ir->during, ir->src);
+}
+
+static void initial_progress(struct worker *w, struct snapshot *snap, void *ctx)
+{
+    const struct initial_rows *ir = ctx;
+    snapshot_metrics(w, snap, ir->plan);
+}
+
 enum phase worker_snapshot(struct worker *w)
 {
     const struct mcdc_config *cfg = w->cfg;
@@ -319,7 +395,6 @@ enum phase worker_snapshot(struct worker *w)
     struct mcdc_error err = MCDC_ERROR_INIT;
     struct snapshot_plan *plan = NULL;
     struct snapshot *snap = NULL;
-    struct snapshot_doc *held = NULL;
     struct snap_source_ts src = {0};
     enum phase ph = PHASE_OK;
     bool done = false, started = false; /* started: the STARTED notification went out */
@@ -417,41 +492,10 @@ enum phase worker_snapshot(struct worker *w)
     plan = NULL;                                 /* owned by snap */
     metrics_set_state(w->m, METRICS_STATE_SNAPSHOTTING);
 
-    while (ph == PHASE_OK && !done) {
-        struct snapshot_doc *doc = NULL;
-        if (worker_stopping(w)) {
-            ph = PHASE_STOPPED;
-            break;
-        }
-        switch (snapshot_next(snap, TAKE_TIMEOUT_MS, &doc, &fail, &err)) {
-        case SNAPSHOT_DOC:
-            if (held != NULL)
-                ph = emit_doc(w, held, MCDC_SNAP_TRUE, &during, &src);
-            snapshot_doc_free(held);
-            held = doc;
-            break;
-        case SNAPSHOT_WAIT:
-            if (worker_stopping(w))
-                ph = PHASE_STOPPED;
-            break;
-        case SNAPSHOT_DONE:
-            /* The one record that says "snapshot complete": last, without initsync. */
-            if (held != NULL)
-                ph = emit_doc(w, held, MCDC_SNAP_LAST, &resume, &src);
-            else
-                inflight_advance(w->inf, &resume);
-            done = true;
-            break;
-        case SNAPSHOT_FAILED:
-        default:
-            ph = worker_phase_from_failure(w, &fail, &err);
-            break;
-        }
-        if (ph == PHASE_OK)
-            ph = worker_service(w, false);
-        if (snap != NULL)
-            snapshot_metrics(w, snap, progress);
-    }
+    struct initial_rows ir = {&during, &resume, &src, progress};
+    struct worker_snapshot_rows rows = {initial_row, initial_progress, &ir, 0, false};
+    ph = worker_snapshot_take(w, snap, &rows);
+    done = rows.done;
     if (ph == PHASE_OK) {
         position_copy(&w->stream_pos, &resume);
         w->have_stored = true;
@@ -465,7 +509,6 @@ enum phase worker_snapshot(struct worker *w)
 cleanup:
     if (started && !done)
         notify_initial_snapshot("ABORTED", cfg->topic_prefix);
-    snapshot_doc_free(held);
     snapshot_destroy(snap);
     snapshot_plan_free(plan);
     position_clear(&start);

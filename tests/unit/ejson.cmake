@@ -2,9 +2,7 @@
 # vectors from debezium-format.md, plus a small command-line front end for the
 # writer used by the differential oracle test when the daemon binary lacks
 # the `encode` subcommand.
-if(TARGET mcdc_encode)
-  mcdc_unit_test(test_ejson SOURCES test_ejson.c LIBS mcdc_encode)
-  add_executable(mcdc_encode_cli ejson_cli_main.c)
-  target_link_libraries(mcdc_encode_cli PRIVATE mcdc_encode)
-  mcdc_target_defaults(mcdc_encode_cli)
-endif()
+mcdc_unit_test(test_ejson SOURCES test_ejson.c LIBS mcdc_encode)
+add_executable(mcdc_encode_cli ejson_cli_main.c)
+target_link_libraries(mcdc_encode_cli PRIVATE mcdc_encode)
+mcdc_target_defaults(mcdc_encode_cli)

@@ -1,3 +1,1 @@
-if(TARGET mcdc_event)
-  mcdc_unit_test(test_event SOURCES test_event.c LIBS mcdc_event)
-endif()
+mcdc_unit_test(test_event SOURCES test_event.c LIBS mcdc_event)

@@ -1,6 +1,4 @@
 # offsets: in-flight tracker, offset values, file store, Kafka store on
 # librdkafka's mock cluster (librdkafka is linked for the mock cluster only).
-if(TARGET mcdc_offsets)
-  mcdc_unit_test(test_offsets SOURCES test_offsets.c LIBS mcdc_offsets PkgConfig::RDKAFKA)
-  set_tests_properties(test_offsets PROPERTIES TIMEOUT 120)
-endif()
+mcdc_unit_test(test_offsets SOURCES test_offsets.c LIBS mcdc_offsets PkgConfig::RDKAFKA)
+set_tests_properties(test_offsets PROPERTIES TIMEOUT 120)

@@ -1,3 +1,1 @@
-if(TARGET mcdc_signals)
-  mcdc_unit_test(test_signals SOURCES test_signals.c LIBS mcdc_signals)
-endif()
+mcdc_unit_test(test_signals SOURCES test_signals.c LIBS mcdc_signals)

@@ -1,21 +1,13 @@
 # snapshot: `_id` key ranges (brackets, filters, BSON-order comparison, JSON form)
 # and the split of one collection into ranges.
-if(TARGET mcdc_snapshot)
-  mcdc_unit_test(test_keyrange SOURCES test_keyrange.c LIBS mcdc_snapshot)
-endif()
+mcdc_unit_test(test_keyrange SOURCES test_keyrange.c LIBS mcdc_snapshot)
 # The incremental snapshot engine: offsets, windows, stop, regexes (no server).
-if(TARGET mcdc_snapshot)
-  mcdc_unit_test(test_incremental SOURCES test_incremental.c LIBS mcdc_snapshot)
-endif()
+mcdc_unit_test(test_incremental SOURCES test_incremental.c LIBS mcdc_snapshot)
 # The key-range walker the integration test runs against the simulator
 # (tests/integration/test_keyrange.py).
-if(TARGET mcdc_snapshot)
-  add_executable(mcdc_keyrange_walk keyrange_walk.c)
-  target_link_libraries(mcdc_keyrange_walk PRIVATE mcdc_snapshot)
-  mcdc_target_defaults(mcdc_keyrange_walk)
-endif()
+add_executable(mcdc_keyrange_walk keyrange_walk.c)
+target_link_libraries(mcdc_keyrange_walk PRIVATE mcdc_snapshot)
+mcdc_target_defaults(mcdc_keyrange_walk)
 # MongoDB's hash64 of hashed shard keys (hasher_test.cpp's values) and the
 # hashed-chunk ownership filter.
-if(TARGET mcdc_snapshot)
-  mcdc_unit_test(test_hashkey SOURCES test_hashkey.c LIBS mcdc_snapshot)
-endif()
+mcdc_unit_test(test_hashkey SOURCES test_hashkey.c LIBS mcdc_snapshot)

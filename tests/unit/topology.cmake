@@ -1,3 +1,1 @@
-if(TARGET mcdc_topology)
-  mcdc_unit_test(test_topology SOURCES test_topology.c LIBS mcdc_topology)
-endif()
+mcdc_unit_test(test_topology SOURCES test_topology.c LIBS mcdc_topology)
