@@ -64,6 +64,14 @@ char *ejson_buf_steal(struct ejson_buf *buf, size_t *len);
  * and each replacement is counted in ejson_invalid_utf8_count(). */
 void ejson_write_string(struct ejson_buf *buf, const char *s, size_t n);
 
+/* Appends s[0..n) (borrowed; bytes passed through, n without a NUL) as a
+ * JSON string the way Jackson, in Kafka Connect's JsonConverter, writes a
+ * Connect string: quotes, \" and \\, short escapes for \b \f \n \r \t,
+ * \u00XX (uppercase hex) for the other controls, every other byte raw. The
+ * envelope's own string fields and Debezium's notification records are
+ * written this way; document text inside them uses ejson_write_string. */
+void json_append_string(struct ejson_buf *out, const char *s, size_t n);
+
 /* Same as ejson_write_string, for a string inside a larger buffer: readable
  * is the number of bytes that may be read from s (>= n; for example up to
  * the end of the enclosing BSON document), which lets short strings be

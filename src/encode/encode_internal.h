@@ -268,10 +268,6 @@ struct encoder {
     size_t header_count;
 };
 
-/* Appends s as a JSON string the way Jackson (Kafka's JsonConverter) writes
- * it: quotes, \" and \\, short escapes for \b \f \n \r \t, \u00XX (uppercase
- * hex) for other controls, everything else raw. */
-void json_append_string(struct ejson_buf *out, const char *s, size_t n);
 void json_append_lit(struct ejson_buf *out, const char *s);
 void json_append_int(struct ejson_buf *out, int64_t v);
 

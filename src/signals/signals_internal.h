@@ -21,8 +21,9 @@
 void *sig_zalloc_aligned(size_t align, size_t n);
 
 /* Appends the NUL-terminated s (borrowed) to b: sig_put as it is,
- * sig_put_json as a JSON string with the project's one string writer
- * (encode/ejson.h: quotes included, escaped as the Java driver escapes). */
+ * sig_put_json as a JSON string escaped as Kafka Connect's JsonConverter
+ * writes it (encode/ejson.h json_append_string), as Debezium's notification
+ * records and signal values are. */
 static inline void sig_put(struct ejson_buf *b, const char *s)
 {
     ejson_buf_append(b, s, strlen(s));
@@ -30,7 +31,7 @@ static inline void sig_put(struct ejson_buf *b, const char *s)
 
 static inline void sig_put_json(struct ejson_buf *b, const char *s)
 {
-    ejson_write_string(b, s, strlen(s));
+    json_append_string(b, s, strlen(s));
 }
 
 /* librdkafka's log lines into ours (component "rdkafka"). */
