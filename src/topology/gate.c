@@ -481,7 +481,8 @@ static int lookup(struct gate_task *t, const struct ns_map *m, const bson_t *key
         switch (gate_decide(ch->hist, ch->nhist, t->name, ts, need, &name)) {
         case GATE_NOT_OWNER: break; /* result 0: the map is older than a migration */
         case GATE_EVERY_OTHER:
-            *donor = t; /* a task is never its own donor: the value means every other */
+            /* a task is never its own donor: the value means every other */
+            *donor = *need > 0 ? t : NULL;
             result = 1;
             break;
         case GATE_DONOR:
