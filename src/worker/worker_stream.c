@@ -75,9 +75,10 @@ static enum phase hold_for_donor(struct worker *w, const struct mcdc_event *ev)
             return ph;
         /* Everything this task produced before the held event is
          * acknowledged: its watermark may move to just before the held
-         * event, so two shards each holding a document that came from the
-         * other never wait on each other for ever (the one waiting for the
-         * earlier migration is released). */
+         * event, so shards each holding an event never wait on each other
+         * for ever: every need is before its held event, so the holder of
+         * the earliest one is released, whether it waits for one donor or
+         * for every other shard (topology/gate.c, gate_task_passed). */
         if (inflight_pending(w->inf) == 0)
             w->gate.publish(w->gate.ctx, (((uint64_t)ev->ts_sec << 32) | ev->ts_inc) - 1);
         if (!told && worker_now_ms() - since >= GATE_LOG_MS) {
