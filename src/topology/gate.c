@@ -400,8 +400,8 @@ static bool load_map(mongoc_client_pool_t *pool, struct ns_map *m, struct mcdc_e
     return ok;
 }
 
-enum gate_wait gate_decide(const struct gate_entry *hist, size_t n, const char *self,
-                           uint64_t ts, uint64_t *need, const char **donor)
+enum gate_wait gate_decide(const struct gate_entry *hist, size_t n, const char *self, uint64_t ts,
+                           uint64_t *need, const char **donor)
 {
     size_t o = 0;
     uint64_t cap = ts > 0 ? ts - 1 : 0;

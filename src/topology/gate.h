@@ -120,8 +120,8 @@ enum gate_wait {
  * from hist). No history at all (n == 0) is GATE_NONE. Pure; exposed for
  * tests.
  */
-enum gate_wait gate_decide(const struct gate_entry *hist, size_t n, const char *self,
-                           uint64_t ts, uint64_t *need, const char **donor);
+enum gate_wait gate_decide(const struct gate_entry *hist, size_t n, const char *self, uint64_t ts,
+                           uint64_t *need, const char **donor);
 
 /*
  * Appends to *hist (newest first, *n entries, heap array of owned shard
