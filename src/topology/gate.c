@@ -17,14 +17,9 @@
 #define MAX_KEY_FIELDS 32
 #define REFRESH_MIN_MS 100
 
-struct hist {
-    uint64_t valid_after;
-    char *shard;
-};
-
 struct chunk {
     bson_t *min, *max;
-    struct hist *hist; /* newest first */
+    struct gate_entry *hist; /* newest first; shard strings owned */
     size_t nhist;
 };
 
@@ -64,111 +59,6 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ---- BSON order ---- */
-
-/* Canonical type rank of the comparison order. */
-static int type_rank(bson_type_t t)
-{
-    switch (t) {
-    case BSON_TYPE_MINKEY: return 0;
-    case BSON_TYPE_UNDEFINED:
-    case BSON_TYPE_NULL: return 1;
-    case BSON_TYPE_INT32:
-    case BSON_TYPE_INT64:
-    case BSON_TYPE_DOUBLE:
-    case BSON_TYPE_DECIMAL128: return 2;
-    case BSON_TYPE_SYMBOL:
-    case BSON_TYPE_UTF8: return 3;
-    case BSON_TYPE_DOCUMENT: return 4;
-    case BSON_TYPE_ARRAY: return 5;
-    case BSON_TYPE_BINARY: return 6;
-    case BSON_TYPE_OID: return 7;
-    case BSON_TYPE_BOOL: return 8;
-    case BSON_TYPE_DATE_TIME: return 9;
-    case BSON_TYPE_TIMESTAMP: return 10;
-    case BSON_TYPE_REGEX: return 11;
-    case BSON_TYPE_MAXKEY: return 13;
-    default: return 12;
-    }
-}
-
-static int cmp_bytes(const void *a, size_t alen, const void *b, size_t blen)
-{
-    int c = memcmp(a, b, alen < blen ? alen : blen);
-    if (c != 0)
-        return c < 0 ? -1 : 1;
-    return alen < blen ? -1 : alen > blen ? 1 : 0;
-}
-
-static int cmp_num(const bson_iter_t *a, const bson_iter_t *b)
-{
-    if (BSON_ITER_HOLDS_DOUBLE(a) || BSON_ITER_HOLDS_DOUBLE(b)) {
-        double x = bson_iter_as_double(a), y = bson_iter_as_double(b);
-        return x < y ? -1 : x > y ? 1 : 0;
-    }
-    int64_t x = bson_iter_as_int64(a), y = bson_iter_as_int64(b);
-    return x < y ? -1 : x > y ? 1 : 0;
-}
-
-int gate_compare_values(const bson_iter_t *a, const bson_iter_t *b)
-{
-    bson_type_t ta = bson_iter_type(a), tb = bson_iter_type(b);
-    int ra = type_rank(ta), rb = type_rank(tb);
-    const bson_value_t *va, *vb;
-
-    if (ra != rb)
-        return ra < rb ? -1 : 1;
-    va = bson_iter_value((bson_iter_t *)a);
-    vb = bson_iter_value((bson_iter_t *)b);
-    switch (ra) {
-    case 0:
-    case 1:
-    case 13: return 0;
-    case 2: return cmp_num(a, b);
-    case 3: {
-        uint32_t la, lb;
-        const char *sa = ta == BSON_TYPE_UTF8 ? bson_iter_utf8(a, &la) : bson_iter_symbol(a, &la);
-        const char *sb = tb == BSON_TYPE_UTF8 ? bson_iter_utf8(b, &lb) : bson_iter_symbol(b, &lb);
-        return cmp_bytes(sa, la, sb, lb);
-    }
-    case 7: return cmp_bytes(va->value.v_oid.bytes, 12, vb->value.v_oid.bytes, 12);
-    case 8: return (int)va->value.v_bool - (int)vb->value.v_bool;
-    case 9: {
-        int64_t x = va->value.v_datetime, y = vb->value.v_datetime;
-        return x < y ? -1 : x > y ? 1 : 0;
-    }
-    case 10: {
-        uint64_t x = ((uint64_t)va->value.v_timestamp.timestamp << 32) | va->value.v_timestamp.increment;
-        uint64_t y = ((uint64_t)vb->value.v_timestamp.timestamp << 32) | vb->value.v_timestamp.increment;
-        return x < y ? -1 : x > y ? 1 : 0;
-    }
-    case 6:
-        if (va->value.v_binary.data_len != vb->value.v_binary.data_len)
-            return va->value.v_binary.data_len < vb->value.v_binary.data_len ? -1 : 1;
-        if (va->value.v_binary.subtype != vb->value.v_binary.subtype)
-            return va->value.v_binary.subtype < vb->value.v_binary.subtype ? -1 : 1;
-        return cmp_bytes(va->value.v_binary.data, va->value.v_binary.data_len,
-                         vb->value.v_binary.data, vb->value.v_binary.data_len);
-    default: {
-        /* documents, arrays, regexes and the rest: by their raw bytes (only
-         * equality matters for chunk bounds of these rare shard-key types) */
-        const uint8_t *da, *db;
-        uint32_t la, lb;
-        if ((ra == 4 || ra == 5)) {
-            if (ra == 4) {
-                bson_iter_document(a, &la, &da);
-                bson_iter_document(b, &lb, &db);
-            } else {
-                bson_iter_array(a, &la, &da);
-                bson_iter_array(b, &lb, &db);
-            }
-            return cmp_bytes(da, la, db, lb);
-        }
-        return 0;
-    }
-    }
-}
-
 /* One shard key value (a struct: bson_iter_t is over-aligned for arrays). */
 struct keyval {
     bson_iter_t it;
@@ -201,18 +91,23 @@ struct gate_registry *gate_registry_new(mongoc_client_pool_t *seed, size_t max_t
     return r;
 }
 
+static void chunks_free(struct chunk *chunks, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        bson_destroy(chunks[i].min);
+        bson_destroy(chunks[i].max);
+        for (size_t j = 0; j < chunks[i].nhist; j++)
+            free((char *)chunks[i].hist[j].shard);
+        free(chunks[i].hist);
+    }
+    free(chunks);
+}
+
 static void maps_free(struct ns_map *m)
 {
     while (m != NULL) {
         struct ns_map *next = m->next;
-        for (size_t i = 0; i < m->nchunks; i++) {
-            bson_destroy(m->chunks[i].min);
-            bson_destroy(m->chunks[i].max);
-            for (size_t j = 0; j < m->chunks[i].nhist; j++)
-                free(m->chunks[i].hist[j].shard);
-            free(m->chunks[i].hist);
-        }
-        free(m->chunks);
+        chunks_free(m->chunks, m->nchunks);
         for (size_t i = 0; i < m->nfields; i++)
             free(m->fields[i]);
         free(m->ns);
@@ -264,10 +159,38 @@ void gate_task_publish(struct gate_task *t, uint64_t ts)
     }
 }
 
-bool gate_task_passed(const struct gate_task *donor, uint64_t need)
+static bool task_passed(struct gate_task *d, uint64_t need)
 {
-    return atomic_load(&((struct gate_task *)donor)->ended) ||
-           atomic_load(&((struct gate_task *)donor)->watermark) >= need;
+    return atomic_load(&d->ended) || atomic_load(&d->watermark) >= need;
+}
+
+/*
+ * Every other task (donor == t): one atomic read per task, and in steady
+ * state no wait, as every task is long past a chunk's arrival time.
+ *
+ * No two holders wait on each other for ever, with donors named or "every
+ * other" alike: a task holding an event at time h publishes h - 1 as its
+ * watermark once nothing it produced before is unacknowledged
+ * (worker_stream.c), and every need is at most the held event's time - 1
+ * (gate_decide). Of the events held at one moment take one at the earliest
+ * time h: every other holder publishes at least h - 1, which is at least
+ * that event's need, and a task that holds nothing moves its watermark on
+ * by itself; so that event is released, and then, one by one, the others.
+ */
+bool gate_task_passed(const struct gate_task *t, const struct gate_task *donor, uint64_t need)
+{
+    struct gate_registry *r;
+    size_t n;
+
+    if (donor != t)
+        return task_passed((struct gate_task *)donor, need);
+    r = t->reg;
+    n = atomic_load(&r->count);
+    for (size_t i = 0; i < n; i++) {
+        if (&r->tasks[i] != t && !task_passed(&r->tasks[i], need))
+            return false;
+    }
+    return true;
 }
 
 const char *gate_task_name(const struct gate_task *t)
@@ -287,6 +210,67 @@ static struct gate_task *find_task(struct gate_registry *r, const char *name)
 
 /* ---- chunk maps ---- */
 
+/* Compares two chunk bound documents field by field (-1, 0, 1). */
+static int cmp_bounds(const bson_t *a, const bson_t *b)
+{
+    bson_iter_t x, y;
+    if (!bson_iter_init(&x, a) || !bson_iter_init(&y, b))
+        return 0;
+    while (bson_iter_next(&x) && bson_iter_next(&y)) {
+        int c = gate_compare_values(&x, &y);
+        if (c != 0)
+            return c;
+    }
+    return 0;
+}
+
+/*
+ * After a re-read: each chunk whose range is the same as, or inside (a split),
+ * a chunk of the previous read gets back the history entries the server has
+ * trimmed since (gate_history_extend), so a trim while running does not lose
+ * a donor this task already knew. A merged chunk (its range spans several old
+ * ones, its history one entry) is left as read.
+ */
+static void keep_seen_history(struct ns_map *m, const struct chunk *old, size_t nold)
+{
+    for (size_t i = 0; i < m->nchunks; i++) {
+        struct chunk *ch = &m->chunks[i];
+        for (size_t j = 0; j < nold; j++) {
+            if (cmp_bounds(old[j].min, ch->min) <= 0 && cmp_bounds(ch->max, old[j].max) <= 0) {
+                gate_history_extend(&ch->hist, &ch->nhist, old[j].hist, old[j].nhist);
+                break;
+            }
+        }
+    }
+}
+
+size_t gate_history_extend(struct gate_entry **hist, size_t *n, const struct gate_entry *seen,
+                           size_t nseen)
+{
+    const struct gate_entry *last;
+    size_t from = nseen, added;
+
+    if (*n == 0)
+        return 0;
+    last = &(*hist)[*n - 1];
+    for (size_t k = 0; k < nseen; k++) {
+        if (seen[k].valid_after == last->valid_after && strcmp(seen[k].shard, last->shard) == 0) {
+            from = k + 1;
+            break;
+        }
+    }
+    if (from >= nseen)
+        return 0;
+    added = nseen - from;
+    *hist = xrealloc(*hist, (*n + added) * sizeof **hist);
+    for (size_t k = from; k < nseen; k++) {
+        (*hist)[*n].valid_after = seen[k].valid_after;
+        (*hist)[*n].shard = xstrdup(seen[k].shard);
+        (*n)++;
+    }
+    return added;
+}
+
 /* (Re)reads ns's sharding metadata into m. Returns false with err. */
 static bool load_map(mongoc_client_pool_t *pool, struct ns_map *m, struct mcdc_error *err)
 {
@@ -300,15 +284,10 @@ static bool load_map(mongoc_client_pool_t *pool, struct ns_map *m, struct mcdc_e
     bson_iter_t it;
     bool ok = true, found = false;
     size_t cap = 0;
+    /* The previous read: history the server has trimmed since is kept. */
+    struct chunk *old = m->chunks;
+    size_t nold = m->nchunks;
 
-    for (size_t i = 0; i < m->nchunks; i++) {
-        bson_destroy(m->chunks[i].min);
-        bson_destroy(m->chunks[i].max);
-        for (size_t j = 0; j < m->chunks[i].nhist; j++)
-            free(m->chunks[i].hist[j].shard);
-        free(m->chunks[i].hist);
-    }
-    free(m->chunks);
     m->chunks = NULL;
     m->nchunks = 0;
     for (size_t i = 0; i < m->nfields; i++)
@@ -410,6 +389,8 @@ static bool load_map(mongoc_client_pool_t *pool, struct ns_map *m, struct mcdc_e
         }
         mongoc_cursor_destroy(cur);
     }
+    keep_seen_history(m, old, nold);
+    chunks_free(old, nold);
     bson_destroy(&q);
     bson_destroy(&cq);
     bson_destroy(&opts);
@@ -419,15 +400,39 @@ static bool load_map(mongoc_client_pool_t *pool, struct ns_map *m, struct mcdc_e
     return ok;
 }
 
-/* The history index of the owner at ts (newest first: the first entry with
- * validAfter <= ts), or -1. */
-static long owner_at(const struct chunk *ch, uint64_t ts)
+enum gate_wait gate_decide(const struct gate_entry *hist, size_t n, const char *self, uint64_t ts,
+                           uint64_t *need, const char **donor)
 {
-    for (size_t i = 0; i < ch->nhist; i++) {
-        if (ch->hist[i].valid_after <= ts)
-            return (long)i;
+    size_t o = 0;
+    uint64_t cap = ts > 0 ? ts - 1 : 0;
+
+    *need = 0;
+    *donor = NULL;
+    if (n == 0)
+        return GATE_NONE; /* a server without chunk history: nothing to go by */
+    while (o < n && hist[o].valid_after > ts)
+        o++;
+    if (o == n) {
+        /* No entry covers ts: trimmed (or a merge after ts); whoever owned
+         * the document before ts is unknown. */
+        *need = cap;
+        return GATE_EVERY_OTHER;
     }
-    return -1;
+    if (strcmp(hist[o].shard, self) != 0)
+        return GATE_NOT_OWNER;
+    /* need is capped at ts - 1: the donor's events of the document are all
+     * before the arrival, so at or before ts - 1 when it arrived at ts; and a
+     * need below the held event's time is what keeps holders from waiting on
+     * each other for ever (gate_task_passed). */
+    *need = hist[o].valid_after < cap ? hist[o].valid_after : cap;
+    if (o + 1 == n)
+        return GATE_EVERY_OTHER; /* the oldest entry: its predecessor was trimmed */
+    if (strcmp(hist[o + 1].shard, self) == 0) {
+        *need = 0;
+        return GATE_NONE;
+    }
+    *donor = hist[o + 1].shard;
+    return GATE_DONOR;
 }
 
 /* Looks key up in m: 1 = decided (need and donor set), 0 = the map does not
@@ -468,21 +473,29 @@ static int lookup(struct gate_task *t, const struct ns_map *m, const bson_t *key
     }
     for (size_t i = 0; i < m->nchunks; i++) {
         const struct chunk *ch = &m->chunks[i];
-        long o;
+        const char *name = NULL;
+        struct gate_task *d;
         if (cmp_key_bound(vals, m->nfields, ch->min) < 0 ||
             cmp_key_bound(vals, m->nfields, ch->max) >= 0)
             continue;
-        o = owner_at(ch, ts);
-        if (o < 0 || strcmp(ch->hist[o].shard, t->name) != 0)
+        switch (gate_decide(ch->hist, ch->nhist, t->name, ts, need, &name)) {
+        case GATE_NOT_OWNER: break; /* result 0: the map is older than a migration */
+        case GATE_EVERY_OTHER:
+            /* a task is never its own donor: the value means every other */
+            *donor = *need > 0 ? t : NULL;
+            result = 1;
             break;
-        if ((size_t)o + 1 < ch->nhist && strcmp(ch->hist[o + 1].shard, t->name) != 0) {
-            struct gate_task *d = find_task(t->reg, ch->hist[o + 1].shard);
-            if (d != NULL) {
-                *need = ch->hist[o].valid_after;
+        case GATE_DONOR:
+            d = find_task(t->reg, name);
+            if (d != NULL)
                 *donor = d;
-            }
+            else
+                *need = 0; /* a shard no task follows (removed before this run) */
+            result = 1;
+            break;
+        case GATE_NONE:
+        default: result = 1; break;
         }
-        result = 1;
         break;
     }
     bson_destroy(&nullv);

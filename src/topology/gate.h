@@ -10,16 +10,28 @@
  * holds a recipient's event at cluster time T for a document whose chunk
  * became the recipient's at Tm <= T until the donor's task has had every
  * event before Tm acknowledged by Kafka (its committed position reaches Tm).
- * Documents that never moved, and events from before a chunk's arrival, pass
- * at once: the gate costs one chunk lookup per event of a sharded
- * collection.
+ * The config server trims that history (on a migration commit it drops the
+ * entries older than the history window, minSnapshotHistoryWindowInSeconds,
+ * default 300 s, keeping at least the donor's; a merge leaves one entry, the
+ * merge time; a chunk never moved has one entry, its creation): when the
+ * owner's entry at T is the oldest left, or no entry covers T, whoever owned
+ * the document before is unknown and the event waits until every other
+ * task has acknowledged up to the entry's validAfter (for no entry: T less
+ * one increment), as a donor would be waited for. Other tasks are long past
+ * such times in steady state, so the cost is one atomic read per task and
+ * no wait; a task that publishes nothing (a shard unreachable since the
+ * start) holds these events until it does. Events from before a chunk's
+ * arrival on this shard pass at once. The gate costs one chunk lookup per
+ * event of a sharded collection.
  *
  * Each task publishes its acknowledged watermark (the cluster time of its
  * committed position) in a registry shared by all tasks; a task that has
  * ended (a removed shard, after delivering everything) counts as fully
  * acknowledged. Chunk maps are cached per task and re-read through the seed
  * pool when an event's document is not in a chunk the map gives this shard
- * at the event's time (the map is older than a migration). Collections with
+ * at the event's time (the map is older than a migration); a re-read keeps
+ * the history entries this task saw before and the server has trimmed since
+ * (gate_history_extend). Collections with
  * a hashed shard key are gated alike, their documents looked up by the
  * hash64 of the hashed field (snapshot/hashkey.h), as the chunk bounds are.
  *
@@ -53,22 +65,27 @@ struct gate_task *gate_registry_add(struct gate_registry *reg, const char *name)
 void gate_task_ended(struct gate_task *t);
 
 /* Publishes the task's acknowledged watermark: ts is a BSON timestamp value
- * (seconds << 32 | increment) of its committed position; never moves back. */
+ * (seconds << 32 | increment) of its committed position, or the stored one it
+ * starts from; never moves back. */
 void gate_task_publish(struct gate_task *t, uint64_t ts);
 
 /*
  * For an event of task t on namespace db.coll (NUL-terminated), document key
  * key (the change event's documentKey), at cluster time ts: returns the
  * cluster time the donor must have acknowledged before the event may be
- * produced, or 0 for none; *donor gets the donor's task (NULL when 0). A
+ * produced, or 0 for none; *donor gets the donor's task, or t itself (a task
+ * is never its own donor) when the donor is unknown and every other task
+ * must have acknowledged that time (see above); NULL when 0. A
  * failed chunk read is not an error here: the event passes and *err says why
  * (the caller logs it); returns 0 then.
  */
 uint64_t gate_task_check(struct gate_task *t, const char *db, const char *coll, const bson_t *key,
                          uint64_t ts, struct gate_task **donor, struct mcdc_error *err);
 
-/* True when donor's watermark is at or past need, or donor has ended. */
-bool gate_task_passed(const struct gate_task *donor, uint64_t need);
+/* For task t's event: true when donor's watermark is at or past need, or
+ * donor has ended; donor == t: when that holds for every other registered
+ * task. Never blocks (atomic reads). */
+bool gate_task_passed(const struct gate_task *t, const struct gate_task *donor, uint64_t need);
 
 /*
  * The shard key pattern of db.coll (config.collections `key`, field names in
@@ -82,6 +99,39 @@ bool gate_task_shard_key(struct gate_task *t, const char *db, const char *coll, 
 
 /* The shard name of a task (borrowed). */
 const char *gate_task_name(const struct gate_task *t);
+
+/* One config.chunks history entry (shard borrowed here). */
+struct gate_entry {
+    uint64_t valid_after; /* BSON timestamp value */
+    const char *shard;
+};
+
+enum gate_wait {
+    GATE_NONE,        /* nothing to wait for */
+    GATE_DONOR,       /* the named donor must reach *need */
+    GATE_EVERY_OTHER, /* the donor is unknown: every other task must reach *need */
+    GATE_NOT_OWNER,   /* the history does not give self the chunk at ts (stale map) */
+};
+
+/*
+ * The decision for an event of shard self at ts (BSON timestamp value) in a
+ * chunk of history hist[0..n) (newest first): *need (0 unless GATE_DONOR or
+ * GATE_EVERY_OTHER; at most ts - 1) and, for GATE_DONOR, *donor (borrowed
+ * from hist). No history at all (n == 0) is GATE_NONE. Pure; exposed for
+ * tests.
+ */
+enum gate_wait gate_decide(const struct gate_entry *hist, size_t n, const char *self, uint64_t ts,
+                           uint64_t *need, const char **donor);
+
+/*
+ * Appends to *hist (newest first, *n entries, heap array of owned shard
+ * strings, reallocated) the entries of seen[0..nseen) older than *hist's
+ * oldest one, when that oldest entry is in seen (so nothing between is
+ * missing); shard strings copied. Returns how many were appended. Keeps
+ * what an earlier read of config.chunks showed after the server trimmed it.
+ */
+size_t gate_history_extend(struct gate_entry **hist, size_t *n, const struct gate_entry *seen,
+                           size_t nseen);
 
 /* BSON-order comparison of two values (-1, 0, 1), the order of chunk bounds
  * (MinKey < null < numbers < strings < objects < arrays < binData < ObjectId <

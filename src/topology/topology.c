@@ -284,13 +284,13 @@ static uint64_t gate_check(void *ctx, const char *db, const char *coll, const bs
         LOG_WARN("order gate: cannot read the chunks of %s.%s (%s); the event passes", db, coll,
                  err.msg);
     *donor = d;
-    *donor_name = d != NULL ? gate_task_name(d) : NULL;
+    *donor_name = d == NULL ? NULL : d == ctx ? "every other shard" : gate_task_name(d);
     return need;
 }
 
-static bool gate_passed(void *donor, uint64_t need)
+static bool gate_passed(void *ctx, void *donor, uint64_t need)
 {
-    return donor == NULL || gate_task_passed(donor, need);
+    return donor == NULL || gate_task_passed(ctx, donor, need);
 }
 
 static void gate_publish(void *ctx, uint64_t ts)

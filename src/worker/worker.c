@@ -308,6 +308,10 @@ static enum phase setup(struct worker *w, bool *proceed)
         LOG_INFO("joined the cluster at Timestamp(%lld, %lld): streaming from then, no snapshot",
                  (long long)w->stream_pos.sec, (long long)w->stream_pos.ord);
     }
+    /* The stored position is acknowledged: other shards' tasks may go by it
+     * (the order gate) before this one has committed anything in this run. */
+    if (w->have_stored)
+        worker_gate_publish(w, &w->stream_pos);
     /* An incremental snapshot in the stored offsets resumes at its chunk. */
     if (worker_incremental_setup(w) != PHASE_OK)
         return PHASE_FATAL;

@@ -45,17 +45,20 @@ typedef bool (*worker_snapshot_filters_fn)(void *ctx, bson_t *out, struct mcdc_e
  *   check:   for a change event (db/coll NUL-terminated, documentKey, cluster
  *            time as a BSON timestamp value), the cluster time the donor
  *            shard's task must have acknowledged first, or 0; *donor gets an
- *            opaque donor handle and *donor_name its shard name.
- *   passed:  true once donor has acknowledged everything before need (or
- *            has ended).
- *   publish: this task's acknowledged watermark (BSON timestamp value).
+ *            opaque donor handle (it may stand for several tasks) and
+ *            *donor_name the shard(s) it names, for logs ("shard01",
+ *            "every other shard").
+ *   passed:  true once donor has acknowledged everything up to need (or
+ *            has ended); never blocks.
+ *   publish: this task's acknowledged watermark (BSON timestamp value): its
+ *            committed position, and the stored one it starts from.
  *   ended:   this task will produce nothing more.
  */
 struct worker_order_gate {
     void *ctx;
     uint64_t (*check)(void *ctx, const char *db, const char *coll, const bson_t *document_key,
                       uint64_t ts, void **donor, const char **donor_name);
-    bool (*passed)(void *donor, uint64_t need);
+    bool (*passed)(void *ctx, void *donor, uint64_t need);
     void (*publish)(void *ctx, uint64_t ts);
     void (*ended)(void *ctx);
     /* event.key.mode document_key (may be NULL): the shard key pattern of

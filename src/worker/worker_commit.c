@@ -51,6 +51,18 @@ void worker_on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
 /* Records waiting longer than this for an acknowledgement: one WARN per episode. */
 #define ACK_STALL_WARN_MS 10000
 
+void worker_gate_publish(struct worker *w, const struct mcdc_position *pos)
+{
+    uint32_t sec = 0, ord = 0;
+
+    if (!w->has_gate)
+        return;
+    if (pos->sec > 0)
+        w->gate.publish(w->gate.ctx, ((uint64_t)pos->sec << 32) | (uint32_t)pos->ord);
+    else if (pos->has_resume_token && resume_token_time(&pos->resume_token, &sec, &ord))
+        w->gate.publish(w->gate.ctx, ((uint64_t)sec << 32) | ord);
+}
+
 /* A WARN when produced records have waited ACK_STALL_WARN_MS without any
  * acknowledgement (a frozen or unreachable broker); worker_on_delivery says INFO
  * when acknowledgements resume. */
@@ -92,13 +104,9 @@ enum phase worker_service(struct worker *w, bool force_commit)
          * flush timer as usual. */
         pos = inflight_committable(w->inf);
         if (pos != NULL) {
-            uint32_t sec = 0, ord = 0;
             position_copy(&w->to_commit, pos);
             w->to_commit_dirty = true;
-            if (pos->sec > 0)
-                w->gate.publish(w->gate.ctx, ((uint64_t)pos->sec << 32) | (uint32_t)pos->ord);
-            else if (pos->has_resume_token && resume_token_time(&pos->resume_token, &sec, &ord))
-                w->gate.publish(w->gate.ctx, ((uint64_t)sec << 32) | ord);
+            worker_gate_publish(w, pos);
         }
     }
     if (force_commit || failed ||

@@ -242,6 +242,11 @@ enum phase worker_maybe_heartbeat(struct worker *w, int64_t *last_ms);
  * be produced, PHASE_STOPPED on a stop, or the phase worker_service gave. */
 enum phase worker_hold_for_donor(struct worker *w, const struct mcdc_event *ev);
 
+/* Sharded clusters: publishes pos (acknowledged: committed or stored) as this
+ * task's order-gate watermark, the cluster time of its operation or resume
+ * token (topology/gate.h); nothing without a gate or a time (worker_commit.c). */
+void worker_gate_publish(struct worker *w, const struct mcdc_position *pos);
+
 /*
  * Encodes ev and produces its records, each registered in the in-flight
  * tracker with pos (the position reached once it is acknowledged). An event

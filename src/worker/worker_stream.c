@@ -63,11 +63,11 @@ static enum phase hold_for_donor(struct worker *w, const struct mcdc_event *ev)
     snprintf(coll, sizeof coll, "%.*s", (int)ev->coll_len, ev->coll ? ev->coll : "");
     need = w->gate.check(w->gate.ctx, db, coll, &ev->document_key,
                          ((uint64_t)ev->ts_sec << 32) | ev->ts_inc, &donor, &donor_name);
-    if (need == 0 || w->gate.passed(donor, need))
+    if (need == 0 || w->gate.passed(w->gate.ctx, donor, need))
         return PHASE_OK;
     since = worker_now_ms();
     w->gate_waits++;
-    while (!w->gate.passed(donor, need)) {
+    while (!w->gate.passed(w->gate.ctx, donor, need)) {
         if (worker_stopping(w))
             return PHASE_STOPPED;
         ph = worker_service(w, false);
@@ -75,14 +75,15 @@ static enum phase hold_for_donor(struct worker *w, const struct mcdc_event *ev)
             return ph;
         /* Everything this task produced before the held event is
          * acknowledged: its watermark may move to just before the held
-         * event, so two shards each holding a document that came from the
-         * other never wait on each other for ever (the one waiting for the
-         * earlier migration is released). */
+         * event, so shards each holding an event never wait on each other
+         * for ever: every need is before its held event, so the holder of
+         * the earliest one is released, whether it waits for one donor or
+         * for every other shard (topology/gate.c, gate_task_passed). */
         if (inflight_pending(w->inf) == 0)
             w->gate.publish(w->gate.ctx, (((uint64_t)ev->ts_sec << 32) | ev->ts_inc) - 1);
         if (!told && worker_now_ms() - since >= GATE_LOG_MS) {
-            LOG_INFO("%s.%s: a document that moved here from shard %s waits until that shard's "
-                     "events before Timestamp(%u, %u) are acknowledged (per-document order)",
+            LOG_INFO("%s.%s: a document that moved here waits until the events of %s up to "
+                     "Timestamp(%u, %u) are acknowledged (per-document order)",
                      db, coll, donor_name ? donor_name : "?", (unsigned)(need >> 32),
                      (unsigned)(need & 0xffffffffu));
             told = true;

@@ -147,7 +147,7 @@ def test_hashed_chunk_migration_keeps_order_per_document(tmp_workdir, kafka, sta
             assert sorted(set(seq)) == list(range(1, 7)), "document %d: %r" % (i, seq)
             shards = [r.payload["source"]["rs"] for r in got if json.loads(key_id_text(r)) == i]
             assert shards[:3] == ["shard01"] * 3 and shards[-3:] == ["shard02"] * 3
-        assert "waits until that shard's events" in log_text(tmp_workdir), \
+        assert "waits until the events of shard0" in log_text(tmp_workdir), \
             "the gate never held an event: the test did not exercise it"
         assert d.stop(timeout_s=30) == 0
         c.close()

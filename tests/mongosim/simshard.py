@@ -94,6 +94,10 @@ class Router(object):
         # clean_orphans (orphans True), as orphanCleanupDelaySecs does on real shards.
         self.orphans = False
         self.pending_deletions = []
+        # Chunk history kept on a migration commit (the config server's
+        # max(minSnapshotHistoryWindowInSeconds, transactionLifetimeLimitSeconds, 10), 300 s
+        # by default; control action history_window sets it, 0 allowed here).
+        self.history_window_s = 300
 
     def get_coll(self, db, coll):
         for c in self.shards.values():
@@ -374,7 +378,12 @@ class Router(object):
                                 "o2": {"migrateChunkToNewShard": ns, "fromShardId": src_name, "toShardId": to}})
         now = self.clock.tick()
         lm = ch["lastmod"]
-        hist = [{"validAfter": now, "shard": to}] + list(ch.get("history", []))
+        # As commitChunkMigration: the old history loses its entries older than the window,
+        # but keeps at least one (the donor's), then the recipient's entry goes in front.
+        old = list(ch.get("history", []))
+        while len(old) > 1 and old[-1]["validAfter"].time + self.history_window_s < now.time:
+            old.pop()
+        hist = [{"validAfter": now, "shard": to}] + old
         self._cfg().update("chunks", {"_id": ch["_id"]},
                            {"$set": {"shard": to, "lastmod": Timestamp(lm.time + 1, 0), "history": hist}})
         if self.orphans:
@@ -382,6 +391,31 @@ class Router(object):
         else:
             self._delete_range(donor, ns, ch["min"], ch["max"])
         return {"millis": 0, "moved": len(moving)}
+
+    def merge_chunks(self, ns, lo, hi):
+        """mergeChunks of the contiguous chunks of one shard that make up [lo, hi): one chunk
+        whose history is the single entry {validAfter: merge time, shard}, as the config
+        server writes it (the merged chunks' histories are dropped)."""
+        if not self.shard_keys.get(ns):
+            raise SimError(61, "ShardNotFound", "collection %s is not sharded" % ns)
+        parts = sorted([ch for ch in self.chunks(ns) if sb.cmp_values(lo, ch["min"]) <= 0 and
+                        sb.cmp_values(ch["max"], hi) <= 0], key=functools.cmp_to_key(lambda a, b: sb.cmp_values(a["min"], b["min"])))
+        if (not parts or sb.cmp_values(parts[0]["min"], lo) != 0 or sb.cmp_values(parts[-1]["max"], hi) != 0 or
+                any(sb.cmp_values(a["max"], b["min"]) != 0 for a, b in zip(parts, parts[1:]))):
+            raise SimError(20, "IllegalOperation", "could not merge chunks, the range %r %r is not made of whole chunks" % (lo, hi))
+        if len({ch["shard"] for ch in parts}) != 1:
+            raise SimError(20, "IllegalOperation", "could not merge chunks, they are not all on the same shard")
+        if len(parts) == 1:
+            return {}
+        now = self.clock.tick()
+        cfg = self._cfg()
+        lm = max(ch["lastmod"] for ch in parts)
+        cfg.update("chunks", {"_id": parts[0]["_id"]},
+                   {"$set": {"max": hi, "lastmod": Timestamp(lm.time, lm.inc + 1),
+                             "history": [{"validAfter": now, "shard": parts[0]["shard"]}]}})
+        for ch in parts[1:]:
+            cfg.delete("chunks", {"_id": ch["_id"]}, 1)
+        return {}
 
     def _delete_range(self, donor, ns, lo, hi):
         """The donor's range deleter: removes documents of [lo, hi) that the donor no longer
@@ -454,6 +488,17 @@ class Router(object):
     def act_move_chunk(self, a):
         with self.lock:
             return self.move_chunk(a["ns"], a["find"], a["to"])
+
+    def act_merge_chunks(self, a):
+        with self.lock:
+            return self.merge_chunks(a["ns"], a["bounds"][0], a["bounds"][1])
+
+    def act_history_window(self, a):
+        """{"s": n}: chunk history entries older than n seconds are dropped on a migration
+        commit (minSnapshotHistoryWindowInSeconds; the real server never goes below 10)."""
+        with self.lock:
+            self.history_window_s = int(a["s"])
+            return {"history_window_s": self.history_window_s}
 
     def act_orphans(self, a):
         """{"keep": true}: move_chunk leaves the moved documents on the donor (orphans) until
@@ -727,6 +772,12 @@ class MongosDispatcher(Dispatcher):
 
     def cmd_moveChunk(self, member, body, conn):
         return ok_reply(**self.cl.move_chunk(body["moveChunk"], body["find"], body["to"]))
+
+    def cmd_mergeChunks(self, member, body, conn):
+        b = body.get("bounds") or []
+        if len(b) != 2:
+            raise SimError(2, "BadValue", "bounds must be [min, max]")
+        return ok_reply(**self.cl.merge_chunks(body["mergeChunks"], b[0], b[1]))
 
     def cmd_addShard(self, member, body, conn):
         raise SimError(2, "BadValue", "use the control API 'add_shard' to start a new shard replica set")

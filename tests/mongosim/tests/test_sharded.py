@@ -281,6 +281,61 @@ def test_orphans_until_range_deletion():
             d2.close()
 
 
+def test_chunk_history_trimmed_on_migration_and_reset_by_merge():
+    """mongo-sim-spec §6.3 config.chunks history as the config server keeps it
+    (commitChunkMigration, commitChunksMerge): a migration commit drops the entries older
+    than the history window but keeps at least one (the donor's) and puts the recipient's
+    in front; mergeChunks leaves the single entry {validAfter: merge time, shard}."""
+    with MongoSim(topology="sharded", shards=2, members=1, noop_interval=0) as s:
+        c = s.client()
+        c.admin.command("enableSharding", "h")
+        c.admin.command("shardCollection", "h.c", key={"_id": 1})
+        c.admin.command("split", "h.c", middle={"_id": 10})
+        c.h.c.insert_many([{"_id": i} for i in range(20)])
+        cfg = pymongo.MongoClient(s.config_uri, serverSelectionTimeoutMS=5000)
+        try:
+            def history(key):
+                for ch in cfg.config.chunks.find():
+                    lo, hi = ch["min"]["_id"], ch["max"]["_id"]
+                    if (lo == MinKey() or lo <= key) and (hi == MaxKey() or key < hi):
+                        return [(h["shard"], h["validAfter"]) for h in ch["history"]]
+                raise AssertionError("no chunk for %r" % key)
+            created = history(5)
+            assert [h[0] for h in created] == ["shard01"]
+            # the default window (300 s) keeps everything
+            c.admin.command("moveChunk", "h.c", find={"_id": 5}, to="shard02")
+            s.control("clock", advance=2)
+            c.admin.command("moveChunk", "h.c", find={"_id": 5}, to="shard01")
+            h = history(5)
+            assert [x[0] for x in h] == ["shard01", "shard02", "shard01"]
+            assert h[2] == created[0] and h[0][1] > h[1][1] > h[2][1]
+            # a 1 s window: the second move of [10, max) drops the creation entry, not the
+            # donor's, although both are older than the window
+            assert s.control("history_window", s=1)["history_window_s"] == 1
+            c.admin.command("moveChunk", "h.c", find={"_id": 15}, to="shard02")
+            s.control("clock", advance=3)
+            c.admin.command("moveChunk", "h.c", find={"_id": 15}, to="shard01")
+            h = history(15)
+            assert [x[0] for x in h] == ["shard01", "shard02"], h
+            s.control("clock", advance=3)
+            c.admin.command("moveChunk", "h.c", find={"_id": 5}, to="shard02")
+            assert [x[0] for x in history(5)] == ["shard02", "shard01"]
+            # merge: two chunks of one shard become one, with one history entry
+            c.admin.command("moveChunk", "h.c", find={"_id": 15}, to="shard02")
+            before = max(x[1] for x in history(5) + history(15))
+            c.admin.command("mergeChunks", "h.c", bounds=[{"_id": MinKey()}, {"_id": MaxKey()}])
+            chunks = list(cfg.config.chunks.find())
+            assert len(chunks) == 1 and chunks[0]["shard"] == "shard02"
+            assert len(chunks[0]["history"]) == 1
+            assert chunks[0]["history"][0]["shard"] == "shard02"
+            assert chunks[0]["history"][0]["validAfter"] > before
+            assert sorted(d["_id"] for d in c.h.c.find()) == list(range(20))
+            with pytest.raises(pymongo.errors.OperationFailure):
+                c.admin.command("mergeChunks", "h.c", bounds=[{"_id": MinKey()}, {"_id": 7}])
+        finally:
+            cfg.close()
+
+
 def test_mongos_stream_waits_for_every_shard_and_starts_at_cluster_time():
     """mongo-sim-spec §6.4 (server docs/change_streams.md): mongos returns an event only
     once every shard's high-water mark has passed it, so with no periodic no-op an idle
