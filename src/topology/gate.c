@@ -41,6 +41,7 @@ struct gate_task {
     struct gate_registry *reg;
     char *name;
     _Atomic uint64_t watermark;
+    atomic_bool started; /* published at least once (gate.h: before, it counts as passed) */
     atomic_bool ended;
     struct ns_map *maps; /* the task thread's cache */
 };
@@ -154,14 +155,18 @@ void gate_task_publish(struct gate_task *t, uint64_t ts)
     uint64_t cur;
     if (t == NULL)
         return;
+    /* The watermark first, then started: a reader that sees started also
+     * sees at least this watermark. */
     cur = atomic_load(&t->watermark);
     while (ts > cur && !atomic_compare_exchange_weak(&t->watermark, &cur, ts)) {
     }
+    atomic_store(&t->started, true);
 }
 
 static bool task_passed(struct gate_task *d, uint64_t need)
 {
-    return atomic_load(&d->ended) || atomic_load(&d->watermark) >= need;
+    return atomic_load(&d->ended) || !atomic_load(&d->started) ||
+           atomic_load(&d->watermark) >= need;
 }
 
 /*

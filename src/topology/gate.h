@@ -19,8 +19,14 @@
  * task has acknowledged up to the entry's validAfter (for no entry: T less
  * one increment), as a donor would be waited for. Other tasks are long past
  * such times in steady state, so the cost is one atomic read per task and
- * no wait; a task that publishes nothing (a shard unreachable since the
- * start) holds these events until it does. Events from before a chunk's
+ * no wait. A task that has published nothing yet (no stored position, and
+ * its shard not reached in this run) counts as passed: whatever it later
+ * reads starts at a snapshot or stream position taken when it reaches its
+ * shard, which is at or past every migration that shard took part in
+ * before, so it will never produce the earlier events a wait would be for;
+ * it starts counting at its first publish (gate_task_publish with 0 once
+ * its shard answers). A task that resumes from a stored position publishes
+ * that position before it connects. Events from before a chunk's
  * arrival on this shard pass at once. The gate costs one chunk lookup per
  * event of a sharded collection.
  *
@@ -66,7 +72,8 @@ void gate_task_ended(struct gate_task *t);
 
 /* Publishes the task's acknowledged watermark: ts is a BSON timestamp value
  * (seconds << 32 | increment) of its committed position, or the stored one it
- * starts from; never moves back. */
+ * starts from; never moves back. ts 0 only marks the task as started (its
+ * shard answered; from now on other tasks wait for its watermark). */
 void gate_task_publish(struct gate_task *t, uint64_t ts);
 
 /*

@@ -353,7 +353,10 @@ static enum phase run(struct worker *w)
     enum phase ph;
 
     while (!worker_stopping(w)) {
-        if (w->need_primary)
+        /* A task that knows its set runs setup first, before it looks for a
+         * primary: setup publishes the stored position to the order gate,
+         * which other shards' tasks go by while this shard is unreachable. */
+        if (w->need_primary && (w->enc != NULL || !w->rs_known))
             ph = worker_primary_connect(w);
         else if (!w->rs_known)
             ph = discover(w);

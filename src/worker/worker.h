@@ -51,7 +51,9 @@ typedef bool (*worker_snapshot_filters_fn)(void *ctx, bson_t *out, struct mcdc_e
  *   passed:  true once donor has acknowledged everything up to need (or
  *            has ended); never blocks.
  *   publish: this task's acknowledged watermark (BSON timestamp value): its
- *            committed position, and the stored one it starts from.
+ *            committed position, and the stored one it starts from; 0
+ *            once its server first answers (until then other tasks do not
+ *            wait for it: topology/gate.h).
  *   ended:   this task will produce nothing more.
  */
 struct worker_order_gate {

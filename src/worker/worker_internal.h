@@ -64,6 +64,7 @@ struct worker {
     void *filters_ctx;
     struct worker_order_gate gate;
     bool has_gate;
+    bool gate_started; /* the gate was told this task reached its shard */
     struct worker_primary primary; /* addresses used as given (worker_primary.c) */
     bool has_primary;
     bool need_primary;             /* find the primary before the next connection */

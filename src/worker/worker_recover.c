@@ -73,6 +73,13 @@ enum phase worker_await_server(struct worker *w)
         sd = mongoc_client_select_server(w->client, false, prefs, &error);
         if (sd != NULL) {
             mongoc_server_description_destroy(sd);
+            /* The shard answered: from now on the order gate counts this
+             * task's watermark (before, a task with nothing published
+             * counts as passed; topology/gate.h). */
+            if (w->has_gate && !w->gate_started) {
+                w->gate.publish(w->gate.ctx, 0);
+                w->gate_started = true;
+            }
             return PHASE_OK;
         }
         if (w->sink != NULL)

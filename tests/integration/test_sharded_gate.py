@@ -88,3 +88,41 @@ def test_order_per_document_when_the_donor_is_trimmed_from_chunk_history(tmp_wor
         c.close()
     finally:
         sim.stop()
+
+
+def test_a_shard_unreachable_from_the_start_holds_no_other_shard(tmp_workdir, start_mongocdc):
+    """A first start (no offsets) with shard02 down: shard01 snapshots and
+    streams, and its events of chunks that never moved (whose one history
+    entry leaves no donor, so the gate waits for every other shard) are not
+    held by shard02's task, which has published nothing: it will read from a
+    position taken when it reaches its shard, past anything it could owe.
+    When shard02 is back it snapshots and streams too, nothing lost."""
+    from test_sharded import ids_of, records
+    sim = start_cluster()
+    try:
+        c = populate(sim)
+        sim.control("unreachable", shard="shard02", member=0)
+        cfg = write_config(tmp_workdir, sim.uri, **{"connect.max.attempts": 100})
+        d = start_mongocdc("-c", cfg)
+        wait_log_count(tmp_workdir, "[shard01] streaming changes from", 1, 120, d)
+        for i in range(0, 100, 10):   # shard01's documents, a chunk that never moved
+            c.shop.orders.update_one({"_id": i}, {"$set": {"v": 5}})
+
+        def updated():
+            return ids_of(records(tmp_workdir / "events.jsonl"), ("u",))
+        wait_until(lambda: len(updated()) >= 10, 60,
+                   "shard01's events while shard02 has been down since the start")
+        assert sorted(updated()) == list(range(0, 100, 10))
+        sim.control("reachable", shard="shard02", member=0)
+        sim.control("elect", shard="shard02", member=0)
+        wait_log_count(tmp_workdir, "[shard02] streaming changes from", 1, 120, d)
+        for i in range(100, 200, 10):  # shard02's documents
+            c.shop.orders.update_one({"_id": i}, {"$set": {"v": 5}})
+        wait_until(lambda: len(updated()) >= 20, 90, "shard02 streams once back")
+        assert sorted(updated()) == list(range(0, 200, 10))
+        snap = [r for r in records(tmp_workdir / "events.jsonl") if r.op == "r"]
+        assert len({key_id_text(r) for r in snap if r.payload["source"]["rs"] == "shard02"}) == 100
+        assert d.stop(timeout_s=30) == 0
+        c.close()
+    finally:
+        sim.stop()

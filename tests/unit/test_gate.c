@@ -159,6 +159,27 @@ static void holders_release_each_other(void **state)
     gate_registry_destroy(r);
 }
 
+/* A task that has published nothing (no stored position, its shard not
+ * reached yet) is not waited for; once its shard answers (publish 0) it is,
+ * until its watermark passes the need. */
+static void unstarted_task_is_not_waited_for(void **state)
+{
+    (void)state;
+    struct gate_registry *r = gate_registry_new(NULL, 2);
+    struct gate_task *a = gate_registry_add(r, "s1");
+    struct gate_task *b = gate_registry_add(r, "s2");
+
+    gate_task_publish(a, TS(100, 0));
+    assert_true(gate_task_passed(a, a, TS(90, 0)));  /* every other: b not started */
+    assert_true(gate_task_passed(a, b, TS(90, 0)));  /* b named as donor, not started */
+    gate_task_publish(b, 0);                         /* b's shard answered */
+    assert_false(gate_task_passed(a, a, TS(90, 0)));
+    assert_false(gate_task_passed(a, b, TS(90, 0)));
+    gate_task_publish(b, TS(95, 0));
+    assert_true(gate_task_passed(a, a, TS(90, 0)));
+    gate_registry_destroy(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -166,6 +187,7 @@ int main(void)
         cmocka_unit_test(decide_trimmed_history),
         cmocka_unit_test(history_kept_across_a_trim),
         cmocka_unit_test(holders_release_each_other),
+        cmocka_unit_test(unstarted_task_is_not_waited_for),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
