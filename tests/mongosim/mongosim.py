@@ -17,8 +17,9 @@ From pytest (with tests/mongosim on sys.path):
         sim.control("stepdown")
 
 Behaviour follows mongo-sim-spec.md (repository's shared docs); where it and real MongoDB
-disagree, real MongoDB wins and SPEC-NOTES.md says so. Implementation: simbson (BSON order,
-matching, diffs, resume tokens), simserver (replica set, store, oplog, writes), simstream
+disagree, real MongoDB wins and SPEC-NOTES.md says so. Implementation: simvalue (codec, BSON
+order, dotted paths), simquery (matching, sort, projection), simupdate (update operators,
+oplog diffs), simtoken (resume tokens), simserver (replica set, store, oplog, writes), simstream
 (change streams), simcommands (commands), simwire (framing, envelope, faults, control API).
 """
 

@@ -13,7 +13,7 @@ import os
 
 from bson.binary import Binary
 
-from simbson import SimError
+from simvalue import SimError
 
 NO_AUTH_COMMANDS = {"hello", "isMaster", "ismaster", "saslStart", "saslContinue", "ping", "buildInfo",
                     "buildinfo", "getnonce", "logout", "endSessions"}

@@ -21,8 +21,8 @@ from decimal import Decimal, ROUND_HALF_EVEN
 from bson.decimal128 import Decimal128
 from bson.int64 import Int64
 
-import simbson as sb
-from simbson import SimError
+import simvalue
+from simvalue import SimError
 
 REMOVE = object()  # $$REMOVE: the field is left out
 _I32 = (-(2 ** 31), 2 ** 31 - 1)
@@ -135,7 +135,7 @@ def _str(v):
 
 
 def _type_name(v):
-    n = sb.bson_type_num(v)
+    n = simvalue.bson_type_num(v)
     return {1: "double", 2: "string", 3: "object", 4: "array", 5: "binData", 6: "undefined",
             7: "objectId", 8: "bool", 9: "date", 10: "null", 11: "regex", 13: "javascript",
             16: "int", 17: "timestamp", 18: "long", 19: "decimal", -1: "minKey",
@@ -158,9 +158,9 @@ def evaluate(expr, doc, vars_=None):
                 base = vars_[name]
             else:
                 raise SimError(17276, "Location17276", "Use of undefined variable: %s" % name)
-            return sb.get_field(base, rest) if rest else base
+            return simvalue.get_field(base, rest) if rest else base
         if expr.startswith("$"):
-            return sb.get_field(doc, expr[1:])
+            return simvalue.get_field(doc, expr[1:])
         return expr
     if isinstance(expr, list):
         return [evaluate(x, doc, vars_) for x in expr]
@@ -263,7 +263,7 @@ def _operator(op, arg, doc, vars_):
         return ev(arg["default"])
     if op in ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$cmp"):
         a, b = (None if x is REMOVE else x for x in _args(arg, doc, vars_))
-        c = sb.cmp_values(a, b)
+        c = simvalue.cmp_values(a, b)
         return {"$eq": c == 0, "$ne": c != 0, "$gt": c > 0, "$gte": c >= 0, "$lt": c < 0,
                 "$lte": c <= 0, "$cmp": c}[op]
     if op == "$and":
@@ -312,7 +312,7 @@ def _operator(op, arg, doc, vars_):
         x, arr = _args(arg, doc, vars_)
         if not isinstance(arr, list):
             raise SimError(40081, "Location40081", "$in requires an array as a second argument")
-        return any(sb.cmp_values(x, y) == 0 for y in arr)
+        return any(simvalue.cmp_values(x, y) == 0 for y in arr)
     if op == "$range":
         a = [int(_num(x)) for x in _args(arg, doc, vars_)]
         return list(range(a[0], a[1], a[2] if len(a) > 2 else 1))
@@ -378,7 +378,7 @@ def _operator(op, arg, doc, vars_):
             return None
         if not isinstance(x, dict):
             raise SimError(31393, "Location31393", "$bsonSize requires a document input, found: %s" % _type_name(x))
-        return len(sb.encode(x))
+        return len(simvalue.encode(x))
     raise SimError(168, "InvalidPipelineOperator", "Unrecognized expression '%s'" % op)
 
 

@@ -21,7 +21,7 @@ import struct
 
 from bson.int64 import Int64
 
-import simbson as sb
+import simvalue
 
 # BSON type byte -> MongoDB canonical type.
 _CANON = {0xFF: -1, 0x00: 0, 0x06: 0, 0x0A: 5, 0x01: 10, 0x10: 10, 0x12: 10, 0x13: 10,
@@ -121,7 +121,7 @@ def _element(m, t, name, buf, i):
 
 def hash64(value, seed=0):
     """hash64 of a simulator value (None hashes as null) as a Python int."""
-    buf = sb.encode({"v": value})
+    buf = simvalue.encode({"v": value})
     t = buf[4]
     m = hashlib.md5()
     m.update(struct.pack("<i", seed))

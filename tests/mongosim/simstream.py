@@ -13,9 +13,12 @@ import time
 from bson.int64 import Int64
 from bson.timestamp import Timestamp
 
-import simbson as sb
 import simexpr
-from simbson import SimError
+import simquery
+import simtoken
+import simupdate
+import simvalue
+from simvalue import SimError
 
 INTERNAL_DBS = ("admin", "config", "local")
 ALLOWED_STAGES = ("$match", "$project", "$addFields", "$set", "$unset", "$replaceRoot",
@@ -43,27 +46,27 @@ def eval_expr(expr, doc):
 
 def _set_or_remove(doc, path, value):
     if value is simexpr.REMOVE:
-        sb.unset_path(doc, path)
+        simvalue.unset_path(doc, path)
     else:
-        sb.set_path(doc, path, value)
+        simvalue.set_path(doc, path, value)
 
 
 def apply_stage(stage, docs):
     """Apply one document-transform/filter stage to a list of documents."""
     name, arg = next(iter(stage.items()))
     if name == "$match":
-        return [d for d in docs if sb.matches(d, arg)]
+        return [d for d in docs if simquery.matches(d, arg)]
     if name == "$project":
         out = []
         for d in docs:
             if any(isinstance(v, (dict, str)) and not (isinstance(v, dict) and "$literal" in v) for v in arg.values()):
-                base = sb.project(d, {k: v for k, v in arg.items() if not isinstance(v, (dict, str))} or {"_id": arg.get("_id", 1)})
+                base = simquery.project(d, {k: v for k, v in arg.items() if not isinstance(v, (dict, str))} or {"_id": arg.get("_id", 1)})
                 for k, v in arg.items():
                     if isinstance(v, (dict, str)):
                         _set_or_remove(base, k, eval_expr(v, d))
                 out.append(base)
             else:
-                out.append(sb.project(d, arg))
+                out.append(simquery.project(d, arg))
         return out
     if name in ("$addFields", "$set"):
         out = []
@@ -79,7 +82,7 @@ def apply_stage(stage, docs):
         for d in docs:
             n = copy.deepcopy(d)
             for f in fields:
-                sb.unset_path(n, f)
+                simvalue.unset_path(n, f)
             out.append(n)
         return out
     if name in ("$replaceRoot", "$replaceWith"):
@@ -148,7 +151,7 @@ class ChangeStream(object):
         oplog = cl.oplog
         tok = ra if ra is not None else sa
         if tok is not None:
-            r = sb.parse_token(tok)
+            r = simtoken.parse_token(tok)
             if r["from_invalidate"] and ra is not None:
                 raise SimError(260, "InvalidResumeToken",
                                "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification.")
@@ -158,7 +161,7 @@ class ChangeStream(object):
             # a shard stream under mongos treats the token as a high-water mark: only the shard
             # that wrote the event will meet it (spec §6.4)
             self.found = merge or not (r["token_type"] == 128 and not r["from_invalidate"])
-            start_key = sb.ts_key(r["ts"])
+            start_key = simtoken.ts_key(r["ts"])
             self.scan_key = start_key - 1
             self.pbrt = {"_data": r["data"]}
             if "_typeBits" in tok:
@@ -166,14 +169,14 @@ class ChangeStream(object):
         elif sat is not None:
             if not isinstance(sat, Timestamp):
                 raise SimError(14, "TypeMismatch", "startAtOperationTime must be a timestamp")
-            start_key = sb.ts_key(sat)
+            start_key = simtoken.ts_key(sat)
             self.scan_key = start_key - 1
-            self.pbrt = sb.make_token(sat, cl.token_version, 0)
+            self.pbrt = simtoken.make_token(sat, cl.token_version, 0)
         else:
             last = oplog.last_key
             start_key = last + 1
             self.scan_key = last
-            self.pbrt = sb.make_token(sb.key_ts(start_key), cl.token_version, 0)
+            self.pbrt = simtoken.make_token(simtoken.key_ts(start_key), cl.token_version, 0)
         self.start_key = start_key
         # history check (spec §3.3): the oldest entry must not be newer than the start point,
         # unless a token's oldest entry is the replica set's initiation no-op (a token of this
@@ -199,7 +202,7 @@ class ChangeStream(object):
         return True
 
     def _version_for(self, key):
-        if self.resume_version is not None and key <= sb.ts_key(self.resume["ts"]):
+        if self.resume_version is not None and key <= simtoken.ts_key(self.resume["ts"]):
             return self.resume_version
         return self.cl.token_version
 
@@ -211,7 +214,7 @@ class ChangeStream(object):
             eid = {"operationType": op_type, "operationDescription": desc or {}}
         else:
             eid = None
-        return sb.make_token(ts, v, 128, txn_idx, invalidate, ui, eid)
+        return simtoken.make_token(ts, v, 128, txn_idx, invalidate, ui, eid)
 
     def _head(self, entry, op_type, token, lsid=None, txn_number=None):
         ev = {}
@@ -232,7 +235,7 @@ class ChangeStream(object):
         db, coll = ns.split(".", 1)
         if not self._visible(db, coll):
             return []
-        key = sb.ts_key(entry["ts"])
+        key = simtoken.ts_key(entry["ts"])
         kind = op["op"]
         o = op["o"]
         ui = op.get("ui")
@@ -257,7 +260,7 @@ class ChangeStream(object):
         if op_type == "update":
             dis = {}
             if o.get("$v") == 2:
-                upd, rem, trunc, dis = sb.diff_to_update_description(o.get("diff", {}))
+                upd, rem, trunc, dis = simupdate.diff_to_update_description(o.get("diff", {}))
                 ud = {"updatedFields": upd, "removedFields": rem, "truncatedArrays": trunc}
             else:
                 ud = {"updatedFields": o.get("$set", {}), "removedFields": list(o.get("$unset", {}).keys())}
@@ -270,7 +273,7 @@ class ChangeStream(object):
 
     def _ddl_events(self, entry, o):
         db = entry["ns"].split(".", 1)[0]
-        key = sb.ts_key(entry["ts"])
+        key = simtoken.ts_key(entry["ts"])
         ui = entry.get("ui")
         out = []
         if "drop" in o:
@@ -350,7 +353,7 @@ class ChangeStream(object):
         if entry.get("fromMigrate"):
             return []
         op = entry["op"]
-        key = sb.ts_key(entry["ts"])
+        key = simtoken.ts_key(entry["ts"])
         if op in ("i", "u", "d"):
             return self._crud_event(entry, entry, 0, None, None, (key, 0))
         if op == "c":
@@ -380,7 +383,7 @@ class ChangeStream(object):
 
     def _fragment_token(self, ev, data, num):
         tok = dict(ev["_id"])
-        tok["_data"] = data[:-2] + sb._ks_int(num).hex().upper() + "04"
+        tok["_data"] = data[:-2] + simtoken._ks_int(num).hex().upper() + "04"
         return tok
 
     def _split(self, ev, data, max_fragment):
@@ -394,7 +397,7 @@ class ChangeStream(object):
         fields = []
         for k, v in ev.items():
             if k != "_id":
-                fields.append((len(sb.encode({k: v})) - 5, k.encode("utf-8"), k, v))
+                fields.append((len(simvalue.encode({k: v})) - 5, k.encode("utf-8"), k, v))
         if not fields:
             raise SimError(7182502, "Location7182502",
                            "Cannot split an empty event or an event containing solely '_id' field")
@@ -405,7 +408,7 @@ class ChangeStream(object):
             num = len(frags)
             f = {"_id": self._fragment_token(ev, data, num),
                  "splitEvent": {"fragment": num + 1, "of": 0}}
-            size = len(sb.encode(f))
+            size = len(simvalue.encode(f))
             while True:
                 fsize, _, k, v = fields[i]
                 f[k] = v
@@ -430,8 +433,8 @@ class ChangeStream(object):
         A poisoned entry (control `poison_event`) counts as 16793699 bytes.
         Returns a list of (document, BSON size)."""
         limit = getattr(self.cl, "max_event_bytes", MAX_EVENT_BYTES)
-        size = 16793699 if poisoned else len(sb.encode(d))
-        tok_size = len(sb.encode(d["_id"]))
+        size = 16793699 if poisoned else len(simvalue.encode(d))
+        tok_size = len(simvalue.encode(d["_id"]))
         if self.split:
             # the split stage counts the _id twice: the cursor's postBatchResumeToken repeats it
             # (processChangeEventBeforeSplit), and leaves room for the token in each fragment
@@ -450,7 +453,7 @@ class ChangeStream(object):
                                "Attempted to resume from a split event, but the resumed stream produced a different split. Ensure that the pipeline used to resume is the same as the original",
                                _labels_nonresumable())
             # from the last fragment's token the stream goes on with the next event
-            return [(f, len(sb.encode(f))) for f in frags[skip:]]
+            return [(f, len(simvalue.encode(f))) for f in frags[skip:]]
         if size > limit:
             raise SimError(10334, "BSONObjectTooLarge",
                            "Executor error during getMore :: caused by :: BSONObj size: %d (0x%X) is invalid. Size must be between 0 and %d(16MB) First element: _id: %r" % (size, size, limit, d["_id"]))
@@ -463,8 +466,8 @@ class ChangeStream(object):
         prev = entry.get("prevOpTime")
         oplog = self.cl.oplog
         while prev is not None and prev["ts"].time != 0 and len(chain) < 100000:
-            i = oplog.index_at_or_after(sb.ts_key(prev["ts"]))
-            if i >= len(oplog.keys) or oplog.keys[i] != sb.ts_key(prev["ts"]):
+            i = oplog.index_at_or_after(simtoken.ts_key(prev["ts"]))
+            if i >= len(oplog.keys) or oplog.keys[i] != simtoken.ts_key(prev["ts"]):
                 break  # the chain's start was truncated away
             e = oplog.entries[i]
             chain.append(e)
@@ -483,7 +486,7 @@ class ChangeStream(object):
         if op_type == "update" and self.full_document != "default":
             if self.full_document == "updateLookup":
                 c = self.cl.get_coll(db, coll)
-                cur = c.docs.get(sb.id_key(dkey.get("_id"))) if c is not None else None
+                cur = c.docs.get(simvalue.id_key(dkey.get("_id"))) if c is not None else None
                 ev["fullDocument"] = copy.deepcopy(cur) if cur is not None else None
             else:
                 post = imgs[1] if imgs else None
@@ -588,7 +591,7 @@ class ChangeStream(object):
         else:
             cand = None
         if not self.pending and not self.closed and self.scan_key >= self.start_key:
-            hwm = sb.make_token(sb.key_ts(self.scan_key), self._version_for(self.scan_key), 0)
+            hwm = simtoken.make_token(simtoken.key_ts(self.scan_key), self._version_for(self.scan_key), 0)
             if cand is None or hwm["_data"] > cand["_data"]:
                 cand = hwm
         if cand is not None and cand["_data"] > self.pbrt["_data"]:

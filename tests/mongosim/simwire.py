@@ -24,8 +24,8 @@ from bson import json_util
 from bson.int64 import Int64
 from bson.timestamp import Timestamp
 
-import simbson as sb
-from simbson import SimError
+import simvalue
+from simvalue import SimError
 import simauth
 import simserver as ss
 from simcommands import Dispatcher
@@ -178,7 +178,7 @@ class MemberServer(object):
         _skip, _nret = struct.unpack_from("<ii", data, i)
         i += 8
         size = struct.unpack_from("<i", data, i)[0]
-        query = sb.decode(data[i:i + size])
+        query = simvalue.decode(data[i:i + size])
         if "$query" in query:
             query = query["$query"]
         name = next(iter(query)) if query else ""
@@ -192,7 +192,7 @@ class MemberServer(object):
         if reply is None:
             c.close()
             return
-        doc = sb.encode(reply)
+        doc = simvalue.encode(reply)
         payload = struct.pack("<iqii", 8, 0, 0, 1) + doc
         self._send(c, ss.OP_REPLY, req_id, payload)
 
@@ -207,7 +207,7 @@ class MemberServer(object):
             i += 1
             if kind == 0:
                 size = struct.unpack_from("<i", data, i)[0]
-                body = sb.decode(data[i:i + size])
+                body = simvalue.decode(data[i:i + size])
                 i += size
             elif kind == 1:
                 size = struct.unpack_from("<i", data, i)[0]
@@ -216,7 +216,7 @@ class MemberServer(object):
                 docs = []
                 while j < sec_end:
                     dsz = struct.unpack_from("<i", data, j)[0]
-                    docs.append(sb.decode(data[j:j + dsz]))
+                    docs.append(simvalue.decode(data[j:j + dsz]))
                     j += dsz
                 seqs[ident] = docs
                 i = sec_end
@@ -239,7 +239,7 @@ class MemberServer(object):
             return
         if more_to_come:
             return
-        payload = struct.pack("<I", 0) + b"\x00" + sb.encode(reply)
+        payload = struct.pack("<I", 0) + b"\x00" + simvalue.encode(reply)
         self._send(c, ss.OP_MSG, req_id, payload)
 
     # ---------------------------------------------------------------------------------

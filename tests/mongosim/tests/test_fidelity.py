@@ -21,7 +21,7 @@ from bson.timestamp import Timestamp
 from pymongo.errors import OperationFailure
 
 from conftest import MongoSim, run_probe, wait_for
-import simbson as sb
+import simtoken
 
 MIN64 = Int64(-(2 ** 63))
 
@@ -43,13 +43,13 @@ def test_int64_min_id_in_change_stream_and_resume(shared_sim):
 
 def test_keystring_large_magnitudes_sort_in_value_order():
     """key_string.cpp: -inf < Int64 -2^63 < -(2^63-1) < ... < 2^63-1 < 2.0^63 < +inf."""
-    tb = sb._TypeBits()
+    tb = simtoken._TypeBits()
     vals = [float("-inf"), MIN64, Int64(-(2 ** 63) + 1), -1, 0, Int64(2 ** 63 - 1), 2.0 ** 63,
             1e300, float("inf")]
-    enc = [sb.ks_value(v, tb) for v in vals]
+    enc = [simtoken.ks_value(v, tb) for v in vals]
     assert enc == sorted(enc)
     assert enc[1].hex() == "1f783fffffffffffff"  # -(2^63) as a large negative double
-    assert sb.ks_value(Decimal128("NaN"), tb) == b"\x1e"
+    assert simtoken.ks_value(Decimal128("NaN"), tb) == b"\x1e"
 
 
 def test_int64_min_id_through_libmongoc(shared_sim, probe):

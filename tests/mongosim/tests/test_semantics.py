@@ -146,25 +146,25 @@ def test_profile_70_v2_tokens_and_expanded_events():
 def test_golden_resume_tokens():
     """mongo-sim-spec §3.11 worked examples, byte for byte (KeyString V1 layout of
     `resume_token.cpp`), and the manual's v2 high-water-mark example decoding."""
-    import simbson as sb
+    import simtoken
     u = uuid.UUID("3d1f3b4c-5e6f-4a1b-9c2d-0123456789ab")
     oid = ObjectId("6553f1000000000000000001")
     T = Timestamp
     cases = [
-        (sb.make_token(T(1700000000, 1), 1, 0), "826553F100000000012B0229296E04"),
-        (sb.make_token(T(1700000000, 1), 2, 0), "826553F100000000012B0429296E1404"),
-        (sb.make_token(T(1700000000, 1), 1, 128, 0, False, u, {"_id": oid}),
+        (simtoken.make_token(T(1700000000, 1), 1, 0), "826553F100000000012B0229296E04"),
+        (simtoken.make_token(T(1700000000, 1), 2, 0), "826553F100000000012B0429296E1404"),
+        (simtoken.make_token(T(1700000000, 1), 1, 128, 0, False, u, {"_id": oid}),
          "826553F100000000012B022C0100296E5A10043D1F3B4C5E6F4A1B9C2D0123456789AB46645F696400646553F10000000000000000010004"),
-        (sb.make_token(T(1700000004, 1), 1, 128, 0, False, u, None),
+        (simtoken.make_token(T(1700000004, 1), 1, 128, 0, False, u, None),
          "826553F104000000012B022C0100296E5A10043D1F3B4C5E6F4A1B9C2D0123456789AB04"),
-        (sb.make_token(T(1700000004, 1), 1, 128, 0, True, u, None),
+        (simtoken.make_token(T(1700000004, 1), 1, 128, 0, True, u, None),
          "826553F104000000012B022C0100296F5A10043D1F3B4C5E6F4A1B9C2D0123456789AB04"),
-        (sb.make_token(T(1700000007, 2), 1, 128, 1, False, u, {"_id": 2}),
+        (simtoken.make_token(T(1700000007, 2), 1, 128, 1, False, u, {"_id": 2}),
          "826553F107000000022B022C01002B026E5A10043D1F3B4C5E6F4A1B9C2D0123456789AB461E5F6964002B040004"),
     ]
     for tok, want in cases:
         assert tok["_data"] == want
-    p = sb.parse_token({"_data": "8269B03187000000022B0429296E1404"})
+    p = simtoken.parse_token({"_data": "8269B03187000000022B0429296E1404"})
     assert (p["version"], p["token_type"], p["ts"]) == (2, 0, T(0x69B03187, 2))
     assert cases[3][0]["_data"] < cases[4][0]["_data"]  # invalidate sorts after its drop
 
@@ -229,10 +229,10 @@ def test_split_large_event_fragments():
 
 
 def test_id_range_bounds_change_no_result():
-    """The simulator's `_id` bounds for range finds (simbson.id_index_find) only speed up what
+    """The simulator's `_id` bounds for range finds (simquery.id_index_find) only speed up what
     a scan with the matcher returns: the same documents for every bound over every type."""
     import random
-    import simbson as sb
+    import simquery
     ids = [MinKey(), MaxKey(), None, float("nan"), -5, 0, 7, Int64(2 ** 40), 1.5, float("inf"),
            float("-inf"), Decimal128("0.1"), Decimal128("-2.5"), "", "a", "ab", "zz", {"a": 1},
            {"b": 0}, ObjectId("000000000000000000000001"), ObjectId("ffffffffffffffffffffffff"),
@@ -252,8 +252,8 @@ def test_id_range_bounds_change_no_result():
         filt = {"$or": clauses} if len(clauses) > 1 else clauses[0]
         if rnd.random() < 0.3:
             filt = {"$and": [filt, {"g": rnd.randint(0, 2)}]}
-        plan = sb.id_index_plan(filt)
+        plan = simquery.id_index_plan(filt)
         assert plan is not None
-        got = sorted(id(d) for d in sb.id_index_find(docs, plan))
-        want = sorted(id(d) for d in docs if sb.matches(d, filt))
+        got = sorted(id(d) for d in simquery.id_index_find(docs, plan))
+        want = sorted(id(d) for d in docs if simquery.matches(d, filt))
         assert got == want, filt
