@@ -21,6 +21,7 @@
 #include "common/xalloc.h"
 #include "offsets/offsets.h"
 #include "topology/chunks.h"
+#include "topology/discovery.h"
 #include "topology/gate.h"
 #include "topology/merged.h"
 #include "topology/primary.h"
@@ -44,7 +45,7 @@ struct task {
     struct worker *w;
     struct owned_source *owned; /* shards only; freed after the worker */
     struct primary_finder *finder; /* addresses used as given; the worker's pools; or NULL */
-    bool removed; /* the shard left config.shards: its task was asked to stop */
+    bool removed; /* the shard left config.shards: its task was asked to drain */
 };
 
 struct topology {
@@ -55,18 +56,39 @@ struct topology {
     struct task *tasks;
     size_t ntasks;
     bool stopping;
-    /* Sharded cluster (per-shard tasks): the seed's pool, kept for polling
-     * config.shards every mongodb.poll.interval.ms. */
+    /* Sharded cluster (per-shard tasks): the seed's pool (chunk maps, the
+     * order gate); config.shards is polled by discovery (topology/discovery.h). */
     struct task seed;
-    ev_timer poll;
-    bool polling;
+    struct discovery *disc;
     struct gate_registry *gate; /* per-document order across shards */
     bool failed_start; /* a shard added while running could not get a task */
-    int64_t discovery_failing_since_ms; /* monotonic ms of the first failed poll in a row, 0 */
-    int64_t discovery_warned_ms;        /* monotonic ms of the last WARN about it */
+    bool drain_failed; /* a removed shard's task ended before its tail was read */
 };
 
-/* Main thread: a task ended. Stop the others if it failed; break when all ended. */
+static void task_free(struct task *task);
+
+/* Main thread: the task of a removed shard has ended: joined and freed, so
+ * that the name may come back as a new shard (a new task). */
+static void reap_removed(struct topology *t, size_t i)
+{
+    struct task *task = &t->tasks[i];
+
+    if (worker_join(task->w, NULL) != MCDC_EXIT_OK) {
+        t->drain_failed = true;
+        LOG_ERROR("the capture task of removed shard %s ended in failure (see above); its "
+                  "offsets stay in the store",
+                  task->name);
+    } else {
+        LOG_INFO("the capture task of removed shard %s has %s; its offsets stay in the store",
+                 task->name, worker_drained(task->w) ? "delivered its tail and ended" : "ended");
+    }
+    task_free(task);
+    memmove(&t->tasks[i], &t->tasks[i + 1], (t->ntasks - i - 1) * sizeof *t->tasks);
+    t->ntasks--;
+}
+
+/* Main thread: a task ended. Stop the others if it failed (a removed shard's
+ * task only reports); break when all ended. */
 static void on_notice(struct ev_loop *loop, ev_async *w, int revents)
 {
     struct topology *t = w->data;
@@ -74,7 +96,10 @@ static void on_notice(struct ev_loop *loop, ev_async *w, int revents)
     (void)revents;
 
     for (size_t i = 0; i < t->ntasks; i++) {
-        if (!worker_finished(t->tasks[i].w)) {
+        if (t->tasks[i].removed && t->tasks[i].w != NULL && worker_finished(t->tasks[i].w) &&
+            !t->stopping) {
+            reap_removed(t, i--);
+        } else if (!worker_finished(t->tasks[i].w)) {
             alive++;
         } else if (worker_failed(t->tasks[i].w) && !t->stopping) {
             if (t->tasks[i].name != NULL)
@@ -86,7 +111,7 @@ static void on_notice(struct ev_loop *loop, ev_async *w, int revents)
             topology_request_stop(t);
         }
     }
-    if (alive == 0)
+    if (alive == 0 && (t->stopping || t->ntasks > 0))
         ev_break(loop, EVBREAK_ALL);
 }
 
@@ -382,69 +407,37 @@ static bool start_shard_task(struct topology *t, const struct shard_info *s, int
     return task->w != NULL;
 }
 
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Shards the order gate can follow (tasks of shards added while running count too). */
 #define GATE_MAX_SHARDS 1024
 
-/* How long discovery may fail before the first WARN, and between WARNs (ms). */
-#define DISCOVERY_WARN_MS 30000
-
 /*
- * Main thread, every mongodb.poll.interval.ms: re-reads config.shards
- * (debezium-format.md §6.1: Debezium 1.x re-runs discovery on this
- * interval). A new shard gets a task reading from its `topologyTime` (the
- * moment it joined); a shard gone from config.shards (removeShard completed:
- * it holds no chunk and is no database's primary any more, so nothing is
- * written to it) has its task stopped, which writes its final offsets; they
- * stay in the store. A failed read leaves the running tasks alone and WARNs
- * with how long discovery has failed.
+ * Main thread, after each successful read of config.shards by discovery
+ * (topology/discovery.h). A new shard (or a name that left and came back,
+ * once its old task has ended) gets a task reading from its `topologyTime`,
+ * the moment it joined, or from its stored offsets when they are later. A
+ * shard gone from config.shards (removeShard completed: it holds no chunk
+ * and is no database's primary any more, so the cluster writes nothing more
+ * to it) has its task drained: it delivers everything up to the shard's last
+ * write, then stops and writes its final offsets; they stay in the store.
  */
-static void on_poll(struct ev_loop *loop, ev_timer *timer, int revents)
+static void on_shards(void *ctx)
 {
-    struct topology *t = timer->data;
+    struct topology *t = ctx;
     struct shard_list shards;
     struct mcdc_error err = MCDC_ERROR_INIT;
-    int64_t now = monotonic_ms();
-    (void)loop;
-    (void)revents;
 
-    if (t->stopping)
+    if (t->stopping || !discovery_take(t->disc, &shards))
         return;
-    if (!shards_read(t->seed.pool, &shards, &err)) {
-        char *why = config_redact_text(err.msg, t->cfg->connection_string);
-        /* The read itself may have waited for server selection: failing
-         * since the attempt began, counted up to now. */
-        if (t->discovery_failing_since_ms == 0)
-            t->discovery_failing_since_ms = now;
-        now = monotonic_ms();
-        if (now - t->discovery_warned_ms >= DISCOVERY_WARN_MS) {
-            LOG_WARN("shard discovery has failed for %lld ms: %s; the running capture tasks go on",
-                     (long long)(now - t->discovery_failing_since_ms), why);
-            t->discovery_warned_ms = now;
-        }
-        free(why);
-        return;
-    }
-    if (t->discovery_failing_since_ms != 0) {
-        LOG_INFO("shard discovery works again after %lld ms",
-                 (long long)(now - t->discovery_failing_since_ms));
-        t->discovery_failing_since_ms = 0;
-        t->discovery_warned_ms = 0;
-    }
     for (size_t i = 0; i < shards.count; i++) {
         const struct shard_info *s = &shards.items[i];
         if (task_of_shard(t, s->name) != NULL)
-            continue;
+            continue; /* running, or removed and still draining: seen again next poll */
         if (s->topology_time < 0)
             LOG_WARN("shard %s has no topologyTime in config.shards (a server before 5.0): its "
                      "task starts from now", s->name);
-        LOG_INFO("shard %s added to the cluster: starting its capture task", s->name);
+        LOG_INFO("shard %s added to the cluster: starting its capture task from its topologyTime "
+                 "or its stored offsets, whichever is later",
+                 s->name);
         if (!start_shard_task(t, s, s->topology_time >= 0 ? s->topology_time : -1, NULL, &err)) {
             LOG_ERROR("cannot start the capture task of shard %s: %s", s->name, err.msg);
             t->failed_start = true;
@@ -460,11 +453,11 @@ static void on_poll(struct ev_loop *loop, ev_timer *timer, int revents)
         for (size_t j = 0; j < shards.count && !listed; j++)
             listed = strcmp(shards.items[j].name, task->name) == 0;
         if (!listed) {
-            LOG_INFO("shard %s removed from the cluster: stopping its capture task; its offsets "
-                     "stay in the store",
+            LOG_INFO("shard %s removed from the cluster: its capture task drains what was "
+                     "written to it before the removal, then stops; its offsets stay in the store",
                      task->name);
             task->removed = true;
-            worker_request_stop(task->w);
+            worker_request_drain(task->w);
         }
     }
     shard_list_clear(&shards);
@@ -564,11 +557,8 @@ static bool start_shard_tasks(struct topology *t, struct mcdc_error *err)
     }
     shard_list_clear(&shards);
     if (ok) {
-        double every = (double)t->cfg->poll_interval_ms_topology / 1000.0;
-        ev_timer_init(&t->poll, on_poll, every, every);
-        t->poll.data = t;
-        ev_timer_start(t->loop, &t->poll);
-        t->polling = true;
+        t->disc = discovery_start(t->cfg, t->seed.uri, t->loop, on_shards, t, err);
+        ok = t->disc != NULL;
     }
     return ok;
 }
@@ -758,10 +748,9 @@ void topology_request_stop(struct topology *t)
     if (t == NULL)
         return;
     t->stopping = true;
-    if (t->polling) {
-        ev_timer_stop(t->loop, &t->poll);
-        t->polling = false;
-    }
+    discovery_request_stop(t->disc);
+    if (t->notice_started) /* no task left to report: on_notice still breaks the loop */
+        ev_async_send(t->loop, &t->notice);
     for (size_t i = 0; i < t->ntasks; i++) {
         if (t->tasks[i].w != NULL)
             worker_request_stop(t->tasks[i].w);
@@ -770,7 +759,10 @@ void topology_request_stop(struct topology *t)
 
 int topology_join(struct topology *t)
 {
-    int code = t->failed_start ? MCDC_EXIT_FAILURE : MCDC_EXIT_OK;
+    int code = t->failed_start || t->drain_failed ? MCDC_EXIT_FAILURE : MCDC_EXIT_OK;
+
+    discovery_destroy(t->disc); /* bounded wait for an in-flight read (discovery.h) */
+    t->disc = NULL;
     for (size_t i = 0; i < t->ntasks; i++) {
         if (t->tasks[i].w != NULL && worker_join(t->tasks[i].w, NULL) != MCDC_EXIT_OK)
             code = MCDC_EXIT_FAILURE;
@@ -782,13 +774,12 @@ void topology_destroy(struct topology *t)
 {
     if (t == NULL)
         return;
+    discovery_destroy(t->disc);
     for (size_t i = 0; i < t->ntasks; i++)
         task_free(&t->tasks[i]);
     free(t->tasks);
     gate_registry_destroy(t->gate); /* after every task that used it */
     task_free(&t->seed);
-    if (t->polling)
-        ev_timer_stop(t->loop, &t->poll);
     if (t->notice_started && ev_is_active(&t->notice))
         ev_async_stop(t->loop, &t->notice);
     free(t);
