@@ -25,6 +25,7 @@
 #include "topology/gate.h"
 #include "topology/merged.h"
 #include "topology/primary.h"
+#include "topology/seed.h"
 #include "topology/shards.h"
 #include "worker/worker.h"
 
@@ -123,108 +124,6 @@ static void task_ended(struct worker *w, void *ctx)
     ev_async_send(t->loop, &t->notice);
 }
 
-/* What `hello` says the seed is (mongo-sim-spec.md §2.2, §6.1). */
-enum seed_kind {
-    SEED_REPLICA_SET, /* setName, no configsvr */
-    SEED_CONFIG_SERVER, /* setName and configsvr: the config server replica set */
-    SEED_MONGOS,      /* msg: "isdbgrid" */
-    SEED_STANDALONE,
-};
-
-/*
- * One hello through the pool. Returns true when the deployment answered:
- * *kind says what it is and *rs is the replica-set name (malloc'd) for the
- * replica-set kinds. Returns false with err when it did not answer.
- */
-static bool probe(mongoc_client_pool_t *pool, enum seed_kind *kind, char **rs,
-                  struct mcdc_error *err)
-{
-    mongoc_client_t *c = mongoc_client_pool_pop(pool);
-    bson_t cmd = BSON_INITIALIZER, reply;
-    bson_error_t error;
-    bson_iter_t it;
-    bool ok;
-
-    *rs = NULL;
-    *kind = SEED_STANDALONE;
-    BSON_APPEND_INT32(&cmd, "hello", 1);
-    ok = mongoc_client_command_simple(c, "admin", &cmd, NULL, &reply, &error);
-    if (!ok) {
-        mcdc_error_from_bson(err, error.code, error.message, true);
-    } else if (bson_iter_init_find(&it, &reply, "setName") && BSON_ITER_HOLDS_UTF8(&it)) {
-        *rs = xstrdup(bson_iter_utf8(&it, NULL));
-        *kind = bson_iter_init_find(&it, &reply, "configsvr") ? SEED_CONFIG_SERVER
-                                                              : SEED_REPLICA_SET;
-    } else if (bson_iter_init_find(&it, &reply, "msg") && BSON_ITER_HOLDS_UTF8(&it) &&
-               strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0) {
-        *kind = SEED_MONGOS;
-    }
-    bson_destroy(&cmd);
-    bson_destroy(&reply);
-    mongoc_client_pool_push(pool, c);
-    return ok;
-}
-
-/* Fills err with a connection-string error whose driver message may quote
- * parts of the URI: the text goes through the redactor first. */
-static void set_redacted_error(struct mcdc_error *err, const struct mcdc_config *cfg, int code,
-                               const char *redacted_uri, const char *message)
-{
-    char *why = config_redact_text(message, cfg->connection_string);
-    mcdc_error_set(err, MCDC_ERR_CONFIG, code, "mongodb.connection.string %s: %s", redacted_uri,
-                   why);
-    free(why);
-}
-
-/*
- * Parses uri_text and opens a pool on it with the configured timeouts (URI
- * options win). Fills task->uri and task->pool; *selection_ms gets the
- * overall selection budget. Returns false with err (redacted) on a bad URI.
- */
-static bool open_pool(const struct mcdc_config *cfg, const char *uri_text, struct task *task,
-                      int64_t *selection_ms, struct mcdc_error *err)
-{
-    bson_error_t error;
-    char redacted[512];
-
-    config_redact_uri(uri_text, redacted, sizeof redacted);
-    task->uri = mongoc_uri_new_with_error(uri_text, &error);
-    if (task->uri == NULL) {
-        set_redacted_error(err, cfg, (int)error.code, redacted, error.message);
-        return false;
-    }
-    if (mongoc_uri_get_appname(task->uri) == NULL)
-        mongoc_uri_set_appname(task->uri, "mongocdc");
-    /* The configured selection timeout is the budget of a whole connection
-     * attempt; one blocking selection in libmongoc gets only a slice of it,
-     * so a stop request is seen within a slice (worker_start()). */
-    if (mongoc_uri_has_option(task->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS))
-        *selection_ms = mongoc_uri_get_option_as_int32(
-            task->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS, (int32_t)cfg->server_selection_timeout_ms);
-    else
-        *selection_ms = cfg->server_selection_timeout_ms;
-    mongoc_uri_set_option_as_int32(task->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
-                                   (int32_t)(*selection_ms < WORKER_SELECTION_SLICE_MS
-                                                 ? *selection_ms
-                                                 : WORKER_SELECTION_SLICE_MS));
-    if (!mongoc_uri_has_option(task->uri, MONGOC_URI_CONNECTTIMEOUTMS))
-        mongoc_uri_set_option_as_int32(task->uri, MONGOC_URI_CONNECTTIMEOUTMS,
-                                       (int32_t)cfg->connect_timeout_ms);
-    if (!mongoc_uri_has_option(task->uri, MONGOC_URI_HEARTBEATFREQUENCYMS))
-        mongoc_uri_set_option_as_int32(task->uri, MONGOC_URI_HEARTBEATFREQUENCYMS,
-                                       (int32_t)cfg->heartbeat_frequency_ms);
-    if (cfg->socket_timeout_ms > 0 &&
-        !mongoc_uri_has_option(task->uri, MONGOC_URI_SOCKETTIMEOUTMS))
-        mongoc_uri_set_option_as_int32(task->uri, MONGOC_URI_SOCKETTIMEOUTMS,
-                                       (int32_t)cfg->socket_timeout_ms);
-    task->pool = mongoc_client_pool_new_with_error(task->uri, &error);
-    if (task->pool == NULL) {
-        set_redacted_error(err, cfg, (int)error.code, redacted, error.message);
-        return false;
-    }
-    mongoc_client_pool_set_error_api(task->pool, MONGOC_ERROR_API_VERSION_2);
-    return true;
-}
 
 /* primary_open_fn (task thread; reads only the immutable config). */
 static bool open_direct_pool(void *ctx, const char *uri_text, mongoc_client_pool_t **pool,
@@ -233,7 +132,7 @@ static bool open_direct_pool(void *ctx, const char *uri_text, mongoc_client_pool
     const struct topology *t = ctx;
     struct task tmp = {0};
     int64_t selection_ms;
-    bool ok = open_pool(t->cfg, uri_text, &tmp, &selection_ms, err);
+    bool ok = seed_open_pool(t->cfg, uri_text, &tmp.uri, &tmp.pool, &selection_ms, err);
 
     *pool = ok ? tmp.pool : NULL;
     if (!ok && tmp.pool != NULL)
@@ -374,7 +273,7 @@ static bool start_shard_task(struct topology *t, const struct shard_info *s, int
         bson_concat(task->owned->first, owned_first);
     else
         task->owned->first_used = true; /* no map read yet: read one when a snapshot starts */
-    ok = open_pool(t->cfg, text, task, &selection_ms, err);
+    ok = seed_open_pool(t->cfg, text, &task->uri, &task->pool, &selection_ms, err);
     free(text);
     if (!ok)
         return false;
@@ -607,7 +506,7 @@ static bool probe_as_given(struct topology *t, const char *hosts, enum seed_kind
         char *text = shard_connection_string(t->cfg->connection_string, &s, NULL, false, err);
         mongoc_client_pool_t *pool = NULL;
         bool ok = text != NULL && open_direct_pool(t, text, &pool, err) &&
-                  probe(pool, kind, rs, err);
+                  seed_probe(pool, kind, rs, err);
 
         if (pool != NULL)
             mongoc_client_pool_destroy(pool);
@@ -642,7 +541,7 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     t = xcalloc(1, sizeof *t);
     t->cfg = cfg;
     t->loop = loop;
-    if (!open_pool(cfg, cfg->connection_string, &seed, &selection_ms, err))
+    if (!seed_open_pool(cfg, cfg->connection_string, &seed.uri, &seed.pool, &selection_ms, err))
         goto fail;
 
     as_given = primary_uri_hosts(cfg->connection_string);
@@ -651,7 +550,7 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
         as_given = NULL;
     }
     answered = as_given != NULL ? probe_as_given(t, as_given, &kind, &rs, &perr)
-                                : probe(seed.pool, &kind, &rs, &perr);
+                                : seed_probe(seed.pool, &kind, &rs, &perr);
     if (!answered) {
         /* Unreachable now: the task retries with backoff and discovers the set itself. */
         char *why = config_redact_text(perr.msg, cfg->connection_string);
@@ -700,8 +599,15 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
         return t;
     }
     if (answered && (kind == SEED_MONGOS || kind == SEED_CONFIG_SERVER)) {
-        /* The seed's pool serves discovery and the polls of config.shards. */
+        /* The seed's pool serves the first read of config.shards, the chunk
+         * maps and the order gate (discovery has a pool of its own). Reopened
+         * with a bounded socket timeout: a mongos or config server that
+         * accepts connections but never answers would otherwise hold up a
+         * task's chunk read and the pool's endSessions at exit for the
+         * driver's default of 300 s. */
         bool ok;
+        if (!seed_reopen_bounded(&seed.uri, &seed.pool, SEED_SOCKET_TIMEOUT_MS, err))
+            goto fail;
         t->seed = seed;
         memset(&seed, 0, sizeof seed);
         t->gate = gate_registry_new(t->seed.pool, GATE_MAX_SHARDS);
