@@ -21,9 +21,11 @@
 #include "common/xalloc.h"
 #include "offsets/offsets.h"
 #include "topology/chunks.h"
+#include "topology/discovery.h"
 #include "topology/gate.h"
 #include "topology/merged.h"
 #include "topology/primary.h"
+#include "topology/seed.h"
 #include "topology/shards.h"
 #include "worker/worker.h"
 
@@ -44,7 +46,7 @@ struct task {
     struct worker *w;
     struct owned_source *owned; /* shards only; freed after the worker */
     struct primary_finder *finder; /* addresses used as given; the worker's pools; or NULL */
-    bool removed; /* the shard left config.shards: its task was asked to stop */
+    bool removed; /* the shard left config.shards: its task was asked to drain */
 };
 
 struct topology {
@@ -55,18 +57,39 @@ struct topology {
     struct task *tasks;
     size_t ntasks;
     bool stopping;
-    /* Sharded cluster (per-shard tasks): the seed's pool, kept for polling
-     * config.shards every mongodb.poll.interval.ms. */
+    /* Sharded cluster (per-shard tasks): the seed's pool (chunk maps, the
+     * order gate); config.shards is polled by discovery (topology/discovery.h). */
     struct task seed;
-    ev_timer poll;
-    bool polling;
+    struct discovery *disc;
     struct gate_registry *gate; /* per-document order across shards */
     bool failed_start; /* a shard added while running could not get a task */
-    int64_t discovery_failing_since_ms; /* monotonic ms of the first failed poll in a row, 0 */
-    int64_t discovery_warned_ms;        /* monotonic ms of the last WARN about it */
+    bool drain_failed; /* a removed shard's task ended before its tail was read */
 };
 
-/* Main thread: a task ended. Stop the others if it failed; break when all ended. */
+static void task_free(struct task *task);
+
+/* Main thread: the task of a removed shard has ended: joined and freed, so
+ * that the name may come back as a new shard (a new task). */
+static void reap_removed(struct topology *t, size_t i)
+{
+    struct task *task = &t->tasks[i];
+
+    if (worker_join(task->w, NULL) != MCDC_EXIT_OK) {
+        t->drain_failed = true;
+        LOG_ERROR("the capture task of removed shard %s ended in failure (see above); its "
+                  "offsets stay in the store",
+                  task->name);
+    } else {
+        LOG_INFO("the capture task of removed shard %s has %s; its offsets stay in the store",
+                 task->name, worker_drained(task->w) ? "delivered its tail and ended" : "ended");
+    }
+    task_free(task);
+    memmove(&t->tasks[i], &t->tasks[i + 1], (t->ntasks - i - 1) * sizeof *t->tasks);
+    t->ntasks--;
+}
+
+/* Main thread: a task ended. Stop the others if it failed (a removed shard's
+ * task only reports); break when all ended. */
 static void on_notice(struct ev_loop *loop, ev_async *w, int revents)
 {
     struct topology *t = w->data;
@@ -74,7 +97,10 @@ static void on_notice(struct ev_loop *loop, ev_async *w, int revents)
     (void)revents;
 
     for (size_t i = 0; i < t->ntasks; i++) {
-        if (!worker_finished(t->tasks[i].w)) {
+        if (t->tasks[i].removed && t->tasks[i].w != NULL && worker_finished(t->tasks[i].w) &&
+            !t->stopping) {
+            reap_removed(t, i--);
+        } else if (!worker_finished(t->tasks[i].w)) {
             alive++;
         } else if (worker_failed(t->tasks[i].w) && !t->stopping) {
             if (t->tasks[i].name != NULL)
@@ -86,7 +112,7 @@ static void on_notice(struct ev_loop *loop, ev_async *w, int revents)
             topology_request_stop(t);
         }
     }
-    if (alive == 0)
+    if (alive == 0 && (t->stopping || t->ntasks > 0))
         ev_break(loop, EVBREAK_ALL);
 }
 
@@ -98,108 +124,6 @@ static void task_ended(struct worker *w, void *ctx)
     ev_async_send(t->loop, &t->notice);
 }
 
-/* What `hello` says the seed is (mongo-sim-spec.md §2.2, §6.1). */
-enum seed_kind {
-    SEED_REPLICA_SET, /* setName, no configsvr */
-    SEED_CONFIG_SERVER, /* setName and configsvr: the config server replica set */
-    SEED_MONGOS,      /* msg: "isdbgrid" */
-    SEED_STANDALONE,
-};
-
-/*
- * One hello through the pool. Returns true when the deployment answered:
- * *kind says what it is and *rs is the replica-set name (malloc'd) for the
- * replica-set kinds. Returns false with err when it did not answer.
- */
-static bool probe(mongoc_client_pool_t *pool, enum seed_kind *kind, char **rs,
-                  struct mcdc_error *err)
-{
-    mongoc_client_t *c = mongoc_client_pool_pop(pool);
-    bson_t cmd = BSON_INITIALIZER, reply;
-    bson_error_t error;
-    bson_iter_t it;
-    bool ok;
-
-    *rs = NULL;
-    *kind = SEED_STANDALONE;
-    BSON_APPEND_INT32(&cmd, "hello", 1);
-    ok = mongoc_client_command_simple(c, "admin", &cmd, NULL, &reply, &error);
-    if (!ok) {
-        mcdc_error_from_bson(err, error.code, error.message, true);
-    } else if (bson_iter_init_find(&it, &reply, "setName") && BSON_ITER_HOLDS_UTF8(&it)) {
-        *rs = xstrdup(bson_iter_utf8(&it, NULL));
-        *kind = bson_iter_init_find(&it, &reply, "configsvr") ? SEED_CONFIG_SERVER
-                                                              : SEED_REPLICA_SET;
-    } else if (bson_iter_init_find(&it, &reply, "msg") && BSON_ITER_HOLDS_UTF8(&it) &&
-               strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0) {
-        *kind = SEED_MONGOS;
-    }
-    bson_destroy(&cmd);
-    bson_destroy(&reply);
-    mongoc_client_pool_push(pool, c);
-    return ok;
-}
-
-/* Fills err with a connection-string error whose driver message may quote
- * parts of the URI: the text goes through the redactor first. */
-static void set_redacted_error(struct mcdc_error *err, const struct mcdc_config *cfg, int code,
-                               const char *redacted_uri, const char *message)
-{
-    char *why = config_redact_text(message, cfg->connection_string);
-    mcdc_error_set(err, MCDC_ERR_CONFIG, code, "mongodb.connection.string %s: %s", redacted_uri,
-                   why);
-    free(why);
-}
-
-/*
- * Parses uri_text and opens a pool on it with the configured timeouts (URI
- * options win). Fills task->uri and task->pool; *selection_ms gets the
- * overall selection budget. Returns false with err (redacted) on a bad URI.
- */
-static bool open_pool(const struct mcdc_config *cfg, const char *uri_text, struct task *task,
-                      int64_t *selection_ms, struct mcdc_error *err)
-{
-    bson_error_t error;
-    char redacted[512];
-
-    config_redact_uri(uri_text, redacted, sizeof redacted);
-    task->uri = mongoc_uri_new_with_error(uri_text, &error);
-    if (task->uri == NULL) {
-        set_redacted_error(err, cfg, (int)error.code, redacted, error.message);
-        return false;
-    }
-    if (mongoc_uri_get_appname(task->uri) == NULL)
-        mongoc_uri_set_appname(task->uri, "mongocdc");
-    /* The configured selection timeout is the budget of a whole connection
-     * attempt; one blocking selection in libmongoc gets only a slice of it,
-     * so a stop request is seen within a slice (worker_start()). */
-    if (mongoc_uri_has_option(task->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS))
-        *selection_ms = mongoc_uri_get_option_as_int32(
-            task->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS, (int32_t)cfg->server_selection_timeout_ms);
-    else
-        *selection_ms = cfg->server_selection_timeout_ms;
-    mongoc_uri_set_option_as_int32(task->uri, MONGOC_URI_SERVERSELECTIONTIMEOUTMS,
-                                   (int32_t)(*selection_ms < WORKER_SELECTION_SLICE_MS
-                                                 ? *selection_ms
-                                                 : WORKER_SELECTION_SLICE_MS));
-    if (!mongoc_uri_has_option(task->uri, MONGOC_URI_CONNECTTIMEOUTMS))
-        mongoc_uri_set_option_as_int32(task->uri, MONGOC_URI_CONNECTTIMEOUTMS,
-                                       (int32_t)cfg->connect_timeout_ms);
-    if (!mongoc_uri_has_option(task->uri, MONGOC_URI_HEARTBEATFREQUENCYMS))
-        mongoc_uri_set_option_as_int32(task->uri, MONGOC_URI_HEARTBEATFREQUENCYMS,
-                                       (int32_t)cfg->heartbeat_frequency_ms);
-    if (cfg->socket_timeout_ms > 0 &&
-        !mongoc_uri_has_option(task->uri, MONGOC_URI_SOCKETTIMEOUTMS))
-        mongoc_uri_set_option_as_int32(task->uri, MONGOC_URI_SOCKETTIMEOUTMS,
-                                       (int32_t)cfg->socket_timeout_ms);
-    task->pool = mongoc_client_pool_new_with_error(task->uri, &error);
-    if (task->pool == NULL) {
-        set_redacted_error(err, cfg, (int)error.code, redacted, error.message);
-        return false;
-    }
-    mongoc_client_pool_set_error_api(task->pool, MONGOC_ERROR_API_VERSION_2);
-    return true;
-}
 
 /* primary_open_fn (task thread; reads only the immutable config). */
 static bool open_direct_pool(void *ctx, const char *uri_text, mongoc_client_pool_t **pool,
@@ -208,7 +132,7 @@ static bool open_direct_pool(void *ctx, const char *uri_text, mongoc_client_pool
     const struct topology *t = ctx;
     struct task tmp = {0};
     int64_t selection_ms;
-    bool ok = open_pool(t->cfg, uri_text, &tmp, &selection_ms, err);
+    bool ok = seed_open_pool(t->cfg, uri_text, &tmp.uri, &tmp.pool, &selection_ms, err);
 
     *pool = ok ? tmp.pool : NULL;
     if (!ok && tmp.pool != NULL)
@@ -349,7 +273,7 @@ static bool start_shard_task(struct topology *t, const struct shard_info *s, int
         bson_concat(task->owned->first, owned_first);
     else
         task->owned->first_used = true; /* no map read yet: read one when a snapshot starts */
-    ok = open_pool(t->cfg, text, task, &selection_ms, err);
+    ok = seed_open_pool(t->cfg, text, &task->uri, &task->pool, &selection_ms, err);
     free(text);
     if (!ok)
         return false;
@@ -382,69 +306,37 @@ static bool start_shard_task(struct topology *t, const struct shard_info *s, int
     return task->w != NULL;
 }
 
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Shards the order gate can follow (tasks of shards added while running count too). */
 #define GATE_MAX_SHARDS 1024
 
-/* How long discovery may fail before the first WARN, and between WARNs (ms). */
-#define DISCOVERY_WARN_MS 30000
-
 /*
- * Main thread, every mongodb.poll.interval.ms: re-reads config.shards
- * (debezium-format.md §6.1: Debezium 1.x re-runs discovery on this
- * interval). A new shard gets a task reading from its `topologyTime` (the
- * moment it joined); a shard gone from config.shards (removeShard completed:
- * it holds no chunk and is no database's primary any more, so nothing is
- * written to it) has its task stopped, which writes its final offsets; they
- * stay in the store. A failed read leaves the running tasks alone and WARNs
- * with how long discovery has failed.
+ * Main thread, after each successful read of config.shards by discovery
+ * (topology/discovery.h). A new shard (or a name that left and came back,
+ * once its old task has ended) gets a task reading from its `topologyTime`,
+ * the moment it joined, or from its stored offsets when they are later. A
+ * shard gone from config.shards (removeShard completed: it holds no chunk
+ * and is no database's primary any more, so the cluster writes nothing more
+ * to it) has its task drained: it delivers everything up to the shard's last
+ * write, then stops and writes its final offsets; they stay in the store.
  */
-static void on_poll(struct ev_loop *loop, ev_timer *timer, int revents)
+static void on_shards(void *ctx)
 {
-    struct topology *t = timer->data;
+    struct topology *t = ctx;
     struct shard_list shards;
     struct mcdc_error err = MCDC_ERROR_INIT;
-    int64_t now = monotonic_ms();
-    (void)loop;
-    (void)revents;
 
-    if (t->stopping)
+    if (t->stopping || !discovery_take(t->disc, &shards))
         return;
-    if (!shards_read(t->seed.pool, &shards, &err)) {
-        char *why = config_redact_text(err.msg, t->cfg->connection_string);
-        /* The read itself may have waited for server selection: failing
-         * since the attempt began, counted up to now. */
-        if (t->discovery_failing_since_ms == 0)
-            t->discovery_failing_since_ms = now;
-        now = monotonic_ms();
-        if (now - t->discovery_warned_ms >= DISCOVERY_WARN_MS) {
-            LOG_WARN("shard discovery has failed for %lld ms: %s; the running capture tasks go on",
-                     (long long)(now - t->discovery_failing_since_ms), why);
-            t->discovery_warned_ms = now;
-        }
-        free(why);
-        return;
-    }
-    if (t->discovery_failing_since_ms != 0) {
-        LOG_INFO("shard discovery works again after %lld ms",
-                 (long long)(now - t->discovery_failing_since_ms));
-        t->discovery_failing_since_ms = 0;
-        t->discovery_warned_ms = 0;
-    }
     for (size_t i = 0; i < shards.count; i++) {
         const struct shard_info *s = &shards.items[i];
         if (task_of_shard(t, s->name) != NULL)
-            continue;
+            continue; /* running, or removed and still draining: seen again next poll */
         if (s->topology_time < 0)
             LOG_WARN("shard %s has no topologyTime in config.shards (a server before 5.0): its "
                      "task starts from now", s->name);
-        LOG_INFO("shard %s added to the cluster: starting its capture task", s->name);
+        LOG_INFO("shard %s added to the cluster: starting its capture task from its topologyTime "
+                 "or its stored offsets, whichever is later",
+                 s->name);
         if (!start_shard_task(t, s, s->topology_time >= 0 ? s->topology_time : -1, NULL, &err)) {
             LOG_ERROR("cannot start the capture task of shard %s: %s", s->name, err.msg);
             t->failed_start = true;
@@ -460,11 +352,11 @@ static void on_poll(struct ev_loop *loop, ev_timer *timer, int revents)
         for (size_t j = 0; j < shards.count && !listed; j++)
             listed = strcmp(shards.items[j].name, task->name) == 0;
         if (!listed) {
-            LOG_INFO("shard %s removed from the cluster: stopping its capture task; its offsets "
-                     "stay in the store",
+            LOG_INFO("shard %s removed from the cluster: its capture task drains what was "
+                     "written to it before the removal, then stops; its offsets stay in the store",
                      task->name);
             task->removed = true;
-            worker_request_stop(task->w);
+            worker_request_drain(task->w);
         }
     }
     shard_list_clear(&shards);
@@ -564,11 +456,8 @@ static bool start_shard_tasks(struct topology *t, struct mcdc_error *err)
     }
     shard_list_clear(&shards);
     if (ok) {
-        double every = (double)t->cfg->poll_interval_ms_topology / 1000.0;
-        ev_timer_init(&t->poll, on_poll, every, every);
-        t->poll.data = t;
-        ev_timer_start(t->loop, &t->poll);
-        t->polling = true;
+        t->disc = discovery_start(t->cfg, t->seed.uri, t->loop, on_shards, t, err);
+        ok = t->disc != NULL;
     }
     return ok;
 }
@@ -617,7 +506,7 @@ static bool probe_as_given(struct topology *t, const char *hosts, enum seed_kind
         char *text = shard_connection_string(t->cfg->connection_string, &s, NULL, false, err);
         mongoc_client_pool_t *pool = NULL;
         bool ok = text != NULL && open_direct_pool(t, text, &pool, err) &&
-                  probe(pool, kind, rs, err);
+                  seed_probe(pool, kind, rs, err);
 
         if (pool != NULL)
             mongoc_client_pool_destroy(pool);
@@ -652,7 +541,7 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     t = xcalloc(1, sizeof *t);
     t->cfg = cfg;
     t->loop = loop;
-    if (!open_pool(cfg, cfg->connection_string, &seed, &selection_ms, err))
+    if (!seed_open_pool(cfg, cfg->connection_string, &seed.uri, &seed.pool, &selection_ms, err))
         goto fail;
 
     as_given = primary_uri_hosts(cfg->connection_string);
@@ -661,7 +550,7 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
         as_given = NULL;
     }
     answered = as_given != NULL ? probe_as_given(t, as_given, &kind, &rs, &perr)
-                                : probe(seed.pool, &kind, &rs, &perr);
+                                : seed_probe(seed.pool, &kind, &rs, &perr);
     if (!answered) {
         /* Unreachable now: the task retries with backoff and discovers the set itself. */
         char *why = config_redact_text(perr.msg, cfg->connection_string);
@@ -710,8 +599,15 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
         return t;
     }
     if (answered && (kind == SEED_MONGOS || kind == SEED_CONFIG_SERVER)) {
-        /* The seed's pool serves discovery and the polls of config.shards. */
+        /* The seed's pool serves the first read of config.shards, the chunk
+         * maps and the order gate (discovery has a pool of its own). Reopened
+         * with a bounded socket timeout: a mongos or config server that
+         * accepts connections but never answers would otherwise hold up a
+         * task's chunk read and the pool's endSessions at exit for the
+         * driver's default of 300 s. */
         bool ok;
+        if (!seed_reopen_bounded(&seed.uri, &seed.pool, SEED_SOCKET_TIMEOUT_MS, err))
+            goto fail;
         t->seed = seed;
         memset(&seed, 0, sizeof seed);
         t->gate = gate_registry_new(t->seed.pool, GATE_MAX_SHARDS);
@@ -758,10 +654,9 @@ void topology_request_stop(struct topology *t)
     if (t == NULL)
         return;
     t->stopping = true;
-    if (t->polling) {
-        ev_timer_stop(t->loop, &t->poll);
-        t->polling = false;
-    }
+    discovery_request_stop(t->disc);
+    if (t->notice_started) /* no task left to report: on_notice still breaks the loop */
+        ev_async_send(t->loop, &t->notice);
     for (size_t i = 0; i < t->ntasks; i++) {
         if (t->tasks[i].w != NULL)
             worker_request_stop(t->tasks[i].w);
@@ -770,7 +665,10 @@ void topology_request_stop(struct topology *t)
 
 int topology_join(struct topology *t)
 {
-    int code = t->failed_start ? MCDC_EXIT_FAILURE : MCDC_EXIT_OK;
+    int code = t->failed_start || t->drain_failed ? MCDC_EXIT_FAILURE : MCDC_EXIT_OK;
+
+    discovery_destroy(t->disc); /* bounded wait for an in-flight read (discovery.h) */
+    t->disc = NULL;
     for (size_t i = 0; i < t->ntasks; i++) {
         if (t->tasks[i].w != NULL && worker_join(t->tasks[i].w, NULL) != MCDC_EXIT_OK)
             code = MCDC_EXIT_FAILURE;
@@ -782,13 +680,12 @@ void topology_destroy(struct topology *t)
 {
     if (t == NULL)
         return;
+    discovery_destroy(t->disc);
     for (size_t i = 0; i < t->ntasks; i++)
         task_free(&t->tasks[i]);
     free(t->tasks);
     gate_registry_destroy(t->gate); /* after every task that used it */
     task_free(&t->seed);
-    if (t->polling)
-        ev_timer_stop(t->loop, &t->poll);
     if (t->notice_started && ev_is_active(&t->notice))
         ev_async_stop(t->loop, &t->notice);
     free(t);

@@ -290,6 +290,17 @@ static enum phase setup(struct worker *w, bool *proceed)
         resume_describe_position(&w->stream_pos, d, sizeof d);
         LOG_INFO("merged stream starts from the oldest shard position: %s", d);
     }
+    if (found && w->start_at >= 0 &&
+        worker_position_time(&w->stream_pos) < (uint64_t)w->start_at) {
+        /* A shard re-added under a name whose offsets are stored: what was
+         * written to its replica set while it was not a shard is no change
+         * of the cluster; read from its new topologyTime. */
+        resume_describe_position(&w->stream_pos, d, sizeof d);
+        LOG_INFO("the stored position %s is older than the moment the shard (re)joined the "
+                 "cluster: streaming from then",
+                 d);
+        found = false;
+    }
     if (!found && w->start_at >= 0) {
         /* A shard that joined while the daemon ran: read from the moment it
          * joined, no snapshot (see worker_start()). The position is stored
@@ -465,9 +476,10 @@ static void finish(struct worker *w, enum phase ph)
         return;
     }
     w->exit_code = ph == PHASE_FATAL ? MCDC_EXIT_FAILURE : MCDC_EXIT_OK;
-    if (ph == PHASE_FATAL)
+    if (ph == PHASE_FATAL) {
         LOG_ERROR("capture of %s stopped: %s", w->rs, w->err.msg);
-    else
+        worker_drain_failed(w);
+    } else
         LOG_INFO("capture of %s stopped cleanly: %llu events read, %llu records produced, %llu "
                  "skipped, %llu not encodable and moved past, %llu oversized skipped, %llu "
                  "reassembled from fragments; final offsets written in %lld ms",

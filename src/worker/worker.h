@@ -106,7 +106,10 @@ typedef void (*worker_exit_cb)(struct worker *w, void *ctx);
  * server. start_at is a BSON timestamp value (seconds in the high 32 bits,
  * increment low) or -1: when it is set and the task has no stored offset, it
  * takes no snapshot and streams from that cluster time (startAtOperationTime,
- * inclusive), storing that position before anything else; this is how a
+ * inclusive), storing that position before anything else; a stored offset
+ * older than start_at is passed over the same way (a shard removed and
+ * re-added under its name: writes to its replica set in between were not
+ * cluster changes). This is how a
  * shard added to a running cluster is read from the moment it joined
  * (`topologyTime` of config.shards, mongo-sim-spec.md §6.5 item 6): it holds
  * only migrated documents, which are not changes. snapshot_filters (may be
@@ -159,6 +162,23 @@ struct worker *worker_start_merged(const struct mcdc_config *cfg, mongoc_client_
 
 /* Asks the task to stop (any thread; non-blocking). */
 void worker_request_stop(struct worker *w);
+
+/*
+ * Asks the task of a shard removed from the cluster to drain (any thread;
+ * non-blocking): it reads, on its own thread and connection, the replica
+ * set's last write (`hello` lastWrite.opTime.ts, else the reply's
+ * operationTime), goes on streaming until its position has reached that
+ * time with every record acknowledged, then stops as on
+ * worker_request_stop() and writes its final offsets. Why the task reads
+ * the time itself: the shard may be unreachable, and a read on the main
+ * loop would block it; once removeShard has completed nothing the cluster
+ * writes lands on the shard, so its last write bounds its tail
+ * (mongo-sim-spec.md §6.2). Unreachable while draining: the normal reconnect
+ * budget, then the task fails with an ERROR naming the shard and the
+ * position it could not read past. worker_drained(): true once it drained.
+ */
+void worker_request_drain(struct worker *w);
+bool worker_drained(struct worker *w);
 
 /* True once the task's thread has finished its work (any thread). */
 bool worker_finished(struct worker *w);

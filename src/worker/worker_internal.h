@@ -103,7 +103,24 @@ struct worker {
     struct incr *inc;             /* incremental snapshot engine (worker_incremental.c) */
     struct mcdc_position inc_pos; /* a position stamped with its progress */
     struct signal_queue *sigq;    /* this task's signal queue on the bus, NULL: none */
+    bool drain_requested; /* worker_request_drain() (atomic access) */
+    bool drained;         /* drained up to drain_until and stopped (atomic access) */
+    uint64_t drain_until; /* the removed shard's last write (BSON timestamp), 0: not read yet */
+    uint64_t drain_events, drain_records; /* the counts when draining began */
 };
+
+/*
+ * Draining a removed shard (worker_drain.c). worker_drain_step, after each
+ * batch or event of a streaming loop: once a drain is requested, reads the
+ * replica set's last write (PHASE_RETRY with w->err when it cannot), and
+ * when the stream position has reached it with every record acknowledged
+ * logs the counts and sets the stop flag. worker_drain_failed: the ERROR of
+ * a task that ended in failure before its drain was done.
+ * worker_position_time: pos's cluster time (BSON timestamp), 0 if none.
+ */
+enum phase worker_drain_step(struct worker *w);
+void worker_drain_failed(struct worker *w);
+uint64_t worker_position_time(const struct mcdc_position *pos);
 
 /*
  * cursor.oversize.handling.mode (worker_oversize.c). worker_oversize_ready:

@@ -115,6 +115,8 @@ enum phase worker_stream_oplog(struct worker *w)
             ph = worker_maybe_heartbeat(w, &last_heartbeat_ms);
         if (ph == PHASE_OK)
             ph = worker_service(w, false);
+        if (ph == PHASE_OK)
+            ph = worker_drain_step(w);
     }
     oplog_item_clear(&item);
     oplog_destroy(r);

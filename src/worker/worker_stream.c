@@ -370,6 +370,8 @@ enum phase worker_stream(struct worker *w)
             ph = worker_maybe_heartbeat(w, &last_heartbeat_ms);
         if (ph == PHASE_OK)
             ph = worker_service(w, false);
+        if (ph == PHASE_OK)
+            ph = worker_drain_step(w);
     }
     position_clear(&pos);
     capture_destroy(cap);

@@ -78,6 +78,7 @@ class Router(object):
         self.member_counters = collections.defaultdict(collections.Counter)
         self.fail_rules = []
         self.delays = {}
+        self.removed_shards = {}  # name -> cluster of a shard removed (remove_shard), for re-adding
         self.sessions = {}
         self.stopping = False
         self.nodes = [MongosNode(i, host) for i in range(count)]
@@ -185,11 +186,14 @@ class Router(object):
             raise SimError(133, "FailedToSatisfyReadPreference", "Could not find host matching read preference { mode: \"primary\" } for set %s" % self.config.set_name)
         return ss.Writer(self.config, "config", None)
 
-    def _register_shard(self, c):
+    def _register_shard(self, c, identity=True):
+        """identity False: a re-added shard keeps the shardIdentity it was given first."""
         c.append_entry({"op": "n", "ns": "", "o": {"msg": "shard identity"}})
-        ss.Writer(c, "admin", None).insert_one("system.version", {
-            "_id": "shardIdentity", "shardName": c.set_name, "clusterId": self.config.members[0].process_id,
-            "configsvrConnectionString": self.conn_string(self.config)})
+        if identity:
+            ss.Writer(c, "admin", None).insert_one("system.version", {
+                "_id": "shardIdentity", "shardName": c.set_name,
+                "clusterId": self.config.members[0].process_id,
+                "configsvrConnectionString": self.conn_string(self.config)})
         self._cfg().insert_one("shards", {"_id": c.set_name, "host": self.conn_string(c), "state": 1,
                                           "topologyTime": self.clock.tick()})
 
@@ -448,7 +452,16 @@ class Router(object):
                 n += self._delete_range(self.shards[src_name], ns, lo, hi)
         return n
 
-    def add_shard(self, members=1):
+    def add_shard(self, members=1, name=None):
+        """A new shard; name: a shard removed earlier comes back (its replica set, with the
+        data it kept, gets a new config.shards document and topologyTime)."""
+        if name is not None:
+            c = self.removed_shards.pop(name, None)
+            if c is None:
+                raise SimError(2, "BadValue", "no removed shard named %s" % name)
+            self.shards[name] = c
+            self._register_shard(c, identity=False)
+            return {"shardAdded": name, "host": self.conn_string(c)}
         if self.make_shard is None:
             raise SimError(2, "BadValue", "cannot create shards here")
         c = self.make_shard(members)
@@ -473,7 +486,7 @@ class Router(object):
             return {"msg": "draining ongoing", "state": "ongoing",
                     "remaining": {"chunks": Int64(left), "dbs": Int64(len(prim))}, "dbsToMove": prim}
         cfg.delete("shards", {"_id": name}, 1)
-        del self.shards[name]
+        self.removed_shards[name] = self.shards.pop(name)
         return {"msg": "removeshard completed successfully", "state": "completed", "shard": name}
 
     # ---- control actions --------------------------------------------------------------
@@ -513,7 +526,7 @@ class Router(object):
 
     def act_add_shard(self, a):
         with self.lock:
-            return self.add_shard(int(a.get("members", 1)))
+            return self.add_shard(int(a.get("members", 1)), a.get("name"))
 
     def act_remove_shard(self, a):
         with self.lock:

@@ -133,6 +133,20 @@ def test_add_and_remove_shard(cluster):
     c.admin.command("moveChunk", "n.c", find={"k": 1}, to="shard01")
     assert c.admin.command("removeShard", "shard03")["state"] == "completed"
     assert [x["_id"] for x in c.admin.command("listShards")["shards"]] == ["shard01", "shard02"]
+    # The removed name comes back with its replica set (control add_shard name=...): a new
+    # config.shards document with a later topologyTime, and mongos routes to it again.
+    gone = [d for d in c.config.shards.find()]
+    r = cluster.control("add_shard", name="shard03")
+    assert r["shardAdded"] == "shard03"
+    back = c.config.shards.find_one({"_id": "shard03"})
+    assert back is not None and "draining" not in back
+    assert all(back["topologyTime"] > d["topologyTime"] for d in gone)
+    c.admin.command("moveChunk", "n.c", find={"k": 1}, to="shard03")
+    c.n.c.update_one({"_id": 1, "k": 1}, {"$set": {"v": 3}})
+    assert c.n.c.find_one({"_id": 1})["v"] == 3
+    c.admin.command("moveChunk", "n.c", find={"k": 1}, to="shard01")
+    assert c.admin.command("removeShard", "shard03")["state"] == "started"
+    assert c.admin.command("removeShard", "shard03")["state"] == "completed"
 
 
 def test_libmongoc_per_shard_stream(cluster, probe):
