@@ -206,7 +206,9 @@ const char *gate_task_name(const struct gate_task *t)
 static struct gate_task *find_task(struct gate_registry *r, const char *name)
 {
     size_t n = atomic_load(&r->count);
-    for (size_t i = 0; i < n; i++) {
+    /* Newest first: a shard removed and added again under its name has a
+     * new task (and slot); the old one has ended. */
+    for (size_t i = n; i-- > 0;) {
         if (strcmp(r->tasks[i].name, name) == 0)
             return &r->tasks[i];
     }
