@@ -4,10 +4,15 @@ overrides, snapshot.max.threads / fetch.size, initial_only, always, no_data,
 a failing snapshot reader, heartbeats, and the refusal of a standalone server.
 """
 
+import datetime
 import json
 import re
 import socket
+import struct
+import threading
 import time
+
+import bson
 
 import pytest
 
@@ -136,18 +141,104 @@ def test_heartbeats(tmp_workdir, three_sim, start_mongocdc):
     assert d.stop(timeout_s=30) == 0
 
 
+class StandaloneServer(object):
+    """A MongoDB standalone as far as the driver's handshake and a `hello` go:
+    a few lines of wire protocol (OP_QUERY answered with OP_REPLY, OP_MSG with
+    OP_MSG; MongoDB's "Wire Protocol" page). `hello`/`isMaster` get a
+    standalone's reply (no setName, no msg: isdbgrid); any other command gets
+    CommandNotFound. Serves until stop()."""
+
+    HELLO = ("hello", "isMaster", "ismaster")
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.hellos = 0
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def stop(self):
+        self.sock.close()
+        for c in self.conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            c.close()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _reply_to(self, cmd):
+        name = next(iter(cmd), "")
+        if name in self.HELLO:
+            self.hellos += 1
+            return {"ismaster": True, "isWritablePrimary": True, "helloOk": True,
+                    "maxBsonObjectSize": 16777216, "maxMessageSizeBytes": 48000000,
+                    "maxWriteBatchSize": 100000,
+                    "localTime": datetime.datetime.now(datetime.timezone.utc),
+                    "logicalSessionTimeoutMinutes": 30, "connectionId": 1,
+                    "minWireVersion": 0, "maxWireVersion": 17, "readOnly": False, "ok": 1.0}
+        return {"ok": 0.0, "errmsg": "no such command: '%s'" % name, "code": 59,
+                "codeName": "CommandNotFound"}
+
+    @staticmethod
+    def _recv(c, n):
+        data = b""
+        while len(data) < n:
+            chunk = c.recv(n - len(data))
+            if not chunk:
+                raise EOFError
+            data += chunk
+        return data
+
+    def _serve(self, c):
+        try:
+            while True:
+                length, req_id, _, op = struct.unpack("<iiii", self._recv(c, 16))
+                body = self._recv(c, length - 16)
+                if op == 2004:  # OP_QUERY: flags, collection name, skip, limit, query
+                    end = body.index(b"\0", 4)
+                    n = struct.unpack_from("<i", body, end + 9)[0]
+                    cmd = bson.decode(body[end + 9:end + 9 + n])
+                    doc = bson.encode(self._reply_to(cmd))
+                    payload = struct.pack("<iqii", 0, 0, 0, 1) + doc
+                    op_out = 1  # OP_REPLY
+                elif op == 2013:  # OP_MSG: flags, then a kind-0 section holds the command
+                    flags = struct.unpack_from("<I", body, 0)[0]
+                    assert body[4] == 0, "the command's body section comes first"
+                    cmd = bson.decode(body[5:5 + struct.unpack_from("<i", body, 5)[0]])
+                    if flags & 2:  # moreToCome: no reply
+                        continue
+                    payload = struct.pack("<I", 0) + b"\0" + bson.encode(self._reply_to(cmd))
+                    op_out = 2013
+                else:
+                    return
+                c.sendall(struct.pack("<iiii", 16 + len(payload), 0, req_id, op_out) + payload)
+        except (EOFError, OSError):
+            pass
+        finally:
+            c.close()
+
+
 def test_standalone_server_is_refused(tmp_workdir, run_mongocdc):
-    from mockupdb import MockupDB
-    s = MockupDB(auto_ismaster={"ismaster": True, "maxWireVersion": 17, "minWireVersion": 0})
-    s.autoresponds("hello", ismaster=True, isWritablePrimary=True, maxWireVersion=17,
-                   minWireVersion=0)
-    s.run()
+    s = StandaloneServer()
     try:
         cfg = write_config(tmp_workdir, "mongodb://127.0.0.1:%d/" % s.port)
         r = run_mongocdc("-c", cfg, timeout_s=60)
     finally:
         s.stop()
     err = r.stderr.decode(errors="replace")
+    assert s.hellos > 0
     assert r.returncode != 0
     assert "standalone" in err and "oplog" in err and "replica set" in err, err[-1000:]
 

@@ -177,6 +177,62 @@ static void test_types_table(void **state)
         "{\"a\": {\"$numberDouble\": \"NaN\"},\"b\": {\"$numberDouble\": \"-Infinity\"}}");
 }
 
+/* Canonical mode (JsonMode.EXTENDED): the exact text, and libbson's parser
+ * reads it back as the same BSON (type and value) for every type. */
+static void check_canonical(const char *json, const char *expected)
+{
+    bson_error_t berr;
+    check_doc(json, EJSON_CANONICAL, EJSON_SEP_DEFAULT, expected);
+    bson_t *doc = bson_new_from_json((const uint8_t *)json, -1, &berr);
+    bson_t *back = bson_new_from_json((const uint8_t *)expected, -1, &berr);
+    if (back == NULL)
+        fail_msg("canonical text %s does not parse: %s", expected, berr.message);
+    if (!bson_equal(doc, back))
+        fail_msg("canonical text %s does not read back as %s", expected, json);
+    bson_destroy(doc);
+    bson_destroy(back);
+}
+
+static void test_canonical(void **state)
+{
+    (void)state;
+    check_canonical("{\"a\": {\"$numberInt\": \"-42\"}, \"b\": {\"$numberLong\": \"42\"}}",
+                    "{\"a\": {\"$numberInt\": \"-42\"}, \"b\": {\"$numberLong\": \"42\"}}");
+    check_canonical(
+        "{\"a\": 2.5, \"b\": {\"$numberDouble\": \"-0.0\"}, \"c\": 1e300, "
+        "\"d\": {\"$numberDouble\": \"NaN\"}, \"e\": {\"$numberDouble\": \"-Infinity\"}}",
+        "{\"a\": {\"$numberDouble\": \"2.5\"}, \"b\": {\"$numberDouble\": \"-0.0\"}, "
+        "\"c\": {\"$numberDouble\": \"1.0E300\"}, \"d\": {\"$numberDouble\": \"NaN\"}, "
+        "\"e\": {\"$numberDouble\": \"-Infinity\"}}");
+    check_canonical("{\"a\": {\"$date\": {\"$numberLong\": \"1694627139123\"}}, "
+                    "\"b\": {\"$date\": {\"$numberLong\": \"-1000\"}}}",
+                    "{\"a\": {\"$date\": {\"$numberLong\": \"1694627139123\"}}, "
+                    "\"b\": {\"$date\": {\"$numberLong\": \"-1000\"}}}");
+    check_canonical("{\"a\": {\"$binary\": {\"base64\": \"a2Fma2E=\", \"subType\": \"04\"}}}",
+                    "{\"a\": {\"$binary\": {\"base64\": \"a2Fma2E=\", \"subType\": \"04\"}}}");
+    check_canonical(
+        "{\"a\": {\"$regularExpression\": {\"pattern\": \"^ab\", \"options\": \"im\"}}}",
+        "{\"a\": {\"$regularExpression\": {\"pattern\": \"^ab\", \"options\": \"im\"}}}");
+    check_canonical("{\"a\": {\"$dbPointer\": {\"$ref\": \"db.coll\", \"$id\": {\"$oid\": "
+                    "\"6501f5c3e4b0a1b2c3d4e5f6\"}}}}",
+                    "{\"a\": {\"$dbPointer\": {\"$ref\": \"db.coll\", \"$id\": {\"$oid\": "
+                    "\"6501f5c3e4b0a1b2c3d4e5f6\"}}}}");
+    check_canonical("{\"a\": {\"$oid\": \"6501f5c3e4b0a1b2c3d4e5f6\"}, \"b\": {\"$symbol\": "
+                    "\"s\"}, \"c\": {\"$code\": \"f()\", \"$scope\": {\"x\": 1}}}",
+                    "{\"a\": {\"$oid\": \"6501f5c3e4b0a1b2c3d4e5f6\"}, \"b\": {\"$symbol\": "
+                    "\"s\"}, \"c\": {\"$code\": \"f()\", \"$scope\": {\"x\": {\"$numberInt\": "
+                    "\"1\"}}}}");
+    check_canonical("{\"a\": {\"$timestamp\": {\"t\": 4294967295, \"i\": 3}}, "
+                    "\"b\": {\"$numberDecimal\": \"19.99\"}, \"c\": {\"$minKey\": 1}, "
+                    "\"d\": {\"$maxKey\": 1}, \"e\": {\"$undefined\": true}, \"f\": null}",
+                    "{\"a\": {\"$timestamp\": {\"t\": 4294967295, \"i\": 3}}, "
+                    "\"b\": {\"$numberDecimal\": \"19.99\"}, \"c\": {\"$minKey\": 1}, "
+                    "\"d\": {\"$maxKey\": 1}, \"e\": {\"$undefined\": true}, \"f\": null}");
+    check_canonical("{\"a\": {}, \"b\": [], \"c\": [{}, [1, \"x\\n\"]], \"d\": true}",
+                    "{\"a\": {}, \"b\": [], \"c\": [{}, [{\"$numberInt\": \"1\"}, \"x\\n\"]], "
+                    "\"d\": true}");
+}
+
 /* /ejson/types/extremes: int64, dates and timestamps at their limits */
 static void test_extremes(void **state)
 {
@@ -506,6 +562,7 @@ int main(void)
         cmocka_unit_test(test_worked_example),  cmocka_unit_test(test_doubles),
         cmocka_unit_test(test_escaping),        cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_buffer_reuse),    cmocka_unit_test(test_repeated_names),
+        cmocka_unit_test(test_canonical),
     };
     return cmocka_run_group_tests_name("ejson", tests, NULL, NULL);
 }

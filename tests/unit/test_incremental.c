@@ -11,10 +11,12 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <bson/bson.h>
 
+#include "offsets/offsets.h"
 #include "snapshot/incremental_internal.h"
 
 static struct mcdc_config cfg; /* the engine reads options only when it reads chunks */
@@ -103,6 +105,131 @@ static void offsets_round_trip(void **state)
     assert_non_null(strstr(err.msg, "incremental_snapshot_primary_key"));
     incr_destroy(r);
     incr_destroy(s);
+}
+
+/* ---- offsets written by builds against other libbson versions ---- */
+
+/* tests/fixtures/offsets/<name>, read whole; caller frees. */
+static char *fixture(const char *name)
+{
+    const char *dir = getenv("MCDC_SOURCE_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/fixtures/offsets/%s", dir ? dir : ".", name);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        fail_msg("cannot open %s (set MCDC_SOURCE_DIR)", path);
+    char *buf = malloc(65536);
+    assert_non_null(buf);
+    size_t n = fread(buf, 1, 65535, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static void expect_doc(const bson_t *got, const char *want_json, const char *what)
+{
+    bson_t *want = doc_json(want_json);
+    if (!bson_equal(got, want))
+        fail_msg("%s: not the document %s", what, want_json);
+    bson_destroy(want);
+}
+
+/* The state every fixture holds: shop.orders (with a condition) then
+ * shop.items, signal sig-1, a compound key with an empty array, an int64
+ * and a double. Restored from extra_json, it must be the same BSON whatever
+ * spelling wrote it, and be written back as the same bytes. */
+static void expect_fixture_state(const char *extra_json, const char *what)
+{
+    struct incr *r = incr_new(&cfg, "rs0", false);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    if (!incr_restore(r, extra_json, &err))
+        fail_msg("%s: %s", what, err.msg);
+    assert_int_equal(incr_state(r), INCR_READY);
+    assert_int_equal(r->count, 2);
+    assert_string_equal(r->queue[0].ns, "shop.orders");
+    assert_string_equal(r->queue[1].ns, "shop.items");
+    assert_string_equal(incr_signal_id(r), "sig-1");
+    expect_doc(&r->queue[0].cond, "{\"status\": {\"$nin\": []}, \"qty\": {\"$gte\": 3}}", what);
+    assert_true(bson_empty(&r->queue[1].cond));
+    expect_doc(&r->last_key,
+               "{\"_id\": {\"region\": \"eu\", \"tags\": [], \"n\": {\"$numberLong\": \"7\"}, "
+               "\"w\": 2.5}}",
+               what);
+    expect_doc(&r->max_key,
+               "{\"_id\": {\"region\": \"us\", \"tags\": [], \"n\": {\"$numberLong\": \"9\"}, "
+               "\"w\": 0.5}}",
+               what);
+    /* written back: the project's writer, one spelling for every reader */
+    assert_string_equal(
+        incr_offset_json(r),
+        "{\"incremental_snapshot_collections\":\"[{\\\"incremental_snapshot_collections_id\\\":"
+        "\\\"shop.orders\\\",\\\"incremental_snapshot_collections_additional_condition\\\":"
+        "\\\"{\\\\\\\"status\\\\\\\": {\\\\\\\"$nin\\\\\\\": []}, \\\\\\\"qty\\\\\\\": "
+        "{\\\\\\\"$gte\\\\\\\": "
+        "{\\\\\\\"$numberInt\\\\\\\": "
+        "\\\\\\\"3\\\\\\\"}}}\\\",\\\"incremental_snapshot_collections_"
+        "correlation_id\\\":\\\"sig-1\\\"},{\\\"incremental_snapshot_collections_id\\\":"
+        "\\\"shop.items\\\",\\\"incremental_snapshot_collections_additional_condition\\\":null,"
+        "\\\"incremental_snapshot_collections_correlation_id\\\":\\\"sig-1\\\"}]\","
+        "\"incremental_snapshot_primary_key\":\"{\\\"_id\\\": {\\\"region\\\": \\\"eu\\\", "
+        "\\\"tags\\\": [], \\\"n\\\": {\\\"$numberLong\\\": \\\"7\\\"}, \\\"w\\\": "
+        "{\\\"$numberDouble\\\": \\\"2.5\\\"}}}\",\"incremental_snapshot_maximum_key\":"
+        "\"{\\\"_id\\\": {\\\"region\\\": \\\"us\\\", \\\"tags\\\": [], \\\"n\\\": "
+        "{\\\"$numberLong\\\": \\\"9\\\"}, \\\"w\\\": {\\\"$numberDouble\\\": \\\"0.5\\\"}}}\","
+        "\"incremental_snapshot_correlation_id\":\"sig-1\"}");
+    incr_destroy(r);
+}
+
+/* An offsets file and an offsets-topic record value written by builds
+ * against libbson 1.23 (`[  ]`) and 1.30 (`[ ]`), as stored
+ * (tests/fixtures/offsets/README.md): each reads as the same state. */
+static void offsets_of_either_libbson_read_the_same(void **state)
+{
+    (void)state;
+    static const char *const versions[] = {"1.23", "1.30"};
+    for (size_t v = 0; v < sizeof versions / sizeof versions[0]; v++) {
+        char name[128], what[160];
+        struct mcdc_error err = MCDC_ERROR_INIT;
+        struct mcdc_position pos;
+        bool found = false;
+
+        /* the file store, reading the fixture in place */
+        struct mcdc_config fc;
+        memset(&fc, 0, sizeof fc);
+        const char *dir = getenv("MCDC_SOURCE_DIR");
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/fixtures/offsets/incremental.libbson-%s.offsets",
+                 dir ? dir : ".", versions[v]);
+        fc.topic_prefix = (char *)"shop";
+        fc.offset_storage = MCDC_OFFSETS_FILE;
+        fc.offsets_file = path;
+        struct offset_store *st = offset_store_open_read_only(&fc, &err);
+        if (st == NULL)
+            fail_msg("%s: %s", path, err.msg);
+        position_init(&pos);
+        if (!offset_store_load(st, "rs0", &pos, &found, &err))
+            fail_msg("%s: %s", path, err.msg);
+        assert_true(found);
+        assert_int_equal(pos.sec, 1700000000);
+        assert_int_equal(pos.ord, 3);
+        assert_true(pos.has_resume_token);
+        snprintf(what, sizeof what, "offsets file of libbson %s", versions[v]);
+        expect_fixture_state(pos.extra_json, what);
+        position_clear(&pos);
+        offset_store_close(st);
+
+        /* an offsets-topic record's value, parsed as kafka_load's caller does */
+        snprintf(name, sizeof name, "incremental.libbson-%s.record-value", versions[v]);
+        char *value = fixture(name);
+        position_init(&pos);
+        if (!position_from_json(value, &pos, &err))
+            fail_msg("%s: %s", name, err.msg);
+        assert_int_equal(pos.sec, 1700000000);
+        snprintf(what, sizeof what, "offsets record of libbson %s", versions[v]);
+        expect_fixture_state(pos.extra_json, what);
+        position_clear(&pos);
+        free(value);
+    }
 }
 
 static void marker_window_drops_streamed_keys(void **state)
@@ -236,6 +363,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(offsets_round_trip),
+        cmocka_unit_test(offsets_of_either_libbson_read_the_same),
         cmocka_unit_test(marker_window_drops_streamed_keys),
         cmocka_unit_test(insert_delete_closes_on_the_open_markers_delete),
         cmocka_unit_test(cluster_time_window),
