@@ -1230,10 +1230,10 @@ static void field_selection_update_description(void **state)
     bson_iter_array(&sub, &len, &data);
     bson_t arr;
     bson_init_static(&arr, data, len);
-    char *removed = bson_as_relaxed_extended_json(&arr, NULL);
-    assert_text(removed, "{ \"0\" : \"contact.email.x\", \"1\" : \"addr.town\", \"2\" : "
-                         "\"other\" }");
-    bson_free(removed);
+    bson_t *want_arr =
+        from_json("{\"0\": \"contact.email.x\", \"1\": \"addr.town\", \"2\": \"other\"}");
+    assert_true(bson_equal(&arr, want_arr));
+    bson_destroy(want_arr);
     assert_true(bson_iter_recurse(&it, &sub));
     assert_true(bson_iter_find(&sub, "updatedFields"));
     assert_text(
@@ -1245,9 +1245,9 @@ static void field_selection_update_description(void **state)
     assert_true(bson_iter_find(&sub, "truncatedArrays"));
     bson_iter_array(&sub, &len, &data);
     bson_init_static(&arr, data, len);
-    char *trunc = bson_as_relaxed_extended_json(&arr, NULL);
-    assert_text(trunc, "{ \"0\" : { \"field\" : \"tags\", \"size\" : 2 } }");
-    bson_free(trunc);
+    want_arr = from_json("{\"0\": {\"field\": \"tags\", \"size\": 2}}");
+    assert_true(bson_equal(&arr, want_arr));
+    bson_destroy(want_arr);
     bson_destroy(parsed);
     records_release(&out);
     bson_destroy(doc);
