@@ -13,6 +13,9 @@
 # installed the script warns and exits 0: the suite falls back to librdkafka's
 # mock cluster and skips the oracle test, saying so.
 #
+# `scripts/install-deps.sh --build` installs only what building, the unit
+# tests and `cpack -G DEB` need (the Docker image's build stage).
+#
 # Packages go in with one `apt-get install` when it can; if that fails (a
 # package the release does not have, a broken mirror entry), each missing
 # package is installed on its own, so one that cannot be had is reported by
@@ -46,6 +49,15 @@ REQUIRED=(
   ca-certificates curl procps coreutils
 )
 OPTIONAL=(kcat)
+if [ "${1:-}" = --build ]; then
+  REQUIRED=(build-essential cmake pkg-config
+            libmongoc-dev libbson-dev librdkafka-dev libyaml-dev libev-dev libpcre2-dev
+            libutf8proc-dev libmicrohttpd-dev libcmocka-dev dpkg-dev file ca-certificates)
+  OPTIONAL=()
+elif [ $# -gt 0 ]; then
+  echo "usage: scripts/install-deps.sh [--build]" >&2
+  exit 2
+fi
 # JDK candidates, first that installs wins: the release's default JDK, then
 # the versions Debian 13 and 12 ship.
 JDK_CANDIDATES=(default-jdk-headless openjdk-21-jdk-headless openjdk-17-jdk-headless)
@@ -69,10 +81,13 @@ missing_opt=()
 for p in "${REQUIRED[@]}"; do installed "$p" || missing_req+=("$p"); done
 for p in "${OPTIONAL[@]}"; do installed "$p" || missing_opt+=("$p"); done
 need_jdk=0
-java_ok || need_jdk=1
-command -v mvn >/dev/null 2>&1 || missing_opt+=(maven)
+total=$(( ${#REQUIRED[@]} + ${#OPTIONAL[@]} ))
+if [ "${1:-}" != --build ]; then
+  java_ok || need_jdk=1
+  command -v mvn >/dev/null 2>&1 || missing_opt+=(maven)
+  total=$((total + 2))
+fi
 
-total=$(( ${#REQUIRED[@]} + ${#OPTIONAL[@]} + 2 ))
 if [ ${#missing_req[@]} -eq 0 ] && [ ${#missing_opt[@]} -eq 0 ] && [ $need_jdk = 0 ]; then
   echo "install-deps: all $total dependencies already installed"
   exit 0
