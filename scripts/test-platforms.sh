@@ -150,6 +150,12 @@ cleanup() {
   if [ "${MCDC_PLATFORM_KEEP:-0}" != 1 ]; then
     for p in "${ROOTS[@]}"; do remove_root "$p"; done
   fi
+  # Run through sudo: what it wrote in the user's tree goes back to the user.
+  if [ -n "${SUDO_UID:-}" ] && [ -n "${SUDO_GID:-}" ]; then
+    chown "$SUDO_UID:$SUDO_GID" "$WORKDIR" "$WORKDIR"/* 2>/dev/null
+    chown -R "$SUDO_UID:$SUDO_GID" "$LOGS" "$WORKDIR"/deb-* "$WORKDIR/host-build" \
+      ${MCDC_PLATFORM_HOST_BUILD:+"$MCDC_PLATFORM_HOST_BUILD"} 2>/dev/null
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -253,6 +259,18 @@ deps_tarball() { # release
 # makes them.
 exec 9>"$CACHE/.lock"
 
+# The source as a user's checkout has it (tracked and untracked files, not
+# ignored ones such as build trees) to /src, the datasets to /shared.
+copy_source() { # root
+  local r=$1
+  mkdir -p "$r/src" "$r/shared" || return 1
+  # safe.directory: under sudo, the checkout belongs to another user.
+  git -c safe.directory="$ROOT" ls-files -co --exclude-standard -z >"$WORKDIR/files.lst" || return 1
+  tar --null -T "$WORKDIR/files.lst" -cf - | tar -C "$r/src" -xf - || return 1
+  [ -f "$r/src/CMakeLists.txt" ] || return 1
+  [ ! -d "$SHARED/datasets" ] || cp -r "$SHARED/datasets" "$r/shared/"
+}
+
 # --- step 1: the other release's build, tests, demo and package -------------
 declare -A DEB   # release -> .deb to test
 [ -d "$SHARED/datasets" ] || say "no datasets in $SHARED (set MCDC_SHARED_DIR): the demo step will fail"
@@ -267,11 +285,7 @@ for rel in "${OTHERS[@]}"; do
   ROOTS+=("$r")
   if ! step "$rel unpack" "$LOGS/$rel-unpack.log" unpack "$tb" "$r"; then continue; fi
   prepare_root "$r" "$rel" || { say "$rel: mounts failed"; FAILED=$((FAILED + 1)); release_roots "$r"; continue; }
-  # The source as a user's checkout has it (tracked and untracked files, no
-  # build trees), and the datasets for the demo.
-  mkdir -p "$r/src" "$r/shared"
-  git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -C "$r/src" -xf -
-  [ -d "$SHARED/datasets" ] && cp -r "$SHARED/datasets" "$r/shared/"
+  step "$rel source and datasets copied in" "$LOGS/$rel-copy.log" copy_source "$r" || { release_roots "$r"; continue; }
   step "$rel install-deps.sh (as a user runs it)" "$LOGS/$rel-install-deps.log" \
     in_root "$r" bash -c 'cd /src && scripts/install-deps.sh'
   for cc in gcc clang; do
