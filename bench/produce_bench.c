@@ -95,14 +95,14 @@ static void make_payloads(struct payload *p, size_t n, size_t size)
             "{\"after\":\"{\\\"_id\\\": {\\\"$oid\\\": \\\"%s\\\"},\\\"sku\\\": \\\"SKU-%zu\\\","
             "\\\"qty\\\": %zu,\\\"note\\\": \\\"",
             oid, i, i % 97);
-        const char *tail_fmt =
+        char *tail = xasprintf(
             "\\\"}\",\"patch\":null,\"filter\":null,\"source\":{\"version\":\"1.9.8.Final\","
             "\"connector\":\"mongodb\",\"name\":\"bench\",\"ts_ms\":1700000000000,\"snapshot\":"
             "\"false\",\"db\":\"shop\",\"sequence\":null,\"rs\":\"rs0\",\"collection\":\"orders\","
             "\"ord\":%zu,\"h\":null,\"tord\":null,\"stxnid\":null,\"lsid\":null,\"txnNumber\":null}"
             ","
-            "\"op\":\"c\",\"ts_ms\":1700000000123,\"transaction\":null}";
-        char *tail = xasprintf(tail_fmt, i);
+            "\"op\":\"c\",\"ts_ms\":1700000000123,\"transaction\":null}",
+            i);
         size_t fixed = strlen(head) + strlen(tail);
         size_t pad = size > fixed ? size - fixed : 0;
         p[i].value_len = fixed + pad;

@@ -8,6 +8,9 @@
 #include <string.h>
 
 static bool error_vset(struct mcdc_error *err, enum mcdc_err_domain domain, int code,
+                       bool retriable, const char *fmt, va_list ap) MCDC_PRINTF(5, 0);
+
+static bool error_vset(struct mcdc_error *err, enum mcdc_err_domain domain, int code,
                        bool retriable, const char *fmt, va_list ap)
 {
     if (err == NULL)
@@ -19,8 +22,8 @@ static bool error_vset(struct mcdc_error *err, enum mcdc_err_domain domain, int 
     return false;
 }
 
-bool mcdc_error_set(struct mcdc_error *err, enum mcdc_err_domain domain, int code,
-                    const char *fmt, ...)
+bool mcdc_error_set(struct mcdc_error *err, enum mcdc_err_domain domain, int code, const char *fmt,
+                    ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -108,8 +111,7 @@ bool mcdc_error_from_bson(struct mcdc_error *err, uint32_t code, const char *mes
     return error_set_str(err, MCDC_ERR_MONGO, (int)code, retriable, message);
 }
 
-bool mcdc_error_from_kafka(struct mcdc_error *err, int code, const char *message,
-                           bool retriable)
+bool mcdc_error_from_kafka(struct mcdc_error *err, int code, const char *message, bool retriable)
 {
     return error_set_str(err, MCDC_ERR_KAFKA, code, retriable, message);
 }

@@ -7,11 +7,12 @@
  * Debezium's compact settings (indent on, empty indent and newline strings)
  * or `, ` with the driver defaults. Each BSON type is rendered as the Java
  * driver's JsonWriter renders it in STRICT or RELAXED mode (§2.3, the
- * *Converter classes of org.bson.json). Strings go through jstring.c,
+ * *Converter classes of org.bson.json), or in EXTENDED (canonical) mode for
+ * the project's own stored values. Strings go through jstring.c,
  * doubles through jdouble.c.
  *
- * This file renders one value per BSON type and holds the STRICT / RELAXED
- * choices; documents and arrays (their members, repeated names, the key's
+ * This file renders one value per BSON type and holds the STRICT / RELAXED /
+ * CANONICAL choices; documents and arrays (their members, repeated names, the key's
  * _id) are in ejson_doc.c.
  *
  * Space is reserved once per scalar (the widest form of that scalar) and the
@@ -113,9 +114,10 @@ static void put_wrapped_string(struct ejson_buf *buf, const char *open, const ch
 
 static void put_double(struct ejson_buf *buf, double v, enum ejson_mode mode)
 {
-    if (mode == EJSON_RELAXED && (v != v || v - v != 0)) {
+    if (mode == EJSON_CANONICAL || (mode == EJSON_RELAXED && (v != v || v - v != 0))) {
         /* RelaxedExtendedJsonDoubleConverter falls back to the extended form
-         * for NaN and the infinities. */
+         * for NaN and the infinities; ExtendedJsonDoubleConverter always
+         * writes it. */
         PUT_LIT(buf, "{\"$numberDouble\": \"");
         reserve(buf, 32);
         buf->len += ejson_java_double(v, buf->data + buf->len);
@@ -305,7 +307,7 @@ static void put_date(struct ejson_buf *buf, int64_t ms, enum ejson_mode mode)
         PUT_LIT(buf, "{\"$date\": ");
         put_i64(buf, ms);
         PUT_LIT(buf, "}");
-    } else if (ms >= 0 && ms <= INT64_C(253402300799999)) {
+    } else if (mode == EJSON_RELAXED && ms >= 0 && ms <= INT64_C(253402300799999)) {
         PUT_LIT(buf, "{\"$date\": \"");
         put_iso_date(buf, ms);
         PUT_LIT(buf, "\"}");
@@ -400,6 +402,17 @@ void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejso
         const char *ns;
         const bson_oid_t *oid;
         bson_iter_dbpointer(iter, &n, &ns, &oid);
+        if (mode == EJSON_CANONICAL) {
+            /* ExtendedJsonDBPointerConverter (the other modes write the
+             * legacy DBRef shape, which parses back as a document). */
+            PUT_LIT(buf, "{\"$dbPointer\": {\"$ref\": ");
+            ejson_write_string(buf, ns, n);
+            put_sep(buf, sep);
+            PUT_LIT(buf, "\"$id\": ");
+            put_oid(buf, oid);
+            PUT_LIT(buf, "}}");
+            break;
+        }
         PUT_LIT(buf, "{\"$ref\": ");
         ejson_write_string(buf, ns, n);
         put_sep(buf, sep);
@@ -433,7 +446,13 @@ void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejso
         break;
     }
     case BSON_TYPE_INT32: {
-        put_i64(buf, bson_iter_int32_unsafe(iter));
+        if (mode == EJSON_CANONICAL) {
+            PUT_LIT(buf, "{\"$numberInt\": \"");
+            put_i64(buf, bson_iter_int32_unsafe(iter));
+            PUT_LIT(buf, "\"}");
+        } else {
+            put_i64(buf, bson_iter_int32_unsafe(iter));
+        }
         break;
     }
     case BSON_TYPE_TIMESTAMP: {
@@ -449,7 +468,7 @@ void ejson_write_value(struct ejson_buf *buf, const bson_iter_t *iter, enum ejso
     }
     case BSON_TYPE_INT64: {
         int64_t v = bson_iter_int64_unsafe(iter);
-        if (mode == EJSON_STRICT) {
+        if (mode != EJSON_RELAXED) {
             put_number_long(buf, v);
         } else {
             put_i64(buf, v);

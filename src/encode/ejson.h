@@ -19,6 +19,13 @@
 enum ejson_mode {
     EJSON_STRICT = 0, /* JsonMode.STRICT: $numberLong, $date as $numberLong, ... */
     EJSON_RELAXED,    /* JsonMode.RELAXED */
+    /* JsonMode.EXTENDED: canonical Extended JSON v2 (MongoDB's "Extended JSON
+     * (v2)" specification), every number typed ($numberInt, $numberLong,
+     * $numberDouble), $date as {"$numberLong": ...}, $dbPointer. Not a
+     * Debezium output: the project's own stored values (key-range bounds in
+     * offsets), which must parse back to the same BSON types with
+     * bson_init_from_json and read the same whichever libbson wrote them. */
+    EJSON_CANONICAL,
     EJSON_MODE_COUNT
 };
 

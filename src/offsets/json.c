@@ -1,8 +1,10 @@
 /*
  * offsets/json: the small JSON writer and Base64 codec behind the offset
  * values (debezium-format.md §4.2) and the Kafka Connect partition keys
- * (§4.1). Parsing goes through libbson (bson_new_from_json); writing is ours
- * so the bytes are compact and predictable (libbson pads with spaces).
+ * (§4.1). Parsing goes through libbson (bson_new_from_json), which takes any
+ * JSON spacing, so values written by other versions or other writers read the
+ * same; writing is ours so the bytes are compact and predictable (libbson
+ * pads with spaces, and its padding changed between versions).
  *
  * Thread: any.
  */
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "common/xalloc.h"
+#include "encode/ejson.h"
 
 void jbuf_init(struct jbuf *b)
 {
@@ -162,13 +165,14 @@ void jbuf_bson_value(struct jbuf *b, const bson_iter_t *iter)
         put_container(b, iter, true);
         break;
     default: {
-        /* Not produced by a JSON parse; kept readable rather than dropped. */
-        bson_t tmp = BSON_INITIALIZER;
-        bson_append_iter(&tmp, "v", 1, iter);
-        char *json = bson_as_relaxed_extended_json(&tmp, NULL);
-        jbuf_puts(b, json ? json : "null");
-        bson_free(json);
-        bson_destroy(&tmp);
+        /* Not produced by a JSON parse; kept readable rather than dropped,
+         * as canonical extended JSON from the project's writer (bytes that
+         * do not depend on the libbson version, and that parse back to the
+         * same type). */
+        struct ejson_buf e = {0};
+        ejson_write_value(&e, iter, EJSON_CANONICAL, EJSON_SEP_DEFAULT);
+        jbuf_putn(b, e.data, e.len);
+        ejson_buf_free(&e);
     }
     }
 }

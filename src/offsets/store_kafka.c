@@ -21,7 +21,9 @@
  * high watermark with a plain assign-style consumer and keep the last value of
  * the key (a null value is a deletion). On open, a missing topic is created
  * with cleanup.policy=compact (1 partition) when the broker allows it;
- * otherwise a warning says how to create it.
+ * otherwise a warning says how to create it. With librdkafka's in-process
+ * mock cluster (test.mock.num.brokers), which has no CreateTopics, the topic
+ * is created in the mock directly.
  *
  * Thread: worker (each task has its own producer; load builds a short-lived
  * consumer).
@@ -342,8 +344,17 @@ bool store_kafka_open(struct offset_store *store, struct mcdc_error *err)
     /* With test.mock.num.brokers the producer owns an in-process cluster; the
      * load consumer must talk to that same cluster. */
     rd_kafka_mock_cluster_t *mc = rd_kafka_handle_mock_cluster(ks->rk);
-    if (mc)
+    if (mc) {
         ks->bootstrap = xstrdup(rd_kafka_mock_cluster_bootstraps(mc));
+        /* The mock cluster has no CreateTopics API, and since librdkafka 2.x
+         * it no longer creates a topic for a metadata request that does not
+         * allow it (allow.auto.create.topics=false above): the topic is
+         * created in the mock itself, as CreateTopics would on a broker. */
+        rd_kafka_resp_err_t me = rd_kafka_mock_topic_create(mc, ks->topic, 1, 1);
+        if (me != RD_KAFKA_RESP_ERR_NO_ERROR && me != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+            LOG_WARN("offsets store: mock cluster: creating topic %s: %s", ks->topic,
+                     rd_kafka_err2str(me));
+    }
     ks->rkt = rd_kafka_topic_new(ks->rk, ks->topic, NULL);
     ensure_topic(ks);
     return true;

@@ -130,14 +130,24 @@ void notify_send(struct notifier *n, const char *aggregate_type, const char *typ
         id = "";
     if (n->log) {
         /* Notification.toString(); additionalData prints as Java's Map */
-        bson_string_t *s = bson_string_new(NULL);
-        bson_string_append_printf(s, "{aggregateType='%s', type='%s', additionalData={",
-                                  aggregate_type, type);
-        for (size_t i = 0; i < count; i++)
-            bson_string_append_printf(s, "%s%s=%s", i ? ", " : "", kv[i].key, kv[i].value);
-        bson_string_append(s, "}}");
-        LOG_INFO("[Notification Service]  %s", s->str);
-        bson_string_free(s, true);
+        struct ejson_buf s = {0};
+        sig_put(&s, "{aggregateType='");
+        sig_put(&s, aggregate_type);
+        sig_put(&s, "', type='");
+        sig_put(&s, type);
+        sig_put(&s, "', additionalData={");
+        for (size_t i = 0; i < count; i++) {
+            if (i)
+                sig_put(&s, ", ");
+            sig_put(&s, kv[i].key);
+            sig_put(&s, "=");
+            sig_put(&s, kv[i].value ? kv[i].value : "null"); /* String.valueOf(null) */
+        }
+        sig_put(&s, "}}");
+        char *text = ejson_buf_steal(&s, NULL);
+        ejson_buf_free(&s);
+        LOG_INFO("[Notification Service]  %s", text);
+        free(text);
     }
     if (n->rk) {
         struct ejson_buf key = {0}, v = {0};

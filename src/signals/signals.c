@@ -73,23 +73,11 @@ static char *id_text(const bson_iter_t *it)
         snprintf(buf, sizeof buf, "%" PRId64, bson_iter_int64(it));
         return xstrdup(buf);
     default: {
-        bson_t tmp = BSON_INITIALIZER;
-        bson_append_value(&tmp, "v", 1, bson_iter_value((bson_iter_t *)it));
-        size_t len = 0;
-        char *j = bson_as_relaxed_extended_json(&tmp, &len);
-        bson_destroy(&tmp);
-        /* { "v" : X } -> X */
-        char *out = NULL;
-        if (j && len > 9) {
-            const char *b = strchr(j, ':');
-            out = b ? xstrdup(b + 2) : xstrdup(j);
-            size_t n = strlen(out);
-            while (n > 0 && (out[n - 1] == '}' || out[n - 1] == ' '))
-                out[--n] = '\0';
-        } else {
-            out = xstrdup("?");
-        }
-        bson_free(j);
+        /* relaxed extended JSON of the value alone, the project's writer */
+        struct ejson_buf b = {0};
+        ejson_write_value(&b, it, EJSON_RELAXED, EJSON_SEP_DEFAULT);
+        char *out = b.len ? ejson_buf_steal(&b, NULL) : xstrdup("?");
+        ejson_buf_free(&b);
         return out;
     }
     }
@@ -376,7 +364,8 @@ static bool read_conditions(bson_iter_t *it, struct mcdc_snapshot_request *out, 
         const char *re = bson_iter_utf8(&e, NULL);
         char rewhy[200];
         if (!regex_ok(re, true, rewhy, sizeof rewhy)) {
-            snprintf(why, cap, "additional-conditions data-collection '%.60s' is not a valid regex %.120s",
+            snprintf(why, cap,
+                     "additional-conditions data-collection '%.60s' is not a valid regex %.120s",
                      re, rewhy);
             return false;
         }

@@ -98,9 +98,9 @@ char *sig_to_json(const char *id, const char *type, const bson_t *data)
     sig_put_json(&b, type);
     sig_put(&b, ",\"data\":");
     if (data && !bson_empty(data)) {
-        char *j = bson_as_relaxed_extended_json(data, NULL);
-        sig_put(&b, j ? j : "{}");
-        bson_free(j);
+        /* relaxed extended JSON from the project's writer: the same bytes
+         * with every libbson version */
+        ejson_write_document(&b, data, EJSON_RELAXED, EJSON_SEP_COMPACT);
     } else {
         sig_put(&b, "{}");
     }

@@ -37,12 +37,15 @@ static void put(struct ejson_buf *b, const char *p)
     ejson_buf_append(b, p, strlen(p));
 }
 
+/* Canonical extended JSON of doc through the project's writer (the bytes do
+ * not depend on the libbson version; keyrange_key_to_json writes keys the
+ * same way). */
 static char *canonical(const bson_t *doc)
 {
-    size_t len;
-    char *j = bson_as_canonical_extended_json(doc, &len);
-    char *out = xstrdup(j);
-    bson_free(j);
+    struct ejson_buf b = {0};
+    ejson_write_document(&b, doc, EJSON_CANONICAL, EJSON_SEP_DEFAULT);
+    char *out = ejson_buf_steal(&b, NULL);
+    ejson_buf_free(&b);
     return out;
 }
 
@@ -54,9 +57,7 @@ char *incr_key_text(const struct incr *s, bool maximum)
 
 const char *incr_offset_json(struct incr *s)
 {
-    bson_t o = BSON_INITIALIZER;
-    char *colls, *j;
-    size_t len;
+    char *colls;
 
     if (s->count == 0)
         return NULL;
@@ -95,25 +96,39 @@ const char *incr_offset_json(struct incr *s)
         colls = ejson_buf_steal(&b, NULL);
         ejson_buf_free(&b);
     }
-    BSON_APPEND_UTF8(&o, K_COLLS, colls);
+    /* Compact, every member a string: {"k":"v","k2":"v2"} */
+    struct ejson_buf b = {0};
+    put(&b, "{");
+    put_str(&b, K_COLLS);
+    put(&b, ":");
+    put_str(&b, colls);
     free(colls);
     if (!bson_empty(&s->last_key)) {
         char *c = canonical(&s->last_key);
-        BSON_APPEND_UTF8(&o, K_PRIMARY, c);
+        put(&b, ",");
+        put_str(&b, K_PRIMARY);
+        put(&b, ":");
+        put_str(&b, c);
         free(c);
     }
     if (!bson_empty(&s->max_key)) {
         char *c = canonical(&s->max_key);
-        BSON_APPEND_UTF8(&o, K_MAXIMUM, c);
+        put(&b, ",");
+        put_str(&b, K_MAXIMUM);
+        put(&b, ":");
+        put_str(&b, c);
         free(c);
     }
-    if (s->queue[0].signal_id[0])
-        BSON_APPEND_UTF8(&o, K_CORR, s->queue[0].signal_id);
-    j = bson_as_relaxed_extended_json(&o, &len);
+    if (s->queue[0].signal_id[0]) {
+        put(&b, ",");
+        put_str(&b, K_CORR);
+        put(&b, ":");
+        put_str(&b, s->queue[0].signal_id);
+    }
+    put(&b, "}");
     free(s->offset_json);
-    s->offset_json = xstrdup(j);
-    bson_free(j);
-    bson_destroy(&o);
+    s->offset_json = ejson_buf_steal(&b, NULL);
+    ejson_buf_free(&b);
     s->offset_dirty = false;
     return s->offset_json;
 }

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "encode/ejson.h"
+
 static const char *const bracket_names[KEYRANGE_BRACKET_COUNT] = {
     "minKey",
     "undefined",
@@ -543,9 +545,12 @@ int keyrange_compare(const bson_value_t *a, const bson_value_t *b)
 char *keyrange_key_to_json(const bson_value_t *v)
 {
     bson_t doc = BSON_INITIALIZER;
+    struct ejson_buf b = {0};
     char *json;
     BSON_APPEND_VALUE(&doc, "_id", v);
-    json = bson_as_canonical_extended_json(&doc, NULL);
+    ejson_write_document(&b, &doc, EJSON_CANONICAL, EJSON_SEP_DEFAULT);
+    json = ejson_buf_steal(&b, NULL);
+    ejson_buf_free(&b);
     bson_destroy(&doc);
     return json;
 }

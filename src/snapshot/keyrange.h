@@ -149,9 +149,13 @@ void keyrange_max_opts(bson_t *out);
 int keyrange_compare(const bson_value_t *a, const bson_value_t *b);
 
 /*
- * The key as canonical extended JSON of the one-field document {"_id": v},
- * for offsets (portable, human readable, every type lossless). Returns a
- * string the caller frees with bson_free.
+ * The key as canonical extended JSON (MongoDB's Extended JSON v2 spec) of the
+ * one-field document {"_id": v}, for offsets: portable, human readable, every
+ * type kept. Written by the project's own writer (encode/ejson.h,
+ * EJSON_CANONICAL, `"name": value` and `, ` between members), so the bytes do
+ * not depend on the libbson version. Strings are written as the Java driver
+ * writes them (invalid UTF-8 becomes U+FFFD). Returns a new string the caller
+ * frees with free().
  */
 char *keyrange_key_to_json(const bson_value_t *v);
 

@@ -6,24 +6,29 @@
  */
 #include "worker/worker_internal.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "capture/capture.h"
 #include "common/log.h"
+#include "encode/ejson.h"
 
 void worker_event_id(const struct mcdc_event *ev, char *out, size_t size)
 {
     bson_iter_t it;
 
     if (ev->has_document_key && bson_iter_init_find(&it, &ev->document_key, "_id")) {
+        /* {"_id": <relaxed extended JSON>}, the project's writer (the same
+         * bytes with every libbson version) */
         bson_t one = BSON_INITIALIZER;
+        struct ejson_buf b = {0};
         bson_append_iter(&one, "_id", 3, &it);
-        char *j = bson_as_relaxed_extended_json(&one, NULL);
-        if (j)
-            snprintf(out, size, "%s", j);
-        bson_free(j);
+        ejson_write_document(&b, &one, EJSON_RELAXED, EJSON_SEP_DEFAULT);
+        snprintf(out, size, "%.*s", (int)(b.len < (size_t)INT_MAX ? b.len : (size_t)INT_MAX),
+                 b.data ? b.data : "");
+        ejson_buf_free(&b);
         bson_destroy(&one);
     }
 }

@@ -279,9 +279,9 @@ void worker_gate_publish(struct worker *w, const struct mcdc_position *pos);
  * the namespace, _id and reason, count it in w->failed_events and advance the
  * position past it (pos borrowed, NULL = no move), PHASE_OK.
  */
-/* Writes ev's document _id as relaxed extended JSON (`{ "_id" : ... }`) to
- * out (size bytes, cut to fit); leaves out untouched when ev has none
- * (worker_fail.c). */
+/* Writes ev's document _id as relaxed extended JSON (`{"_id": ...}`, the
+ * project's writer, encode/ejson.h) to out (size bytes, cut to fit); leaves
+ * out untouched when ev has none (worker_fail.c). */
 void worker_event_id(const struct mcdc_event *ev, char *out, size_t size);
 enum phase worker_event_failed(struct worker *w, const struct mcdc_event *ev,
                                const struct mcdc_position *pos, const struct mcdc_error *err);

@@ -48,7 +48,7 @@ def test_fail_stops_naming_namespace_id_and_setting(tmp_workdir, users_sim, star
     wait_until(lambda: not d.running(), 30, "mongocdc to stop on the poison event")
     assert d.stop(timeout_s=10) == 1
     log = log_text(tmp_workdir)
-    assert "itdb.poison" in log and '{ "_id" : 1 }' in log, log[-2000:]
+    assert "itdb.poison" in log and '{"_id": 1}' in log, log[-2000:]
     assert "already contains field" in log and "event.processing.failure.handling.mode" in log
     assert poison_ids(tmp_workdir / "run1.jsonl") == []
 
@@ -62,7 +62,7 @@ def test_warn_and_skip_move_past_the_event(tmp_workdir, users_sim, start_mongocd
     wait_until(lambda: poison_ids(tmp_workdir / "run1.jsonl") == [2], 30, "the next event")
     log = log_text(tmp_workdir)
     line = next(l for l in log.splitlines() if "skipping a change of itdb.poison" in l)
-    assert '{ "_id" : 1 }' in line and "already contains field" in line, line
+    assert '{"_id": 1}' in line and "already contains field" in line, line
     assert level.lower() in line.lower(), line
     assert d.stop(timeout_s=30) == 0
     assert "1 not encodable and moved past" in log_text(tmp_workdir)

@@ -60,7 +60,7 @@ static int run(enum keyrange_bracket b, const bson_value_t *after, const bson_va
         }
         json = keyrange_key_to_json(bson_iter_value(&it));
         printf("%s %s %s\n", track ? "K" : "M", keyrange_bracket_name(b), json);
-        bson_free(json);
+        free(json);
         if (track) {
             if (have_prev && keyrange_compare(&prev, bson_iter_value(&it)) >= 0) {
                 fprintf(stderr, "keys out of BSON order\n");
@@ -119,7 +119,7 @@ static int spans(int npoints, char **json)
                 continue;
             text = keyrange_key_to_json(bson_iter_value(&it));
             printf("K %d %s\n", i, text);
-            bson_free(text);
+            free(text);
         }
         if (mongoc_cursor_error(cur, &error)) {
             fprintf(stderr, "find: %s\n", error.message);
