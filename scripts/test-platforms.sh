@@ -398,7 +398,10 @@ c = MongoClient(sys.argv[1], serverSelectionTimeoutMS=10000)
 c[sys.argv[2]].items.insert_many([{"_id": i, "n": i} for i in range(1, 4)])
 EOF
   # Started directly (not through in_root, a function: $! would be the
-  # subshell's pid, not the daemon's).
+  # subshell's pid, not the daemon's). The log of an earlier run must not
+  # answer the wait below before this daemon has written its own.
+  rm -f "$LOGS/$rel-pkg-daemon.out" "$LOGS/$rel-pkg-daemon.log"
+  : >"$LOGS/$rel-pkg-daemon.log"
   # shellcheck disable=SC2086 # ExecStart's words, as systemd splits them
   chroot "$r" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
     setpriv --reuid="$user" --regid="$user" --init-groups -- $exec_start \
