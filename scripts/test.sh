@@ -10,6 +10,13 @@
 #                   integration suite (it roughly doubles the run time)
 #   fuzz tree       (clang, MCDC_FUZZ) a short run of each libFuzzer target,
 #                   label fuzz, MCDC_FUZZ_SECONDS each (default 15)
+#   platform check  scripts/test-platforms.sh: the other Debian release (12 or
+#                   13) in a debootstrap root (install-deps, -Werror builds with
+#                   gcc and clang, unit tests, demo) and the .deb installed and
+#                   run in a clean root of both releases. It runs in the
+#                   background at low priority (nice 10) while the ctest runs
+#                   below go on, its output in <build>/platform-check.log, and
+#                   its summary is printed at the end.
 #
 # Environment: MCDC_TEST_KAFKA (a broker address, or "mock") skips starting the
 # local broker; MONGO_TEST_URI is passed on to the integration suite;
@@ -99,7 +106,11 @@ KAFKA_FACING=(tests/integration/test_sink_kafka.py tests/integration/test_kafka_
 KAFKA_FACING_K="kafka or broker or delivery or too_large or metrics_during or good_setup"
 OTHER_STARTED=0
 OTHER_DIR=$PWD/$B/kafka-local-other
+PLATFORM_PID=""
 cleanup() {
+  if [ -n "$PLATFORM_PID" ] && kill -0 "$PLATFORM_PID" 2>/dev/null; then
+    kill -TERM "$PLATFORM_PID" 2>/dev/null; wait "$PLATFORM_PID" 2>/dev/null
+  fi
   if [ "$KAFKA_STARTED" = 1 ]; then scripts/kafka-local.sh stop >/dev/null 2>&1 || true; fi
   if [ "$OTHER_STARTED" = 1 ]; then
     KAFKA_LOCAL_DIR=$OTHER_DIR scripts/kafka-local.sh stop >/dev/null 2>&1 || true
@@ -145,6 +156,14 @@ EOF
 
 rc=0
 rm -f "$B/integration-junit.xml" "$BA/integration-junit.xml" "$B/kafka-other-junit.xml"
+# The platform check, alongside the ctest runs: most of the integration
+# suite's time is waiting, which the check's builds use; at nice 10 it yields
+# the CPU whenever the suite wants it. Its host package comes from $B.
+echo "== platform check (scripts/test-platforms.sh) started in the background: $B/platform-check.log"
+B_ABS=$(cd "$B" && pwd)
+MCDC_PLATFORM_HOST_BUILD=$B_ABS MCDC_PLATFORM_BUILD=$B_ABS/platform JOBS=$JOBS \
+  nice -n 10 scripts/test-platforms.sh >"$B/platform-check.log" 2>&1 &
+PLATFORM_PID=$!
 run_ctest "normal build" "$B" || rc=1
 if [ "$MCDC_TEST_KAFKA" != mock ]; then
   first=${KAFKA_VERSION:-4.4.0}
@@ -198,6 +217,21 @@ else
   run_ctest "fuzz targets, short runs" "$BF" -L '^fuzz$' || rc=1
 fi
 
+echo "== platform check (waiting for it to finish)"
+platform_rc=0
+wait "$PLATFORM_PID" || platform_rc=$?
+PLATFORM_PID=""
+sed -n '/^== platform check summary/,$p' "$B/platform-check.log"
+if [ "$platform_rc" -ne 0 ]; then
+  grep -q '^== platform check summary' "$B/platform-check.log" || tail -n 30 "$B/platform-check.log"
+  rc=1
+  FAILED=$((FAILED + 1))
+  PLATFORM_LINE="platform check: FAILED (exit $platform_rc; $B/platform-check.log)"
+else
+  PASSED=$((PASSED + 1))
+  PLATFORM_LINE="platform check: $(grep '^test-platforms:' "$B/platform-check.log" | tail -n 1)"
+fi
+
 echo "== summary"
 echo "Kafka: ${MCDC_TEST_KAFKA:-unset}   MongoDB: ${MONGO_TEST_URI:-simulator}   time: $((SECONDS - T0))s"
 pytest_counts "$B/integration-junit.xml"
@@ -205,6 +239,7 @@ if [ -f "$B/kafka-other-junit.xml" ]; then
   printf 'Kafka-facing tests on Kafka %s: ' "$other"; pytest_counts "$B/kafka-other-junit.xml"
 fi
 if [ "${MCDC_ASAN_INTEGRATION:-0}" = 1 ]; then pytest_counts "$BA/integration-junit.xml"; fi
+echo "$PLATFORM_LINE"
 if [ $rc -ne 0 ]; then
   echo "test.sh: FAILED"
   [ "$FAILED" -eq 0 ] && FAILED=1
