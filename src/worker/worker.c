@@ -340,9 +340,10 @@ fail:
  */
 static void restart_from_offsets(struct worker *w)
 {
-    LOG_WARN("%s: restarting capture of %s from its last committed offsets; records after them "
-             "are produced again",
-             w->err.msg, w->rs);
+    /* worker_backoff has logged the failure and the attempt count. */
+    LOG_INFO("restarting capture of %s from its last committed offsets; records after them are "
+             "produced again",
+             w->rs);
     sink_destroy(w->sink);
     w->sink = NULL;
     inflight_destroy(w->inf);
@@ -664,6 +665,8 @@ void worker_destroy(struct worker *w)
     position_clear(&w->to_commit);
     worker_incremental_teardown(w);
     position_clear(&w->merged_start);
+    free(w->stored_json);
+    free(w->sink_failed_at);
     bson_destroy(&w->pipeline);
     bson_destroy(&w->key_patterns);
     bson_destroy(&w->snap_key);

@@ -35,19 +35,33 @@ bool worker_pause_ms(struct worker *w, int64_t ms)
 enum phase worker_backoff(struct worker *w)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
-    int64_t delay;
+    int64_t delay, n;
+    bool sink = w->restart_from_offsets; /* a delivery failure (worker_commit.c) */
 
-    w->attempts++;
-    if (w->attempts >= w->cfg->connect_max_attempts) {
-        mcdc_error_prefix(&w->err, "unable to reach the primary of %s after %lld failed attempts",
-                          w->rs, (long long)w->attempts);
+    n = sink ? w->sink_failures : ++w->attempts;
+    if (n >= w->cfg->connect_max_attempts) {
+        if (sink)
+            mcdc_error_prefix(&w->err,
+                              "records of %s could not be delivered %lld times in a row with the "
+                              "stored offsets unmoved (connect.max.attempts)",
+                              w->rs, (long long)n);
+        else
+            mcdc_error_prefix(&w->err,
+                              "unable to reach the primary of %s after %lld failed attempts",
+                              w->rs, (long long)n);
         return PHASE_FATAL;
     }
-    delay = resume_backoff_ms(w->cfg->backoff_initial_ms, w->cfg->backoff_max_ms, w->attempts);
-    LOG_WARN("change stream on %s failed: %s (attempt %lld of %lld); reconnecting in %lld ms "
-             "and resuming from the last delivered position",
-             w->rs, w->err.msg, (long long)w->attempts, (long long)w->cfg->connect_max_attempts,
-             (long long)delay);
+    delay = resume_backoff_ms(w->cfg->backoff_initial_ms, w->cfg->backoff_max_ms, n);
+    if (sink)
+        LOG_WARN("%s (attempt %lld of %lld); restarting from the last committed offsets in %lld "
+                 "ms",
+                 w->err.msg, (long long)n, (long long)w->cfg->connect_max_attempts,
+                 (long long)delay);
+    else
+        LOG_WARN("change stream on %s failed: %s (attempt %lld of %lld); reconnecting in %lld "
+                 "ms and resuming from the last delivered position",
+                 w->rs, w->err.msg, (long long)n, (long long)w->cfg->connect_max_attempts,
+                 (long long)delay);
     /* Records already produced stay with the producer; wait for them so that the
      * resume point is a delivered one. */
     if (w->sink != NULL && !sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err))
