@@ -107,7 +107,7 @@ const struct opt mcdc_options[] = {
      NULL, G_CONN, "Password of mongodb.user; never printed"},
     S("mongodb.authsource", "admin", F(mongodb_authsource), 0, G_CONN,
       "Authentication database for mongodb.user, used when the connection string sets no "
-      "authSource"),
+      "authSource (one it sets is kept, and mongodb.user/password combine with it)"),
     S("mongodb.authentication.class", "DefaultMongoDbAuthProvider", NF, U, G_CONN,
       "Java credentials provider class"),
     B("mongodb.ssl.enabled", "false", F(mongodb_ssl_enabled), 0, G_CONN,

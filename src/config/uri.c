@@ -297,6 +297,17 @@ static char *uri_from_hosts(const char *hosts)
     return xasprintf("mongodb://%s/?replicaSet=%.*s", slash + 1, (int)(slash - hosts), hosts);
 }
 
+/* libmongoc keeps authSource with the credentials, not the options, so
+ * mongoc_uri_has_option() never sees it (and mongoc_uri_get_auth_source()
+ * answers a default): look in both. */
+static bool uri_sets_auth_source(const mongoc_uri_t *uri)
+{
+    bson_iter_t it;
+    const bson_t *cred = mongoc_uri_get_credentials(uri);
+    return mongoc_uri_has_option(uri, MONGOC_URI_AUTHSOURCE) ||
+           (cred != NULL && bson_iter_init_find_case(&it, cred, MONGOC_URI_AUTHSOURCE));
+}
+
 static char *fold_settings(const struct mcdc_config *cfg, const mongoc_uri_t *uri, char *text)
 {
     bool has_user = mongoc_uri_get_username(uri) != NULL;
@@ -310,7 +321,7 @@ static char *fold_settings(const struct mcdc_config *cfg, const mongoc_uri_t *ur
         free(pass);
         free(text);
         text = next;
-        if (!mongoc_uri_has_option(uri, MONGOC_URI_AUTHSOURCE) && cfg->mongodb_authsource)
+        if (!uri_sets_auth_source(uri) && cfg->mongodb_authsource)
             text = append_option(text, "authSource", cfg->mongodb_authsource);
     }
     if (cfg->mongodb_ssl_enabled && !mongoc_uri_has_option(uri, MONGOC_URI_TLS) &&

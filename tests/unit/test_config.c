@@ -536,6 +536,18 @@ static void test_secrets(void **state)
     assert_non_null(l.cfg);
     assert_string_equal(l.cfg->connection_string, "mongodb://x:y@h/?authSource=db");
     unload(&l);
+    /* The URI's authSource with mongodb.user/password (CONFIGURATION.md): the
+     * credentials fold in, the URI's authSource stays the only one, whatever
+     * mongodb.authsource says. */
+    l = load("topic.prefix: t\nmongodb.connection.string: "
+             "mongodb://h/?replicaSet=rs0&authSource=users\nsink.type: stdout\n"
+             "offsets.file.path: x\nmongodb.user: u\nmongodb.password: pw\n"
+             "mongodb.authsource: other\n");
+    assert_non_null(l.cfg);
+    assert_string_equal(l.diag, "");
+    assert_string_equal(l.cfg->connection_string,
+                        "mongodb://u:pw@h/?replicaSet=rs0&authSource=users");
+    unload(&l);
 }
 
 /* cursor.oversize.*: Debezium's enum and threshold (skip needs a threshold
