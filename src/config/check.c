@@ -7,6 +7,7 @@
  * what came before), at the only one set when the other is a default, and at
  * the top of the file only when the problem is a key that is missing.
  */
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +216,20 @@ static void check_sink_and_offsets(struct checker *c)
                     "kafka offset storage needs brokers (expected kafka.bootstrap.servers to be "
                     "set)");
     }
+}
+
+/* The metrics listener binds an address literal (metrics_http_start() refuses
+ * anything else when the daemon starts, a host name included): --validate
+ * refuses the same value, whether or not metrics.enabled is set. */
+static void check_metrics(struct checker *c)
+{
+    const char *a = c->cfg->metrics_bind_address;
+    unsigned char buf[sizeof(struct in6_addr)];
+    if (a && inet_pton(AF_INET, a, buf) != 1 && inet_pton(AF_INET6, a, buf) != 1)
+        problem(c, "metrics.http.bind.address",
+                "\"%s\" is not an IPv4 or IPv6 address (expected an address literal such as "
+                "127.0.0.1, 0.0.0.0 or ::1; host names are not resolved)",
+                a);
 }
 
 static void check_capture(struct checker *c)
@@ -520,6 +535,7 @@ void config_check(struct mcdc_config *cfg, const struct cfg_entries *e, struct c
     check_kafka(&c);
     check_topic_names(&c);
     check_sink_and_offsets(&c);
+    check_metrics(&c);
     check_capture(&c);
     check_filters(&c);
     check_overrides(&c);

@@ -357,6 +357,14 @@ static void test_cross_field(void **state)
     assert_string_equal(l.cfg->snapshot_filter_overrides[0].ns, "a.b");
     assert_string_equal(l.cfg->snapshot_filter_overrides[0].query, "{\"x\": 1}");
     unload(&l);
+    /* What the metrics listener refuses at start, --validate refuses too. */
+    assert_problem(BASE "metrics.http.bind.address: localhost\n",
+                   "F:5:1: metrics.http.bind.address: \"localhost\" is not an IPv4 or IPv6");
+    assert_problem(BASE "metrics.enabled: true\nmetrics.http.bind.address: 999.1.1.1\n",
+                   "F:6:1: metrics.http.bind.address: \"999.1.1.1\" is not an IPv4 or IPv6");
+    l = load(BASE "metrics.http.bind.address: '::1'\n");
+    assert_non_null(l.cfg);
+    unload(&l);
 }
 
 static void test_kafka_passthrough(void **state)
