@@ -131,15 +131,8 @@ static void check_kafka(struct checker *c)
         }
         char *shown = xasprintf("kafka.%s", kv->key);
         char *msg = xstrdup(errstr);
-        if (cfg_kafka_key_is_secret(kv->key) && *kv->value) {
-            char *hit;
-            while ((hit = strstr(msg, kv->value)) != NULL) {
-                char *next =
-                    xasprintf("%.*s****%s", (int)(hit - msg), msg, hit + strlen(kv->value));
-                free(msg);
-                msg = next;
-            }
-        }
+        if (cfg_kafka_key_is_secret(kv->key))
+            cfg_mask_secret(&msg, kv->value);
         cfg_report(c->d, kv->line, kv->col, shown, "%s (expected a librdkafka property)", msg);
         free(msg);
         free(shown);

@@ -504,6 +504,26 @@ static void test_userinfo_escaping(void **state)
     t = config_redact_text("mongodb://x:Pa?ss14@h:1/?replicaSet=rs0", NULL);
     assert_string_equal(t, "mongodb://x:****@h:1/?replicaSet=rs0");
     free(t);
+    /* A short password is masked where it stands, never inside other words
+     * (which would garble the message and give the password away). */
+    t = config_redact_text("Overwriting previously provided value for 'authSource' at "
+                           "mongodb://u:p@h:1/ (p, 'u:p@h2') p",
+                           "mongodb://u:p@h:1/?replicaSet=rs0");
+    assert_string_equal(t, "Overwriting previously provided value for 'authSource' at "
+                           "mongodb://u:****@h:1/ (p, 'u:****@h2') p");
+    free(t);
+    t = config_redact_text("bad option TLSCertificateKeyFilePassword=k&w=1 in k.pem",
+                           "mongodb://h/?tlsCertificateKeyFilePassword=k");
+    assert_string_equal(t, "bad option TLSCertificateKeyFilePassword=****&w=1 in k.pem");
+    free(t);
+    t = config_redact_text("pass 1 of 10 at 21:00, user 1 mongodb://u:1@h/", "mongodb://u:1@h/");
+    assert_string_equal(t, "pass 1 of 10 at 21:00, user 1 mongodb://u:****@h/");
+    free(t);
+    /* A longer one is masked where it stands alone, not inside a word. */
+    t = config_redact_text("auth for s3cr (s3cret, s3crs3cr) at s3cr.",
+                           "mongodb://u:s3cr@h/");
+    assert_string_equal(t, "auth for **** (s3cret, s3crs3cr) at ****.");
+    free(t);
 }
 
 static void test_secrets(void **state)
