@@ -504,14 +504,17 @@ static void *worker_main(void *arg)
     struct worker *w = arg;
     enum phase ph;
 
-    mcdc_log_set_component(w->rs_known ? w->rs : "capture");
-    if (w->rs_known) {
+    /* Named by its set from the first line on (an authentication failure
+     * comes before the set answers): the known set, else the one the
+     * connection string asks for. */
+    mcdc_log_set_component(w->rs_known || w->rs_named ? w->rs : "capture");
+    if (w->rs_known || w->rs_named) {
         char name[16];
         snprintf(name, sizeof name, "%.15s", w->rs);
         pthread_setname_np(pthread_self(), name);
     }
     w->client = w->pool != NULL ? mongoc_client_pool_pop(w->pool) : NULL;
-    if (!w->rs_known) {
+    if (!w->rs_known && !w->rs_named) {
         /* Until hello answers, messages name the set the URI asks for. */
         const char *want = w->client != NULL
                                ? mongoc_uri_get_replica_set(mongoc_client_get_uri(w->client))
@@ -603,6 +606,15 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
     if (expected_rs != NULL) {
         snprintf(w->rs, sizeof w->rs, "%s", expected_rs);
         w->rs_known = true;
+    } else {
+        /* Until hello answers, the task goes by the set the URI names. */
+        mongoc_uri_t *uri = mongoc_uri_new(cfg->connection_string);
+        const char *want = uri != NULL ? mongoc_uri_get_replica_set(uri) : NULL;
+        if (want != NULL && want[0] != '\0') {
+            snprintf(w->rs, sizeof w->rs, "%s", want);
+            w->rs_named = true;
+        }
+        mongoc_uri_destroy(uri);
     }
     return worker_launch(w, err);
 }
@@ -642,7 +654,7 @@ bool worker_failed(struct worker *w)
 
 const char *worker_name(struct worker *w)
 {
-    return w->rs_known ? w->rs : "capture";
+    return w->rs_known || w->rs_named ? w->rs : "capture";
 }
 
 int worker_join(struct worker *w, struct mcdc_error *err)

@@ -33,6 +33,7 @@ struct worker {
     mongoc_client_pool_t *pool;
     char rs[128];
     bool rs_known;
+    bool rs_named; /* rs is the set the connection string names, not yet confirmed */
     worker_exit_cb on_exit;
     void *ctx;
     pthread_t thread;

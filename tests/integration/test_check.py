@@ -59,6 +59,26 @@ def test_check_fails_with_wrong_credentials(tmp_workdir, run_mongocdc):
         sim.stop()
 
 
+def test_daemon_logs_an_authentication_failure_under_the_task_name(tmp_workdir, start_mongocdc):
+    """Wrong credentials: the task's lines carry the replica set the connection string names,
+    not [capture] (hello never answered, so the set is not confirmed yet)."""
+    sim = Sim(tmp_workdir, extra=["--auth", "cdc:secret"])
+    try:
+        cfg = write_config(tmp_workdir, sim.uri, **{"mongodb.user": "cdc",
+                                                    "mongodb.password": "wrong",
+                                                    "connect.max.attempts": 2,
+                                                    "connect.backoff.initial.delay.ms": 100})
+        d = start_mongocdc("-c", cfg)
+        rc = d.proc.wait(timeout=60)
+        err = d.stderr()
+        assert rc == 1, err
+        assert re.search(r"ERROR \[rs0\] capture of rs0 stopped: .*[Aa]uthentication failed", err), err
+        assert "capture task rs0 failed" in err, err
+        assert "[capture]" not in err, err
+    finally:
+        sim.stop()
+
+
 def test_check_fails_when_pre_images_are_off(tmp_workdir, users_sim, run_mongocdc):
     c = users_sim.client()
     c.shop.create_collection("orders")
