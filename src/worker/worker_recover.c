@@ -117,18 +117,18 @@ enum phase worker_await_server(struct worker *w)
 
 enum phase worker_history_lost(struct worker *w)
 {
-    char d[128], until[96];
+    char d[128], starts[64];
     uint32_t sec, ord;
 
     resume_describe_position(&w->stream_pos, d, sizeof d);
     struct resume_failure ofail;
     struct mcdc_error oerr = MCDC_ERROR_INIT;
     /* The oldest entry still in local.oplog.rs, for the history-lost message. */
-    if (oplog_edge(w->client, false, &sec, &ord, &ofail, &oerr) && sec != 0)
-        snprintf(until, sizeof until, "Timestamp(%u, %u), the oldest entry still in the oplog", sec,
-                 ord);
-    else
-        snprintf(until, sizeof until, "the oldest entry still in the oplog");
+    if (oplog_edge(w->client, false, &sec, &ord, &ofail, &oerr) && sec != 0) {
+        snprintf(starts, sizeof starts, "Timestamp(%u, %u)", sec, ord);
+    } else {
+        snprintf(starts, sizeof starts, "a later entry");
+    }
     if (strstr(w->err.msg, "not found") != NULL) {
         /* 280 "resume token was not found" / 40585: the token's event is not
          * in this oplog at all, e.g. the replica set was wiped or re-created. */
@@ -160,10 +160,13 @@ enum phase worker_history_lost(struct worker *w)
         return PHASE_FATAL;
     }
     if (resume_resnapshot_on_history_lost(w->cfg->snapshot_mode)) {
-        LOG_WARN("history lost on %s: the position %s is no longer in the oplog "
-                 "(%s); the changes from %s to %s cannot be replayed one by one, so a new "
-                 "snapshot is taken (snapshot.mode %s)",
-                 w->rs, d, w->err.msg, d, until,
+        /* Each fact once: where the stream stood, where the oplog now
+         * starts, the server's own words, what is done about it. */
+        bool own = strncmp(w->err.msg, "the stored position", 19) == 0; /* oplog.c's */
+        LOG_WARN("history lost on %s: the stored position (%s) is no longer in the oplog, "
+                 "which now starts at %s%s%s%s; the changes in between cannot be replayed one "
+                 "by one, so a new snapshot is taken (snapshot.mode %s)",
+                 w->rs, d, starts, own ? "" : " (", own ? "" : w->err.msg, own ? "" : ")",
                  w->cfg->snapshot_mode == MCDC_SNAPSHOT_WHEN_NEEDED ? "when_needed"
                  : w->cfg->snapshot_mode == MCDC_SNAPSHOT_ALWAYS    ? "always"
                                                                     : "initial");
@@ -178,7 +181,7 @@ enum phase worker_history_lost(struct worker *w)
               "mongocdc does not skip them silently. Set snapshot.mode to when_needed (or "
               "initial) to take a new snapshot, or delete the offsets of %s to start afresh; "
               "a larger oplog or heartbeat.interval.ms keeps a position valid longer",
-              w->rs, d, until, w->rs);
+              w->rs, d, starts, w->rs);
     mcdc_error_set(&w->err, MCDC_ERR_MONGO, 286,
                    "%s is no longer in the oplog; set snapshot.mode when_needed to re-snapshot "
                    "or delete the offsets of %s",
