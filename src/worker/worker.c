@@ -396,6 +396,7 @@ static enum phase run(struct worker *w)
             ph = worker_snapshot(w);
             if (ph == PHASE_OK) {
                 w->need_snapshot = false;
+                w->attempts = 0; /* a complete copy: failures before it no longer count */
                 if (w->snapshot_only) {
                     LOG_INFO("snapshot.mode initial_only: snapshot done, not streaming");
                     return PHASE_OK;

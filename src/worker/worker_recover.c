@@ -47,7 +47,8 @@ enum phase worker_backoff(struct worker *w)
                               w->rs, (long long)n);
         else
             mcdc_error_prefix(&w->err,
-                              "unable to reach the primary of %s after %lld failed attempts",
+                              "giving up on %s after %lld failed attempts in a row "
+                              "(connect.max.attempts)",
                               w->rs, (long long)n);
         return PHASE_FATAL;
     }
