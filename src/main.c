@@ -318,9 +318,10 @@ static int run_daemon(const struct mcdc_config *cfg)
 }
 
 /*
- * --validate, after the loader's checks: the Kafka producers the daemon
- * builds from the configuration before it connects anywhere (the sink's and
- * the notification sink channel's). librdkafka judges the property set as a
+ * --validate, after the loader's checks: what the daemon builds from the
+ * configuration alone when it starts, as a backstop (the encoder each task
+ * makes, whose rules the loader mirrors), and the Kafka producers (the
+ * sink's and the notification sink channel's). librdkafka judges the property set as a
  * whole only in rd_kafka_new (an ssl.ca.location it cannot read, properties
  * that contradict each other), so each is created and destroyed at once;
  * nothing is sent. Prints "FILE:LINE:COL: kafka: ..." for each refusal and
@@ -345,6 +346,13 @@ static int validate_producers(const struct mcdc_config *cfg)
         }
         sink_destroy(sink);
     }
+    err = (struct mcdc_error)MCDC_ERROR_INIT;
+    struct encoder *enc = encoder_new(cfg, &err); /* each task builds one at start */
+    if (enc == NULL) {
+        fprintf(stderr, "%s: %s\n", cfg->path, err.msg);
+        problems++;
+    }
+    encoder_destroy(enc);
     err = (struct mcdc_error)MCDC_ERROR_INIT;
     struct notifier *n = notify_new(cfg, &err);
     if (n == NULL && err.domain != MCDC_ERR_NONE) {

@@ -345,6 +345,29 @@ static void check_regexes(struct checker *c, const char *key, const struct mcdc_
     }
 }
 
+/* A field.exclude.list / field.renames entry the encoder takes
+ * (encode/fields.c parse_rule): <db>.<coll>.<field>[.<field>...], no empty
+ * part, and for a rename ":<newName>" after it, newName without a dot. */
+static bool field_rule_ok(const char *entry, bool rename)
+{
+    const char *end = entry + strlen(entry);
+    if (rename) {
+        const char *colon = strrchr(entry, ':');
+        if (colon == NULL || colon[1] == '\0' || strchr(colon + 1, '.') != NULL)
+            return false;
+        end = colon;
+    }
+    size_t parts = 1;
+    for (const char *p = entry; p < end; p++) {
+        if (*p != '.')
+            continue;
+        if (p == entry || p + 1 == end || p[1] == '.')
+            return false; /* an empty part */
+        parts++;
+    }
+    return parts >= 3 && end > entry;
+}
+
 static void check_filters(struct checker *c)
 {
     struct mcdc_config *cfg = c->cfg;
@@ -366,12 +389,14 @@ static void check_filters(struct checker *c)
     if (cfg->signal_data_collection && !is_namespace(cfg->signal_data_collection))
         problem(c, "signal.data.collection", "not a namespace: \"%s\" (expected %s)",
                 cfg->signal_data_collection, "db.collection");
-    for (size_t i = 0; i < cfg->field_renames.count; i++) {
-        const char *r = cfg->field_renames.items[i], *colon = strrchr(r, ':');
-        if (!colon || colon == r || colon[1] == '\0')
-            problem(c, "field.renames", "invalid entry \"%s\" (expected %s)", r,
-                    "db.coll.field:newName");
-    }
+    for (size_t i = 0; i < cfg->field_renames.count; i++)
+        if (!field_rule_ok(cfg->field_renames.items[i], true))
+            problem(c, "field.renames", "invalid entry \"%s\" (expected %s)",
+                    cfg->field_renames.items[i], "db.coll.field:newName");
+    for (size_t i = 0; i < cfg->field_exclude.count; i++)
+        if (!field_rule_ok(cfg->field_exclude.items[i], false))
+            problem(c, "field.exclude.list", "invalid entry \"%s\" (expected %s)",
+                    cfg->field_exclude.items[i], "db.coll.field, a nested field as db.coll.a.b");
     if (cfg->cursor_pipeline)
         check_json_array(c, "cursor.pipeline", cfg->cursor_pipeline);
 }

@@ -357,6 +357,17 @@ static void test_cross_field(void **state)
     assert_string_equal(l.cfg->snapshot_filter_overrides[0].ns, "a.b");
     assert_string_equal(l.cfg->snapshot_filter_overrides[0].query, "{\"x\": 1}");
     unload(&l);
+    /* Field rules the encoder refuses at start (encode/fields.c), refused here too. */
+    assert_problem(BASE "field.exclude.list: a.b\n",
+                   "F:5:1: field.exclude.list: invalid entry \"a.b\"");
+    assert_problem(BASE "field.exclude.list: a..c\n",
+                   "F:5:1: field.exclude.list: invalid entry \"a..c\"");
+    assert_problem(BASE "field.renames: a.b:x\n", "F:5:1: field.renames: invalid entry \"a.b:x\"");
+    assert_problem(BASE "field.renames: a.b.c:x.y\n",
+                   "F:5:1: field.renames: invalid entry \"a.b.c:x.y\"");
+    l = load(BASE "field.exclude.list: a.b.c, d.e.f.g\nfield.renames: a.b.c:x\n");
+    assert_non_null(l.cfg);
+    unload(&l);
     /* What the metrics listener refuses at start, --validate refuses too. */
     assert_problem(BASE "metrics.http.bind.address: localhost\n",
                    "F:5:1: metrics.http.bind.address: \"localhost\" is not an IPv4 or IPv6");
