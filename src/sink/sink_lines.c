@@ -23,12 +23,19 @@
  * partial line when it is opened (an earlier crash or full disk): a re-sent
  * record is never appended to half a line.
  *
+ * The capture tasks of a sharded cluster each have a sink, all appending to
+ * the same file or stdout: writes (and the cuts) are serialised by one
+ * process-wide lock, so one task's batch never lands inside another's (a
+ * pipe splits writes over PIPE_BUF) and a cut never takes another task's
+ * lines.
+ *
  * Thread: worker.
  */
 #include "sink/sink.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -39,6 +46,10 @@
 #include "sink/sink_internal.h"
 
 #define BATCH_BYTES (64 * 1024)
+
+/* Held while a batch is written (and a torn line cut), and while an opening
+ * sink looks at the file's tail: every lines sink of the process. */
+static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct lines_sink {
     int fd;
@@ -120,6 +131,7 @@ static int drain(struct sink *sink)
     struct lines_sink *ls = sink->impl;
     size_t off = 0, whole = ls->n_opaques;
     off_t base = -1;
+    pthread_mutex_lock(&write_lock);
     if (ls->regular && ls->len > 0 && ls->failed.domain == MCDC_ERR_NONE)
         base = lseek(ls->fd, 0, SEEK_END); /* O_APPEND: where this batch starts */
     while (off < ls->len && ls->failed.domain == MCDC_ERR_NONE) {
@@ -134,6 +146,7 @@ static int drain(struct sink *sink)
     }
     if (off < ls->len)
         whole = cut_torn_line(ls, base, off);
+    pthread_mutex_unlock(&write_lock);
     ls->len = 0;
     sink->in_flight_bytes = 0;
     size_t n = ls->n_opaques;
@@ -311,8 +324,11 @@ bool sink_lines_open(struct sink *sink, struct mcdc_error *err)
         }
         ls->own_fd = true;
         ls->path = xstrdup(cfg->sink_path);
-        if (!cut_partial_tail(ls)) {
-            int e = errno;
+        pthread_mutex_lock(&write_lock);
+        bool cut = cut_partial_tail(ls);
+        int e = errno;
+        pthread_mutex_unlock(&write_lock);
+        if (!cut) {
             close(ls->fd);
             free(ls->path);
             free(ls);

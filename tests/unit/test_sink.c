@@ -290,6 +290,103 @@ static void sink_lines_open_cuts_a_partial_last_line(void **state)
     }
 }
 
+/* Several tasks' sinks on one stdout pipe (a sharded cluster, one task per
+ * shard): batches over PIPE_BUF would interleave mid-line without the sinks'
+ * shared write lock. Every line read back is whole. */
+struct pipe_writer {
+    size_t n;
+    char tag;
+};
+
+static void *pipe_writer_main(void *arg)
+{
+    struct pipe_writer *pw = arg;
+    struct mcdc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.sink_type = MCDC_SINK_STDOUT;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct sink *sink = sink_new(&cfg, "rs", NULL, NULL, &err);
+    assert_non_null(sink);
+    char value[4001];
+    memset(value, pw->tag, 4000);
+    value[0] = '"';
+    value[3999] = '"';
+    value[4000] = '\0';
+    for (size_t i = 0; i < pw->n; i++) {
+        struct mcdc_record rec;
+        record(&rec, "t", "{\"id\":\"k\"}", value);
+        assert_true(sink_produce(sink, &rec, NULL, NULL, &err));
+    }
+    assert_true(sink_flush(sink, 1000, &err));
+    sink_destroy(sink);
+    return NULL;
+}
+
+struct pipe_reader {
+    int fd;
+    char *buf;
+    size_t len, cap;
+};
+
+static void *pipe_reader_main(void *arg)
+{
+    struct pipe_reader *pr = arg;
+    for (;;) {
+        if (pr->len + 65536 > pr->cap) {
+            pr->cap = pr->cap ? pr->cap * 2 : 1 << 20;
+            pr->buf = xrealloc(pr->buf, pr->cap);
+        }
+        ssize_t n = read(pr->fd, pr->buf + pr->len, 65536);
+        if (n <= 0)
+            break;
+        pr->len += (size_t)n;
+        struct timespec ts = {0, 200000}; /* a slow reader: the pipe fills, writes go in pieces */
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static void sink_lines_tasks_sharing_stdout_never_interleave(void **state)
+{
+    (void)state;
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(p[1], STDOUT_FILENO), STDOUT_FILENO);
+    close(p[1]);
+    struct pipe_reader pr = {p[0], NULL, 0, 0};
+    pthread_t rt, wt[3];
+    struct pipe_writer pw[3] = {{300, 'a'}, {300, 'b'}, {300, 'c'}};
+    assert_int_equal(pthread_create(&rt, NULL, pipe_reader_main, &pr), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_create(&wt[i], NULL, pipe_writer_main, &pw[i]), 0);
+    for (int i = 0; i < 3; i++)
+        pthread_join(wt[i], NULL);
+    assert_int_equal(dup2(saved, STDOUT_FILENO), STDOUT_FILENO); /* closes the write end */
+    close(saved);
+    pthread_join(rt, NULL);
+    close(p[0]);
+    size_t lines = 0;
+    for (size_t at = 0; at < pr.len;) {
+        char *nl = memchr(pr.buf + at, '\n', pr.len - at);
+        assert_non_null(nl);
+        size_t n = (size_t)(nl - (pr.buf + at));
+        assert_true(n > 4000);
+        const char *v = strstr(pr.buf + at, "\"value\": \"");
+        assert_non_null(v);
+        char tag = v[10]; /* after `"value": "` */
+        for (const char *q = v + 10; q < v + 10 + 3998; q++)
+            if (*q != tag)
+                fail_msg("line %zu mixes two tasks' records", lines);
+        lines++;
+        at += n + 1;
+    }
+    assert_int_equal(lines, 900);
+    free(pr.buf);
+}
+
 static void sink_lines_needs_a_path(void **state)
 {
     (void)state;
@@ -802,6 +899,7 @@ int main(void)
         cmocka_unit_test(sink_lines_needs_a_path),
         cmocka_unit_test(sink_lines_torn_write_is_cut_back),
         cmocka_unit_test(sink_lines_open_cuts_a_partial_last_line),
+        cmocka_unit_test(sink_lines_tasks_sharing_stdout_never_interleave),
         cmocka_unit_test(sink_kafka_produce_and_delivery_reports),
         cmocka_unit_test(sink_kafka_record_headers_reach_the_broker),
         cmocka_unit_test(sink_kafka_backpressure_with_tiny_queue),
