@@ -59,6 +59,7 @@ struct worker {
     bool delayed_snapshot, delayed_stream; /* snapshot.delay.ms / streaming.delay.ms done */
     bool snapshot_only;                    /* initial_only: stop after the snapshot */
     int64_t attempts;                      /* failed connection attempts in a row */
+    int64_t history_lost_runs; /* re-snapshots for history lost, none streamed since */
     int64_t selection_timeout_ms;          /* overall server-selection budget per attempt */
     int64_t start_at; /* BSON timestamp to stream from when nothing is stored, or -1 */
     worker_snapshot_filters_fn snapshot_filters; /* NULL: collections are read whole */

@@ -116,6 +116,25 @@ enum phase worker_await_server(struct worker *w)
 /* ---- the task ---- */
 
 
+/*
+ * One more re-snapshot for history lost. A snapshot that takes longer than
+ * the oplog's window finds the history of its own start gone again as soon
+ * as streaming begins, and would copy everything again for ever: after
+ * connect.max.attempts re-snapshots in a row with nothing streamed between
+ * them the task stops, saying so. Returns false with w->err set then.
+ */
+static bool count_resnapshot(struct worker *w)
+{
+    if (++w->history_lost_runs < w->cfg->connect_max_attempts)
+        return true;
+    mcdc_error_set(&w->err, MCDC_ERR_MONGO, 286,
+                   "history lost on %s %lld times in a row, each time right after a new "
+                   "snapshot: the oplog keeps less time than a snapshot takes; enlarge the "
+                   "oplog (replSetResizeOplog) or narrow the snapshot",
+                   w->rs, (long long)w->history_lost_runs);
+    return false;
+}
+
 enum phase worker_history_lost(struct worker *w)
 {
     char d[128], starts[64];
@@ -134,6 +153,8 @@ enum phase worker_history_lost(struct worker *w)
         /* 280 "resume token was not found" / 40585: the token's event is not
          * in this oplog at all, e.g. the replica set was wiped or re-created. */
         if (resume_resnapshot_on_history_lost(w->cfg->snapshot_mode)) {
+            if (!count_resnapshot(w))
+                return PHASE_FATAL;
             LOG_WARN("the stored position of %s (%s) does not exist in this replica set's "
                      "oplog (%s): was the replica set wiped or re-created? Changes since then "
                      "cannot be replayed, so a new snapshot is taken (snapshot.mode %s)",
@@ -161,6 +182,8 @@ enum phase worker_history_lost(struct worker *w)
         return PHASE_FATAL;
     }
     if (resume_resnapshot_on_history_lost(w->cfg->snapshot_mode)) {
+        if (!count_resnapshot(w))
+            return PHASE_FATAL;
         /* Each fact once: where the stream stood, where the oplog now
          * starts, the server's own words, what is done about it. */
         bool own = strncmp(w->err.msg, "the stored position", 19) == 0; /* oplog.c's */
