@@ -100,12 +100,17 @@ static int matching(const struct found *f, const char *subject, bool caseless)
     return hits;
 }
 
-static char **names(size_t n, const char *fmt)
+/* n entries: collection regexes "shopI\.orders_I_[a-z]+" (colls) or database
+ * names "tenant_I_database_I". */
+static char **names(size_t n, bool colls)
 {
     char **v = xcalloc(n, sizeof *v);
     for (size_t i = 0; i < n; i++) {
         char buf[128];
-        snprintf(buf, sizeof buf, fmt, i, i);
+        if (colls)
+            snprintf(buf, sizeof buf, "shop%zu\\.orders_%zu_[a-z]+", i, i);
+        else
+            snprintf(buf, sizeof buf, "tenant_%zu_database_%zu", i, i);
         v[i] = xstrdup(buf);
     }
     return v;
@@ -122,7 +127,7 @@ static void names_free(char **v, size_t n)
 static void long_regex_include_list_is_split(void **state)
 {
     (void)state;
-    char **inc = names(N_ENTRIES, "shop%zu\\.orders_%zu_[a-z]+");
+    char **inc = names(N_ENTRIES, true);
     struct mcdc_config cfg;
     cfg_init(&cfg);
     cfg.collection_include = (struct mcdc_strlist){inc, N_ENTRIES};
@@ -178,7 +183,7 @@ static void long_regex_include_list_is_split(void **state)
 static void long_lists_split_for_databases_and_the_oplog(void **state)
 {
     (void)state;
-    char **dbs = names(N_ENTRIES, "tenant_%zu_database_%zu");
+    char **dbs = names(N_ENTRIES, false);
     struct mcdc_config cfg;
     cfg_init(&cfg);
     cfg.database_include = (struct mcdc_strlist){dbs, N_ENTRIES};
