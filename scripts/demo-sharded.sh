@@ -18,7 +18,9 @@
 #   5. stops everything (SIGTERM; every task writes its final offsets).
 #
 # Environment: DEMO_SHARDS, DEMO_KEEP=1 (keep the temporary folder),
-# DEMO_BUILD_DIR.
+# DEMO_BUILD_DIR. DEMO_KAFKA is not used: this demo checks the events it
+# reads back from a JSON-lines file (scripts/demo.sh's replica-set demo is
+# the one that produces to Kafka).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,6 +30,10 @@ PY=/usr/bin/python3
 SHARDS=${DEMO_SHARDS:-3}
 MODE=${1:-${DEMO_MODE:-per-shard}}
 case "$MODE" in per-shard|merged) ;; *) echo "demo: mode is per-shard or merged" >&2; exit 2 ;; esac
+if [ "${DEMO_KAFKA:-0}" = 1 ]; then
+  echo "demo: DEMO_KAFKA=1 applies to the replica-set demo (scripts/demo.sh); the sharded demo" \
+    "writes JSON lines to a file and checks them" >&2
+fi
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mongocdc-demo-sharded.XXXXXX")
 SIM_PID="" CDC_PID=""
 

@@ -32,6 +32,7 @@
 #include "preflight/preflight.h"
 #include "signals/notify.h"
 #include "signals/signals.h"
+#include "sink/sink.h"
 #include "topology/topology.h"
 #include "worker/worker.h"
 
@@ -316,6 +317,53 @@ static int run_daemon(const struct mcdc_config *cfg)
     return rc;
 }
 
+/*
+ * --validate, after the loader's checks: what the daemon builds from the
+ * configuration alone when it starts, as a backstop (the encoder each task
+ * makes, whose rules the loader mirrors), and the Kafka producers (the
+ * sink's and the notification sink channel's). librdkafka judges the property set as a
+ * whole only in rd_kafka_new (an ssl.ca.location it cannot read, properties
+ * that contradict each other), so each is created and destroyed at once;
+ * nothing is sent. Prints "FILE:LINE:COL: kafka: ..." for each refusal and
+ * returns how many there were.
+ */
+static int validate_producers(const struct mcdc_config *cfg)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    int line = cfg->kafka.count > 0 ? cfg->kafka.items[0].line : 1;
+    int col = cfg->kafka.count > 0 ? cfg->kafka.items[0].col : 1;
+    int problems = 0;
+    int level = mcdc_log_level_current;
+
+    /* librdkafka's own lines (a broker it tries to reach meanwhile, the
+     * detail of a refusal) are not wanted here: the refusal is printed once. */
+    mcdc_log_level_current = -1;
+    if (cfg->sink_type == MCDC_SINK_KAFKA) {
+        struct sink *sink = sink_new(cfg, "validate", NULL, NULL, &err);
+        if (sink == NULL) {
+            fprintf(stderr, "%s:%d:%d: kafka: %s\n", cfg->path, line, col, err.msg);
+            problems++;
+        }
+        sink_destroy(sink);
+    }
+    err = (struct mcdc_error)MCDC_ERROR_INIT;
+    struct encoder *enc = encoder_new(cfg, &err); /* each task builds one at start */
+    if (enc == NULL) {
+        fprintf(stderr, "%s: %s\n", cfg->path, err.msg);
+        problems++;
+    }
+    encoder_destroy(enc);
+    err = (struct mcdc_error)MCDC_ERROR_INIT;
+    struct notifier *n = notify_new(cfg, &err);
+    if (n == NULL && err.domain != MCDC_ERR_NONE) {
+        fprintf(stderr, "%s:%d:%d: kafka: %s\n", cfg->path, line, col, err.msg);
+        problems++;
+    }
+    notify_destroy(n);
+    mcdc_log_level_current = level;
+    return problems;
+}
+
 static int run_check(const struct mcdc_config *cfg)
 {
     /* libmongoc's own warnings stay out of the report. */
@@ -373,9 +421,16 @@ int main(int argc, char **argv)
         return MCDC_EXIT_USAGE;
     }
     if (cli.validate) {
+        int problems = validate_producers(cfg);
         warn_unsupported(cfg, false);
-        printf("%s: valid\n", cli.config);
-        rc = MCDC_EXIT_OK;
+        if (problems > 0) {
+            fprintf(stderr, "mongocdc: %s: %d problem%s\n", cli.config, problems,
+                    problems == 1 ? "" : "s");
+            rc = MCDC_EXIT_USAGE;
+        } else {
+            printf("%s: valid\n", cli.config);
+            rc = MCDC_EXIT_OK;
+        }
     } else if (cli.check) {
         rc = run_check(cfg);
     } else {

@@ -149,6 +149,8 @@ enum resume_action resume_classify(const struct resume_failure *f)
     case 59:    /* CommandNotFound */
     case 50865: /* resumeAfter with startAfter */
     case 40674: /* a token with startAtOperationTime */
+    case 51091: /* a regular expression the server refuses (e.g. over its 16384-byte limit) */
+    case 51111: /* the same in $regexMatch: the pipeline is refused on every attempt */
         return RESUME_ACTION_FATAL;
     default:
         if (f->label_non_resumable && history_lost_text(f->message))

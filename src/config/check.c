@@ -7,6 +7,7 @@
  * what came before), at the only one set when the other is a default, and at
  * the top of the file only when the problem is a key that is missing.
  */
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,15 +131,8 @@ static void check_kafka(struct checker *c)
         }
         char *shown = xasprintf("kafka.%s", kv->key);
         char *msg = xstrdup(errstr);
-        if (cfg_kafka_key_is_secret(kv->key) && *kv->value) {
-            char *hit;
-            while ((hit = strstr(msg, kv->value)) != NULL) {
-                char *next =
-                    xasprintf("%.*s****%s", (int)(hit - msg), msg, hit + strlen(kv->value));
-                free(msg);
-                msg = next;
-            }
-        }
+        if (cfg_kafka_key_is_secret(kv->key))
+            cfg_mask_secret(&msg, kv->value);
         cfg_report(c->d, kv->line, kv->col, shown, "%s (expected a librdkafka property)", msg);
         free(msg);
         free(shown);
@@ -215,6 +209,20 @@ static void check_sink_and_offsets(struct checker *c)
                     "kafka offset storage needs brokers (expected kafka.bootstrap.servers to be "
                     "set)");
     }
+}
+
+/* The metrics listener binds an address literal (metrics_http_start() refuses
+ * anything else when the daemon starts, a host name included): --validate
+ * refuses the same value, whether or not metrics.enabled is set. */
+static void check_metrics(struct checker *c)
+{
+    const char *a = c->cfg->metrics_bind_address;
+    unsigned char buf[sizeof(struct in6_addr)];
+    if (a && inet_pton(AF_INET, a, buf) != 1 && inet_pton(AF_INET6, a, buf) != 1)
+        problem(c, "metrics.http.bind.address",
+                "\"%s\" is not an IPv4 or IPv6 address (expected an address literal such as "
+                "127.0.0.1, 0.0.0.0 or ::1; host names are not resolved)",
+                a);
 }
 
 static void check_capture(struct checker *c)
@@ -337,6 +345,29 @@ static void check_regexes(struct checker *c, const char *key, const struct mcdc_
     }
 }
 
+/* A field.exclude.list / field.renames entry the encoder takes
+ * (encode/fields.c parse_rule): <db>.<coll>.<field>[.<field>...], no empty
+ * part, and for a rename ":<newName>" after it, newName without a dot. */
+static bool field_rule_ok(const char *entry, bool rename)
+{
+    const char *end = entry + strlen(entry);
+    if (rename) {
+        const char *colon = strrchr(entry, ':');
+        if (colon == NULL || colon[1] == '\0' || strchr(colon + 1, '.') != NULL)
+            return false;
+        end = colon;
+    }
+    size_t parts = 1;
+    for (const char *p = entry; p < end; p++) {
+        if (*p != '.')
+            continue;
+        if (p == entry || p + 1 == end || p[1] == '.')
+            return false; /* an empty part */
+        parts++;
+    }
+    return parts >= 3 && end > entry;
+}
+
 static void check_filters(struct checker *c)
 {
     struct mcdc_config *cfg = c->cfg;
@@ -358,12 +389,14 @@ static void check_filters(struct checker *c)
     if (cfg->signal_data_collection && !is_namespace(cfg->signal_data_collection))
         problem(c, "signal.data.collection", "not a namespace: \"%s\" (expected %s)",
                 cfg->signal_data_collection, "db.collection");
-    for (size_t i = 0; i < cfg->field_renames.count; i++) {
-        const char *r = cfg->field_renames.items[i], *colon = strrchr(r, ':');
-        if (!colon || colon == r || colon[1] == '\0')
-            problem(c, "field.renames", "invalid entry \"%s\" (expected %s)", r,
-                    "db.coll.field:newName");
-    }
+    for (size_t i = 0; i < cfg->field_renames.count; i++)
+        if (!field_rule_ok(cfg->field_renames.items[i], true))
+            problem(c, "field.renames", "invalid entry \"%s\" (expected %s)",
+                    cfg->field_renames.items[i], "db.coll.field:newName");
+    for (size_t i = 0; i < cfg->field_exclude.count; i++)
+        if (!field_rule_ok(cfg->field_exclude.items[i], false))
+            problem(c, "field.exclude.list", "invalid entry \"%s\" (expected %s)",
+                    cfg->field_exclude.items[i], "db.coll.field, a nested field as db.coll.a.b");
     if (cfg->cursor_pipeline)
         check_json_array(c, "cursor.pipeline", cfg->cursor_pipeline);
 }
@@ -520,6 +553,7 @@ void config_check(struct mcdc_config *cfg, const struct cfg_entries *e, struct c
     check_kafka(&c);
     check_topic_names(&c);
     check_sink_and_offsets(&c);
+    check_metrics(&c);
     check_capture(&c);
     check_filters(&c);
     check_overrides(&c);

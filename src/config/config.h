@@ -290,8 +290,10 @@ void config_redact_uri(const char *uri, char *out, size_t cap);
 /*
  * Returns a copy of text (a log line, a driver message) with the secrets of
  * uri masked as "****": the password and secret option values of uri, both as
- * written and percent-decoded, and the password of any "user:password@" user
- * info in text (after "://", or after uri's user name). The user info is taken
+ * written and percent-decoded, where they stand alone in text (never inside a
+ * longer word: a password "p" leaves "previously" as it is), and the password
+ * of any "user:password@" user info in text (after "://", or after uri's user
+ * name). The user info is taken
  * up to the last '@' before a host list, whatever it contains (MongoDB
  * Connection String spec, "Userinfo"), so a malformed one is hidden whole.
  * uri may be NULL (then only user infos after "://" are masked). The caller

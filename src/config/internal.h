@@ -143,8 +143,21 @@ void cfg_add_unsupported(struct mcdc_config *cfg, const char *name);
 
 /* check.c: the cross-field rules, the connection string and kafka:. */
 void config_check(struct mcdc_config *cfg, const struct cfg_entries *e, struct cfg_diag *d);
-/* Replaces every occurrence of the secrets of uri (password, secret options) in
- * text with "****". Returns a new string the caller frees. */
+/* Masks the secrets of uri (password, secret options) in text with "****"
+ * where they stand: the password of every user info ("scheme://user:PASS@",
+ * "user:PASS@"), the value of each secret option ("name=VALUE"), and each
+ * secret of CFG_SECRET_MIN_ALONE characters or more, as written or
+ * percent-decoded, where it stands alone (cfg_mask_secret). Returns a new
+ * string the caller frees. */
 char *cfg_redact_text(const char *text, const char *uri);
+
+/* Replaces in *text (malloc'd, replaced) each occurrence of secret that
+ * stands alone, i.e. is not the middle of a longer run of letters and digits,
+ * with "****". A secret shorter than CFG_SECRET_MIN_ALONE characters changes
+ * nothing: "p" or "42" standing alone is any word or number, so masking it
+ * would garble text and point at the secret; such a secret is hidden only
+ * where it stands (a user info, a named option). */
+#define CFG_SECRET_MIN_ALONE 4
+void cfg_mask_secret(char **text, const char *secret);
 
 #endif

@@ -107,7 +107,7 @@ const struct opt mcdc_options[] = {
      NULL, G_CONN, "Password of mongodb.user; never printed"},
     S("mongodb.authsource", "admin", F(mongodb_authsource), 0, G_CONN,
       "Authentication database for mongodb.user, used when the connection string sets no "
-      "authSource"),
+      "authSource (one it sets is kept, and mongodb.user/password combine with it)"),
     S("mongodb.authentication.class", "DefaultMongoDbAuthProvider", NF, U, G_CONN,
       "Java credentials provider class"),
     B("mongodb.ssl.enabled", "false", F(mongodb_ssl_enabled), 0, G_CONN,
@@ -138,7 +138,8 @@ const struct opt mcdc_options[] = {
     N("connect.backoff.max.delay.ms", "120000", 1, I32, F(backoff_max_ms), 0, G_CONN,
       "Longest reconnect delay, ms"),
     N("connect.max.attempts", "16", 1, I32, F(connect_max_attempts), 0, G_CONN,
-      "Failed connection attempts before a capture task gives up"),
+      "Failed connection attempts before a capture task gives up; also failed deliveries in a "
+      "row with the stored offsets unmoved (a full disk, a topic that refuses every record)"),
     E("mongodb.connection.mode", "replica_set", connection_modes, F(connection_mode), 0, G_CONN,
       "replica_set: one capture task per replica set or shard; sharded: one change stream "
       "through mongos for the whole cluster (needs a mongos connection string)"),
@@ -336,7 +337,9 @@ const struct opt mcdc_options[] = {
     /* mongocdc's own sections */
     E("sink.type", "kafka", sink_types, F(sink_type), 0, G_SINK,
       "Where records go: kafka, file (JSON lines) or stdout (JSON lines)"),
-    S("sink.path", NULL, F(sink_path), 0, G_SINK, "Output file of the file sink"),
+    S("sink.path", NULL, F(sink_path), 0, G_SINK,
+      "Output file of the file sink (appended to; a partial last line, from a crash or a full "
+      "disk, is cut off when it is opened)"),
     N("sink.queue.max.bytes", "16777216", 1024, INT64_MAX, F(sink_queue_bytes), 0, G_SINK,
       "Bytes queued per capture task before the task waits (backpressure)"),
     S("errors.deadletterqueue.topic.name", NULL, F(dlq_topic), 0, G_SINK,

@@ -150,19 +150,55 @@ static char *pct_decode(const char *s, size_t len)
     return out;
 }
 
-/* Replaces every occurrence of secret in *text with "****". */
-static void mask_all(char **text, const char *secret)
+static bool is_word_char(char c)
 {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+void cfg_mask_secret(char **text, const char *secret)
+{
+    size_t n = strlen(secret), from = 0;
     char *hit;
-    size_t from = 0;
-    if (!*secret)
-        return;
+    if (n < CFG_SECRET_MIN_ALONE)
+        return; /* "p" or "12" alone is any letter or number: only where it stands */
     while ((hit = strstr(*text + from, secret)) != NULL) {
         size_t at = (size_t)(hit - *text);
-        char *next = xasprintf("%.*s****%s", (int)at, *text, hit + strlen(secret));
+        bool starts = at == 0 || !is_word_char(hit[-1]) || !is_word_char(secret[0]);
+        bool ends = hit[n] == '\0' || !is_word_char(hit[n]) || !is_word_char(secret[n - 1]);
+        if (!starts || !ends) { /* inside a longer word: not the secret standing alone */
+            from = at + 1;
+            continue;
+        }
+        char *next = xasprintf("%.*s****%s", (int)at, *text, hit + n);
         free(*text);
         *text = next;
         from = at + 4;
+    }
+}
+
+/* Replaces the value of every secret option ("name=VALUE", name any case) in
+ * *text, up to the next '&', ';', blank, quote or bracket. */
+static void mask_secret_options(char **text)
+{
+    for (int i = 0; secret_options[i]; i++) {
+        size_t n = strlen(secret_options[i]);
+        for (size_t from = 0;;) {
+            char *t = *text, *v = NULL;
+            for (char *p = t + from; *p; p++)
+                if (strncasecmp(p, secret_options[i], n) == 0 && p[n] == '=') {
+                    v = p + n + 1;
+                    break;
+                }
+            if (v == NULL)
+                break;
+            size_t len = strcspn(v, "&; \t\n\"')]");
+            from = (size_t)(v - t) + (len > 0 ? 4 : 0);
+            if (len == 0)
+                continue;
+            char *next = xasprintf("%.*s****%s", (int)(v - t), t, v + len);
+            free(*text);
+            *text = next;
+        }
     }
 }
 
@@ -201,8 +237,8 @@ char *cfg_redact_text(const char *text, const char *uri)
     for (size_t s = 0; s < ns; s++) {
         char *secret = xstrndup(uri + spans[s].start, spans[s].len);
         char *decoded = pct_decode(uri + spans[s].start, spans[s].len);
-        mask_all(&res, secret);
-        mask_all(&res, decoded);
+        cfg_mask_secret(&res, secret);
+        cfg_mask_secret(&res, decoded);
         free(decoded);
         free(secret);
     }
@@ -213,6 +249,7 @@ char *cfg_redact_text(const char *text, const char *uri)
         user = xstrndup(start + 3, (size_t)((colon ? colon : at) - start - 3));
     }
     mask_userinfo(&res, NULL);
+    mask_secret_options(&res);
     if (user && *user) {
         mask_userinfo(&res, user);
         char *decoded = pct_decode(user, strlen(user));
@@ -297,6 +334,17 @@ static char *uri_from_hosts(const char *hosts)
     return xasprintf("mongodb://%s/?replicaSet=%.*s", slash + 1, (int)(slash - hosts), hosts);
 }
 
+/* libmongoc keeps authSource with the credentials, not the options, so
+ * mongoc_uri_has_option() never sees it (and mongoc_uri_get_auth_source()
+ * answers a default): look in both. */
+static bool uri_sets_auth_source(const mongoc_uri_t *uri)
+{
+    bson_iter_t it;
+    const bson_t *cred = mongoc_uri_get_credentials(uri);
+    return mongoc_uri_has_option(uri, MONGOC_URI_AUTHSOURCE) ||
+           (cred != NULL && bson_iter_init_find_case(&it, cred, MONGOC_URI_AUTHSOURCE));
+}
+
 static char *fold_settings(const struct mcdc_config *cfg, const mongoc_uri_t *uri, char *text)
 {
     bool has_user = mongoc_uri_get_username(uri) != NULL;
@@ -310,7 +358,7 @@ static char *fold_settings(const struct mcdc_config *cfg, const mongoc_uri_t *ur
         free(pass);
         free(text);
         text = next;
-        if (!mongoc_uri_has_option(uri, MONGOC_URI_AUTHSOURCE) && cfg->mongodb_authsource)
+        if (!uri_sets_auth_source(uri) && cfg->mongodb_authsource)
             text = append_option(text, "authSource", cfg->mongodb_authsource);
     }
     if (cfg->mongodb_ssl_enabled && !mongoc_uri_has_option(uri, MONGOC_URI_TLS) &&

@@ -118,6 +118,8 @@ struct topic_cache {
     struct topic_entry **slots; /* open addressing, power-of-two capacity */
     size_t cap;
     size_t count;
+    struct topic_entry **altered; /* captured entries whose topic the sanitiser changed */
+    size_t n_altered, cap_altered;
 };
 
 void topics_cache_free(struct topic_cache *tc);

@@ -157,101 +157,223 @@ bool filters_captures(const struct filters *f, const char *db, size_t db_len, co
 
 /* ---- server-side $match ------------------------------------------------- */
 
-/* ^(?:(?:e1)|(?:e2)...)$ : the entries as one anchored alternation. */
-static char *anchored_alternation(const struct pattern_list *pl)
+/*
+ * The server refuses a regular expression longer than 16384 bytes (2^14,
+ * PCRE2's max_pattern_length as MongoDB sets it; jstests/core/regex_limit.js
+ * and jstests/aggregation/expressions/regex_limits.js): error 51091 in a
+ * query or $match ($regex, /re/), 51111 in $regexMatch. A long include or
+ * exclude list is therefore sent as several alternations, each within it.
+ */
+#define SERVER_REGEX_MAX 16384
+
+/* Alternations of a list's entries, each at most SERVER_REGEX_MAX bytes. */
+struct regex_parts {
+    char **re;
+    size_t count;
+};
+
+static void regex_parts_free(struct regex_parts *rp)
 {
-    struct ejson_buf b = {0};
-    ejson_buf_append(&b, "^(?:", 4);
-    for (size_t i = 0; i < pl->count; i++) {
-        if (i)
-            ejson_buf_append(&b, "|", 1);
-        ejson_buf_append(&b, "(?:", 3);
-        ejson_buf_append(&b, pl->text[i], strlen(pl->text[i]));
-        ejson_buf_append(&b, ")", 1);
-    }
-    ejson_buf_append(&b, ")$", 2);
-    char *s = xstrndup(b.data, b.len);
-    ejson_buf_free(&b);
-    return s;
+    for (size_t i = 0; i < rp->count; i++)
+        free(rp->re[i]);
+    free(rp->re);
+    rp->re = NULL;
+    rp->count = 0;
 }
 
-/* {"ns.db": {$in|$nin: [...]}} or {"ns.db": /re/i} / {"ns.db": {$not: /re/i}} */
+static void quote_literal(struct ejson_buf *b, const char *s);
+
+/*
+ * Splits pl's entries, in order, into "<head>a1|a2...<tail>" alternations of
+ * at most SERVER_REGEX_MAX bytes, an entry ai being "(?:<entry>)" or, when
+ * quote, the entry regex-quoted. Returns false (out empty) when one entry does
+ * not fit alone: then the list gets no server-side condition and only the
+ * client-side filter (filters_captures) applies to it.
+ */
+static bool split_alternation(const struct pattern_list *pl, bool quote, const char *head,
+                              const char *tail, struct regex_parts *out)
+{
+    struct ejson_buf cur = {0}, one = {0};
+    size_t hl = strlen(head), tl = strlen(tail);
+    bool ok = true;
+
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < pl->count && ok; i++) {
+        one.len = 0;
+        if (quote) {
+            quote_literal(&one, pl->text[i]);
+        } else {
+            ejson_buf_append(&one, "(?:", 3);
+            ejson_buf_append(&one, pl->text[i], strlen(pl->text[i]));
+            ejson_buf_append(&one, ")", 1);
+        }
+        if (hl + one.len + tl > SERVER_REGEX_MAX) {
+            ok = false;
+            break;
+        }
+        if (cur.len > 0 && cur.len + 1 + one.len + tl > SERVER_REGEX_MAX) {
+            ejson_buf_append(&cur, tail, tl);
+            out->re = xrealloc(out->re, (out->count + 1) * sizeof *out->re);
+            out->re[out->count++] = xstrndup(cur.data, cur.len);
+            cur.len = 0;
+        }
+        if (cur.len == 0)
+            ejson_buf_append(&cur, head, hl);
+        else
+            ejson_buf_append(&cur, "|", 1);
+        ejson_buf_append(&cur, one.data, one.len);
+    }
+    if (ok && cur.len > 0) {
+        ejson_buf_append(&cur, tail, tl);
+        out->re = xrealloc(out->re, (out->count + 1) * sizeof *out->re);
+        out->re[out->count++] = xstrndup(cur.data, cur.len);
+    }
+    if (!ok)
+        regex_parts_free(out);
+    ejson_buf_free(&cur);
+    ejson_buf_free(&one);
+    return ok;
+}
+
+/* Appends to and_arr one condition per part when exclude (each must fail),
+ * or one condition, {$or: [one per part]} when there are several, when
+ * include. add(doc, re, include) appends a part's condition fields to doc. */
+static void append_parts(bson_t *and_arr, int *idx, const struct regex_parts *rp, bool include,
+                         void (*add)(bson_t *doc, const char *re, bool include, const char *opts),
+                         const char *opts)
+{
+    char key[16];
+    const char *k;
+    bson_t cond, or_arr, alt;
+    if (!include || rp->count == 1) {
+        for (size_t i = 0; i < rp->count; i++) {
+            bson_uint32_to_string((uint32_t)(*idx)++, &k, key, sizeof key);
+            bson_append_document_begin(and_arr, k, -1, &cond);
+            add(&cond, rp->re[i], include, opts);
+            bson_append_document_end(and_arr, &cond);
+        }
+        return;
+    }
+    bson_uint32_to_string((uint32_t)(*idx)++, &k, key, sizeof key);
+    bson_append_document_begin(and_arr, k, -1, &cond);
+    bson_append_array_begin(&cond, "$or", -1, &or_arr);
+    for (size_t i = 0; i < rp->count; i++) {
+        char ik[16];
+        const char *ikp;
+        bson_uint32_to_string((uint32_t)i, &ikp, ik, sizeof ik);
+        bson_append_document_begin(&or_arr, ikp, -1, &alt);
+        add(&alt, rp->re[i], include, opts);
+        bson_append_document_end(&or_arr, &alt);
+    }
+    bson_append_array_end(&cond, &or_arr);
+    bson_append_document_end(and_arr, &cond);
+}
+
+/* {"<field>": /re/opts} or {"<field>": {$not: /re/opts}} */
+static void add_field_regex(bson_t *doc, const char *field, const char *re, bool include,
+                            const char *opts)
+{
+    bson_t op;
+    if (include) {
+        bson_append_regex(doc, field, -1, re, opts);
+    } else {
+        bson_append_document_begin(doc, field, -1, &op);
+        bson_append_regex(&op, "$not", -1, re, opts);
+        bson_append_document_end(doc, &op);
+    }
+}
+
+static void add_db_regex(bson_t *doc, const char *re, bool include, const char *opts)
+{
+    add_field_regex(doc, "ns.db", re, include, opts);
+}
+
+static void add_oplog_ns_regex(bson_t *doc, const char *re, bool include, const char *opts)
+{
+    add_field_regex(doc, "ns", re, include, opts);
+}
+
+/* {$expr: $regexMatch of "<db>.<coll>"} or {$expr: {$not: [that]}} */
+static void add_ns_regex_match(bson_t *doc, const char *re, bool include, const char *opts)
+{
+    bson_t *m = BCON_NEW("$regexMatch", "{", "input", "{", "$concat", "[", "$ns.db", ".",
+                         "$ns.coll", "]", "}", "regex", BCON_UTF8(re), "options", opts, "}");
+    if (include) {
+        bson_append_document(doc, "$expr", -1, m);
+    } else {
+        bson_t notdoc, notarr;
+        bson_append_document_begin(doc, "$expr", -1, &notdoc);
+        bson_append_array_begin(&notdoc, "$not", -1, &notarr);
+        bson_append_document(&notarr, "0", -1, m);
+        bson_append_array_end(&notdoc, &notarr);
+        bson_append_document_end(doc, &notdoc);
+    }
+    bson_destroy(m);
+}
+
+/* {"ns.db": {$in|$nin: [...]}}, or the anchored alternations of the
+ * entries: {"ns.db": /re/i} (several: $or) / {"ns.db": {$not: /re/i}} each. */
 static void db_condition(bson_t *and_arr, int *idx, const struct filters *f,
                          const struct pattern_list *pl, bool include)
 {
     char key[16];
     const char *k;
     bson_t cond, op, arr;
+    if (!f->literal) {
+        struct regex_parts rp;
+        if (split_alternation(pl, false, "^(?:", ")$", &rp))
+            append_parts(and_arr, idx, &rp, include, add_db_regex, "i");
+        regex_parts_free(&rp);
+        return;
+    }
     bson_uint32_to_string((uint32_t)(*idx)++, &k, key, sizeof key);
     bson_append_document_begin(and_arr, k, -1, &cond);
-    if (f->literal) {
-        bson_append_document_begin(&cond, "ns.db", -1, &op);
-        bson_append_array_begin(&op, include ? "$in" : "$nin", -1, &arr);
-        for (size_t i = 0; i < pl->count; i++) {
-            char ik[16];
-            const char *ikp;
-            bson_uint32_to_string((uint32_t)i, &ikp, ik, sizeof ik);
-            bson_append_utf8(&arr, ikp, -1, pl->text[i], -1);
-        }
-        bson_append_array_end(&op, &arr);
-        bson_append_document_end(&cond, &op);
-    } else {
-        char *re = anchored_alternation(pl);
-        if (include) {
-            bson_append_regex(&cond, "ns.db", -1, re, "i");
-        } else {
-            bson_append_document_begin(&cond, "ns.db", -1, &op);
-            bson_append_regex(&op, "$not", -1, re, "i");
-            bson_append_document_end(&cond, &op);
-        }
-        free(re);
+    bson_append_document_begin(&cond, "ns.db", -1, &op);
+    bson_append_array_begin(&op, include ? "$in" : "$nin", -1, &arr);
+    for (size_t i = 0; i < pl->count; i++) {
+        char ik[16];
+        const char *ikp;
+        bson_uint32_to_string((uint32_t)i, &ikp, ik, sizeof ik);
+        bson_append_utf8(&arr, ikp, -1, pl->text[i], -1);
     }
+    bson_append_array_end(&op, &arr);
+    bson_append_document_end(&cond, &op);
     bson_append_document_end(and_arr, &cond);
 }
 
-/* Literal: {"ns": {$in|$nin: [{db, coll}, ...]}}. Regex: an $expr matching
- * $concat(ns.db, ".", ns.coll) against the anchored alternation. */
+/* Literal: {"ns": {$in|$nin: [{db, coll}, ...]}}. Regex: $expr matching
+ * $concat(ns.db, ".", ns.coll) against the anchored alternations (several
+ * under $or when including, each one negated when excluding). */
 static void coll_condition(bson_t *and_arr, int *idx, const struct filters *f,
                            const struct pattern_list *pl, bool include)
 {
     char key[16];
     const char *k;
     bson_t cond, op, arr, item;
+    if (!f->literal) {
+        struct regex_parts rp;
+        if (split_alternation(pl, false, "^(?:", ")$", &rp))
+            append_parts(and_arr, idx, &rp, include, add_ns_regex_match, "i");
+        regex_parts_free(&rp);
+        return;
+    }
     bson_uint32_to_string((uint32_t)(*idx)++, &k, key, sizeof key);
     bson_append_document_begin(and_arr, k, -1, &cond);
-    if (f->literal) {
-        bson_append_document_begin(&cond, "ns", -1, &op);
-        bson_append_array_begin(&op, include ? "$in" : "$nin", -1, &arr);
-        for (size_t i = 0; i < pl->count; i++) {
-            char ik[16];
-            const char *ikp;
-            const char *t = pl->text[i];
-            const char *dot = strchr(t, '.');
-            bson_uint32_to_string((uint32_t)i, &ikp, ik, sizeof ik);
-            bson_append_document_begin(&arr, ikp, -1, &item);
-            bson_append_utf8(&item, "db", -1, t, dot ? (int)(dot - t) : -1);
-            bson_append_utf8(&item, "coll", -1, dot ? dot + 1 : "", -1);
-            bson_append_document_end(&arr, &item);
-        }
-        bson_append_array_end(&op, &arr);
-        bson_append_document_end(&cond, &op);
-    } else {
-        char *re = anchored_alternation(pl);
-        bson_t *m = BCON_NEW("$regexMatch", "{", "input", "{", "$concat", "[", "$ns.db", ".",
-                             "$ns.coll", "]", "}", "regex", BCON_UTF8(re), "options", "i", "}");
-        if (include) {
-            bson_append_document(&cond, "$expr", -1, m);
-        } else {
-            bson_t notdoc, notarr;
-            bson_append_document_begin(&cond, "$expr", -1, &notdoc);
-            bson_append_array_begin(&notdoc, "$not", -1, &notarr);
-            bson_append_document(&notarr, "0", -1, m);
-            bson_append_array_end(&notdoc, &notarr);
-            bson_append_document_end(&cond, &notdoc);
-        }
-        bson_destroy(m);
-        free(re);
+    bson_append_document_begin(&cond, "ns", -1, &op);
+    bson_append_array_begin(&op, include ? "$in" : "$nin", -1, &arr);
+    for (size_t i = 0; i < pl->count; i++) {
+        char ik[16];
+        const char *ikp;
+        const char *t = pl->text[i];
+        const char *dot = strchr(t, '.');
+        bson_uint32_to_string((uint32_t)i, &ikp, ik, sizeof ik);
+        bson_append_document_begin(&arr, ikp, -1, &item);
+        bson_append_utf8(&item, "db", -1, t, dot ? (int)(dot - t) : -1);
+        bson_append_utf8(&item, "coll", -1, dot ? dot + 1 : "", -1);
+        bson_append_document_end(&arr, &item);
     }
+    bson_append_array_end(&op, &arr);
+    bson_append_document_end(&cond, &op);
     bson_append_document_end(and_arr, &cond);
 }
 
@@ -365,48 +487,19 @@ static void quote_literal(struct ejson_buf *b, const char *s)
     }
 }
 
-/* "^(?:(?:p1)|(?:p2))<tail>" (regex mode) or "^(?:lit1|lit2)<tail>" (literal). */
-static char *oplog_alternation(const struct filters *f, const struct pattern_list *pl,
-                               const char *tail)
+/* {ns: /re/} or {ns: {$not: /re/}} for the alternations "^(?:(?:p1)|(?:p2))<tail>"
+ * (regex mode, case-insensitive) or "^(?:lit1|lit2)<tail>" (literal, matched
+ * case-sensitively), split within the server's regex limit (several under
+ * $or when including, each one negated when excluding). */
+static void oplog_ns_condition(bson_t *and_arr, int *idx, const struct filters *f,
+                               const struct pattern_list *pl, const char *tail, bool include)
 {
-    struct ejson_buf b = {0};
-    ejson_buf_append(&b, "^(?:", 4);
-    for (size_t i = 0; i < pl->count; i++) {
-        if (i)
-            ejson_buf_append(&b, "|", 1);
-        if (f->literal) {
-            quote_literal(&b, pl->text[i]);
-        } else {
-            ejson_buf_append(&b, "(?:", 3);
-            ejson_buf_append(&b, pl->text[i], strlen(pl->text[i]));
-            ejson_buf_append(&b, ")", 1);
-        }
-    }
-    ejson_buf_append(&b, ")", 1);
-    ejson_buf_append(&b, tail, strlen(tail));
-    char *s = xstrndup(b.data, b.len);
-    ejson_buf_free(&b);
-    return s;
-}
-
-/* {ns: /re/} or {ns: {$not: /re/}}; literal lists match case-sensitively. */
-static void oplog_ns_regex(bson_t *and_arr, int *idx, const struct filters *f, const char *re,
-                           bool include)
-{
-    char key[16];
-    const char *k;
-    bson_t cond, op;
-    const char *opts = f->literal ? "" : "i";
-    bson_uint32_to_string((uint32_t)(*idx)++, &k, key, sizeof key);
-    bson_append_document_begin(and_arr, k, -1, &cond);
-    if (include) {
-        bson_append_regex(&cond, "ns", -1, re, opts);
-    } else {
-        bson_append_document_begin(&cond, "ns", -1, &op);
-        bson_append_regex(&op, "$not", -1, re, opts);
-        bson_append_document_end(&cond, &op);
-    }
-    bson_append_document_end(and_arr, &cond);
+    char tl[16];
+    struct regex_parts rp;
+    snprintf(tl, sizeof tl, ")%s", tail);
+    if (split_alternation(pl, f->literal, "^(?:", tl, &rp))
+        append_parts(and_arr, idx, &rp, include, add_oplog_ns_regex, f->literal ? "" : "i");
+    regex_parts_free(&rp);
 }
 
 bool encoder_build_oplog_query(const struct encoder *enc, bson_t *query_out,
@@ -417,10 +510,11 @@ bool encoder_build_oplog_query(const struct encoder *enc, bson_t *query_out,
         const char *letter;
         enum mcdc_op op;
     } types[] = {{"i", MCDC_OP_INSERT}, {"u", MCDC_OP_UPDATE}, {"d", MCDC_OP_DELETE}};
-    bson_t or_arr, data, ops, in_arr, and_arr, sig;
+    bson_t or_arr, data, ops, in_arr, and_arr, sig, builtin;
     int idx = 0;
     uint32_t n = 0;
-    char *re;
+    char key[16];
+    const char *k;
 
     (void)err; /* building BSON cannot fail: libbson aborts on out-of-memory */
     bson_init(query_out);
@@ -440,20 +534,18 @@ bool encoder_build_oplog_query(const struct encoder *enc, bson_t *query_out,
     bson_append_array_end(&ops, &in_arr);
     bson_append_document_end(&data, &ops);
     bson_append_array_begin(&data, "$and", -1, &and_arr);
-    re = xstrdup("^(?:admin|config|local)\\.");
-    oplog_ns_regex(&and_arr, &idx, &(struct filters){.literal = true}, re, false);
-    free(re);
+    bson_uint32_to_string((uint32_t)idx++, &k, key, sizeof key);
+    bson_append_document_begin(&and_arr, k, -1, &builtin);
+    add_oplog_ns_regex(&builtin, "^(?:admin|config|local)\\.", false, "");
+    bson_append_document_end(&and_arr, &builtin);
     if (f->db_include.count || f->db_exclude.count) {
         bool inc = f->db_include.count > 0;
-        re = oplog_alternation(f, inc ? &f->db_include : &f->db_exclude, "\\.");
-        oplog_ns_regex(&and_arr, &idx, f, re, inc);
-        free(re);
+        oplog_ns_condition(&and_arr, &idx, f, inc ? &f->db_include : &f->db_exclude, "\\.", inc);
     }
     if (f->coll_include.count || f->coll_exclude.count) {
         bool inc = f->coll_include.count > 0;
-        re = oplog_alternation(f, inc ? &f->coll_include : &f->coll_exclude, "$");
-        oplog_ns_regex(&and_arr, &idx, f, re, inc);
-        free(re);
+        oplog_ns_condition(&and_arr, &idx, f, inc ? &f->coll_include : &f->coll_exclude, "$",
+                           inc);
     }
     bson_append_array_end(&data, &and_arr);
     bson_append_document_end(&or_arr, &data);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/xalloc.h"
 
 #define TOPIC_MAX_CHARS 249 /* Kafka's limit, AbstractTopicNamingStrategy */
@@ -196,6 +197,39 @@ static char *bytes_dup(const char *s, size_t n)
     return p;
 }
 
+/*
+ * Two captured namespaces whose topic names sanitise to one topic share it
+ * (their records interleave, keys may clash): a WARN names both, as
+ * Debezium warns when it replaces a topic name. Only a namespace whose name
+ * the sanitiser changed can meet another one's topic, so a new entry is
+ * compared with every entry when its own name was changed, else with the
+ * changed ones only.
+ */
+static void warn_shared_topic(struct topic_cache *tc, struct topic_entry *te, bool altered)
+{
+    struct topic_entry *other = NULL;
+    if (altered) {
+        for (size_t i = 0; i < tc->cap && other == NULL; i++)
+            if (tc->slots[i] && tc->slots[i] != te && tc->slots[i]->captured &&
+                strcmp(tc->slots[i]->topic, te->topic) == 0)
+                other = tc->slots[i];
+        if (tc->n_altered == tc->cap_altered) {
+            tc->cap_altered = tc->cap_altered ? tc->cap_altered * 2 : 16;
+            tc->altered = xrealloc(tc->altered, tc->cap_altered * sizeof *tc->altered);
+        }
+        tc->altered[tc->n_altered++] = te;
+    } else {
+        for (size_t i = 0; i < tc->n_altered && other == NULL; i++)
+            if (strcmp(tc->altered[i]->topic, te->topic) == 0)
+                other = tc->altered[i];
+    }
+    if (other != NULL)
+        LOG_WARN("namespaces %.*s.%.*s and %.*s.%.*s both go to topic %s (characters a topic "
+                 "name cannot hold are replaced by '_'): their records share that topic",
+                 (int)other->db_len, other->db, (int)other->coll_len, other->coll,
+                 (int)te->db_len, te->db, (int)te->coll_len, te->coll, te->topic);
+}
+
 struct topic_entry *topics_lookup(struct encoder *enc, const char *db, size_t db_len,
                                   const char *coll, size_t coll_len)
 {
@@ -229,6 +263,8 @@ struct topic_entry *topics_lookup(struct encoder *enc, const char *db, size_t db
     te->hash = h;
     te->captured = filters_captures(&enc->filters, db, db_len, coll, coll_len);
     fields_select(&enc->fields, db, db_len, coll, coll_len, &te->sel);
+    bool altered = clean.len != joined.len || (clean.len > 0 &&
+                                               memcmp(clean.data, joined.data, clean.len) != 0);
     ejson_buf_free(&joined);
     ejson_buf_free(&clean);
 
@@ -237,6 +273,8 @@ struct topic_entry *topics_lookup(struct encoder *enc, const char *db, size_t db
         j = (j + 1) & (tc->cap - 1);
     tc->slots[j] = te;
     tc->count++;
+    if (te->captured)
+        warn_shared_topic(tc, te, altered);
     return te;
 }
 
@@ -253,5 +291,6 @@ void topics_cache_free(struct topic_cache *tc)
         free(te);
     }
     free(tc->slots);
+    free(tc->altered);
     memset(tc, 0, sizeof *tc);
 }

@@ -6,7 +6,6 @@
 #include "preflight/preflight_internal.h"
 
 #include <errno.h>
-#include <librdkafka/rdkafka.h>
 #include <mongoc/mongoc.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -21,9 +20,6 @@
 #include "snapshot/snapshot.h"
 #include "topology/primary.h"
 #include "topology/shards.h"
-
-/* Seconds a Kafka metadata or DescribeConfigs request may take. */
-#define KAFKA_TIMEOUT_MS 10000
 
 void pf_say(struct pf *p, const char *verdict, const char *check, const char *fmt, ...)
 {
@@ -303,111 +299,6 @@ static void check_offsets(struct pf *p, const struct mcdc_config *cfg, const cha
     offset_store_close(store);
 }
 
-/* ---- kafka ---- */
-
-static rd_kafka_t *kafka_client(struct pf *p, const struct mcdc_config *cfg)
-{
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    char errstr[512];
-    rd_kafka_t *rk;
-
-    for (size_t i = 0; i < cfg->kafka.count; i++)
-        if (rd_kafka_conf_set(conf, cfg->kafka.items[i].key, cfg->kafka.items[i].value, errstr,
-                              sizeof errstr) != RD_KAFKA_CONF_OK) {
-            pf_say(p, "FAIL", "kafka", "kafka.%s: %s", cfg->kafka.items[i].key, errstr);
-            rd_kafka_conf_destroy(conf);
-            return NULL;
-        }
-    rd_kafka_conf_set(conf, "log_level", "0", errstr, sizeof errstr);
-    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
-    if (rk == NULL) {
-        pf_say(p, "FAIL", "kafka", "cannot create a producer: %s", errstr);
-        rd_kafka_conf_destroy(conf);
-    }
-    return rk;
-}
-
-/* cleanup.policy of offsets.topic (Kafka Connect needs compact for its
- * offset topic: KIP-... "offset.storage.topic" must be compacted). */
-static void check_offsets_topic(struct pf *p, rd_kafka_t *rk, const char *topic)
-{
-    rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_event_t *ev;
-    const rd_kafka_DescribeConfigs_result_t *r;
-    const rd_kafka_ConfigResource_t **rs;
-    size_t n = 0, nc = 0;
-    const char *policy = NULL;
-
-    rd_kafka_DescribeConfigs(rk, &res, 1, NULL, q);
-    ev = rd_kafka_queue_poll(q, KAFKA_TIMEOUT_MS);
-    if (ev == NULL || rd_kafka_event_error(ev)) {
-        pf_say(p, "FAIL", "offsets-topic", "cannot describe %s: %s", topic,
-               ev != NULL ? rd_kafka_event_error_string(ev) : "timed out");
-        goto out;
-    }
-    r = rd_kafka_event_DescribeConfigs_result(ev);
-    rs = rd_kafka_DescribeConfigs_result_resources(r, &n);
-    if (n == 1 && rd_kafka_ConfigResource_error(rs[0]) == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
-        pf_say(p, "PASS", "offsets-topic", "%s does not exist yet; mongocdc creates it compacted",
-               topic);
-        goto out;
-    }
-    if (n == 1 && rd_kafka_ConfigResource_error(rs[0])) {
-        pf_say(p, "FAIL", "offsets-topic", "cannot describe %s: %s", topic,
-               rd_kafka_ConfigResource_error_string(rs[0]));
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const rd_kafka_ConfigEntry_t **e = rd_kafka_ConfigResource_configs(rs[i], &nc);
-        for (size_t k = 0; k < nc; k++)
-            if (strcmp(rd_kafka_ConfigEntry_name(e[k]), "cleanup.policy") == 0)
-                policy = rd_kafka_ConfigEntry_value(e[k]);
-    }
-    if (policy != NULL && strstr(policy, "compact") != NULL)
-        pf_say(p, "PASS", "offsets-topic", "%s has cleanup.policy=%s", topic, policy);
-    else
-        pf_say(p, "FAIL", "offsets-topic",
-               "%s has cleanup.policy=%s: positions would be deleted with old segments; set "
-               "cleanup.policy=compact",
-               topic, policy ? policy : "(unknown)");
-out:
-    if (ev != NULL)
-        rd_kafka_event_destroy(ev);
-    rd_kafka_queue_destroy(q);
-    rd_kafka_ConfigResource_destroy(res);
-}
-
-static void check_kafka(struct pf *p, const struct mcdc_config *cfg)
-{
-    bool sink = cfg->sink_type == MCDC_SINK_KAFKA, store = cfg->offset_storage == MCDC_OFFSETS_KAFKA;
-    const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t e;
-    rd_kafka_t *rk;
-
-    if (!sink && !store) {
-        pf_say(p, "SKIP", "kafka", "neither sink.type nor offsets.storage is kafka");
-        return;
-    }
-    rk = kafka_client(p, cfg);
-    if (rk == NULL)
-        return;
-    e = rd_kafka_metadata(rk, 0, NULL, &md, KAFKA_TIMEOUT_MS);
-    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        pf_say(p, "FAIL", "kafka",
-               "no broker answered within %d ms: %s (check kafka.bootstrap.servers "
-               "and the security settings)",
-               KAFKA_TIMEOUT_MS, rd_kafka_err2str(e));
-    } else {
-        pf_say(p, "PASS", "kafka", "%d broker(s) answer, controller %d", md->broker_cnt,
-               (int)rd_kafka_controllerid(rk, 0));
-        rd_kafka_metadata_destroy(md);
-        if (store)
-            check_offsets_topic(p, rk, cfg->offsets_topic);
-    }
-    rd_kafka_destroy(rk);
-}
-
 /* ---- a replica set, or each shard ---- */
 
 /* The checks of one replica set (the configured one, or a shard's): captured
@@ -586,7 +477,7 @@ int preflight_run(const struct mcdc_config *cfg, FILE *out)
         else if (kind == SEED_CONFIG_SERVER || kind == SEED_MONGOS)
             check_shards(&p, uri, cfg);
     }
-    check_kafka(&p, cfg);
+    pf_check_kafka(&p, cfg);
     if (p.failed == 0)
         fprintf(out, "OK: every check passed\n");
     else

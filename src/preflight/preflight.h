@@ -29,6 +29,10 @@
  *                  settings (sink.type kafka or offsets.storage kafka)
  *   offsets-topic  offsets.storage kafka: offsets.topic has
  *                  cleanup.policy=compact (DescribeConfigs)
+ *   kafka-signal   signal.enabled.channels has kafka: the channel's cluster
+ *                  (signal.kafka.bootstrap.servers or kafka's, with
+ *                  signal.consumer.*) answers; WARN when signal.kafka.topic
+ *                  does not exist yet
  */
 #ifndef MCDC_PREFLIGHT_PREFLIGHT_H
 #define MCDC_PREFLIGHT_PREFLIGHT_H

@@ -37,6 +37,11 @@ void pf_say(struct pf *p, const char *verdict, const char *check, const char *fm
 void pf_check_access(struct pf *p, mongoc_client_t *c, const struct mcdc_config *cfg,
                      const struct snapshot_plan *plan, bool *oplog_readable, bool signal);
 
+/* The Kafka checks (kafka.c): "kafka" and "offsets-topic" when the sink or
+ * the offset store uses Kafka (SKIP otherwise), "kafka-signal" when
+ * signal.enabled.channels has kafka. Verdicts through pf_say. */
+void pf_check_kafka(struct pf *p, const struct mcdc_config *cfg);
+
 /* Whether a server error is 13 Unauthorized (a missing privilege). */
 bool pf_unauthorized(const bson_error_t *error);
 

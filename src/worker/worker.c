@@ -340,9 +340,10 @@ fail:
  */
 static void restart_from_offsets(struct worker *w)
 {
-    LOG_WARN("%s: restarting capture of %s from its last committed offsets; records after them "
-             "are produced again",
-             w->err.msg, w->rs);
+    /* worker_backoff has logged the failure and the attempt count. */
+    LOG_INFO("restarting capture of %s from its last committed offsets; records after them are "
+             "produced again",
+             w->rs);
     sink_destroy(w->sink);
     w->sink = NULL;
     inflight_destroy(w->inf);
@@ -395,6 +396,7 @@ static enum phase run(struct worker *w)
             ph = worker_snapshot(w);
             if (ph == PHASE_OK) {
                 w->need_snapshot = false;
+                w->attempts = 0; /* a complete copy: failures before it no longer count */
                 if (w->snapshot_only) {
                     LOG_INFO("snapshot.mode initial_only: snapshot done, not streaming");
                     return PHASE_OK;
@@ -503,14 +505,17 @@ static void *worker_main(void *arg)
     struct worker *w = arg;
     enum phase ph;
 
-    mcdc_log_set_component(w->rs_known ? w->rs : "capture");
-    if (w->rs_known) {
+    /* Named by its set from the first line on (an authentication failure
+     * comes before the set answers): the known set, else the one the
+     * connection string asks for. */
+    mcdc_log_set_component(w->rs_known || w->rs_named ? w->rs : "capture");
+    if (w->rs_known || w->rs_named) {
         char name[16];
         snprintf(name, sizeof name, "%.15s", w->rs);
         pthread_setname_np(pthread_self(), name);
     }
     w->client = w->pool != NULL ? mongoc_client_pool_pop(w->pool) : NULL;
-    if (!w->rs_known) {
+    if (!w->rs_known && !w->rs_named) {
         /* Until hello answers, messages name the set the URI asks for. */
         const char *want = w->client != NULL
                                ? mongoc_uri_get_replica_set(mongoc_client_get_uri(w->client))
@@ -602,6 +607,15 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
     if (expected_rs != NULL) {
         snprintf(w->rs, sizeof w->rs, "%s", expected_rs);
         w->rs_known = true;
+    } else {
+        /* Until hello answers, the task goes by the set the URI names. */
+        mongoc_uri_t *uri = mongoc_uri_new(cfg->connection_string);
+        const char *want = uri != NULL ? mongoc_uri_get_replica_set(uri) : NULL;
+        if (want != NULL && want[0] != '\0') {
+            snprintf(w->rs, sizeof w->rs, "%s", want);
+            w->rs_named = true;
+        }
+        mongoc_uri_destroy(uri);
     }
     return worker_launch(w, err);
 }
@@ -641,7 +655,7 @@ bool worker_failed(struct worker *w)
 
 const char *worker_name(struct worker *w)
 {
-    return w->rs_known ? w->rs : "capture";
+    return w->rs_known || w->rs_named ? w->rs : "capture";
 }
 
 int worker_join(struct worker *w, struct mcdc_error *err)
@@ -664,6 +678,8 @@ void worker_destroy(struct worker *w)
     position_clear(&w->to_commit);
     worker_incremental_teardown(w);
     position_clear(&w->merged_start);
+    free(w->stored_json);
+    free(w->sink_failed_at);
     bson_destroy(&w->pipeline);
     bson_destroy(&w->key_patterns);
     bson_destroy(&w->snap_key);

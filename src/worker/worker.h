@@ -186,7 +186,8 @@ bool worker_finished(struct worker *w);
 /* True if the task finished with an error (valid once worker_finished()). */
 bool worker_failed(struct worker *w);
 
-/* The replica-set name (discovered, or "capture" before discovery). Borrowed. */
+/* The replica-set name: discovered, else the one the connection string names
+ * (replicaSet=), else "capture". Borrowed; read it once the task finished. */
 const char *worker_name(struct worker *w);
 
 /*

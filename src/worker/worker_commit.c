@@ -5,10 +5,15 @@
  */
 #include "worker/worker_internal.h"
 
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include <librdkafka/rdkafka.h>
 
 #include "capture/resume.h"
 #include "common/log.h"
+#include "common/xalloc.h"
 
 /* ---- delivery and commits ---- */
 
@@ -46,6 +51,20 @@ void worker_on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
         w->delivery_failed = true;
         w->delivery_err = *err;
     }
+}
+
+/* One more delivery failure: in a row with the last one when the stored
+ * position has not moved since (worker_backoff counts sink_failures). */
+static void count_delivery_failure(struct worker *w)
+{
+    const char *now = w->stored_json != NULL ? w->stored_json : "";
+    if (w->sink_failed_at != NULL && strcmp(w->sink_failed_at, now) == 0) {
+        w->sink_failures++;
+        return;
+    }
+    free(w->sink_failed_at);
+    w->sink_failed_at = xstrdup(now);
+    w->sink_failures = 1;
 }
 
 /* Records waiting longer than this for an acknowledgement: one WARN per episode. */
@@ -134,6 +153,8 @@ enum phase worker_service(struct worker *w, bool force_commit)
                 return PHASE_FATAL;
             }
             metrics_offset_stored(w->m);
+            free(w->stored_json);
+            w->stored_json = position_to_json(pos);
             worker_metrics_service(w, pos);
             if (MCDC_LOG_ENABLED(MCDC_LOG_DEBUG)) {
                 char d[128];
@@ -148,14 +169,26 @@ enum phase worker_service(struct worker *w, bool force_commit)
         if (worker_too_large(&w->err))
             return PHASE_FATAL; /* retrying cannot help; the error says what to change
                                    (or errors.deadletterqueue.topic.name could not take it) */
+        if (w->err.domain == MCDC_ERR_IO && w->err.code == EPIPE) {
+            /* sink.type stdout (or a file path that is a pipe) whose reader
+             * has gone: no restart can bring it back. */
+            mcdc_error_prefix(&w->err,
+                              "the reader of the JSON lines has closed the pipe; records can "
+                              "no longer be delivered and the offsets stay before them");
+            return PHASE_FATAL;
+        }
         /*
          * Anything else Kafka refused (a topic unknown after an outage, a
          * leader change, a timeout) may pass on a second try. Re-producing
          * only the failed record would reorder a document's events, so the
          * task restarts from the offsets just committed, which stay before
          * the failed record: the records after them are produced again, in
-         * order (at-least-once), and nothing is skipped.
+         * order (at-least-once), and nothing is skipped. Such restarts are
+         * counted against connect.max.attempts while the stored offsets do
+         * not move between them (a full disk, a topic that refuses every
+         * write), whatever the stream or a redone snapshot read meanwhile.
          */
+        count_delivery_failure(w);
         mcdc_error_prefix(&w->err, "a record could not be delivered");
         w->restart_from_offsets = true;
         return PHASE_RETRY;

@@ -78,14 +78,33 @@ static void oversize_error(struct worker *w, const char *server_text)
         resume_describe_position(&w->stream_pos, d, sizeof d);
     else
         snprintf(d, sizeof d, "the stream's start"); /* nothing stored yet */
-    char sz[64] = "";
+    char sz[64] = "", advice[400];
     if (size > 0)
         snprintf(sz, sizeof sz, " (%lld bytes)", size);
+    /* What can still move past it depends on the mode already in force. */
+    switch (w->cfg->oversize_mode) {
+    case MCDC_OVERSIZE_SKIP:
+        /* The skip stage drops events by the size of each document, the
+         * event counts them together (and its other fields). */
+        snprintf(advice, sizeof advice,
+                 "no document of it is over cursor.oversize.skip.threshold (%lld bytes): lower "
+                 "it, use mode split, or exclude its collection",
+                 (long long)w->cfg->oversize_skip_threshold);
+        break;
+    case MCDC_OVERSIZE_SPLIT:
+        snprintf(advice, sizeof advice,
+                 "the server could not split it (one field over the limit): "
+                 "cursor.oversize.handling.mode skip moves past it, or exclude its collection");
+        break;
+    default:
+        snprintf(advice, sizeof advice,
+                 "cursor.oversize.handling.mode split or skip moves past it, or exclude its "
+                 "collection (collection.exclude.list)");
+        break;
+    }
     mcdc_error_set(&w->err, MCDC_ERR_MONGO, 10334,
-                   "change event after %s is over MongoDB's 16 MiB limit%s, on every resume: "
-                   "cursor.oversize.handling.mode split or skip moves past it, or exclude its "
-                   "collection (collection.exclude.list)",
-                   d, sz);
+                   "change event after %s is over MongoDB's 16 MiB limit%s, on every resume: %s",
+                   d, sz, advice);
 }
 
 enum phase worker_phase_from_failure(struct worker *w, const struct resume_failure *fail,

@@ -33,6 +33,7 @@ struct worker {
     mongoc_client_pool_t *pool;
     char rs[128];
     bool rs_known;
+    bool rs_named; /* rs is the set the connection string names, not yet confirmed */
     worker_exit_cb on_exit;
     void *ctx;
     pthread_t thread;
@@ -58,6 +59,7 @@ struct worker {
     bool delayed_snapshot, delayed_stream; /* snapshot.delay.ms / streaming.delay.ms done */
     bool snapshot_only;                    /* initial_only: stop after the snapshot */
     int64_t attempts;                      /* failed connection attempts in a row */
+    int64_t history_lost_runs; /* re-snapshots for history lost, none streamed since */
     int64_t selection_timeout_ms;          /* overall server-selection budget per attempt */
     int64_t start_at; /* BSON timestamp to stream from when nothing is stored, or -1 */
     worker_snapshot_filters_fn snapshot_filters; /* NULL: collections are read whole */
@@ -90,6 +92,9 @@ struct worker {
     bool delivery_failed;
     struct mcdc_error delivery_err;
     bool restart_from_offsets; /* PHASE_RETRY must rebuild sink and tracker from the store */
+    int64_t sink_failures; /* delivery failures in a row with the stored offsets unmoved */
+    char *sink_failed_at;  /* JSON of the stored position at the last of them ("" none) */
+    char *stored_json;     /* JSON of the last position this task stored, NULL none */
     uint64_t events, records, skipped;
     struct metrics_task *m;     /* this task's metrics slot (NULL: registry full) */
     int64_t stored_sec;         /* time (epoch s) of the last stored position, 0 none */
@@ -192,8 +197,10 @@ enum phase worker_await_server(struct worker *w);
 #define WORKER_FUTURE_TOLERANCE_S 60
 enum phase worker_check_stored_time(struct worker *w);
 
-/* After PHASE_RETRY: counts the attempt, waits the backoff delay; PHASE_OK
- * to reconnect, PHASE_FATAL after connect.max.attempts (worker_recover.c). */
+/* After PHASE_RETRY: counts the attempt (a delivery failure: sink_failures,
+ * failures in a row with the stored offsets unmoved; otherwise attempts),
+ * waits the backoff delay; PHASE_OK to reconnect, PHASE_FATAL after
+ * connect.max.attempts (worker_recover.c). */
 enum phase worker_backoff(struct worker *w);
 
 /*

@@ -69,6 +69,7 @@ enum phase worker_stream_oplog(struct worker *w)
         switch (oplog_next(r, &item)) {
         case CAPTURE_EVENT:
             w->attempts = 0;
+            w->history_lost_runs = 0; /* the stream reads: its history is there */
             w->events++;
             item.ev.rs = w->rs;
             metrics_progress(w->m);
@@ -100,6 +101,7 @@ enum phase worker_stream_oplog(struct worker *w)
             break;
         case CAPTURE_IDLE:
             w->attempts = 0;
+            w->history_lost_runs = 0; /* the stream reads: its history is there */
             idle = true;
             metrics_progress(w->m);
             break;

@@ -35,19 +35,34 @@ bool worker_pause_ms(struct worker *w, int64_t ms)
 enum phase worker_backoff(struct worker *w)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
-    int64_t delay;
+    int64_t delay, n;
+    bool sink = w->restart_from_offsets; /* a delivery failure (worker_commit.c) */
 
-    w->attempts++;
-    if (w->attempts >= w->cfg->connect_max_attempts) {
-        mcdc_error_prefix(&w->err, "unable to reach the primary of %s after %lld failed attempts",
-                          w->rs, (long long)w->attempts);
+    n = sink ? w->sink_failures : ++w->attempts;
+    if (n >= w->cfg->connect_max_attempts) {
+        if (sink)
+            mcdc_error_prefix(&w->err,
+                              "records of %s could not be delivered %lld times in a row with the "
+                              "stored offsets unmoved (connect.max.attempts)",
+                              w->rs, (long long)n);
+        else
+            mcdc_error_prefix(&w->err,
+                              "giving up on %s after %lld failed attempts in a row "
+                              "(connect.max.attempts)",
+                              w->rs, (long long)n);
         return PHASE_FATAL;
     }
-    delay = resume_backoff_ms(w->cfg->backoff_initial_ms, w->cfg->backoff_max_ms, w->attempts);
-    LOG_WARN("change stream on %s failed: %s (attempt %lld of %lld); reconnecting in %lld ms "
-             "and resuming from the last delivered position",
-             w->rs, w->err.msg, (long long)w->attempts, (long long)w->cfg->connect_max_attempts,
-             (long long)delay);
+    delay = resume_backoff_ms(w->cfg->backoff_initial_ms, w->cfg->backoff_max_ms, n);
+    if (sink)
+        LOG_WARN("%s (attempt %lld of %lld); restarting from the last committed offsets in %lld "
+                 "ms",
+                 w->err.msg, (long long)n, (long long)w->cfg->connect_max_attempts,
+                 (long long)delay);
+    else
+        LOG_WARN("change stream on %s failed: %s (attempt %lld of %lld); reconnecting in %lld "
+                 "ms and resuming from the last delivered position",
+                 w->rs, w->err.msg, (long long)n, (long long)w->cfg->connect_max_attempts,
+                 (long long)delay);
     /* Records already produced stay with the producer; wait for them so that the
      * resume point is a delivered one. */
     if (w->sink != NULL && !sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err))
@@ -101,24 +116,45 @@ enum phase worker_await_server(struct worker *w)
 /* ---- the task ---- */
 
 
+/*
+ * One more re-snapshot for history lost. A snapshot that takes longer than
+ * the oplog's window finds the history of its own start gone again as soon
+ * as streaming begins, and would copy everything again for ever: after
+ * connect.max.attempts re-snapshots in a row with nothing streamed between
+ * them the task stops, saying so. Returns false with w->err set then.
+ */
+static bool count_resnapshot(struct worker *w)
+{
+    if (++w->history_lost_runs < w->cfg->connect_max_attempts)
+        return true;
+    mcdc_error_set(&w->err, MCDC_ERR_MONGO, 286,
+                   "history lost on %s %lld times in a row, each time right after a new "
+                   "snapshot: the oplog keeps less time than a snapshot takes; enlarge the "
+                   "oplog (replSetResizeOplog) or narrow the snapshot",
+                   w->rs, (long long)w->history_lost_runs);
+    return false;
+}
+
 enum phase worker_history_lost(struct worker *w)
 {
-    char d[128], until[96];
+    char d[128], starts[64];
     uint32_t sec, ord;
 
     resume_describe_position(&w->stream_pos, d, sizeof d);
     struct resume_failure ofail;
     struct mcdc_error oerr = MCDC_ERROR_INIT;
     /* The oldest entry still in local.oplog.rs, for the history-lost message. */
-    if (oplog_edge(w->client, false, &sec, &ord, &ofail, &oerr) && sec != 0)
-        snprintf(until, sizeof until, "Timestamp(%u, %u), the oldest entry still in the oplog", sec,
-                 ord);
-    else
-        snprintf(until, sizeof until, "the oldest entry still in the oplog");
+    if (oplog_edge(w->client, false, &sec, &ord, &ofail, &oerr) && sec != 0) {
+        snprintf(starts, sizeof starts, "Timestamp(%u, %u)", sec, ord);
+    } else {
+        snprintf(starts, sizeof starts, "a later entry");
+    }
     if (strstr(w->err.msg, "not found") != NULL) {
         /* 280 "resume token was not found" / 40585: the token's event is not
          * in this oplog at all, e.g. the replica set was wiped or re-created. */
         if (resume_resnapshot_on_history_lost(w->cfg->snapshot_mode)) {
+            if (!count_resnapshot(w))
+                return PHASE_FATAL;
             LOG_WARN("the stored position of %s (%s) does not exist in this replica set's "
                      "oplog (%s): was the replica set wiped or re-created? Changes since then "
                      "cannot be replayed, so a new snapshot is taken (snapshot.mode %s)",
@@ -146,10 +182,15 @@ enum phase worker_history_lost(struct worker *w)
         return PHASE_FATAL;
     }
     if (resume_resnapshot_on_history_lost(w->cfg->snapshot_mode)) {
-        LOG_WARN("history lost on %s: the position %s is no longer in the oplog "
-                 "(%s); the changes from %s to %s cannot be replayed one by one, so a new "
-                 "snapshot is taken (snapshot.mode %s)",
-                 w->rs, d, w->err.msg, d, until,
+        if (!count_resnapshot(w))
+            return PHASE_FATAL;
+        /* Each fact once: where the stream stood, where the oplog now
+         * starts, the server's own words, what is done about it. */
+        bool own = strncmp(w->err.msg, "the stored position", 19) == 0; /* oplog.c's */
+        LOG_WARN("history lost on %s: the stored position (%s) is no longer in the oplog, "
+                 "which now starts at %s%s%s%s; the changes in between cannot be replayed one "
+                 "by one, so a new snapshot is taken (snapshot.mode %s)",
+                 w->rs, d, starts, own ? "" : " (", own ? "" : w->err.msg, own ? "" : ")",
                  w->cfg->snapshot_mode == MCDC_SNAPSHOT_WHEN_NEEDED ? "when_needed"
                  : w->cfg->snapshot_mode == MCDC_SNAPSHOT_ALWAYS    ? "always"
                                                                     : "initial");
@@ -164,7 +205,7 @@ enum phase worker_history_lost(struct worker *w)
               "mongocdc does not skip them silently. Set snapshot.mode to when_needed (or "
               "initial) to take a new snapshot, or delete the offsets of %s to start afresh; "
               "a larger oplog or heartbeat.interval.ms keeps a position valid longer",
-              w->rs, d, until, w->rs);
+              w->rs, d, starts, w->rs);
     mcdc_error_set(&w->err, MCDC_ERR_MONGO, 286,
                    "%s is no longer in the oplog; set snapshot.mode when_needed to re-snapshot "
                    "or delete the offsets of %s",

@@ -469,7 +469,10 @@ enum phase worker_snapshot(struct worker *w)
         if (ph != PHASE_OK)
             goto cleanup;
     }
-    w->attempts = 0;
+    /* Not reset here: a failure during the copy redoes the whole snapshot,
+     * so failed copies count against connect.max.attempts until one
+     * completes (run() resets the count then); a reset at this point let a
+     * permanent read failure redo the snapshot for ever at "attempt 1". */
     if (plan->count == 0 && (cfg->collection_include.count > 0 || cfg->database_include.count > 0))
         LOG_WARN("no collection matches collection.include.list / database.include.list: the "
                  "snapshot copies nothing and only changes to matching collections created "

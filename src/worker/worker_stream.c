@@ -278,6 +278,7 @@ enum phase worker_stream(struct worker *w)
         switch (capture_next(cap, &doc)) {
         case CAPTURE_EVENT:
             w->attempts = 0;
+            w->history_lost_runs = 0; /* the stream reads: its history is there */
             w->events++;
             if (!capture_event_position(doc, &pos)) {
                 ph = PHASE_FATAL;
@@ -338,6 +339,7 @@ enum phase worker_stream(struct worker *w)
             break;
         case CAPTURE_IDLE:
             w->attempts = 0;
+            w->history_lost_runs = 0; /* the stream reads: its history is there */
             idle = true;
             /* An empty batch answered: the stream is alive, only quiet. */
             metrics_progress(w->m);

@@ -40,6 +40,36 @@ def test_check_passes_on_a_good_setup(tmp_workdir, users_sim, kafka, run_mongocd
     assert verdict(r, "oplog") == ["PASS"]
 
 
+def test_check_covers_kafka_used_only_by_the_signal_channel(tmp_workdir, users_sim, kafka,
+                                                           run_mongocdc):
+    """File sink and file offsets, Kafka only for signal.enabled.channels kafka: check tests
+    that cluster (FAIL when it does not answer, WARN for a missing signal topic) instead of
+    skipping Kafka."""
+    import kafka_support
+    opts = {"signal.enabled.channels": "source,kafka",
+            "signal.data.collection": "sample_mflix.signals",
+            "signal.kafka.bootstrap.servers": "127.0.0.1:1"}
+    r = run_mongocdc("check", "-c", write_config(tmp_workdir, users_sim.uri, **opts),
+                     timeout_s=90)
+    out = r.stdout.decode()
+    assert r.returncode == 1, out
+    assert verdict(r, "kafka-signal") == ["FAIL"], out
+    assert "signal.kafka.bootstrap.servers" in out
+    assert verdict(r, "kafka") == ["SKIP"], out
+    topic = kafka_support.unique_topic("mcdc-check-signal")
+    opts.update({"signal.kafka.bootstrap.servers": kafka.bootstrap, "signal.kafka.topic": topic})
+    r = run_mongocdc("check", "-c", write_config(tmp_workdir, users_sim.uri, **opts),
+                     timeout_s=90)
+    out = r.stdout.decode()
+    assert verdict(r, "kafka-signal") == ["WARN"] and "does not exist yet" in out, out
+    kafka_support.create_topic(kafka, topic, partitions=1)
+    r = run_mongocdc("check", "-c", write_config(tmp_workdir, users_sim.uri, **opts),
+                     timeout_s=90)
+    out = r.stdout.decode()
+    assert r.returncode == 0, out
+    assert verdict(r, "kafka-signal") == ["PASS"] and "1 partition(s)" in out, out
+
+
 def test_check_fails_with_wrong_credentials(tmp_workdir, run_mongocdc):
     sim = Sim(tmp_workdir, extra=["--auth", "cdc:secret"])
     try:
@@ -55,6 +85,26 @@ def test_check_fails_with_wrong_credentials(tmp_workdir, run_mongocdc):
             good += "&authSource=admin"
         r = run_mongocdc("check", "-c", write_config(tmp_workdir, good), timeout_s=60)
         assert r.returncode == 0, r.stdout.decode()
+    finally:
+        sim.stop()
+
+
+def test_daemon_logs_an_authentication_failure_under_the_task_name(tmp_workdir, start_mongocdc):
+    """Wrong credentials: the task's lines carry the replica set the connection string names,
+    not [capture] (hello never answered, so the set is not confirmed yet)."""
+    sim = Sim(tmp_workdir, extra=["--auth", "cdc:secret"])
+    try:
+        cfg = write_config(tmp_workdir, sim.uri, **{"mongodb.user": "cdc",
+                                                    "mongodb.password": "wrong",
+                                                    "connect.max.attempts": 2,
+                                                    "connect.backoff.initial.delay.ms": 100})
+        d = start_mongocdc("-c", cfg)
+        rc = d.proc.wait(timeout=60)
+        err = d.stderr()
+        assert rc == 1, err
+        assert re.search(r"ERROR \[rs0\] capture of rs0 stopped: .*[Aa]uthentication failed", err), err
+        assert "capture task rs0 failed" in err, err
+        assert "[capture]" not in err, err
     finally:
         sim.stop()
 

@@ -158,7 +158,11 @@ def test_history_lost_resnapshots(tmp_workdir, users_sim, start_mongocdc, mode):
     wait_until(lambda: "snapshot complete" in log_text(tmp_workdir), 60, "re-snapshot")
     log = log_text(tmp_workdir)
     assert re.search(r"WARN .*history lost.*no longer in the oplog", log), log[-2000:]
-    assert "Timestamp(" in log  # the WARN names where the lost range starts
+    warn = next(l for l in log.splitlines() if "history lost on" in l)
+    # each fact once: the stored position, where the oplog now starts, the server's words
+    assert warn.count("resume token at Timestamp(") == 1, warn
+    assert re.search(r"no longer in the oplog, which now starts at Timestamp\(\d+, \d+\) "
+                     r"\(Resume of change stream was not possible", warn), warn
     c.itdb.lost.insert_one({"_id": "later", "v": 0})
     wait_until(lambda: "later" in ids(streamed(tmp_workdir / "run2.jsonl")), 30, "streaming")
     recs = data_records(read_jsonl(tmp_workdir / "run2.jsonl"), PREFIX)

@@ -38,3 +38,23 @@ def test_drop_rename_drop_database_are_logged(tmp_workdir, users_sim, start_mong
     assert "captured collection nsdb.b was dropped" in log, log[-3000:]
     assert "database nsdb was dropped" in log, log[-3000:]
     assert d.stop(timeout_s=30) == 0
+
+
+def test_two_namespaces_sharing_a_topic_are_warned(tmp_workdir, users_sim, start_mongocdc):
+    """"a b" and "a_b" both sanitise to topic it.nsdb.a_b: one WARN names both (Debezium warns
+    when it replaces a topic name); records still flow, to the shared topic."""
+    sink = tmp_workdir / "run.jsonl"
+    cfg = write_config(tmp_workdir, users_sim.uri, sink_path=sink)
+    d = start_mongocdc("-c", cfg)
+    wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60, "streaming")
+    c = users_sim.client()
+    c.nsdb["a b"].insert_one({"_id": 1})
+    c.nsdb["a_b"].insert_one({"_id": 2})
+    c.nsdb["a.c"].insert_one({"_id": 3})  # a topic of its own: no WARN
+    wait_until(lambda: len([r for r in data_records(read_jsonl(sink), PREFIX)
+                            if r.topic.startswith(PREFIX + ".nsdb.")]) >= 3, 30, "the inserts")
+    log = log_text(tmp_workdir)
+    warns = [l for l in log.splitlines() if "both go to topic" in l]
+    assert len(warns) == 1, log[-3000:]
+    assert "WARN" in warns[0] and "nsdb.a b and nsdb.a_b both go to topic it.nsdb.a_b" in warns[0]
+    assert d.stop(timeout_s=30) == 0

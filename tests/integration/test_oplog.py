@@ -308,6 +308,8 @@ def test_oplog_history_lost_at_start(tmp_workdir, start_mongocdc, run_mongocdc, 
         wait_log(tmp_workdir, "snapshot complete", 60, d2)
         log = log_text(tmp_workdir)
         assert "history lost" in log and "no longer in the oplog" in log
+        warn = next(l for l in log.splitlines() if "history lost on" in l)
+        assert warn.count("no longer in the oplog") == 1, warn  # said once, not echoed
         snap = [r for r in data_records(read_jsonl(tmp_workdir / "run2.jsonl"), PREFIX)
                 if r.op == "r"]
         assert len(snap) == 12  # kept, first, gone0..9: a new snapshot, not a skipped gap

@@ -83,6 +83,29 @@ def test_fail_stops_with_the_size_and_the_setting(tmp_workdir, start_mongocdc):
         sim.stop()
 
 
+def test_skip_with_a_threshold_above_the_event_says_what_to_change(tmp_workdir, start_mongocdc):
+    """skip whose threshold (300000 bytes) is above the document of an event over the limit
+    (200000 bytes here): the error names the threshold to lower, never "skip" again."""
+    sim = Sim(tmp_workdir, extra=["--max-event-bytes", "200000"])
+    try:
+        c = sim.client()
+        t0 = _start_time(c)
+        cfg = write_config(tmp_workdir, sim.uri, **{"snapshot.mode": "no_data",
+                                                    "capture.start.op.time": t0,
+                                                    "cursor.oversize.handling.mode": "skip",
+                                                    "cursor.oversize.skip.threshold": 300000})
+        d = start_mongocdc("-c", cfg)
+        c.itdb.big.insert_one({"_id": 2, "v": "x" * 250000})
+        wait_until(lambda: not d.running(), 60, "mongocdc to stop on the oversized event")
+        assert d.stop(timeout_s=10) == 1
+        log = log_text(tmp_workdir)
+        assert "no document of it is over cursor.oversize.skip.threshold (300000 bytes): " \
+               "lower it, use mode split, or exclude its collection" in log, log[-2000:]
+        assert "split or skip moves past it" not in log
+    finally:
+        sim.stop()
+
+
 def test_skip_drops_large_documents_on_the_server(tmp_workdir, start_mongocdc):
     """skip with a 100000-byte threshold: the insert and the update (looked-up document) of a
     200 KB document are skipped, logged and counted; its delete and the small documents are

@@ -17,6 +17,7 @@ from bson.timestamp import Timestamp
 
 import simbson as sb
 from simbson import SimError
+import simquery
 import simserver as ss
 from simserver import Writer, DupKey, BadId
 from simstream import ChangeStream, apply_stage, eval_expr
@@ -722,6 +723,7 @@ class Dispatcher(object):
         db, coll = body["$db"], body["find"]
         ns = "%s.%s" % (db, coll)
         filt = body.get("filter") or {}
+        simquery.check_regex_limits(filt)
         sort = body.get("sort") or {}
         proj = body.get("projection")
         skip = int(body.get("skip", 0) or 0)
@@ -945,6 +947,7 @@ class Dispatcher(object):
         pipeline = body.get("pipeline")
         if not isinstance(pipeline, list):
             raise SimError(14, "TypeMismatch", "'pipeline' option must be specified as an array")
+        simquery.check_regex_limits(pipeline)
         for k in body:
             if k not in AGGREGATE_FIELDS:
                 if self.cl.wire >= 13:

@@ -17,6 +17,56 @@ from simvalue import (SimError, _MISSING, _is_nan, _num, bad_value, bson_type_nu
                       values_equal)
 
 # ---------------------------------------------------------------------------
+# regex pattern limit
+
+# The server refuses a regular expression longer than 16384 bytes (2^14, the PCRE2
+# max_pattern_length MongoDB sets; jstests/core/regex_limit.js and
+# jstests/aggregation/expressions/regex_limits.js probe it): in a query ($regex, /re/)
+# with 51091 "Regular expression is invalid", in $regexMatch/$regexFind/$regexFindAll
+# with 51111 "Invalid Regex in $regexMatch". Checked when the command is parsed.
+MAX_REGEX_PATTERN_LEN = 16384
+_REGEX_EXPRS = ("$regexMatch", "$regexFind", "$regexFindAll")
+_TOO_LONG = "pattern string is longer than the limit set by the application"
+
+
+def _pattern_of(r):
+    if isinstance(r, Regex):
+        return r.pattern
+    if isinstance(r, type(re.compile(""))):
+        return r.pattern
+    return r if isinstance(r, str) else None
+
+
+def check_regex_limits(value):
+    """Raises the server's error for the first regular expression in value (a query, an
+    expression or a pipeline) longer than MAX_REGEX_PATTERN_LEN bytes."""
+    if isinstance(value, (Regex, type(re.compile("")))):
+        pat = _pattern_of(value)
+        if len(pat.encode() if isinstance(pat, str) else pat) > MAX_REGEX_PATTERN_LEN:
+            raise SimError(51091, "Location51091", "Regular expression is invalid: " + _TOO_LONG)
+        return
+    if isinstance(value, list):
+        for v in value:
+            check_regex_limits(v)
+        return
+    if not isinstance(value, dict):
+        return
+    for k, v in value.items():
+        if k in _REGEX_EXPRS and isinstance(v, dict):
+            pat = _pattern_of(v.get("regex"))
+            if pat is not None and len(pat.encode() if isinstance(pat, str) else pat) > \
+                    MAX_REGEX_PATTERN_LEN:
+                raise SimError(51111, "Location51111", "Invalid Regex in %s: %s" % (k, _TOO_LONG))
+            check_regex_limits({kk: vv for kk, vv in v.items() if kk != "regex"})
+            continue
+        if k == "$regex" and isinstance(v, str):
+            if len(v.encode()) > MAX_REGEX_PATTERN_LEN:
+                raise SimError(51091, "Location51091", "Regular expression is invalid: " + _TOO_LONG)
+            continue
+        check_regex_limits(v)
+
+
+# ---------------------------------------------------------------------------
 # query matching
 
 def _regex_of(r, options=""):

@@ -167,6 +167,12 @@ static void classify_table(void **state)
          RESUME_ACTION_FATAL},
         {MONGOC_ERROR_SERVER, 40415, "BSON field '$changeStream.foo' is an unknown field.", false,
          false, RESUME_ACTION_FATAL},
+        {MONGOC_ERROR_SERVER, 51111,
+         "Invalid Regex in $regexMatch: pattern string is longer than the limit set by the "
+         "application",
+         false, false, RESUME_ACTION_FATAL},
+        {MONGOC_ERROR_SERVER, 51091, "Regular expression is invalid: missing )", false, false,
+         RESUME_ACTION_FATAL},
         {MONGOC_ERROR_SERVER, 12345, "some new server error", false, false, RESUME_ACTION_RETRY},
         {MONGOC_ERROR_STREAM, MONGOC_ERROR_STREAM_SOCKET,
          "Failed to read 4 bytes: socket error or timeout", false, false, RESUME_ACTION_RETRY},

@@ -357,6 +357,25 @@ static void test_cross_field(void **state)
     assert_string_equal(l.cfg->snapshot_filter_overrides[0].ns, "a.b");
     assert_string_equal(l.cfg->snapshot_filter_overrides[0].query, "{\"x\": 1}");
     unload(&l);
+    /* Field rules the encoder refuses at start (encode/fields.c), refused here too. */
+    assert_problem(BASE "field.exclude.list: a.b\n",
+                   "F:5:1: field.exclude.list: invalid entry \"a.b\"");
+    assert_problem(BASE "field.exclude.list: a..c\n",
+                   "F:5:1: field.exclude.list: invalid entry \"a..c\"");
+    assert_problem(BASE "field.renames: a.b:x\n", "F:5:1: field.renames: invalid entry \"a.b:x\"");
+    assert_problem(BASE "field.renames: a.b.c:x.y\n",
+                   "F:5:1: field.renames: invalid entry \"a.b.c:x.y\"");
+    l = load(BASE "field.exclude.list: a.b.c, d.e.f.g\nfield.renames: a.b.c:x\n");
+    assert_non_null(l.cfg);
+    unload(&l);
+    /* What the metrics listener refuses at start, --validate refuses too. */
+    assert_problem(BASE "metrics.http.bind.address: localhost\n",
+                   "F:5:1: metrics.http.bind.address: \"localhost\" is not an IPv4 or IPv6");
+    assert_problem(BASE "metrics.enabled: true\nmetrics.http.bind.address: 999.1.1.1\n",
+                   "F:6:1: metrics.http.bind.address: \"999.1.1.1\" is not an IPv4 or IPv6");
+    l = load(BASE "metrics.http.bind.address: '::1'\n");
+    assert_non_null(l.cfg);
+    unload(&l);
 }
 
 static void test_kafka_passthrough(void **state)
@@ -496,6 +515,26 @@ static void test_userinfo_escaping(void **state)
     t = config_redact_text("mongodb://x:Pa?ss14@h:1/?replicaSet=rs0", NULL);
     assert_string_equal(t, "mongodb://x:****@h:1/?replicaSet=rs0");
     free(t);
+    /* A short password is masked where it stands, never inside other words
+     * (which would garble the message and give the password away). */
+    t = config_redact_text("Overwriting previously provided value for 'authSource' at "
+                           "mongodb://u:p@h:1/ (p, 'u:p@h2') p",
+                           "mongodb://u:p@h:1/?replicaSet=rs0");
+    assert_string_equal(t, "Overwriting previously provided value for 'authSource' at "
+                           "mongodb://u:****@h:1/ (p, 'u:****@h2') p");
+    free(t);
+    t = config_redact_text("bad option TLSCertificateKeyFilePassword=k&w=1 in k.pem",
+                           "mongodb://h/?tlsCertificateKeyFilePassword=k");
+    assert_string_equal(t, "bad option TLSCertificateKeyFilePassword=****&w=1 in k.pem");
+    free(t);
+    t = config_redact_text("pass 1 of 10 at 21:00, user 1 mongodb://u:1@h/", "mongodb://u:1@h/");
+    assert_string_equal(t, "pass 1 of 10 at 21:00, user 1 mongodb://u:****@h/");
+    free(t);
+    /* A longer one is masked where it stands alone, not inside a word. */
+    t = config_redact_text("auth for s3cr (s3cret, s3crs3cr) at s3cr.",
+                           "mongodb://u:s3cr@h/");
+    assert_string_equal(t, "auth for **** (s3cret, s3crs3cr) at ****.");
+    free(t);
 }
 
 static void test_secrets(void **state)
@@ -535,6 +574,18 @@ static void test_secrets(void **state)
              "sink.type: stdout\noffsets.file.path: x\nmongodb.user: other\n");
     assert_non_null(l.cfg);
     assert_string_equal(l.cfg->connection_string, "mongodb://x:y@h/?authSource=db");
+    unload(&l);
+    /* The URI's authSource with mongodb.user/password (CONFIGURATION.md): the
+     * credentials fold in, the URI's authSource stays the only one, whatever
+     * mongodb.authsource says. */
+    l = load("topic.prefix: t\nmongodb.connection.string: "
+             "mongodb://h/?replicaSet=rs0&authSource=users\nsink.type: stdout\n"
+             "offsets.file.path: x\nmongodb.user: u\nmongodb.password: pw\n"
+             "mongodb.authsource: other\n");
+    assert_non_null(l.cfg);
+    assert_string_equal(l.diag, "");
+    assert_string_equal(l.cfg->connection_string,
+                        "mongodb://u:pw@h/?replicaSet=rs0&authSource=users");
     unload(&l);
 }
 

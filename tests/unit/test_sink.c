@@ -8,8 +8,11 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -162,6 +165,226 @@ static void sink_lines_batches_are_written_before_reports(void **state)
         assert_int_equal(r.order[i], i + 1);
     sink_destroy(sink);
     unlink(path);
+}
+
+/* Lines of text: their count, and whether every one ends in '\n' and is a
+ * whole record ({...}). */
+static size_t whole_lines(const char *text)
+{
+    size_t n = 0;
+    const char *p = text;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        assert_non_null(nl); /* no partial line at the end */
+        assert_true(p[0] == '{' && nl[-1] == '}');
+        n++;
+        p = nl + 1;
+    }
+    return n;
+}
+
+/*
+ * A write that stops part-way (here the file-size limit, RLIMIT_FSIZE, which
+ * gives a short write and then EFBIG, as a full disk gives a short write and
+ * then ENOSPC): the records written in full are acknowledged, the torn one
+ * and every later one fail, and the file is cut back to whole lines.
+ */
+static void sink_lines_torn_write_is_cut_back(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/mcdc-sink-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct mcdc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.sink_type = MCDC_SINK_FILE;
+    cfg.sink_path = path;
+    struct reports r = {0};
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct sink *sink = sink_new(&cfg, "rs0", on_delivery, &r, &err);
+    assert_non_null(sink);
+
+    struct rlimit old;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    struct rlimit lim = {10000, old.rlim_max};
+    void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    char value[301];
+    memset(value, 'v', 300);
+    value[0] = '"';
+    value[299] = '"';
+    value[300] = '\0';
+    for (uintptr_t i = 1; i <= 100; i++) { /* ~33 KB, one batch */
+        struct mcdc_record rec;
+        record(&rec, "t", "{\"id\":\"k\"}", value);
+        assert_true(sink_produce(sink, &rec, (void *)i, NULL, &err));
+    }
+    assert_int_equal(sink_poll(sink, 0), 100);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, was);
+
+    assert_true(r.ok > 0 && r.ok < 100);
+    assert_int_equal(r.ok + r.failed, 100);
+    assert_int_equal(r.last_code, EFBIG);
+    for (size_t i = 0; i < r.ok; i++) /* the acknowledged ones come first, in order */
+        assert_int_equal(r.order[i], i + 1);
+    char *text = slurp(path);
+    assert_int_equal(whole_lines(text), r.ok);
+    free(text);
+
+    /* Every later record fails at once, reported through the callback. */
+    struct mcdc_record rec;
+    record(&rec, "t", "{\"id\":\"k\"}", "1");
+    size_t failed = r.failed;
+    assert_true(sink_produce(sink, &rec, (void *)101, NULL, &err));
+    assert_null(rec.key);
+    assert_int_equal(r.failed, failed + 1);
+    assert_int_equal(sink_in_flight(sink), 0);
+    assert_false(sink_flush(sink, 1000, &err));
+    assert_int_equal(err.code, EFBIG);
+    sink_destroy(sink);
+    unlink(path);
+}
+
+/* A file that ends in a partial line (a crash or a full disk mid-write) is
+ * cut back to its last whole line when the sink opens it; one with no whole
+ * line is emptied. */
+static void sink_lines_open_cuts_a_partial_last_line(void **state)
+{
+    (void)state;
+    static const char *const cases[][2] = {
+        {"{\"a\": 1}\n{\"b\": 2}\n{\"topic\": \"t\", \"ke", "{\"a\": 1}\n{\"b\": 2}\n"},
+        {"{\"topic\": \"t\", \"ke", ""},
+        {"{\"a\": 1}\n", "{\"a\": 1}\n"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char path[] = "/tmp/mcdc-sink-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, cases[c][0], strlen(cases[c][0])), (ssize_t)strlen(cases[c][0]));
+        close(fd);
+        struct mcdc_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.sink_type = MCDC_SINK_FILE;
+        cfg.sink_path = path;
+        struct reports r = {0};
+        struct mcdc_error err = MCDC_ERROR_INIT;
+        struct sink *sink = sink_new(&cfg, "rs0", on_delivery, &r, &err);
+        assert_non_null(sink);
+        char *text = slurp(path);
+        assert_string_equal(text, cases[c][1]);
+        free(text);
+        struct mcdc_record rec;
+        record(&rec, "t", "{\"id\":\"k\"}", NULL);
+        assert_true(sink_produce(sink, &rec, (void *)1, NULL, &err));
+        assert_true(sink_flush(sink, 1000, &err));
+        sink_destroy(sink);
+        text = slurp(path);
+        size_t want = strlen(cases[c][1]);
+        assert_memory_equal(text, cases[c][1], want);
+        assert_string_equal(text + want,
+                            "{\"topic\": \"t\", \"key\": {\"id\":\"k\"}, \"value\": null}\n");
+        free(text);
+        unlink(path);
+    }
+}
+
+/* Several tasks' sinks on one stdout pipe (a sharded cluster, one task per
+ * shard): batches over PIPE_BUF would interleave mid-line without the sinks'
+ * shared write lock. Every line read back is whole. */
+struct pipe_writer {
+    size_t n;
+    char tag;
+};
+
+static void *pipe_writer_main(void *arg)
+{
+    struct pipe_writer *pw = arg;
+    struct mcdc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.sink_type = MCDC_SINK_STDOUT;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct sink *sink = sink_new(&cfg, "rs", NULL, NULL, &err);
+    assert_non_null(sink);
+    char value[4001];
+    memset(value, pw->tag, 4000);
+    value[0] = '"';
+    value[3999] = '"';
+    value[4000] = '\0';
+    for (size_t i = 0; i < pw->n; i++) {
+        struct mcdc_record rec;
+        record(&rec, "t", "{\"id\":\"k\"}", value);
+        assert_true(sink_produce(sink, &rec, NULL, NULL, &err));
+    }
+    assert_true(sink_flush(sink, 1000, &err));
+    sink_destroy(sink);
+    return NULL;
+}
+
+struct pipe_reader {
+    int fd;
+    char *buf;
+    size_t len, cap;
+};
+
+static void *pipe_reader_main(void *arg)
+{
+    struct pipe_reader *pr = arg;
+    for (;;) {
+        if (pr->len + 65536 > pr->cap) {
+            pr->cap = pr->cap ? pr->cap * 2 : 1 << 20;
+            pr->buf = xrealloc(pr->buf, pr->cap);
+        }
+        ssize_t n = read(pr->fd, pr->buf + pr->len, 65536);
+        if (n <= 0)
+            break;
+        pr->len += (size_t)n;
+        struct timespec ts = {0, 200000}; /* a slow reader: the pipe fills, writes go in pieces */
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static void sink_lines_tasks_sharing_stdout_never_interleave(void **state)
+{
+    (void)state;
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(p[1], STDOUT_FILENO), STDOUT_FILENO);
+    close(p[1]);
+    struct pipe_reader pr = {p[0], NULL, 0, 0};
+    pthread_t rt, wt[3];
+    struct pipe_writer pw[3] = {{300, 'a'}, {300, 'b'}, {300, 'c'}};
+    assert_int_equal(pthread_create(&rt, NULL, pipe_reader_main, &pr), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_create(&wt[i], NULL, pipe_writer_main, &pw[i]), 0);
+    for (int i = 0; i < 3; i++)
+        pthread_join(wt[i], NULL);
+    assert_int_equal(dup2(saved, STDOUT_FILENO), STDOUT_FILENO); /* closes the write end */
+    close(saved);
+    pthread_join(rt, NULL);
+    close(p[0]);
+    size_t lines = 0;
+    for (size_t at = 0; at < pr.len;) {
+        char *nl = memchr(pr.buf + at, '\n', pr.len - at);
+        assert_non_null(nl);
+        size_t n = (size_t)(nl - (pr.buf + at));
+        assert_true(n > 4000);
+        const char *v = strstr(pr.buf + at, "\"value\": \"");
+        assert_non_null(v);
+        char tag = v[10]; /* after `"value": "` */
+        for (const char *q = v + 10; q < v + 10 + 3998; q++)
+            if (*q != tag)
+                fail_msg("line %zu mixes two tasks' records", lines);
+        lines++;
+        at += n + 1;
+    }
+    assert_int_equal(lines, 900);
+    free(pr.buf);
 }
 
 static void sink_lines_needs_a_path(void **state)
@@ -674,6 +897,9 @@ int main(void)
         cmocka_unit_test(sink_lines_writes_exact_bytes_and_null_tombstone),
         cmocka_unit_test(sink_lines_batches_are_written_before_reports),
         cmocka_unit_test(sink_lines_needs_a_path),
+        cmocka_unit_test(sink_lines_torn_write_is_cut_back),
+        cmocka_unit_test(sink_lines_open_cuts_a_partial_last_line),
+        cmocka_unit_test(sink_lines_tasks_sharing_stdout_never_interleave),
         cmocka_unit_test(sink_kafka_produce_and_delivery_reports),
         cmocka_unit_test(sink_kafka_record_headers_reach_the_broker),
         cmocka_unit_test(sink_kafka_backpressure_with_tiny_queue),

@@ -257,3 +257,33 @@ def test_id_range_bounds_change_no_result():
         got = sorted(id(d) for d in simquery.id_index_find(docs, plan))
         want = sorted(id(d) for d in docs if simquery.matches(d, filt))
         assert got == want, filt
+
+
+def test_regex_pattern_limit(shared_sim):
+    """The server's 16384-byte regex pattern limit (jstests/core/regex_limit.js and
+    jstests/aggregation/expressions/regex_limits.js): a longer $regex or /re/ in a query or a
+    $match fails with 51091, a longer $regexMatch regex with 51111, when the command is parsed
+    (a change stream's aggregate included); 16384 bytes pass."""
+    from bson.regex import Regex
+    c = shared_sim.client()
+    coll = c.rxlimit.items
+    coll.insert_one({"_id": 1, "z": "c" * 20000})
+    ok = "c" * 16384
+    assert coll.count_documents({"z": {"$regex": ok}}) == 1
+    assert coll.find_one({"z": Regex(ok)})["_id"] == 1
+    for filt in ({"z": {"$regex": ok + "c"}}, {"z": Regex(ok + "c")},
+                 {"$or": [{"z": {"$not": Regex(ok + "c")}}]}):
+        with pytest.raises(OperationFailure) as e:
+            coll.find_one(filt)
+        assert e.value.code == 51091, filt
+    expr = {"$expr": {"$regexMatch": {"input": "$z", "regex": ok + "c"}}}
+    with pytest.raises(OperationFailure) as e:
+        list(coll.aggregate([{"$match": expr}]))
+    assert e.value.code == 51111
+    with pytest.raises(OperationFailure) as e:
+        c.watch([{"$match": {"ns.coll": Regex(ok + "c")}}])
+    assert e.value.code == 51091
+    with pytest.raises(OperationFailure) as e:
+        c.watch([{"$match": expr}])
+    assert e.value.code == 51111
+    c.watch([{"$match": {"$expr": {"$regexMatch": {"input": "$ns.coll", "regex": ok}}}}]).close()
