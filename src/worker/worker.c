@@ -446,6 +446,8 @@ static void finish(struct worker *w, enum phase ph)
     size_t unacked = 0;
 
     if (w->sink != NULL && w->inf != NULL) {
+        if (ph == PHASE_STOPPED)
+            worker_signals_at_stop(w); /* recorded by the final commit below */
         if (!sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err)) {
             unacked = sink_in_flight(w->sink);
             if (unacked > 0)
