@@ -250,11 +250,13 @@ size_t incr_abort(struct incr *s)
 void incr_pause(struct incr *s)
 {
     s->paused = true;
+    s->offset_dirty = true;
 }
 
 void incr_resume(struct incr *s)
 {
     s->paused = false;
+    s->offset_dirty = true;
 }
 
 /* ---- the window ---------------------------------------------------------- */

@@ -22,6 +22,10 @@
 #define K_PRIMARY "incremental_snapshot_primary_key"
 #define K_MAXIMUM "incremental_snapshot_maximum_key"
 #define K_CORR "incremental_snapshot_correlation_id"
+/* Ours: Debezium keeps the pause in memory only, so a restart resumes a
+ * paused snapshot; a pause-snapshot signal that the stored position has
+ * passed must hold after a restart too. Debezium ignores the key. */
+#define K_PAUSED "mongocdc_incremental_snapshot_paused"
 
 /* ---- offsets ------------------------------------------------------------- */
 
@@ -109,6 +113,8 @@ const char *incr_offset_json(struct incr *s)
     }
     if (s->queue[0].signal_id[0])
         BSON_APPEND_UTF8(&o, K_CORR, s->queue[0].signal_id);
+    if (s->paused)
+        BSON_APPEND_BOOL(&o, K_PAUSED, true);
     j = bson_as_relaxed_extended_json(&o, &len);
     free(s->offset_json);
     s->offset_json = xstrdup(j);
@@ -204,13 +210,16 @@ bool incr_restore(struct incr *s, const char *extra_json, struct mcdc_error *err
         goto done;
     if (utf8_member(extra, K_MAXIMUM, &text) && !parse_key(text, &s->max_key, K_MAXIMUM, err))
         goto done;
+    if (bson_iter_init_find(&it, extra, K_PAUSED) && BSON_ITER_HOLDS_BOOL(&it))
+        s->paused = bson_iter_bool(&it);
     if (s->count > 0) {
         s->state = INCR_READY;
         s->started_ms = s->last_log_ms = incr_now_ms();
         LOG_INFO("incremental snapshot resumed from the offsets: %zu collection(s) left, %s "
-                 "from %s",
+                 "from %s%s",
                  s->count, s->queue[0].ns,
-                 bson_empty(&s->last_key) ? "the first key" : "after the last key sent");
+                 bson_empty(&s->last_key) ? "the first key" : "after the last key sent",
+                 s->paused ? "; paused (pause-snapshot), until a resume-snapshot signal" : "");
     }
     ok = true;
 done:

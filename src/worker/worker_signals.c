@@ -135,6 +135,10 @@ static enum phase on_execute(struct worker *w, const struct mcdc_signal *sig, bo
         LOG_WARN("signal %s ignored: data-collections name no collection", sig->id);
     } else if (req.blocking) {
         ph = worker_blocking_snapshot(w, v, n, sig->id);
+        if (ph == PHASE_STOPPED && !rereadable(w, sig))
+            LOG_ERROR("blocking snapshot (signal %s) interrupted by the stop: its channel no "
+                      "longer holds the signal; send it again",
+                      sig->id);
     } else {
         const char *before = incr_offset_json(w->inc);
         size_t had = before ? strlen(before) : 0, queued = incr_queued(w->inc);
@@ -285,6 +289,14 @@ void worker_signals_at_stop(struct worker *w)
 
     if (w->inc == NULL || w->sigq == NULL || signal_queue_pending(w->sigq) == 0)
         return;
+    if (w->need_snapshot) {
+        /* The initial snapshot has not finished: the stored position is its
+         * progress, which must not be replaced by a streaming position. */
+        LOG_ERROR("%zu signal(s) waiting at the stop not handled: the initial snapshot had not "
+                  "finished; send them again once capture streams",
+                  signal_queue_pending(w->sigq));
+        return;
+    }
     /* The bus is closed before any task is asked to stop (main.c), so this
      * queue receives nothing more. */
     (void)drain_queue(w, true, &handled);

@@ -262,3 +262,31 @@ def test_a_long_signal_then_sigterm_stops_promptly_with_one_warn(tmp_workdir, si
     took = time.monotonic() - t0
     # cursor.max.await.time.ms (300 ms) + offsets.flush.timeout.ms (5 s), loosely
     assert took < 15, took
+
+
+def test_a_paused_snapshot_stays_paused_across_a_restart(tmp_workdir, sim, start_mongocdc):
+    c = sim.client()
+    db, coll = "durdb", "paused"
+    c[db][coll].drop()
+    c[db][coll].insert_many([{"_id": i} for i in range(3000)])
+    cfg = cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 10})
+    d = start_mongocdc("-c", cfg)
+    streaming(tmp_workdir)
+    events = tmp_workdir / "events.jsonl"
+    sid = signal(c, "execute-snapshot", {"data-collections": ["%s.%s" % (db, coll)]})
+    signal(c, "pause-snapshot", {})
+    wait_until(lambda: lines_with(tmp_workdir, "pause-snapshot (signal"), 30, "the pause")
+    assert d.stop(timeout_s=30) == 0
+    before = len(snapshot_keys(events, db, coll))
+    assert before < 3000, "finished before the pause"
+    assert "mongocdc_incremental_snapshot_paused" in json.dumps(stored(tmp_workdir))
+    d = start_mongocdc("-c", cfg)
+    wait_until(lambda: lines_with(tmp_workdir, "resumed from the offsets", "paused"), 30,
+               "the restored pause")
+    time.sleep(1.5)
+    assert len(snapshot_keys(events, db, coll)) == before, "the paused snapshot ran"
+    signal(c, "resume-snapshot", {})
+    wait_until(lambda: lines_with(tmp_workdir, "incremental snapshot (signal %s) completed" % sid),
+               90, "the resumed snapshot")
+    assert sorted(set(snapshot_keys(events, db, coll))) == list(range(3000))
+    assert d.stop(timeout_s=30) == 0
