@@ -322,12 +322,12 @@ enum phase worker_resolve(struct worker *w, const struct mcdc_snapshot_request *
                        "name no captured collection (the include/exclude lists leave them "
                        "out): ignored");
         snprintf(sing, sizeof sing,
-                 "matches no existing collection on %s: queued under its literal name, it "
-                 "completes empty unless the collection is created before its turn",
+                 "matches no existing collection on %s: taken under its literal name (its "
+                 "snapshot completes empty unless the collection is created before its turn)",
                  w->rs);
         snprintf(plur, sizeof plur,
-                 "match no existing collection on %s: queued under their literal names, each "
-                 "completes empty unless its collection is created before its turn",
+                 "match no existing collection on %s: taken under their literal names (each "
+                 "snapshot completes empty unless its collection is created before its turn)",
                  w->rs);
         warn_unmatched(&literal, id, sing, plur);
     }
