@@ -100,6 +100,7 @@ def test_sigterm_right_after_a_source_signal_still_snapshots_after_restart(
             not lines_with(tmp_workdir, sid, "queued"), \
             "the signal was queued but the stored offsets do not carry it"
     d = start_mongocdc("-c", cfg)
+    streaming(tmp_workdir)
     wait_until(lambda: len(set(snapshot_keys(events, db, coll))) >= 300, 60,
                "every document snapshotted after the restart")
     assert sorted(set(snapshot_keys(events, db, coll))) == list(range(300))
@@ -126,6 +127,7 @@ def test_sigterm_right_after_a_file_signal_still_snapshots_after_restart(
     assert d.stop(timeout_s=30) == 0
     events = tmp_workdir / "events.jsonl"
     d = start_mongocdc("-c", cfg)
+    streaming(tmp_workdir)
     wait_until(lambda: len(set(snapshot_keys(events, db, coll))) >= 300, 60,
                "every document snapshotted after the restart")
     assert sorted(set(snapshot_keys(events, db, coll))) == list(range(300))
@@ -160,9 +162,12 @@ def test_a_second_signal_for_a_queued_collection_is_queued_again(tmp_workdir, si
     assert d.stop(timeout_s=30) == 0
 
 
-def big_signal_doc(sid, n, fmt):
+def big_signal_doc(sid, n, fmt, first=()):
+    """n names from fmt after the names first (existing collections, so that
+    the snapshot runs long enough for offsets carrying the list to be
+    written)."""
     return {"_id": sid, "type": "execute-snapshot",
-            "data": {"data-collections": [fmt % i for i in range(n)]}}
+            "data": {"data-collections": list(first) + [fmt % i for i in range(n - len(first))]}}
 
 
 def test_a_signal_too_long_for_the_offsets_is_refused_and_capture_goes_on(
@@ -208,15 +213,19 @@ def test_a_signal_too_long_for_the_offsets_topic_leaves_kafka_offsets_writable(
     db, coll = "durdb", "kafka_long"
     c[db][coll].drop()
     c[db][coll].insert_many([{"_id": i} for i in range(10)])
+    c[db]["kafka_long_big"].drop()
+    c[db]["kafka_long_big"].insert_many([{"_id": i} for i in range(2000)])
     prefix = "dur%s" % uuid.uuid4().hex[:6]
     cfg = cfg_for(tmp_workdir, sim, kafka={"bootstrap.servers": kafka.bootstrap},
                   **{"topic.prefix": prefix, "offsets.storage": "kafka",
+                     "incremental.snapshot.chunk.size": 20,
                      "offsets.topic": "mongocdc-offsets-" + prefix})
     d = start_mongocdc("-c", cfg)
     streaming(tmp_workdir)
     sdb, scoll = SIGNALS.split(".")
     sid = "klong-" + uuid.uuid4().hex[:6]
-    c[sdb][scoll].insert_one(big_signal_doc(sid, 8001, "durdb.missing_collection_%05d"))
+    c[sdb][scoll].insert_one(big_signal_doc(sid, 8001, "durdb.missing_collection_%05d",
+                                            first=["durdb.kafka_long_big"]))
     wait_until(lambda: lines_with(tmp_workdir, " ERROR ", sid), 60, "the refusal")
     ok = signal(c, "execute-snapshot", {"data-collections": ["%s.%s" % (db, coll)]})
     wait_until(lambda: lines_with(tmp_workdir, "incremental snapshot (signal %s) completed" % ok),
