@@ -101,6 +101,7 @@ struct worker {
     uint64_t split_events;     /* events reassembled from split fragments */
     bool split_checked;        /* the server was found to support the split stage */
     struct incr *inc;             /* incremental snapshot engine (worker_incremental.c) */
+    const struct mcdc_position *signal_pos; /* the signal document's own, while handled */
     struct mcdc_position inc_pos; /* a position stamped with its progress */
     struct signal_queue *sigq;    /* this task's signal queue on the bus, NULL: none */
     bool drain_requested; /* worker_request_drain() (atomic access) */
@@ -322,21 +323,25 @@ enum phase worker_incremental_setup(struct worker *w);
 /*
  * worker_signal_event: a change of the signal collection, handled before
  * the stream position passes it (called by the streaming loops before the
- * event is emitted or its position passed): an insert that is a signal is
+ * event is emitted or its position passed; pos the event's position, which
+ * a `log` signal prints, as Debezium does): an insert that is a signal is
  * published and this task's queue drained, so what the signal asked for is
  * in every later position (worker_incremental_stamp). PHASE_OK, or
  * PHASE_STOPPED when a stop ended its handling (the position must then stay
  * before the event, so that the next run reads the signal again), or the
  * phase of a blocking snapshot's failure.
  */
-enum phase worker_signal_event(struct worker *w, const struct mcdc_event *ev);
+enum phase worker_signal_event(struct worker *w, const struct mcdc_event *ev,
+                               const struct mcdc_position *pos);
 
 /*
  * worker_signals_at_stop: at a stop, the signals still waiting in this
  * task's queue (another shard's source signal, the kafka or file channel's,
  * which those channels no longer hold) are handled before the last commit,
- * so that the offsets record what they asked for; a blocking snapshot
- * cannot run then and is refused with an ERROR naming the signal.
+ * so that the offsets record what they asked for, and the engine's state
+ * is advanced at the stream position for the final commit; a blocking
+ * snapshot cannot run then and is refused with an ERROR naming the signal;
+ * during the initial snapshot nothing is handled (an ERROR gives the count).
  * The queue is closed first: a signal published later is not delivered to
  * it and its channel keeps it for the next run (signal_bus_publish).
  */

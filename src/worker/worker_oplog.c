@@ -78,7 +78,7 @@ enum phase worker_stream_oplog(struct worker *w)
                                                  ? (int64_t)item.ev.ts_sec * 1000
                                                  : 0);
             /* A signal is handled before its position is passed (worker_stream.c). */
-            ph = worker_signal_event(w, &item.ev);
+            ph = worker_signal_event(w, &item.ev, &item.pos);
             if (ph != PHASE_OK)
                 break; /* the position stays before the signal */
             if (item.emit) {

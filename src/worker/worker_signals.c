@@ -208,7 +208,11 @@ static enum phase handle_signal(struct worker *w, const struct mcdc_signal *sig,
         worker_notify(w, "RESUMED", sig->id, NULL, 0);
         break;
     case MCDC_SIGNAL_LOG: {
-        char *j = position_to_json(worker_incremental_stamp(w, &w->stream_pos));
+        /* The signal document's own position when it came from this task's
+         * stream (Debezium prints the offset of the event being processed),
+         * else the stream's current one. */
+        char *j = position_to_json(
+            worker_incremental_stamp(w, w->signal_pos ? w->signal_pos : &w->stream_pos));
         mcdc_signal_log(sig, j);
         free(j);
         break;
@@ -260,7 +264,8 @@ bool worker_event_in(const struct mcdc_event *ev, const char *ns)
            ns[dl] == '.' && !memcmp(ns + dl + 1, ev->coll, cl);
 }
 
-enum phase worker_signal_event(struct worker *w, const struct mcdc_event *ev)
+enum phase worker_signal_event(struct worker *w, const struct mcdc_event *ev,
+                               const struct mcdc_position *pos)
 {
     struct mcdc_signal sig;
     struct mcdc_error err = MCDC_ERROR_INIT;
@@ -276,37 +281,46 @@ enum phase worker_signal_event(struct worker *w, const struct mcdc_event *ev)
     snprintf(sig.task, sizeof sig.task, "%s", w->rs);
     /* A window marker (this engine's, another task's or an older run's) is
      * the window's business (worker_incremental), no signal. */
-    if (sig.type != MCDC_SIGNAL_WINDOW_OPEN && sig.type != MCDC_SIGNAL_WINDOW_CLOSE)
+    if (sig.type != MCDC_SIGNAL_WINDOW_OPEN && sig.type != MCDC_SIGNAL_WINDOW_CLOSE) {
+        w->signal_pos = pos;
         ph = source_signal(w, &sig);
+        w->signal_pos = NULL;
+    }
     mcdc_signal_destroy(&sig);
     return ph;
 }
 
 void worker_signals_at_stop(struct worker *w)
 {
-    size_t handled = 0;
-    const struct mcdc_position *pos;
+    size_t handled = 0, pending;
+    const struct mcdc_position *pos = &w->stream_pos;
 
-    if (w->inc == NULL || w->sigq == NULL || signal_queue_pending(w->sigq) == 0)
+    if (w->inc == NULL)
         return;
+    pending = signal_queue_pending(w->sigq);
     if (w->need_snapshot) {
         /* The initial snapshot has not finished: the stored position is its
          * progress, which must not be replaced by a streaming position. */
-        LOG_ERROR("%zu signal(s) waiting at the stop not handled: the initial snapshot had not "
-                  "finished; send them again once capture streams",
-                  signal_queue_pending(w->sigq));
+        if (pending > 0)
+            LOG_ERROR("%zu signal(s) waiting at the stop not handled: the initial snapshot had "
+                      "not finished; send them again once capture streams",
+                      pending);
         return;
     }
     /* The bus is closed before any task is asked to stop (main.c), so this
      * queue receives nothing more. */
-    (void)drain_queue(w, true, &handled);
-    pos = &w->stream_pos;
-    if (handled > 0 && (pos->has_resume_token || pos->sec > 0)) {
+    if (pending > 0)
+        (void)drain_queue(w, true, &handled);
+    if (handled > 0)
         LOG_INFO("%zu signal(s) waiting at the stop handled; what they queued is in the final "
                  "offsets",
                  handled);
+    /* Always: a stop may have interrupted the event whose position would
+     * have recorded signals handled just before (its own resolution was cut
+     * short, so the stream position stays before it). The tracker commits
+     * this only once every earlier record is acknowledged. */
+    if (pos->has_resume_token || pos->sec > 0)
         inflight_advance(w->inf, worker_incremental_stamp(w, pos));
-    }
 }
 
 enum phase worker_signals_drain(struct worker *w)

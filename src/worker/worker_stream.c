@@ -315,7 +315,7 @@ enum phase worker_stream(struct worker *w)
             }
             /* A signal is handled before its position is passed, so no stored
              * position is past a signal whose request is not in it. */
-            ph = worker_signal_event(w, &ev);
+            ph = worker_signal_event(w, &ev, &pos);
             if (ph != PHASE_OK)
                 break; /* the position stays before the signal */
             if (emit) {

@@ -299,3 +299,34 @@ def test_a_paused_snapshot_stays_paused_across_a_restart(tmp_workdir, sim, start
                90, "the resumed snapshot")
     assert sorted(set(snapshot_keys(events, db, coll))) == list(range(3000))
     assert d.stop(timeout_s=30) == 0
+
+
+@pytest.mark.parametrize("delay_s", [0.2, 0.6])
+def test_sigterm_right_after_a_kafka_signal_still_snapshots_after_restart(
+        tmp_workdir, sim, start_mongocdc, kafka, delay_s):
+    if kafka.is_mock:
+        pytest.skip("needs a real broker (consumer group commits)")
+    c = sim.client()
+    db, coll = "durdb", "kafka_sig_%d" % int(delay_s * 1000)
+    c[db][coll].drop()
+    c[db][coll].insert_many([{"_id": i} for i in range(300)])
+    topic = kafka_support.create_topic(kafka, kafka_support.unique_topic("mcdc-dursig"))
+    cfg = cfg_for(tmp_workdir, sim, **{"signal.enabled.channels": "source,kafka",
+                                       "signal.kafka.topic": topic,
+                                       "signal.kafka.bootstrap.servers": kafka.bootstrap,
+                                       "signal.kafka.groupId": "g-" + uuid.uuid4().hex[:8]})
+    d = start_mongocdc("-c", cfg)
+    streaming(tmp_workdir)
+    sid = "kafka-" + uuid.uuid4().hex[:6]
+    kafka_support.produce(kafka, topic, [(PREFIX.encode(), json.dumps(
+        {"id": sid, "type": "execute-snapshot",
+         "data": {"data-collections": ["%s.%s" % (db, coll)]}}).encode())], partition=0)
+    time.sleep(delay_s)
+    assert d.stop(timeout_s=30) == 0
+    events = tmp_workdir / "events.jsonl"
+    d = start_mongocdc("-c", cfg)
+    streaming(tmp_workdir)
+    wait_until(lambda: len(set(snapshot_keys(events, db, coll))) >= 300, 60,
+               "every document snapshotted after the restart")
+    assert sorted(set(snapshot_keys(events, db, coll))) == list(range(300))
+    assert d.stop(timeout_s=30) == 0
