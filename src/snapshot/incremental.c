@@ -62,6 +62,7 @@ void incr_destroy(struct incr *s)
     bson_destroy(&s->max_key);
     bson_destroy(&s->chunk_end);
     free(s->offset_json);
+    free(s->colls_member);
     free(s);
 }
 
@@ -123,6 +124,7 @@ void incr_push_item(struct incr *s, const char *db, const char *coll, const bson
         bson_copy_to(cond, &it->cond);
     else
         bson_init(&it->cond);
+    s->queue_gen++;
     s->offset_dirty = true;
 }
 
@@ -150,6 +152,7 @@ void incr_drop_last(struct incr *s, size_t n)
         if (s->count == 1 && s->state != INCR_READY && s->state != INCR_IDLE)
             break;
         item_free(&s->queue[--s->count]);
+        s->queue_gen++;
         s->offset_dirty = true;
     }
     if (s->count == 0) {
@@ -175,6 +178,7 @@ void incr_pop_current(struct incr *s)
     s->sent = s->superseded = 0;
     s->estimated = -1;
     s->started_ms = s->last_log_ms = incr_now_ms();
+    s->queue_gen++;
     s->offset_dirty = true;
     if (s->count == 0)
         s->state = INCR_IDLE;
@@ -232,6 +236,7 @@ size_t incr_stop(struct incr *s, char *const *regexes, size_t n, bool *current)
         item_free(&s->queue[i]);
         memmove(&s->queue[i], &s->queue[i + 1], (s->count - i - 1) * sizeof *s->queue);
         s->count--;
+        s->queue_gen++;
         s->offset_dirty = true;
     }
     return removed;

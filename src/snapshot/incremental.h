@@ -93,6 +93,11 @@ bool incr_restore(struct incr *s, const char *extra_json, struct mcdc_error *err
  */
 const char *incr_offset_json(struct incr *s);
 
+/* How many leading bytes of the last incr_offset_json text are the queued
+ * list (they repeat until the queue changes; a hint for the in-flight
+ * tracker, mcdc_position.extra_shared); 0 when idle. */
+size_t incr_offset_shared_len(const struct incr *s);
+
 enum incr_state incr_state(const struct incr *s);
 bool incr_paused(const struct incr *s);
 bool incr_uses_cluster_time(const struct incr *s);

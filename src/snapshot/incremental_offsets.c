@@ -56,51 +56,82 @@ char *incr_key_text(const struct incr *s, bool maximum)
     return bson_empty(k) ? NULL : canonical(k);
 }
 
+/* The queue as Debezium's list (§4.2), compact, in its key order:
+ * [{"..._id":"db.coll","..._additional_condition":null,"..._correlation_id":"sig"}]. */
+static char *collections_text(const struct incr *s)
+{
+    struct ejson_buf b = {0};
+    char *colls;
+
+    put(&b, "[");
+    for (size_t i = 0; i < s->count; i++) {
+        put(&b, i ? ",{" : "{");
+        put_str(&b, K_COLL_ID);
+        put(&b, ":");
+        put_str(&b, s->queue[i].ns);
+        put(&b, ",");
+        put_str(&b, K_COLL_COND);
+        put(&b, ":");
+        if (bson_empty(&s->queue[i].cond)) {
+            put(&b, "null");
+        } else {
+            char *c = canonical(&s->queue[i].cond);
+            put_str(&b, c);
+            free(c);
+        }
+        put(&b, ",");
+        put_str(&b, K_COLL_CORR);
+        put(&b, ":");
+        if (s->queue[i].signal_id[0])
+            put_str(&b, s->queue[i].signal_id);
+        else
+            put(&b, "null");
+        put(&b, "}");
+    }
+    put(&b, "]");
+    colls = ejson_buf_steal(&b, NULL);
+    ejson_buf_free(&b);
+    return colls;
+}
+
+/* The members of a one-level document as libbson's relaxed JSON writes
+ * them, without the braces: "{ a, b }" -> "a, b" (malloc'd). */
+static char *members_text(const bson_t *doc)
+{
+    size_t len;
+    char *j = bson_as_relaxed_extended_json(doc, &len);
+    char *out;
+    if (len >= 4 && j[0] == '{' && j[len - 1] == '}') {
+        out = xmalloc(len - 3);
+        memcpy(out, j + 2, len - 4);
+        out[len - 4] = '\0';
+    } else {
+        out = xstrdup("");
+    }
+    bson_free(j);
+    return out;
+}
+
 const char *incr_offset_json(struct incr *s)
 {
     bson_t o = BSON_INITIALIZER;
-    char *colls, *j;
-    size_t len;
+    char *rest;
+    size_t n;
 
     if (s->count == 0)
         return NULL;
     if (!s->offset_dirty && s->offset_json)
         return s->offset_json;
-    /* Compact, in Debezium's key order: [{"..._id":"db.coll","..._additional_condition":null,
-     * "..._correlation_id":"sig"}] */
-    {
-        struct ejson_buf b = {0};
-        put(&b, "[");
-        for (size_t i = 0; i < s->count; i++) {
-            put(&b, i ? ",{" : "{");
-            put_str(&b, K_COLL_ID);
-            put(&b, ":");
-            put_str(&b, s->queue[i].ns);
-            put(&b, ",");
-            put_str(&b, K_COLL_COND);
-            put(&b, ":");
-            if (bson_empty(&s->queue[i].cond)) {
-                put(&b, "null");
-            } else {
-                char *c = canonical(&s->queue[i].cond);
-                put_str(&b, c);
-                free(c);
-            }
-            put(&b, ",");
-            put_str(&b, K_COLL_CORR);
-            put(&b, ":");
-            if (s->queue[i].signal_id[0])
-                put_str(&b, s->queue[i].signal_id);
-            else
-                put(&b, "null");
-            put(&b, "}");
-        }
-        put(&b, "]");
-        colls = ejson_buf_steal(&b, NULL);
-        ejson_buf_free(&b);
+    if (s->colls_member == NULL || s->colls_gen != s->queue_gen) {
+        bson_t c = BSON_INITIALIZER;
+        char *colls = collections_text(s);
+        BSON_APPEND_UTF8(&c, K_COLLS, colls);
+        free(colls);
+        free(s->colls_member);
+        s->colls_member = members_text(&c);
+        bson_destroy(&c);
+        s->colls_gen = s->queue_gen;
     }
-    BSON_APPEND_UTF8(&o, K_COLLS, colls);
-    free(colls);
     if (!bson_empty(&s->last_key)) {
         char *c = canonical(&s->last_key);
         BSON_APPEND_UTF8(&o, K_PRIMARY, c);
@@ -115,13 +146,22 @@ const char *incr_offset_json(struct incr *s)
         BSON_APPEND_UTF8(&o, K_CORR, s->queue[0].signal_id);
     if (s->paused)
         BSON_APPEND_BOOL(&o, K_PAUSED, true);
-    j = bson_as_relaxed_extended_json(&o, &len);
-    free(s->offset_json);
-    s->offset_json = xstrdup(j);
-    bson_free(j);
+    rest = bson_empty(&o) ? xstrdup("") : members_text(&o);
     bson_destroy(&o);
+    /* "{ " colls [", " rest] " }", as libbson writes the whole document */
+    n = strlen(s->colls_member) + strlen(rest) + 8;
+    free(s->offset_json);
+    s->offset_json = xmalloc(n);
+    snprintf(s->offset_json, n, "{ %s%s%s }", s->colls_member, rest[0] ? ", " : "", rest);
+    free(rest);
     s->offset_dirty = false;
     return s->offset_json;
+}
+
+size_t incr_offset_shared_len(const struct incr *s)
+{
+    /* "{ " and the member */
+    return s->count > 0 && s->offset_json && s->colls_member ? 2 + strlen(s->colls_member) : 0;
 }
 
 static bool utf8_member(const bson_t *doc, const char *key, const char **out)

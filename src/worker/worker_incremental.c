@@ -64,6 +64,7 @@ const struct mcdc_position *worker_incremental_stamp(struct worker *w,
         position_copy(&w->inc_pos, pos);
     free(w->inc_pos.extra_json);
     w->inc_pos.extra_json = j ? xstrdup(j) : NULL;
+    w->inc_pos.extra_shared = j ? incr_offset_shared_len(w->inc) : 0;
     return &w->inc_pos;
 }
 
