@@ -153,6 +153,7 @@ static void mongoc_log_bridge(mongoc_log_level_t level, const char *domain, cons
 
 struct daemon {
     struct topology *topo;
+    struct signal_bus *bus;
     int stops;
 };
 
@@ -166,6 +167,9 @@ static void on_stop_signal(struct ev_loop *loop, ev_signal *w, int revents)
         _exit(MCDC_EXIT_FAILURE);
     }
     LOG_INFO("signal %d: stopping (send it again to exit at once)", w->signum);
+    /* First: no signal reaches a task any more, so what the tasks drain
+     * before their last commit is all they were handed (signals.h). */
+    signal_bus_close(dm->bus);
     topology_request_stop(dm->topo);
 }
 
@@ -265,6 +269,7 @@ static int run_capture(const struct mcdc_config *cfg)
         metrics_http_stop(mh);
         return MCDC_EXIT_FAILURE;
     }
+    dm.bus = sg.bus;
     dm.topo = topology_start(cfg, loop, &err);
     if (!dm.topo) {
         LOG_ERROR("cannot start: %s", err.msg);

@@ -40,6 +40,10 @@ struct mcdc_position {
     int64_t txn_number; /* valid when lsid != NULL */
     char *extra_json;   /* other keys (transaction, incremental snapshot) as a JSON object text, or
                            NULL */
+    size_t extra_shared; /* a hint: the first extra_shared bytes of extra_json tend to repeat
+                            from one position to the next (the queued-collections member of an
+                            incremental snapshot), so the in-flight tracker keeps them once;
+                            0: no hint. Never changes what is stored. */
 };
 
 /* Sets pos to "no position": sec = ord = -1, empty token, no strings. */

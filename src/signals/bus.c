@@ -31,6 +31,7 @@ struct signal_queue {
 struct signal_bus {
     pthread_mutex_t mu;
     struct signal_queue *queues;
+    bool closed; /* the daemon stops: nothing more is delivered */
 };
 
 void mcdc_signal_copy(const struct mcdc_signal *src, struct mcdc_signal *dst)
@@ -89,11 +90,36 @@ void signal_queue_set_wake(struct signal_queue *q, void (*wake)(void *ctx), void
     pthread_mutex_unlock(&q->bus->mu);
 }
 
-void signal_bus_publish(struct signal_bus *bus, const struct mcdc_signal *sig)
+void signal_bus_close(struct signal_bus *bus)
 {
-    if (!bus || !sig)
+    if (!bus)
         return;
     pthread_mutex_lock(&bus->mu);
+    bus->closed = true;
+    pthread_mutex_unlock(&bus->mu);
+}
+
+bool signal_bus_closed(struct signal_bus *bus)
+{
+    if (!bus)
+        return true;
+    pthread_mutex_lock(&bus->mu);
+    bool c = bus->closed;
+    pthread_mutex_unlock(&bus->mu);
+    return c;
+}
+
+bool signal_bus_publish(struct signal_bus *bus, const struct mcdc_signal *sig)
+{
+    if (!bus || !sig)
+        return false;
+    pthread_mutex_lock(&bus->mu);
+    if (bus->closed) {
+        /* Tasks are stopping and have drained (or are draining) their
+         * queues for the last commit: the signal's source keeps it. */
+        pthread_mutex_unlock(&bus->mu);
+        return false;
+    }
     for (struct signal_queue *q = bus->queues; q; q = q->next) {
         if (q->count == SIGNAL_QUEUE_MAX) {
             q->dropped++;
@@ -109,6 +135,7 @@ void signal_bus_publish(struct signal_bus *bus, const struct mcdc_signal *sig)
             q->wake(q->wake_ctx);
     }
     pthread_mutex_unlock(&bus->mu);
+    return true;
 }
 
 bool signal_queue_pop(struct signal_queue *q, struct mcdc_signal *out)

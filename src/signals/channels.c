@@ -57,19 +57,26 @@ static bool has(const struct mcdc_strlist *l, const char *name)
 }
 
 /* Parses one JSON signal of channel and publishes it; a bad one gets a WARN
- * naming where it came from (what). */
-static void publish_json(struct signal_channels *ch, const char *json, size_t len,
+ * naming where it came from (what). False when the bus is closed (the
+ * daemon stops): the caller keeps the signal for the next run. */
+static bool publish_json(struct signal_channels *ch, const char *json, size_t len,
                          enum mcdc_signal_channel channel, const char *what)
 {
     struct mcdc_signal sig;
     struct mcdc_error err = MCDC_ERROR_INIT;
+    bool ok;
     if (!mcdc_signal_parse_json(json, len, channel, &sig, &err)) {
         LOG_WARN("%s: %s; ignored", what, err.msg);
-        return;
+        return true;
     }
-    LOG_INFO("%s: signal '%s' (%s) received", what, sig.id, mcdc_signal_type_name(sig.type));
-    signal_bus_publish(ch->bus, &sig);
+    ok = signal_bus_publish(ch->bus, &sig);
+    if (ok)
+        LOG_INFO("%s: signal '%s' (%s) received", what, sig.id, mcdc_signal_type_name(sig.type));
+    else
+        LOG_INFO("%s: signal '%s' (%s) left for the next run: capture is stopping", what, sig.id,
+                 mcdc_signal_type_name(sig.type));
     mcdc_signal_destroy(&sig);
+    return ok;
 }
 
 /* ---- kafka ----------------------------------------------------------- */
@@ -177,8 +184,12 @@ static void kafka_poll(struct signal_channels *ch)
         LOG_INFO("Signal key '%.*s' doesn't match the connector's name '%s' (%s)",
                  m->key ? (int)m->key_len : 4, m->key ? (const char *)m->key : "null", prefix,
                  what);
-    } else if (m->payload && m->len > 0) {
-        publish_json(ch, m->payload, m->len, MCDC_SIGNAL_CHANNEL_KAFKA, what);
+    } else if (m->payload && m->len > 0 &&
+               !publish_json(ch, m->payload, m->len, MCDC_SIGNAL_CHANNEL_KAFKA, what)) {
+        /* Not committed: the group's next reader starts at this record
+         * (the thread reads nothing more once the bus is closed). */
+        rd_kafka_message_destroy(m);
+        return;
     }
     kafka_commit(ch, m);
     rd_kafka_message_destroy(m);
@@ -229,6 +240,34 @@ static void file_drop_long_line(int fd, const char *path, size_t size)
                  path, nl, FILE_MAX_BYTES / (1024 * 1024));
     }
     free(rest);
+}
+
+/* Puts the complete lines text (len bytes, ending in a newline) back in
+ * front of signal.file under flock: the daemon stopped before they reached
+ * a task, so the next run reads them first. */
+static void file_put_back(const char *path, const char *text, size_t len)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    struct stat st;
+    char *rest = NULL;
+    ssize_t got = 0;
+
+    if (fd < 0 || flock(fd, LOCK_EX) != 0 || fstat(fd, &st) != 0) {
+        LOG_ERROR("file signal channel: cannot put %zu bytes of unread signals back into %s: %s",
+                  len, path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    rest = xmalloc((size_t)st.st_size + 1);
+    if (st.st_size > 0)
+        got = pread(fd, rest, (size_t)st.st_size, 0);
+    if (got < 0 || (size_t)got != (size_t)st.st_size || pwrite(fd, text, len, 0) != (ssize_t)len ||
+        (got > 0 && pwrite(fd, rest, (size_t)got, (off_t)len) != got))
+        LOG_ERROR("file signal channel: cannot put %zu bytes of unread signals back into %s: %s",
+                  len, path, strerror(errno));
+    free(rest);
+    close(fd);
 }
 
 /* Reads signal.file under flock: publishes its complete lines and writes
@@ -302,7 +341,10 @@ static void file_poll(struct signal_channels *ch)
         if (k < len) {
             char what[600];
             snprintf(what, sizeof what, "file signal channel %s line %d", path, lineno);
-            publish_json(ch, line, len, MCDC_SIGNAL_CHANNEL_FILE, what);
+            if (!publish_json(ch, line, len, MCDC_SIGNAL_CHANNEL_FILE, what)) {
+                file_put_back(path, line, (size_t)(buf + used - line));
+                break;
+            }
         }
         line = nl + 1;
     }
@@ -317,8 +359,9 @@ static void *channels_main(void *arg)
     mcdc_log_set_component("signals");
     while (!atomic_load(&ch->stop)) {
         int64_t wait;
-        if (signal_bus_subscribers(ch->bus) == 0) {
-            wait = 100; /* no task to hand a signal to yet: leave it where it is */
+        if (signal_bus_subscribers(ch->bus) == 0 || signal_bus_closed(ch->bus)) {
+            /* no task to hand a signal to (yet, or any more): leave it where it is */
+            wait = 100;
             goto sleep;
         }
         if (ch->file && now_ms() >= ch->next_file_ms) {

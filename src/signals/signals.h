@@ -130,8 +130,19 @@ struct signal_queue *signal_bus_subscribe(struct signal_bus *bus, const char *ta
  * task: a full queue (SIGNAL_QUEUE_MAX waiting) refuses the signal for that
  * task with an ERROR naming the signal and the task, and counts it in
  * signal_queue_dropped(). Calls each queue's wake function, if set, with the
- * bus lock held (it must only nudge, e.g. ev_async_send). */
-void signal_bus_publish(struct signal_bus *bus, const struct mcdc_signal *sig);
+ * bus lock held (it must only nudge, e.g. ev_async_send). Returns false,
+ * delivering nothing, once the bus is closed (or bus NULL): the caller then
+ * keeps the signal where it came from (the kafka channel does not commit
+ * it, the file channel writes it back, a source signal's position is not
+ * passed), so the next run reads it again. */
+bool signal_bus_publish(struct signal_bus *bus, const struct mcdc_signal *sig);
+
+/* The daemon stops (SIGTERM/SIGINT): from now on signal_bus_publish
+ * delivers nothing; what queues hold stays for the tasks' last drain
+ * (their stop path). Thread-safe; idempotent. signal_bus_closed says so
+ * (true for NULL). */
+void signal_bus_close(struct signal_bus *bus);
+bool signal_bus_closed(struct signal_bus *bus);
 
 /* Moves the oldest signal of q into *out (caller destroys it); false when
  * empty. Never blocks. */

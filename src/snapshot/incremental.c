@@ -62,6 +62,7 @@ void incr_destroy(struct incr *s)
     bson_destroy(&s->max_key);
     bson_destroy(&s->chunk_end);
     free(s->offset_json);
+    free(s->colls_member);
     free(s);
 }
 
@@ -105,10 +106,11 @@ void incr_push_item(struct incr *s, const char *db, const char *coll, const bson
     struct incr_item *it;
     char ns[512];
 
+    /* A collection already queued or being read is queued again, as
+     * Debezium's queue (a LinkedList that addAll appends to): the signal
+     * asked for it, the log and the STARTED notification say so, and its
+     * condition may differ from the earlier request's. */
     snprintf(ns, sizeof ns, "%s.%s", db, coll);
-    for (size_t i = 0; i < s->count; i++)
-        if (!strcmp(s->queue[i].ns, ns))
-            return;
     if (s->count == s->cap) {
         s->cap = s->cap ? s->cap * 2 : 4;
         s->queue = xrealloc(s->queue, s->cap * sizeof *s->queue);
@@ -122,6 +124,7 @@ void incr_push_item(struct incr *s, const char *db, const char *coll, const bson
         bson_copy_to(cond, &it->cond);
     else
         bson_init(&it->cond);
+    s->queue_gen++;
     s->offset_dirty = true;
 }
 
@@ -134,6 +137,30 @@ void incr_enqueue(struct incr *s, const char *db, const char *coll, const bson_t
         s->sent = s->superseded = 0;
         s->estimated = -1;
         s->started_ms = s->last_log_ms = incr_now_ms();
+    }
+}
+
+size_t incr_queued(const struct incr *s)
+{
+    return s->count;
+}
+
+void incr_drop_last(struct incr *s, size_t n)
+{
+    while (n-- > 0 && s->count > 0) {
+        /* never the current collection while one of its windows is open */
+        if (s->count == 1 && s->state != INCR_READY && s->state != INCR_IDLE)
+            break;
+        item_free(&s->queue[--s->count]);
+        s->queue_gen++;
+        s->offset_dirty = true;
+    }
+    if (s->count == 0) {
+        s->state = INCR_IDLE;
+        bson_reinit(&s->last_key);
+        bson_reinit(&s->max_key);
+        bson_reinit(&s->chunk_end);
+        s->bracket = -1;
     }
 }
 
@@ -151,6 +178,7 @@ void incr_pop_current(struct incr *s)
     s->sent = s->superseded = 0;
     s->estimated = -1;
     s->started_ms = s->last_log_ms = incr_now_ms();
+    s->queue_gen++;
     s->offset_dirty = true;
     if (s->count == 0)
         s->state = INCR_IDLE;
@@ -208,6 +236,7 @@ size_t incr_stop(struct incr *s, char *const *regexes, size_t n, bool *current)
         item_free(&s->queue[i]);
         memmove(&s->queue[i], &s->queue[i + 1], (s->count - i - 1) * sizeof *s->queue);
         s->count--;
+        s->queue_gen++;
         s->offset_dirty = true;
     }
     return removed;
@@ -226,11 +255,13 @@ size_t incr_abort(struct incr *s)
 void incr_pause(struct incr *s)
 {
     s->paused = true;
+    s->offset_dirty = true;
 }
 
 void incr_resume(struct incr *s)
 {
     s->paused = false;
+    s->offset_dirty = true;
 }
 
 /* ---- the window ---------------------------------------------------------- */

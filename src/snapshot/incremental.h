@@ -93,15 +93,44 @@ bool incr_restore(struct incr *s, const char *extra_json, struct mcdc_error *err
  */
 const char *incr_offset_json(struct incr *s);
 
+/* How many leading bytes of the last incr_offset_json text are the queued
+ * list (they repeat until the queue changes; a hint for the in-flight
+ * tracker, mcdc_position.extra_shared); 0 when idle. */
+size_t incr_offset_shared_len(const struct incr *s);
+
 enum incr_state incr_state(const struct incr *s);
 bool incr_paused(const struct incr *s);
 bool incr_uses_cluster_time(const struct incr *s);
 
 /* Queues db.coll with condition cond (a query document, borrowed and copied;
- * NULL = none) for the signal id (copied). A collection already queued is
- * not queued twice. Starts the engine when idle. */
+ * NULL = none) for the signal id (copied). A collection already queued or
+ * being read is queued again at the end and read again in full with its own
+ * condition, as Debezium's AbstractIncrementalSnapshotContext appends every
+ * requested collection to its queue. Starts the engine when idle. */
 void incr_enqueue(struct incr *s, const char *db, const char *coll, const bson_t *cond,
                   const char *signal_id);
+
+/*
+ * The largest incremental-snapshot offset members (incr_offset_json, bytes)
+ * a signal may create. The queued list rides in every offset record
+ * (Debezium's incremental_snapshot_collections, §4.2), and with
+ * offsets.storage kafka one record over the offsets topic's
+ * max.message.bytes (Kafka's default 1048588) is refused by the broker: the
+ * task could then never write its position again, and every restart would
+ * re-read the signal and fail the same way. Refusing at read time keeps the
+ * value Debezium's shape (a compact encoding would no longer be its offsets)
+ * and leaves half of the default for the resume token, keys and correlation
+ * ids. About 2,900 collections of short names with a short signal id fit;
+ * a larger request is split over several signals sent one after another.
+ */
+#define INCR_OFFSET_MAX_BYTES (512u * 1024u)
+
+/* Collections queued (the current one included). */
+size_t incr_queued(const struct incr *s);
+
+/* Removes the n collections queued last (a refused signal's), never the
+ * current one while a window of it is open. Idle when none is left. */
+void incr_drop_last(struct incr *s, size_t n);
 
 /* The current collection ("db.coll") and the signal id, or NULL when idle. */
 const char *incr_current(const struct incr *s);

@@ -53,6 +53,12 @@ struct incr {
 
     char *offset_json;
     bool offset_dirty;
+    /* The queue's member of offset_json, as libbson writes it
+     * ("\"incremental_snapshot_collections\" : \"...\""), rebuilt only when
+     * queue_gen moves: rows change the keys, not the list, and a long list
+     * rebuilt and escaped for every row made each row cost its size. */
+    char *colls_member;
+    uint64_t queue_gen, colls_gen;
 };
 
 /* FNV-1a of an _id value's type byte and value bytes. */

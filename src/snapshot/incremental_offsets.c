@@ -22,6 +22,10 @@
 #define K_PRIMARY "incremental_snapshot_primary_key"
 #define K_MAXIMUM "incremental_snapshot_maximum_key"
 #define K_CORR "incremental_snapshot_correlation_id"
+/* Ours: Debezium keeps the pause in memory only, so a restart resumes a
+ * paused snapshot; a pause-snapshot signal that the stored position has
+ * passed must hold after a restart too. Debezium ignores the key. */
+#define K_PAUSED "mongocdc_incremental_snapshot_paused"
 
 /* ---- offsets ------------------------------------------------------------- */
 
@@ -55,54 +59,78 @@ char *incr_key_text(const struct incr *s, bool maximum)
     return bson_empty(k) ? NULL : canonical(k);
 }
 
-const char *incr_offset_json(struct incr *s)
+/* The queue as Debezium's list (§4.2), compact, in its key order:
+ * [{"..._id":"db.coll","..._additional_condition":null,"..._correlation_id":"sig"}]. */
+static char *collections_text(const struct incr *s)
 {
+    struct ejson_buf b = {0};
     char *colls;
 
-    if (s->count == 0)
-        return NULL;
-    if (!s->offset_dirty && s->offset_json)
-        return s->offset_json;
-    /* Compact, in Debezium's key order: [{"..._id":"db.coll","..._additional_condition":null,
-     * "..._correlation_id":"sig"}] */
-    {
-        struct ejson_buf b = {0};
-        put(&b, "[");
-        for (size_t i = 0; i < s->count; i++) {
-            put(&b, i ? ",{" : "{");
-            put_str(&b, K_COLL_ID);
-            put(&b, ":");
-            put_str(&b, s->queue[i].ns);
-            put(&b, ",");
-            put_str(&b, K_COLL_COND);
-            put(&b, ":");
-            if (bson_empty(&s->queue[i].cond)) {
-                put(&b, "null");
-            } else {
-                char *c = canonical(&s->queue[i].cond);
-                put_str(&b, c);
-                free(c);
-            }
-            put(&b, ",");
-            put_str(&b, K_COLL_CORR);
-            put(&b, ":");
-            if (s->queue[i].signal_id[0])
-                put_str(&b, s->queue[i].signal_id);
-            else
-                put(&b, "null");
-            put(&b, "}");
+    put(&b, "[");
+    for (size_t i = 0; i < s->count; i++) {
+        put(&b, i ? ",{" : "{");
+        put_str(&b, K_COLL_ID);
+        put(&b, ":");
+        put_str(&b, s->queue[i].ns);
+        put(&b, ",");
+        put_str(&b, K_COLL_COND);
+        put(&b, ":");
+        if (bson_empty(&s->queue[i].cond)) {
+            put(&b, "null");
+        } else {
+            char *c = canonical(&s->queue[i].cond);
+            put_str(&b, c);
+            free(c);
         }
-        put(&b, "]");
-        colls = ejson_buf_steal(&b, NULL);
-        ejson_buf_free(&b);
+        put(&b, ",");
+        put_str(&b, K_COLL_CORR);
+        put(&b, ":");
+        if (s->queue[i].signal_id[0])
+            put_str(&b, s->queue[i].signal_id);
+        else
+            put(&b, "null");
+        put(&b, "}");
     }
-    /* Compact, every member a string: {"k":"v","k2":"v2"} */
+    put(&b, "]");
+    colls = ejson_buf_steal(&b, NULL);
+    ejson_buf_free(&b);
+    return colls;
+}
+
+/* The collections member, "<K_COLLS>":"<list as a JSON string>" (malloc'd),
+ * written by the project's own JSON writer so its bytes do not depend on the
+ * libbson version. */
+static char *colls_member_text(const struct incr *s)
+{
     struct ejson_buf b = {0};
-    put(&b, "{");
+    char *colls = collections_text(s);
+    char *out;
+
     put_str(&b, K_COLLS);
     put(&b, ":");
     put_str(&b, colls);
     free(colls);
+    out = ejson_buf_steal(&b, NULL);
+    ejson_buf_free(&b);
+    return out;
+}
+
+const char *incr_offset_json(struct incr *s)
+{
+    if (s->count == 0)
+        return NULL;
+    if (!s->offset_dirty && s->offset_json)
+        return s->offset_json;
+    /* The queue's text changes only with the queue: kept between offsets. */
+    if (s->colls_member == NULL || s->colls_gen != s->queue_gen) {
+        free(s->colls_member);
+        s->colls_member = colls_member_text(s);
+        s->colls_gen = s->queue_gen;
+    }
+    /* Compact, every member a string but the pause flag: {"k":"v","k2":"v2"} */
+    struct ejson_buf b = {0};
+    put(&b, "{");
+    put(&b, s->colls_member);
     if (!bson_empty(&s->last_key)) {
         char *c = canonical(&s->last_key);
         put(&b, ",");
@@ -125,12 +153,23 @@ const char *incr_offset_json(struct incr *s)
         put(&b, ":");
         put_str(&b, s->queue[0].signal_id);
     }
+    if (s->paused) {
+        put(&b, ",");
+        put_str(&b, K_PAUSED);
+        put(&b, ":true");
+    }
     put(&b, "}");
     free(s->offset_json);
     s->offset_json = ejson_buf_steal(&b, NULL);
     ejson_buf_free(&b);
     s->offset_dirty = false;
     return s->offset_json;
+}
+
+size_t incr_offset_shared_len(const struct incr *s)
+{
+    /* "{" and the collections member */
+    return s->count > 0 && s->offset_json && s->colls_member ? 1 + strlen(s->colls_member) : 0;
 }
 
 static bool utf8_member(const bson_t *doc, const char *key, const char **out)
@@ -219,13 +258,16 @@ bool incr_restore(struct incr *s, const char *extra_json, struct mcdc_error *err
         goto done;
     if (utf8_member(extra, K_MAXIMUM, &text) && !parse_key(text, &s->max_key, K_MAXIMUM, err))
         goto done;
+    if (bson_iter_init_find(&it, extra, K_PAUSED) && BSON_ITER_HOLDS_BOOL(&it))
+        s->paused = bson_iter_bool(&it);
     if (s->count > 0) {
         s->state = INCR_READY;
         s->started_ms = s->last_log_ms = incr_now_ms();
         LOG_INFO("incremental snapshot resumed from the offsets: %zu collection(s) left, %s "
-                 "from %s",
+                 "from %s%s",
                  s->count, s->queue[0].ns,
-                 bson_empty(&s->last_key) ? "the first key" : "after the last key sent");
+                 bson_empty(&s->last_key) ? "the first key" : "after the last key sent",
+                 s->paused ? "; paused (pause-snapshot), until a resume-snapshot signal" : "");
     }
     ok = true;
 done:

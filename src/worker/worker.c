@@ -17,6 +17,7 @@
 #include "capture/oversize.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "signals/signals.h"
 
 int64_t worker_wall_ms(void)
 {
@@ -447,7 +448,15 @@ static void finish(struct worker *w, enum phase ph)
     int64_t t0 = worker_now_ms();
     size_t unacked = 0;
 
+    /* A failed task stops the daemon (topology.c; not a removed shard's
+     * task, which is only reaped): as at SIGTERM (main.c), no signal reaches
+     * a task any more, so none is handed over to a task past its last
+     * drain; the channels keep them for the next run. */
+    if (ph == PHASE_FATAL && !__atomic_load_n(&w->drain_requested, __ATOMIC_ACQUIRE))
+        signal_bus_close(worker_signal_bus());
     if (w->sink != NULL && w->inf != NULL) {
+        if (ph == PHASE_STOPPED)
+            worker_signals_at_stop(w); /* recorded by the final commit below */
         if (!sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err)) {
             unacked = sink_in_flight(w->sink);
             if (unacked > 0)

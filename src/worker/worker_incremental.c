@@ -1,9 +1,9 @@
 /*
- * worker_incremental: the dispatch of signals and incremental snapshots in a
- * capture task (debezium-format.md §5.2 blocking, §5.3 signals, §5.4 the
- * window algorithm). The engine (snapshot/incremental.h) reads chunks and
- * keeps the window; this file feeds it the stream, handles the signals,
- * emits the rows and stamps the engine's progress into every position the
+ * worker_incremental: incremental and blocking snapshots in a capture task
+ * (debezium-format.md §5.2 blocking, §5.4 the window algorithm; the signals
+ * that ask for them are handled in worker_signals.c). The engine
+ * (snapshot/incremental.h) reads chunks and keeps the window; this file
+ * feeds it the stream, emits the rows and stamps the engine's progress into every position the
  * task produces, so the offsets advance only over acknowledged records and a
  * restart resumes at the chunk it was in.
  *
@@ -27,30 +27,10 @@
 #include "snapshot/incremental.h"
 #include "snapshot/snapshot.h"
 
-#define AGG "Incremental Snapshot"
-
-static struct signal_bus *g_bus; /* set once before tasks start */
-static struct notifier *g_notifier;
-
-void worker_signals_attach(struct signal_bus *bus, struct notifier *n)
-{
-    __atomic_store_n(&g_bus, bus, __ATOMIC_RELEASE);
-    __atomic_store_n(&g_notifier, n, __ATOMIC_RELEASE);
-}
-
-static void notify(struct worker *w, const char *type, const char *id, const struct notify_kv *kv,
-                   size_t n)
-{
-    struct notifier *nf = __atomic_load_n(&g_notifier, __ATOMIC_ACQUIRE);
-    (void)w;
-    if (nf != NULL)
-        notify_send(nf, AGG, type, id ? id : "", kv, n);
-}
-
 enum phase worker_incremental_setup(struct worker *w)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
-    struct signal_bus *bus = __atomic_load_n(&g_bus, __ATOMIC_ACQUIRE);
+    struct signal_bus *bus = worker_signal_bus();
 
     incr_destroy(w->inc);
     w->inc = incr_new(w->cfg, w->rs, w->cfg->read_only || w->snapshot_filters != NULL);
@@ -84,6 +64,7 @@ const struct mcdc_position *worker_incremental_stamp(struct worker *w,
         position_copy(&w->inc_pos, pos);
     free(w->inc_pos.extra_json);
     w->inc_pos.extra_json = j ? xstrdup(j) : NULL;
+    w->inc_pos.extra_shared = j ? incr_offset_shared_len(w->inc) : 0;
     return &w->inc_pos;
 }
 
@@ -97,98 +78,6 @@ static bool stream_time(const struct worker *w, uint32_t *sec, uint32_t *inc)
     }
     return w->stream_pos.has_resume_token &&
            resume_token_time(&w->stream_pos.resume_token, sec, inc);
-}
-
-/* ---- collections a signal names ----------------------------------------- */
-
-struct want {
-    char db[256], coll[256];
-    const bson_t *cond; /* borrowed from the request */
-};
-
-/* The first additional-conditions entry whose data-collection matches ns. */
-static const bson_t *condition_for(const struct mcdc_snapshot_request *req, const char *ns)
-{
-    for (size_t i = 0; i < req->condition_count; i++)
-        if (incr_ns_matches(req->conditions[i].collection, ns))
-            return &req->conditions[i].filter;
-    return NULL;
-}
-
-/* §5.4 execute-snapshot step 1: each data-collections entry is a regex
- * matched against the captured collections; none matching: the literal. */
-static size_t resolve(struct worker *w, const struct mcdc_snapshot_request *req, const char *id,
-                      struct want **out)
-{
-    bson_error_t be;
-    char **dbs = mongoc_client_get_database_names_with_opts(w->client, NULL, &be);
-    struct want *v = NULL;
-    size_t n = 0, cap = 0;
-
-    for (size_t r = 0; r < req->collection_count; r++) {
-        size_t before = n;
-        for (size_t d = 0; dbs && dbs[d]; d++) {
-            mongoc_database_t *mdb;
-            char **colls;
-            if (!strcmp(dbs[d], "admin") || !strcmp(dbs[d], "config") || !strcmp(dbs[d], "local"))
-                continue;
-            mdb = mongoc_client_get_database(w->client, dbs[d]);
-            colls = mongoc_database_get_collection_names_with_opts(mdb, NULL, &be);
-            mongoc_database_destroy(mdb);
-            for (size_t c = 0; colls && colls[c]; c++) {
-                char ns[512];
-                snprintf(ns, sizeof ns, "%s.%s", dbs[d], colls[c]);
-                if (!strncmp(colls[c], "system.", 7) ||
-                    !encoder_captures(w->enc, dbs[d], colls[c]) ||
-                    !incr_ns_matches(req->collections[r], ns))
-                    continue;
-                if (n == cap) {
-                    cap = cap ? cap * 2 : 8;
-                    v = xrealloc(v, cap * sizeof *v);
-                }
-                snprintf(v[n].db, sizeof v[n].db, "%s", dbs[d]);
-                snprintf(v[n].coll, sizeof v[n].coll, "%s", colls[c]);
-                v[n].cond = condition_for(req, ns);
-                n++;
-            }
-            bson_strfreev(colls);
-        }
-        if (n == before) {
-            const char *dot = strchr(req->collections[r], '.');
-            if (dot == NULL) {
-                LOG_WARN("signal %s: data-collections entry \"%s\" matches no captured collection "
-                         "and is no db.collection name: ignored",
-                         id, req->collections[r]);
-                continue;
-            }
-            char ldb[256];
-            snprintf(ldb, sizeof ldb, "%.*s", (int)(dot - req->collections[r]), req->collections[r]);
-            if (!encoder_captures(w->enc, ldb, dot + 1)) {
-                LOG_WARN("signal %s: data-collections entry \"%s\" names no captured collection "
-                         "(the include/exclude lists leave it out): ignored",
-                         id, req->collections[r]);
-                continue;
-            }
-            /* Debezium's literal fallback (§5.4 step 1): kept, so a collection
-             * created before its turn is still read, but said. */
-            LOG_WARN("signal %s: data-collections entry \"%s\" matches no existing collection on "
-                     "%s: queued under its literal name, it completes empty unless the collection "
-                     "is created before its turn",
-                     id, req->collections[r], w->rs);
-            if (n == cap) {
-                cap = cap ? cap * 2 : 8;
-                v = xrealloc(v, cap * sizeof *v);
-            }
-            snprintf(v[n].db, sizeof v[n].db, "%.*s", (int)(dot - req->collections[r]),
-                     req->collections[r]);
-            snprintf(v[n].coll, sizeof v[n].coll, "%s", dot + 1);
-            v[n].cond = condition_for(req, req->collections[r]);
-            n++;
-        }
-    }
-    bson_strfreev(dbs);
-    *out = v;
-    return n;
 }
 
 /* The documents this task owns in ns (per-shard tasks), into owned. */
@@ -267,7 +156,7 @@ static enum phase blocking_row(struct worker *w, const struct snapshot_doc *d, b
  * into `_id` ranges), each with its additional condition and, on a shard,
  * only the documents it owns: op r, snapshot true, the very last row `last`;
  * then streaming resumes where it paused. */
-static enum phase blocking_snapshot(struct worker *w, const struct want *v, size_t n,
+enum phase worker_blocking_snapshot(struct worker *w, const struct worker_want *v, size_t n,
                                     const char *id)
 {
     struct snapshot_plan *plan = xcalloc(1, sizeof *plan);
@@ -322,127 +211,6 @@ static enum phase blocking_snapshot(struct worker *w, const struct want *v, size
     return ph;
 }
 
-/* ---- signals ----------------------------------------------------------- */
-
-static void names_of(const struct want *v, size_t n, char *out, size_t cap)
-{
-    size_t len = 0;
-    out[0] = '\0';
-    for (size_t i = 0; i < n && len + 1 < cap; i++)
-        len += (size_t)snprintf(out + len, cap - len, "%s%s.%s", i ? "," : "", v[i].db, v[i].coll);
-}
-
-static enum phase on_execute(struct worker *w, const struct mcdc_signal *sig)
-{
-    struct mcdc_snapshot_request req;
-    struct mcdc_error err = MCDC_ERROR_INIT;
-    struct want *v = NULL;
-    size_t n;
-    enum phase ph = PHASE_OK;
-    char names[1024];
-
-    if (!mcdc_signal_snapshot_request(sig, &req, &err)) {
-        LOG_WARN("%s; ignored", err.msg); /* err names the signal's id and type */
-        return PHASE_OK;
-    }
-    n = resolve(w, &req, sig->id, &v);
-    names_of(v, n, names, sizeof names);
-    if (n == 0) {
-        LOG_WARN("signal %s ignored: data-collections name no collection", sig->id);
-    } else if (req.blocking) {
-        ph = blocking_snapshot(w, v, n, sig->id);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            incr_enqueue(w->inc, v[i].db, v[i].coll, v[i].cond, sig->id);
-        LOG_INFO("incremental snapshot (signal %s) of %s queued (%s windows, chunks of %lld)",
-                 sig->id, names, incr_uses_cluster_time(w->inc) ? "cluster-time" : "marker",
-                 (long long)w->cfg->incremental_snapshot_chunk_size);
-        struct notify_kv kv[] = {{"connector_name", w->cfg->topic_prefix},
-                                 {"data_collections", names}};
-        notify(w, "STARTED", sig->id, kv, 2);
-    }
-    free(v);
-    mcdc_snapshot_request_destroy(&req);
-    return ph;
-}
-
-static void on_stop(struct worker *w, const struct mcdc_signal *sig)
-{
-    struct mcdc_snapshot_request req;
-    struct mcdc_error err = MCDC_ERROR_INIT;
-    bool current = false;
-    size_t removed;
-
-    if (!mcdc_signal_snapshot_request(sig, &req, &err)) {
-        LOG_WARN("%s; ignored", err.msg); /* err names the signal's id and type */
-        return;
-    }
-    removed = incr_stop(w->inc, req.collections, req.collection_count, &current);
-    LOG_INFO("stop-snapshot (signal %s): %zu queued collection(s) removed%s", sig->id, removed,
-             current ? ", the current one after its open window" : "");
-    struct notify_kv kv[] = {{"connector_name", w->cfg->topic_prefix}};
-    notify(w, "ABORTED", sig->id, kv, 1);
-    mcdc_snapshot_request_destroy(&req);
-}
-
-static enum phase handle_signal(struct worker *w, const struct mcdc_signal *sig)
-{
-    switch (sig->type) {
-    case MCDC_SIGNAL_EXECUTE_SNAPSHOT:
-        return on_execute(w, sig);
-    case MCDC_SIGNAL_STOP_SNAPSHOT:
-        on_stop(w, sig);
-        break;
-    case MCDC_SIGNAL_PAUSE_SNAPSHOT:
-        incr_pause(w->inc);
-        LOG_INFO("pause-snapshot (signal %s): the incremental snapshot pauses after its window",
-                 sig->id);
-        notify(w, "PAUSED", sig->id, NULL, 0);
-        break;
-    case MCDC_SIGNAL_RESUME_SNAPSHOT:
-        incr_resume(w->inc);
-        LOG_INFO("resume-snapshot (signal %s)", sig->id);
-        notify(w, "RESUMED", sig->id, NULL, 0);
-        break;
-    case MCDC_SIGNAL_LOG: {
-        char *j = position_to_json(worker_incremental_stamp(w, &w->stream_pos));
-        mcdc_signal_log(sig, j);
-        free(j);
-        break;
-    }
-    case MCDC_SIGNAL_WINDOW_OPEN:
-    case MCDC_SIGNAL_WINDOW_CLOSE:
-    default:
-        break;
-    }
-    return PHASE_OK;
-}
-
-/* An insert into the signal collection that is no window marker of ours: a
- * signal of the source channel. With the bus it reaches every task (each
- * shard's); without one this task handles it at once. */
-static enum phase source_signal(struct worker *w, const bson_t *doc)
-{
-    struct mcdc_signal sig;
-    struct mcdc_error err = MCDC_ERROR_INIT;
-    struct signal_bus *bus = __atomic_load_n(&g_bus, __ATOMIC_ACQUIRE);
-    enum phase ph = PHASE_OK;
-
-    if (!mcdc_signal_parse_doc(doc, MCDC_SIGNAL_CHANNEL_SOURCE, &sig, &err)) {
-        LOG_WARN("signal collection %s: %s; ignored", w->cfg->signal_data_collection, err.msg);
-        return PHASE_OK;
-    }
-    snprintf(sig.task, sizeof sig.task, "%s", w->rs);
-    if (sig.type == MCDC_SIGNAL_WINDOW_OPEN || sig.type == MCDC_SIGNAL_WINDOW_CLOSE)
-        ; /* another task's or an older run's marker */
-    else if (bus != NULL)
-        signal_bus_publish(bus, &sig);
-    else
-        ph = handle_signal(w, &sig);
-    mcdc_signal_destroy(&sig);
-    return ph;
-}
-
 /* ---- the window ---------------------------------------------------------- */
 
 /* Emits the rows left in the closed window (in _id order), each carrying the
@@ -473,7 +241,7 @@ static enum phase emit_window(struct worker *w)
                                  {"current_collection_in_progress", ns},
                                  {"maximum_key", max ? max : ""},
                                  {"last_processed_key", last ? last : ""}};
-        notify(w, "IN_PROGRESS", incr_signal_id(w->inc), kv, 4);
+        worker_notify(w, "IN_PROGRESS", incr_signal_id(w->inc), kv, 4);
         free(last);
         free(max);
     }
@@ -519,10 +287,10 @@ static enum phase advance(struct worker *w)
                                      {"scanned_collection", ns},
                                      {"total_rows_scanned", rows},
                                      {"status", sent > 0 ? "SUCCEEDED" : "EMPTY"}};
-            notify(w, "TABLE_SCAN_COMPLETED", id, kv, 4);
+            worker_notify(w, "TABLE_SCAN_COMPLETED", id, kv, 4);
             if (incr_state(w->inc) == INCR_IDLE) {
                 LOG_INFO("incremental snapshot (signal %s) completed", id);
-                notify(w, "COMPLETED", id, NULL, 0);
+                worker_notify(w, "COMPLETED", id, NULL, 0);
                 inflight_advance(w->inf, worker_incremental_stamp(w, &w->stream_pos));
             }
             break;
@@ -545,7 +313,7 @@ static enum phase advance(struct worker *w)
             {
                 struct notify_kv kv[] = {{"connector_name", w->cfg->topic_prefix},
                                          {"data_collection", ns}};
-                notify(w, "ABORTED", id, kv, 2);
+                worker_notify(w, "ABORTED", id, kv, 2);
             }
             inflight_advance(w->inf, worker_incremental_stamp(w, &w->stream_pos));
             break;
@@ -555,24 +323,17 @@ static enum phase advance(struct worker *w)
     return ph;
 }
 
-static bool is_ns(const struct mcdc_event *ev, const char *ns)
-{
-    size_t dl = ev->db_len, cl = ev->coll_len;
-    return ns && ev->db && ev->coll && strlen(ns) == dl + 1 + cl && !memcmp(ns, ev->db, dl) &&
-           ns[dl] == '.' && !memcmp(ns + dl + 1, ev->coll, cl);
-}
-
 enum phase worker_incremental(struct worker *w, const struct mcdc_event *ev, bool idle)
 {
     enum phase ph = PHASE_OK;
-    struct mcdc_signal sig;
 
     if (w->inc == NULL)
         return PHASE_OK;
-    if (ev != NULL && is_ns(ev, w->cfg->signal_data_collection)) {
+    if (ev != NULL && worker_event_in(ev, w->cfg->signal_data_collection)) {
+        /* A signal was handled by worker_signal_event before the position
+         * passed it; here only the window markers count. */
         if (ev->op == MCDC_OP_INSERT && ev->has_full_document) {
-            if (!incr_on_marker(w->inc, true, &ev->full_document))
-                ph = source_signal(w, &ev->full_document);
+            (void)incr_on_marker(w->inc, true, &ev->full_document);
         } else if (ev->op == MCDC_OP_DELETE && ev->has_document_key) {
             (void)incr_on_marker(w->inc, false, &ev->document_key);
         }
@@ -583,10 +344,7 @@ enum phase worker_incremental(struct worker *w, const struct mcdc_event *ev, boo
     } else if (idle) {
         incr_on_idle(w->inc);
     }
-    while (ph == PHASE_OK && w->sigq != NULL && signal_queue_pop(w->sigq, &sig)) {
-        ph = handle_signal(w, &sig);
-        mcdc_signal_destroy(&sig);
-    }
+    ph = worker_signals_drain(w);
     if (ph == PHASE_OK)
         ph = advance(w);
     return ph;

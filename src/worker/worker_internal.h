@@ -106,6 +106,7 @@ struct worker {
     uint64_t split_events;     /* events reassembled from split fragments */
     bool split_checked;        /* the server was found to support the split stage */
     struct incr *inc;             /* incremental snapshot engine (worker_incremental.c) */
+    const struct mcdc_position *signal_pos; /* the signal document's own, while handled */
     struct mcdc_position inc_pos; /* a position stamped with its progress */
     struct signal_queue *sigq;    /* this task's signal queue on the bus, NULL: none */
     bool drain_requested; /* worker_request_drain() (atomic access) */
@@ -325,6 +326,81 @@ enum phase worker_phase_from_failure(struct worker *w, const struct resume_failu
  * borrowed copy valid until the next call), or pos itself when idle.
  */
 enum phase worker_incremental_setup(struct worker *w);
+
+/*
+ * worker_signal_event: a change of the signal collection, handled before
+ * the stream position passes it (called by the streaming loops before the
+ * event is emitted or its position passed; pos the event's position, which
+ * a `log` signal prints, as Debezium does): an insert that is a signal is
+ * published and this task's queue drained, so what the signal asked for is
+ * in every later position (worker_incremental_stamp). PHASE_OK, or
+ * PHASE_STOPPED when a stop ended its handling (the position must then stay
+ * before the event, so that the next run reads the signal again), or the
+ * phase of a blocking snapshot's failure.
+ */
+enum phase worker_signal_event(struct worker *w, const struct mcdc_event *ev,
+                               const struct mcdc_position *pos);
+
+/*
+ * worker_signals_at_stop: at a stop, the signals still waiting in this
+ * task's queue (another shard's source signal, the kafka or file channel's,
+ * which those channels no longer hold) are handled before the last commit,
+ * so that the offsets record what they asked for, and the engine's state
+ * is advanced at the stream position for the final commit; a blocking
+ * snapshot cannot run then and is refused with an ERROR naming the signal;
+ * during the initial snapshot nothing is handled (an ERROR gives the count).
+ * The queue is closed first: a signal published later is not delivered to
+ * it and its channel keeps it for the next run (signal_bus_publish).
+ */
+void worker_signals_at_stop(struct worker *w);
+
+/*
+ * worker_signals_drain: the signals waiting in the task's queue (kafka and
+ * file channels, other shards' source signals) handled, and what they
+ * queued recorded by a position advance at once. PHASE_OK or the phase of
+ * a blocking snapshot's failure (worker_signals.c).
+ */
+enum phase worker_signals_drain(struct worker *w);
+
+/* A notification of the "Incremental Snapshot" aggregate on the daemon's
+ * notifier (none: nothing); id the signal's, kv n pairs (notify.h). */
+struct notify_kv;
+void worker_notify(struct worker *w, const char *type, const char *id, const struct notify_kv *kv,
+                   size_t n);
+
+/* The daemon's signal bus (worker_signals_attach), or NULL. */
+struct signal_bus *worker_signal_bus(void);
+
+/* Whether ev is a change of the namespace ns ("db.coll"; NULL: false). */
+bool worker_event_in(const struct mcdc_event *ev, const char *ns);
+
+/* One collection an execute-snapshot signal names (worker_resolve.c). */
+struct worker_want {
+    char db[256], coll[256];
+    const bson_t *cond; /* additional condition, borrowed from the request; NULL none */
+};
+
+struct mcdc_snapshot_request;
+
+/*
+ * The collections req (signal id, for the log) names on this task's server
+ * (worker_resolve.c): into *out (malloc'd, caller frees) and *count, each
+ * collection once. One listDatabases and one listCollections per database;
+ * entries matching nothing are summarised in one WARN per kind. PHASE_OK,
+ * or, when stoppable, PHASE_STOPPED once a stop is requested (*out NULL;
+ * only for a signal the task will read again from its own stream).
+ */
+/*
+ * A blocking snapshot of the n collections v (signal id): streaming waits
+ * while the initial-snapshot procedure copies them (worker_incremental.c).
+ * PHASE_OK, PHASE_STOPPED, or a failure's phase.
+ */
+enum phase worker_blocking_snapshot(struct worker *w, const struct worker_want *v, size_t n,
+                                    const char *id);
+
+enum phase worker_resolve(struct worker *w, const struct mcdc_snapshot_request *req,
+                          const char *id, bool stoppable, struct worker_want **out,
+                          size_t *count);
 void worker_incremental_teardown(struct worker *w);
 enum phase worker_incremental(struct worker *w, const struct mcdc_event *ev, bool idle);
 const struct mcdc_position *worker_incremental_stamp(struct worker *w,

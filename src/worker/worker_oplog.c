@@ -78,6 +78,10 @@ enum phase worker_stream_oplog(struct worker *w)
                                              : item.ev.has_cluster_time
                                                  ? (int64_t)item.ev.ts_sec * 1000
                                                  : 0);
+            /* A signal is handled before its position is passed (worker_stream.c). */
+            ph = worker_signal_event(w, &item.ev, &item.pos);
+            if (ph != PHASE_OK)
+                break; /* the position stays before the signal */
             if (item.emit) {
                 char db[256], coll[256];
                 snprintf(db, sizeof db, "%.*s", (int)item.ev.db_len, item.ev.db);

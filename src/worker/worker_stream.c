@@ -314,6 +314,11 @@ enum phase worker_stream(struct worker *w)
             } else if (skip_left > 0 && ev.has_cluster_time) {
                 skip_left = 0;
             }
+            /* A signal is handled before its position is passed, so no stored
+             * position is past a signal whose request is not in it. */
+            ph = worker_signal_event(w, &ev, &pos);
+            if (ph != PHASE_OK)
+                break; /* the position stays before the signal */
             if (emit) {
                 char db[256], coll[256];
                 snprintf(db, sizeof db, "%.*s", (int)ev.db_len, ev.db ? ev.db : "");

@@ -61,9 +61,11 @@ static void offsets_round_trip(void **state)
     assert_null(incr_offset_json(s));
     incr_enqueue(s, "db", "c1", cond, "sig-1");
     incr_enqueue(s, "db", "c2", NULL, "sig-1");
-    incr_enqueue(s, "db", "c1", NULL, "sig-2"); /* already queued */
+    incr_enqueue(s, "db", "c1", NULL, "sig-2"); /* already queued: queued again (Debezium) */
     bson_destroy(cond);
     assert_int_equal(incr_state(s), INCR_READY);
+    assert_int_equal(incr_queued(s), 3);
+    incr_pause(s);
     bson_t *k = doc_json("{\"_id\": {\"$numberLong\": \"42\"}}");
     bson_concat(&s->max_key, k);
     bson_destroy(k);
@@ -81,17 +83,33 @@ static void offsets_round_trip(void **state)
            "\\\"{\\\\\\\"k\\\\\\\": \\\\\\\"A\\\\\\\"}\\\",\\\"incremental_snapshot_collections_"
            "correlation_id\\\":\\\"sig-1\\\"},{\\\"incremental_snapshot_collections_id\\\":"
            "\\\"db.c2\\\",\\\"incremental_snapshot_collections_additional_condition\\\":null,"
-           "\\\"incremental_snapshot_collections_correlation_id\\\":\\\"sig-1\\\"}]\","
+           "\\\"incremental_snapshot_collections_correlation_id\\\":\\\"sig-1\\\"},"
+           "{\\\"incremental_snapshot_collections_id\\\":\\\"db.c1\\\","
+           "\\\"incremental_snapshot_collections_additional_condition\\\":null,"
+           "\\\"incremental_snapshot_collections_correlation_id\\\":\\\"sig-2\\\"}]\","
            "\"incremental_snapshot_primary_key\":\"{\\\"_id\\\": {\\\"$oid\\\": "
            "\\\"5f0000000000000000000001\\\"}}\",\"incremental_snapshot_maximum_key\":"
            "\"{\\\"_id\\\": {\\\"$numberLong\\\": \\\"42\\\"}}\","
-           "\"incremental_snapshot_correlation_id\":\"sig-1\"}");
+           "\"incremental_snapshot_correlation_id\":\"sig-1\","
+           "\"mongocdc_incremental_snapshot_paused\":true}");
     copy = strdup(j);
     assert_true(incr_restore(r, copy, &err));
     assert_int_equal(incr_state(r), INCR_READY);
     assert_string_equal(incr_current(r), "db.c1");
     assert_string_equal(incr_signal_id(r), "sig-1");
     assert_string_equal(incr_offset_json(r), j); /* same state, same text */
+    assert_int_equal(incr_queued(r), 3);
+    assert_non_null(strstr(j, "\\\"db.c1\\\",\\\"incremental_snapshot_collections_additional_"
+                              "condition\\\":null,\\\"incremental_snapshot_collections_"
+                              "correlation_id\\\":\\\"sig-2\\\""));
+    /* the pause is kept across a restart */
+    assert_non_null(strstr(j, "\"mongocdc_incremental_snapshot_paused\":true"));
+    assert_true(incr_paused(r));
+    /* a refused signal's collections are taken back, never the current one */
+    incr_drop_last(r, 2);
+    assert_int_equal(incr_queued(r), 1);
+    assert_string_equal(incr_current(r), "db.c1");
+    assert_null(strstr(incr_offset_json(r), "sig-2"));
     free(copy);
     incr_destroy(r);
     /* No incremental keys: idle; unreadable keys: an error, never dropped silently. */

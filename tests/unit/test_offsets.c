@@ -45,6 +45,51 @@ static const char *token_data(const struct mcdc_position *pos)
 
 /* ---- inflight ---- */
 
+/* Extra texts sharing a long head (an incremental snapshot's queued list)
+ * come back whole, for every entry, across a ring growth, a queue change
+ * (a new head) and records without a position. */
+static void inflight_shared_extra_heads_come_back_whole(void **state)
+{
+    (void)state;
+    struct inflight *inf = inflight_new();
+    const size_t n = 300; /* past the initial ring of 64: it grows */
+    void **cookies = calloc(n, sizeof *cookies);
+    char head_a[3000], head_b[3000], text[4000];
+    memset(head_a, 'a', sizeof head_a - 1);
+    head_a[sizeof head_a - 1] = '\0';
+    memset(head_b, 'b', sizeof head_b - 1);
+    head_b[sizeof head_b - 1] = '\0';
+    head_a[0] = head_b[0] = '{';
+    for (size_t i = 0; i < n; i++) {
+        struct mcdc_position p;
+        make_pos(&p, 200, (int64_t)i, NULL);
+        const char *head = i < n / 2 ? head_a : head_b;
+        snprintf(text, sizeof text, "%s, \"k\" : %zu }", head, i);
+        p.extra_json = strdup(text);
+        p.extra_shared = i % 3 == 0 ? strlen(head) : 0; /* a hint or none */
+        if (i % 7 == 0) /* a record without a position, delivered at once */
+            inflight_ack(inf, inflight_add(inf, NULL));
+        cookies[i] = inflight_add(inf, &p);
+        position_clear(&p);
+    }
+    size_t checked = 0;
+    for (size_t i = 0; i < n; i++) {
+        inflight_ack(inf, cookies[i]);
+        if (i % 37 != 0 && i + 1 != n)
+            continue;
+        const struct mcdc_position *c = inflight_committable(inf);
+        assert_non_null(c);
+        assert_int_equal(c->ord, (int64_t)i);
+        checked++;
+        snprintf(text, sizeof text, "%s, \"k\" : %lld }", c->ord < (int64_t)n / 2 ? head_a : head_b,
+                 (long long)c->ord);
+        assert_string_equal(c->extra_json, text);
+    }
+    assert_true(checked >= 9);
+    free(cookies);
+    inflight_destroy(inf);
+}
+
 static void inflight_in_order_acks_commit_each(void **state)
 {
     (void)state;
@@ -1004,6 +1049,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(inflight_in_order_acks_commit_each),
+        cmocka_unit_test(inflight_shared_extra_heads_come_back_whole),
         cmocka_unit_test(inflight_ack_out_of_order_commits_only_prefix),
         cmocka_unit_test(inflight_record_without_position_keeps_previous),
         cmocka_unit_test(inflight_advance_while_idle_commits_at_once),

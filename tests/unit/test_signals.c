@@ -356,6 +356,31 @@ static void full_queue_refuses_and_counts(void **state)
     signal_bus_destroy(NULL);
 }
 
+static void closed_bus_delivers_nothing(void **state)
+{
+    (void)state;
+    struct signal_bus *bus = signal_bus_new();
+    struct signal_queue *q = signal_bus_subscribe(bus, "rs0");
+    struct mcdc_signal s, out;
+    make_signal(&s, "before");
+    assert_false(signal_bus_closed(bus));
+    assert_true(signal_bus_publish(bus, &s));
+    signal_bus_close(bus);
+    signal_bus_close(bus); /* idempotent */
+    assert_true(signal_bus_closed(bus));
+    /* refused: the channel keeps it for the next run */
+    assert_false(signal_bus_publish(bus, &s));
+    bson_destroy(&s.data);
+    /* what the queue held before stays for the task's last drain */
+    assert_int_equal(signal_queue_pending(q), 1);
+    assert_true(signal_queue_pop(q, &out));
+    assert_string_equal(out.id, "before");
+    mcdc_signal_destroy(&out);
+    assert_false(signal_bus_publish(NULL, &s));
+    assert_true(signal_bus_closed(NULL));
+    signal_bus_destroy(bus);
+}
+
 static void log_signal_fills_the_first_placeholder(void **state)
 {
     (void)state;
@@ -412,6 +437,7 @@ int main(void)
         cmocka_unit_test(request_fields_are_filled),
         cmocka_unit_test(bus_copies_to_every_task_in_order),
         cmocka_unit_test(full_queue_refuses_and_counts),
+        cmocka_unit_test(closed_bus_delivers_nothing),
         cmocka_unit_test(log_signal_fills_the_first_placeholder),
         cmocka_unit_test(subscribers_are_counted),
     };
