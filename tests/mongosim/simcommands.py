@@ -17,6 +17,7 @@ from bson.timestamp import Timestamp
 
 import simbson as sb
 from simbson import SimError
+import simrollback
 import simserver as ss
 from simserver import Writer, DupKey, BadId
 from simstream import ChangeStream, apply_stage, eval_expr
@@ -75,6 +76,8 @@ class OplogCursor(object):
         oplog = cl.oplog
         deadline = time.time() + max(0, wait_ms) / 1000.0
         while True:
+            if getattr(self, "interrupted", False):
+                raise simrollback.interrupted_error()
             if oplog.truncated_up_to > self.pos:
                 raise SimError(136, "CappedPositionLost",
                                "Executor error during getMore :: caused by :: CollectionScan died due to position in capped collection being deleted. Last seen record id: RecordId(%d)" % self.pos)
@@ -741,7 +744,10 @@ class Dispatcher(object):
             return self._find_oplog(member, body, filt, sort, proj, skip, limit, bs, single, tailable, await_data, lsid)
         if tailable:
             raise SimError(2, "BadValue", "error processing query: %s tailable cursor requested on non capped collection" % ns)
-        src = self.cl.snapshot_docs(db, coll, at_time) if at_time is not None else self._docs(body, db, coll)
+        src = self.cl.snapshot_docs(db, coll, at_time) if at_time is not None else \
+            simrollback.majority_view(self.cl, db, coll, rc)
+        if src is None:
+            src = self._docs(body, db, coll)
         plan = sb.id_index_plan(filt)
         docs = sb.id_index_find(src, plan) if plan else [d for d in src if sb.matches(d, filt)]
         mn, mx = body.get("min"), body.get("max")
@@ -786,8 +792,8 @@ class Dispatcher(object):
         t = rc.get("atClusterTime")
         if t is not None and "afterClusterTime" in rc:
             raise SimError(72, "InvalidOptions", "Specifying a timestamp for readConcern snapshot in a causally consistent session is not allowed")
-        if t is None:
-            return cl.cluster_time()
+        if t is None:  # the newest majority-committed snapshot
+            return sb.key_ts(cl.majority_frozen) if cl.majority_frozen is not None else cl.cluster_time()
         if sb.ts_key(t) < cl.undo_floor:
             raise SimError(239, "SnapshotTooOld",
                            "Read timestamp Timestamp(%d, %d) is older than the oldest available timestamp." % (t.time, t.inc))
@@ -972,7 +978,9 @@ class Dispatcher(object):
         elif at is not None:
             docs = [copy.deepcopy(d) for d in self.cl.snapshot_docs(db, target, at)]
         else:
-            src = self._docs(body, db, target)
+            src = simrollback.majority_view(self.cl, db, target, rc)
+            if src is None:
+                src = self._docs(body, db, target)
             if pipeline and isinstance(pipeline[0].get("$sample"), dict):
                 # a leading $sample reads only the sampled documents (WiredTiger's random
                 # cursor), so copy only those

@@ -36,6 +36,7 @@ from bson.son import SON
 from bson.timestamp import Timestamp
 
 import simbson as sb
+import simrollback
 from simbson import SimError
 
 OP_REPLY, OP_QUERY, OP_COMPRESSED, OP_MSG = 1, 2004, 2012, 2013
@@ -425,11 +426,13 @@ class Cluster(object):
                     self.bump(o)
             self.append_entry({"op": "n", "ns": "", "o": {"msg": "new primary"}})
 
-    def step_down(self, elect=None, no_primary_ms=0, stepping_ms=0):
+    def step_down(self, elect=None, no_primary_ms=0, stepping_ms=0, rollback=False):
         """Primary becomes secondary (counter +1). With stepping_ms it first spends that long
         neither primary nor secondary (counter +1 again when it becomes secondary, spec §2.6).
         If elect is an index, that member wins an election after no_primary_ms; elect='next'
-        picks the next reachable member."""
+        picks the next reachable member. rollback: the writes past the frozen majority point
+        are rolled back before the election (simrollback.roll_back; its summary is kept in
+        self.last_rollback)."""
         if stepping_ms:
             with self.lock:
                 cur = self.primary
@@ -442,6 +445,8 @@ class Cluster(object):
             cur = self.primary or next((m for m in self.members if m.state == "STEPPING_DOWN"), None)
             if cur is None:
                 raise SimError(10107, "NotWritablePrimary", "not primary")
+            if rollback:
+                self.last_rollback = simrollback.roll_back(self, cur)
             cur.state = "SECONDARY"
             self.bump(cur)
             for o in self.members:

@@ -14,6 +14,7 @@ from bson.int64 import Int64
 from bson.timestamp import Timestamp
 
 import simexpr
+import simrollback
 import simquery
 import simtoken
 import simupdate
@@ -485,8 +486,7 @@ class ChangeStream(object):
         imgs = self.cl.oplog.images.get(img_key)
         if op_type == "update" and self.full_document != "default":
             if self.full_document == "updateLookup":
-                c = self.cl.get_coll(db, coll)
-                cur = c.docs.get(simvalue.id_key(dkey.get("_id"))) if c is not None else None
+                cur = simrollback.majority_doc(self.cl, db, coll, simvalue.id_key(dkey.get("_id")))
                 ev["fullDocument"] = copy.deepcopy(cur) if cur is not None else None
             else:
                 post = imgs[1] if imgs else None
@@ -565,6 +565,8 @@ class ChangeStream(object):
         if limit is None or limit <= 0:
             limit = 101 if limit is None else limit
         while True:
+            if getattr(self, "interrupted", False):
+                raise simrollback.interrupted_error()
             if limit > 0:
                 self._scan(limit)
             if self.pending or wait_ms <= 0 or limit == 0:

@@ -530,8 +530,12 @@ class Sim(object):
     def act_stepdown(self, a):
         elect = a.get("elect", "next")
         new = self.cl.step_down(elect=elect, no_primary_ms=int(a.get("no_primary_ms", 0)),
-                                stepping_ms=int(a.get("stepping_ms", 0)))
-        return {"elected": new}
+                                stepping_ms=int(a.get("stepping_ms", 0)), rollback=bool(a.get("rollback")))
+        if not a.get("rollback"):
+            return {"elected": new}
+        rb = self.cl.last_rollback
+        return {"elected": new, "rollback": {k: (_ts_json(v) if k in ("commonPoint", "first", "last") and v is not None else v)
+                                             for k, v in rb.items()}}
 
     def act_hide_member(self, a):
         """Reconfig a secondary as hidden (priority 0): setVersion + 1, out of every host

@@ -1,0 +1,143 @@
+"""Rollback of a replica set's writes past the majority commit point (mongo-sim-spec.md §8.2
+"no majority"; MongoDB's src/mongo/db/repl/README.md, "Rollback: Recover To A Timestamp").
+
+In MongoDB, a primary that cannot reach a majority still takes `w: 1` writes; when another
+member wins an election, the old primary's writes past the common point exist on no other
+member. When the old primary rejoins it enters ROLLBACK: it kills every user operation (reads
+are refused while it rolls back), recovers its data to the stable (majority-committed)
+timestamp, truncates its oplog after the common point, invalidates its sessions and becomes a
+secondary of the new primary's history.
+
+The simulator's members share one store and one oplog, so the rollback happens once, for the
+whole set, when the `stepdown` control is given `"rollback": true`: the common point is the
+frozen majority point (control `no_majority`); every entry after it leaves the oplog, every
+document write logged after it is undone from the undo log (Cluster.record_undo), collections
+created after it are dropped, sessions are forgotten, the old primary's cursors are killed (an
+awaitData getMore waiting on one fails with 11602 InterruptedDueToReplStateChange, as an
+operation killed by a state transition does; a later getMore finds no cursor: 43
+CursorNotFound), and the majority point is released. The new primary's "new primary" no-op is
+then the first entry of the new history.
+
+Entries the simulator cannot roll back (dropping or renaming a collection or a database past
+the common point: their documents are gone from the undo log) make the control fail with
+BadValue and change nothing, rather than leave a half-rolled-back store.
+"""
+
+import bisect
+
+from simvalue import SimError
+from simvalue import id_key as id_key_of
+from simtoken import key_ts
+
+# commands whose effect the undo log does not hold
+UNDOABLE_COMMANDS = ("drop", "dropDatabase", "renameCollection", "convertToCapped", "emptycapped")
+
+
+def _check(cl, point, gone):
+    for e in gone:
+        if e["op"] == "c":
+            for name in UNDOABLE_COMMANDS:
+                if name in e["o"]:
+                    raise SimError(2, "BadValue",
+                                   "cannot roll back past Timestamp(%d, %d): the entry at Timestamp(%d, %d) "
+                                   "(%s) is not undoable in the simulator"
+                                   % (key_ts(point).time, key_ts(point).inc, e["ts"].time, e["ts"].inc, name))
+    if gone and cl.undo_floor > point:
+        raise SimError(2, "BadValue",
+                       "cannot roll back past Timestamp(%d, %d): the undo history starts later"
+                       % (key_ts(point).time, key_ts(point).inc))
+
+
+def _interrupt_cursors(member):
+    """ROLLBACK kills every user operation of the rolling-back node: its cursors go."""
+    n = 0
+    for cid in list(member.cursors):
+        ce = member.cursors.pop(cid)
+        ce.impl.interrupted = True
+        n += 1
+    return n
+
+
+def interrupted_error():
+    """What a getMore blocked on a cursor killed by a state transition gets (error_codes.yml)."""
+    return SimError(11602, "InterruptedDueToReplStateChange",
+                    "operation was interrupted because of a replica set state change")
+
+
+def roll_back(cl, old_primary):
+    """Roll the set back to its frozen majority point (caller holds cl.lock). old_primary: the
+    Member that took the writes (its cursors are killed). Returns a summary dict: the common
+    point, how many oplog entries and document writes were undone, the first and last rolled-
+    back ts (None when nothing was past the point), the cursors killed."""
+    point = cl.majority_frozen
+    oplog = cl.oplog
+    out = {"commonPoint": None, "entries": 0, "documents": 0, "first": None, "last": None, "cursors": 0}
+    if point is None:
+        return out
+    out["commonPoint"] = key_ts(point)
+    i = oplog.index_after(point)
+    gone = oplog.entries[i:]
+    _check(cl, point, gone)
+    if gone:
+        out["first"], out["last"] = gone[0]["ts"], gone[-1]["ts"]
+    # documents: undo the newest writes first (recover to the stable timestamp)
+    j = bisect.bisect_right(cl.undo_keys, point)
+    for k in range(len(cl.undo) - 1, j - 1, -1):
+        db, cn, key, old = cl.undo[k]
+        c = cl.get_coll(db, cn)
+        if c is None:
+            continue
+        if old is None:
+            c.docs.pop(key, None)
+        else:
+            c.docs[key] = old
+    out["documents"] = len(cl.undo) - j
+    del cl.undo_keys[j:]
+    del cl.undo[j:]
+    del cl.undo_wall[j:]
+    # collections created past the point never existed on the new primary
+    for e in gone:
+        if e["op"] == "c" and "create" in e["o"]:
+            db = e["ns"].split(".", 1)[0]
+            c = cl.get_coll(db, e["o"]["create"])
+            if c is not None and c.uuid == e.get("ui"):
+                del cl.store[db][e["o"]["create"]]
+    # the oplog after the common point (the oplogTruncateAfterPoint)
+    out["entries"] = len(gone)
+    oplog.total -= sum(oplog.sizes[i:])
+    del oplog.entries[i:]
+    del oplog.keys[i:]
+    del oplog.sizes[i:]
+    for k in [k for k in oplog.images if k[0] > point]:
+        del oplog.images[k]
+    cl.poison_keys = set(k for k in cl.poison_keys if k <= point)
+    # "if we have rolled back any operations, we invalidate all sessions on this server"
+    if gone:
+        cl.sessions.clear()
+    out["cursors"] = _interrupt_cursors(old_primary)
+    cl.majority_frozen = None
+    cl.oplog_cond.notify_all()
+    return out
+
+
+def majority_view(cl, db, coll, read_concern):
+    """The documents of db.coll a readConcern {level: "majority"} read sees (a list), or None
+    when the read sees the newest data (another level, or no frozen majority point: every
+    write is majority-committed at once in the simulator). A majority read returns the
+    data as of the majority commit point, never a write that could still be rolled back
+    (MongoDB manual, read concern "majority")."""
+    if (read_concern or {}).get("level") != "majority" or cl.majority_frozen is None:
+        return None
+    return cl.snapshot_docs(db, coll, key_ts(cl.majority_frozen))
+
+
+def majority_doc(cl, db, coll, id_key):
+    """The document with _id key id_key as a majority read sees it, or None: what a change
+    stream's updateLookup returns (the lookup runs at the stream's majority read concern)."""
+    if cl.majority_frozen is not None:
+        for d in cl.snapshot_docs(db, coll, key_ts(cl.majority_frozen)):
+            if id_key_of(d["_id"]) == id_key:
+                return d
+        return None
+    c = cl.get_coll(db, coll)
+    return c.docs.get(id_key) if c is not None else None
