@@ -176,6 +176,11 @@ static mongoc_cursor_t *find(struct incr *s, mongoc_client_t *client, const bson
         BSON_APPEND_INT64(&opts, "limit", limit);
         if (s->cfg->snapshot_fetch_size > 0)
             BSON_APPEND_INT64(&opts, "batchSize", s->cfg->snapshot_fetch_size);
+        /* A chunk row is published as a read: majority-committed documents
+         * only, as the stream's events are (a w:1 write past the commit point
+         * can be rolled back; MongoDB's read concern "majority"). The
+         * atClusterTime read below is majority-committed by definition. */
+        BCON_APPEND(&opts, "readConcern", "{", "level", BCON_UTF8("majority"), "}");
         cur = mongoc_collection_find_with_opts(coll, filter, &opts, rp);
         bson_destroy(&opts);
     } else {

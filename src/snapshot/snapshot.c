@@ -203,6 +203,11 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
 
     if (s->cfg->snapshot_fetch_size > 0)
         BSON_APPEND_INT32(&opts, "batchSize", (int32_t)s->cfg->snapshot_fetch_size);
+    /* Majority-committed documents only: a w:1 write past the commit point can
+     * still be rolled back by a failover (MongoDB's read concern "majority";
+     * replication README, "Rollback"), and a snapshot record is published at
+     * once. Streaming delivers whatever commits later. */
+    BCON_APPEND(&opts, "readConcern", "{", "level", BCON_UTF8("majority"), "}");
     cur = mongoc_collection_find_with_opts(mc, &p->filter, &opts, NULL);
     while (mongoc_cursor_next(cur, &doc)) {
         struct snapshot_doc *d;
