@@ -194,9 +194,10 @@ def test_sigkill_while_writes_are_past_the_commit_point(tmp_workdir, start_mongo
 
 def test_stored_position_rolled_back_is_reported_and_passed(tmp_workdir, start_mongocdc):
     """The snapshot's start position (1.9: the newest oplog entry) lies past the commit
-    point and is rolled back: the snapshot read only majority-committed documents, and the
-    reader finds its position gone, says so at WARN with the range and continues after
-    the common point with the new primary's history."""
+    point: the copy (readConcern majority after that position) waits; the failover rolls
+    the position back, the copy then reads only committed documents, and the reader finds
+    its position gone, says so at WARN with the range and continues after the common
+    point with the new primary's history."""
     sim = start_sim(False)
     try:
         c = sim.client()
@@ -205,11 +206,15 @@ def test_stored_position_rolled_back_is_reported_and_passed(tmp_workdir, start_m
         sim.control("no_majority", on=True)
         uncommitted_writes(c, coll)
         d = start_mongocdc("-c", config(tmp_workdir, sim, "oplog", **{"snapshot.mode": "initial"}))
-        wait_streaming(tmp_workdir, d, 1)
+        wait_until(lambda: "initial snapshot starting" in log_text(tmp_workdir), 60, "the snapshot")
         sink = tmp_workdir / "events.jsonl"
+        time.sleep(1.5)
+        # the copy waits for its start position (the newest entry) to be committed
+        assert not [r for r in records(sink) if r.op == "r"]
+        sim.control("stepdown", rollback=True)
+        wait_streaming(tmp_workdir, d, 1)
         snap = {key_id(r) for r in records(sink) if r.op == "r"}
         assert snap == set(COMMITTED), "the snapshot read %s" % sorted(snap)
-        sim.control("stepdown", rollback=True)
         later_writes(sim.client().rbdb.c)
         wait_for_after(sink, d, tmp_workdir)
         check_sink(sink, [])

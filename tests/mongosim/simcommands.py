@@ -245,11 +245,9 @@ class Dispatcher(object):
             last = cl.oplog.entries[max(0, cl.oplog.index_after(cl.applied_key(member)) - 1)]
         if last is not None:
             opt = {"ts": last["ts"], "t": last["t"]}
-            maj, mopt = last, opt
-            if cl.majority_frozen is not None:
-                i = max(0, cl.oplog.index_after(cl.majority_frozen) - 1)
-                maj = cl.oplog.entries[i]
-                mopt = {"ts": maj["ts"], "t": maj["t"]}
+            i = max(0, cl.oplog.index_after(min(cl.majority_key(), sb.ts_key(last["ts"]))) - 1)
+            maj = cl.oplog.entries[i]
+            mopt = {"ts": maj["ts"], "t": maj["t"]}
             r["lastWrite"] = {"opTime": opt, "lastWriteDate": last["wall"],
                               "majorityOpTime": mopt, "majorityWriteDate": maj["wall"]}
         r["maxBsonObjectSize"] = 16777216
@@ -745,7 +743,7 @@ class Dispatcher(object):
         if tailable:
             raise SimError(2, "BadValue", "error processing query: %s tailable cursor requested on non capped collection" % ns)
         src = self.cl.snapshot_docs(db, coll, at_time) if at_time is not None else \
-            simrollback.majority_view(self.cl, db, coll, rc)
+            simrollback.majority_view(self.cl, db, coll, rc, body.get("maxTimeMS"))
         if src is None:
             src = self._docs(body, db, coll)
         plan = sb.id_index_plan(filt)
@@ -797,6 +795,7 @@ class Dispatcher(object):
         if sb.ts_key(t) < cl.undo_floor:
             raise SimError(239, "SnapshotTooOld",
                            "Read timestamp Timestamp(%d, %d) is older than the oldest available timestamp." % (t.time, t.inc))
+        simrollback.wait_majority(cl, t)  # a snapshot at T is a majority-committed one
         return t
 
     def _find_oplog(self, member, body, filt, sort, proj, skip, limit, bs, single, tailable, await_data, lsid):
@@ -978,7 +977,7 @@ class Dispatcher(object):
         elif at is not None:
             docs = [copy.deepcopy(d) for d in self.cl.snapshot_docs(db, target, at)]
         else:
-            src = simrollback.majority_view(self.cl, db, target, rc)
+            src = simrollback.majority_view(self.cl, db, target, rc, body.get("maxTimeMS"))
             if src is None:
                 src = self._docs(body, db, target)
             if pipeline and isinstance(pipeline[0].get("$sample"), dict):

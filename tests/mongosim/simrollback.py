@@ -24,10 +24,11 @@ BadValue and change nothing, rather than leave a half-rolled-back store.
 """
 
 import bisect
+import time
 
 from simvalue import SimError
 from simvalue import id_key as id_key_of
-from simtoken import key_ts
+from simtoken import key_ts, ts_key
 
 # commands whose effect the undo log does not hold
 UNDOABLE_COMMANDS = ("drop", "dropDatabase", "renameCollection", "convertToCapped", "emptycapped")
@@ -120,22 +121,44 @@ def roll_back(cl, old_primary):
     return out
 
 
-def majority_view(cl, db, coll, read_concern):
+def wait_majority(cl, ts, max_time_ms=None):
+    """Blocks (releasing cl.lock) until the majority commit point reaches ts: what a read at
+    afterClusterTime / atClusterTime past the commit point does on a server. 50
+    MaxTimeMSExpired after max_time_ms (none: an hour, the simulator's bound)."""
+    if not hasattr(cl, "majority_key"):  # mongos: the shards answer for their data
+        return
+    deadline = time.time() + (max_time_ms / 1000.0 if max_time_ms else 3600.0)
+    while cl.majority_key() < ts_key(ts):
+        rem = deadline - time.time()
+        if rem <= 0 or cl.stopping:
+            raise SimError(50, "MaxTimeMSExpired", "operation exceeded time limit")
+        cl.oplog_cond.wait(min(rem, 0.05))
+
+
+def majority_view(cl, db, coll, read_concern, max_time_ms=None):
     """The documents of db.coll a readConcern {level: "majority"} read sees (a list), or None
-    when the read sees the newest data (another level, or no frozen majority point: every
-    write is majority-committed at once in the simulator). A majority read returns the
-    data as of the majority commit point, never a write that could still be rolled back
-    (MongoDB manual, read concern "majority")."""
-    if (read_concern or {}).get("level") != "majority" or cl.majority_frozen is None:
+    when the read sees the newest data (another level, or the commit point at the newest
+    entry). A majority read returns the data as of the majority commit point, never a write
+    that could still be rolled back (MongoDB manual, read concern "majority"); with
+    afterClusterTime T it first waits until the commit point reaches T (causal consistency),
+    failing with 50 MaxTimeMSExpired after max_time_ms. Caller holds cl.lock."""
+    rc = read_concern or {}
+    if rc.get("level") != "majority" or not hasattr(cl, "majority_key"):  # mongos: no oplog
         return None
-    return cl.snapshot_docs(db, coll, key_ts(cl.majority_frozen))
+    after = rc.get("afterClusterTime")
+    if after is not None:
+        wait_majority(cl, after, max_time_ms)
+    point = cl.majority_key()
+    if point >= cl.oplog.last_key:
+        return None
+    return cl.snapshot_docs(db, coll, key_ts(point))
 
 
 def majority_doc(cl, db, coll, id_key):
     """The document with _id key id_key as a majority read sees it, or None: what a change
     stream's updateLookup returns (the lookup runs at the stream's majority read concern)."""
-    if cl.majority_frozen is not None:
-        for d in cl.snapshot_docs(db, coll, key_ts(cl.majority_frozen)):
+    if cl.majority_key() < cl.oplog.last_key:
+        for d in cl.snapshot_docs(db, coll, key_ts(cl.majority_key())):
             if id_key_of(d["_id"]) == id_key:
                 return d
         return None

@@ -335,9 +335,12 @@ class Cluster(object):
         return self.oplog.keys[i]
 
     def majority_key(self):
+        """The majority commit point: the frozen point (no_majority), else the newest entry a
+        majority of the members has applied (replication lag: control 'lag')."""
         if self.majority_frozen is not None:
             return self.majority_frozen
-        return self.oplog.last_key
+        keys = sorted((self.applied_key(m) for m in self.members if not m.removed), reverse=True)
+        return keys[len(keys) // 2] if keys else self.oplog.last_key
 
     def record_undo(self, ts, items):
         k = sb.ts_key(ts)

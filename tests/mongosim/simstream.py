@@ -510,7 +510,7 @@ class ChangeStream(object):
         idx = oplog.index_after(self.scan_key)
         entries, keys = oplog.entries, oplog.keys
         # only majority-committed entries are visible to change streams (spec §3.1)
-        end = len(entries) if self.cl.majority_frozen is None else oplog.index_after(self.cl.majority_frozen)
+        end = oplog.index_after(self.cl.majority_key())
         if getattr(self.member, "lag_ms", 0):
             end = min(end, oplog.index_after(self.cl.applied_key(self.member)))
         while idx < end and len(self.pending) < limit and not self.invalidated:
@@ -574,7 +574,8 @@ class ChangeStream(object):
             rem = deadline - time.time()
             if rem <= 0 or cl.stopping:
                 break
-            cl.oplog_cond.wait(rem)
+            # with lagging secondaries the commit point moves without a write: look again soon
+            cl.oplog_cond.wait(min(rem, 0.005) if any(m.lag_ms for m in cl.members) else rem)
         batch = []
         size = 0
         while self.pending and len(batch) < limit:
