@@ -202,17 +202,22 @@ static mongoc_cursor_t *find(struct incr *s, mongoc_client_t *client, const bson
         }
         bson_append_document_end(&cmd, &rc);
         mongoc_database_t *db = mongoc_client_get_database(client, s->queue[0].db);
+        bson_t cur_opts = BSON_INITIALIZER;
+        if (s->cfg->snapshot_fetch_size > 0) /* for the getMores */
+            BSON_APPEND_INT64(&cur_opts, "batchSize", s->cfg->snapshot_fetch_size);
         /* The command initialises reply (stack storage, always destroyed);
          * the cursor takes a heap copy it frees itself. A bson_new() reply
          * would be re-initialised in place and its allocation leaked. */
         if (mongoc_database_read_command_with_opts(db, &cmd, rp, NULL, &reply, &be))
-            cur = mongoc_cursor_new_from_command_reply_with_opts(client, bson_copy(&reply), NULL);
+            cur = mongoc_cursor_new_from_command_reply_with_opts(client, bson_copy(&reply),
+                                                                 &cur_opts);
         else
             mongo_fail(err, &be,
                        s->cluster_time ? "snapshot read at the cluster time failed"
                                        : "majority read after the window's open marker failed",
                        s->queue[0].ns);
         bson_destroy(&reply);
+        bson_destroy(&cur_opts);
         mongoc_database_destroy(db);
         bson_destroy(&cmd);
     }

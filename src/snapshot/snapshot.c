@@ -203,10 +203,26 @@ static bool reader_push(struct snapshot *s, struct snapshot_doc *d, struct snaps
 static mongoc_cursor_t *majority_find(struct snapshot *s, mongoc_client_t *client,
                                       const struct snapshot_coll *c, const bson_t *filter)
 {
-    bson_t cmd = BSON_INITIALIZER, rc, reply;
+    bson_t cmd = BSON_INITIALIZER, rc, reply, opts = BSON_INITIALIZER, cur_opts = BSON_INITIALIZER;
     bson_error_t error;
-    mongoc_cursor_t *cur;
-    mongoc_database_t *db = mongoc_client_get_database(client, c->db);
+    mongoc_cursor_t *cur = NULL;
+    mongoc_database_t *db;
+    /* One server for the find and its getMores (the cursor made from the
+     * reply sends them where serverId says). */
+    mongoc_server_description_t *sd = mongoc_client_select_server(client, false, NULL, &error);
+
+    if (sd == NULL) {
+        bson_init(&reply);
+        reader_fail(s, &error, &reply, c);
+        bson_destroy(&reply);
+        return NULL;
+    }
+    BSON_APPEND_INT32(&opts, "serverId", (int32_t)mongoc_server_description_id(sd));
+    BSON_APPEND_INT32(&cur_opts, "serverId", (int32_t)mongoc_server_description_id(sd));
+    if (s->cfg->snapshot_fetch_size > 0) /* for the getMores */
+        BSON_APPEND_INT32(&cur_opts, "batchSize", (int32_t)s->cfg->snapshot_fetch_size);
+    mongoc_server_description_destroy(sd);
+    db = mongoc_client_get_database(client, c->db);
 
     BSON_APPEND_UTF8(&cmd, "find", c->coll);
     BSON_APPEND_DOCUMENT(&cmd, "filter", filter);
@@ -219,15 +235,15 @@ static mongoc_cursor_t *majority_find(struct snapshot *s, mongoc_client_t *clien
     bson_append_document_end(&cmd, &rc);
     /* reply is initialised by the command (stack storage, always destroyed);
      * the cursor takes a heap copy it frees itself. */
-    if (mongoc_database_read_command_with_opts(db, &cmd, NULL, NULL, &reply, &error)) {
-        cur = mongoc_cursor_new_from_command_reply_with_opts(client, bson_copy(&reply), NULL);
-    } else {
+    if (mongoc_database_read_command_with_opts(db, &cmd, NULL, &opts, &reply, &error))
+        cur = mongoc_cursor_new_from_command_reply_with_opts(client, bson_copy(&reply), &cur_opts);
+    else
         reader_fail(s, &error, &reply, c);
-        cur = NULL;
-    }
     bson_destroy(&reply);
     mongoc_database_destroy(db);
     bson_destroy(&cmd);
+    bson_destroy(&opts);
+    bson_destroy(&cur_opts);
     return cur;
 }
 
