@@ -223,3 +223,32 @@ def test_stored_position_rolled_back_is_reported_and_passed(tmp_workdir, start_m
         assert d.stop(timeout_s=30) == 0
     finally:
         sim.stop()
+
+
+def test_change_stream_snapshot_reads_only_committed_documents(tmp_workdir, start_mongocdc):
+    """Change-stream mode: an initial snapshot taken while w:1 writes sit past the commit
+    point reads at readConcern majority, so none of them becomes a snapshot record (a read
+    at local would publish documents the failover then rolls back); streaming afterwards
+    has every committed change and none of the rolled-back ones."""
+    sim = start_sim(False)
+    try:
+        c = sim.client()
+        coll = c.rbdb.c
+        committed_writes(coll)
+        sim.control("no_majority", on=True)
+        uncommitted_writes(c, coll)
+        d = start_mongocdc("-c", config(tmp_workdir, sim, "change_streams_update_full",
+                                        **{"snapshot.mode": "initial"}))
+        wait_until(lambda: "initial snapshot starting" in log_text(tmp_workdir), 60, "the snapshot")
+        time.sleep(1.5)
+        sim.control("stepdown", rollback=True)
+        wait_streaming(tmp_workdir, d, 1)
+        sink = tmp_workdir / "events.jsonl"
+        snap = {key_id(r) for r in records(sink) if r.op == "r"}
+        assert snap == set(COMMITTED), "the snapshot read %s" % sorted(snap)
+        later_writes(sim.client().rbdb.c)
+        wait_for_after(sink, d, tmp_workdir)
+        check_sink(sink, [])
+        assert d.stop(timeout_s=30) == 0
+    finally:
+        sim.stop()
