@@ -252,3 +252,35 @@ def test_change_stream_snapshot_reads_only_committed_documents(tmp_workdir, star
         assert d.stop(timeout_s=30) == 0
     finally:
         sim.stop()
+
+
+@pytest.mark.parametrize("mode", ["oplog", "change_streams"])
+def test_new_history_reusing_the_rolled_back_timestamps(tmp_workdir, start_mongocdc, mode):
+    """The new primary's entries take the rolled-back entries' timestamps in a new term (its
+    clock had not seen the old primary's writes): the held entry's ts is now committed, but
+    in another term, so it is recognised as rolled back (same ts, different term), never
+    published, and the new entries at those timestamps are."""
+    sim = start_sim(False)
+    try:
+        c = sim.client()
+        coll = c.rbdb.c
+        committed_writes(coll)
+        sink = tmp_workdir / "events.jsonl"
+        d = start_mongocdc("-c", config(tmp_workdir, sim, mode))
+        wait_streaming(tmp_workdir, d, 1)
+        coll.insert_one({"_id": 50})
+        wait_until(lambda: 50 in {key_id(r) for r in records(sink)}, 60, "the committed insert")
+        sim.control("no_majority", on=True)
+        uncommitted_writes(c, coll)
+        time.sleep(1.5)
+        r = sim.control("stepdown", rollback=True, reuse_ts=True)
+        later_writes(sim.client().rbdb.c)
+        wait_for_after(sink, d, tmp_workdir)
+        check_sink(sink, [50])
+        if mode == "oplog":
+            log = log_text(tmp_workdir)
+            assert "Timestamp(%d, %d)" % (r["rollback"]["first"]["t"], r["rollback"]["first"]["i"]) in log
+            assert "a failover rolled them back" in log
+        assert d.stop(timeout_s=30) == 0
+    finally:
+        sim.stop()

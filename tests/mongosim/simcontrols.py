@@ -59,7 +59,8 @@ class ReplicaSetControls(object):
     def act_stepdown(self, a):
         elect = a.get("elect", "next")
         new = self.cl.step_down(elect=elect, no_primary_ms=int(a.get("no_primary_ms", 0)),
-                                stepping_ms=int(a.get("stepping_ms", 0)), rollback=bool(a.get("rollback")))
+                                stepping_ms=int(a.get("stepping_ms", 0)), rollback="reuse_ts" if a.get("rollback") and a.get("reuse_ts")
+                                else bool(a.get("rollback")))
         if not a.get("rollback"):
             return {"elected": new}
         rb = self.cl.last_rollback

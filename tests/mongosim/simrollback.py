@@ -65,11 +65,15 @@ def interrupted_error():
                     "operation was interrupted because of a replica set state change")
 
 
-def roll_back(cl, old_primary):
+def roll_back(cl, old_primary, reuse_ts=False):
     """Roll the set back to its frozen majority point (caller holds cl.lock). old_primary: the
-    Member that took the writes (its cursors are killed). Returns a summary dict: the common
-    point, how many oplog entries and document writes were undone, the first and last rolled-
-    back ts (None when nothing was past the point), the cursors killed."""
+    Member that took the writes (its cursors are killed). reuse_ts: set the clock back to the
+    common point, so that the new primary's next entries take the rolled-back entries'
+    timestamps (with the new term): a new primary whose clock had not seen the old primary's
+    last cluster times does so; the clock is the deployment's, so this is for a replica set.
+    Returns a summary dict: the common point, how many oplog entries and document writes
+    were undone, the first and last rolled-back ts (None when nothing was past the point),
+    the cursors killed."""
     point = cl.majority_frozen
     oplog = cl.oplog
     out = {"commonPoint": None, "entries": 0, "documents": 0, "first": None, "last": None, "cursors": 0}
@@ -116,6 +120,15 @@ def roll_back(cl, old_primary):
     if gone:
         cl.sessions.clear()
     out["cursors"] = _interrupt_cursors(old_primary)
+    if reuse_ts and gone:
+        # the next tick gives the first rolled-back entry's ts: the clock stands at the common
+        # point, its wall second at that entry's second
+        first = gone[0]["ts"]
+        cl.clock.last = key_ts(point)
+        if cl.clock.manual:
+            cl.clock.offset = float(first.time)
+        else:
+            cl.clock.offset += first.time - int(cl.clock.wall())
     cl.majority_frozen = None
     cl.oplog_cond.notify_all()
     return out

@@ -432,7 +432,8 @@ class Cluster(object):
         If elect is an index, that member wins an election after no_primary_ms; elect='next'
         picks the next reachable member. rollback: the writes past the frozen majority point
         are rolled back before the election (simrollback.roll_back; its summary is kept in
-        self.last_rollback)."""
+        self.last_rollback); "reuse_ts": the clock is also set back to the common point, so
+        the new primary's entries take the rolled-back entries' timestamps in a new term."""
         if stepping_ms:
             with self.lock:
                 cur = self.primary
@@ -446,7 +447,7 @@ class Cluster(object):
             if cur is None:
                 raise SimError(10107, "NotWritablePrimary", "not primary")
             if rollback:
-                self.last_rollback = simrollback.roll_back(self, cur)
+                self.last_rollback = simrollback.roll_back(self, cur, reuse_ts=rollback == "reuse_ts")
             cur.state = "SECONDARY"
             self.bump(cur)
             for o in self.members:

@@ -179,3 +179,18 @@ def test_rollback_refuses_what_it_cannot_undo(sim):
     with pytest.raises(RuntimeError):
         sim.control("stepdown", rollback=True)
     assert sim.control("status")["oplog"]["count"] > 0
+
+
+def test_rollback_can_reuse_the_timestamps_in_a_new_term(sim):
+    """With reuse_ts the new primary's clock has not seen the old primary's writes: its
+    first entry takes the first rolled-back entry's ts, in the new term, so that a reader
+    comparing positions by ts alone would take it for the rolled-back one."""
+    c = sim.client()
+    c.rt.c.insert_one({"_id": 0})
+    sim.control("no_majority", on=True)
+    c.rt.c.insert_one({"_id": 1})
+    gone = c.local.oplog.rs.find_one({"ns": "rt.c", "o._id": 1})
+    r = sim.control("stepdown", rollback=True, reuse_ts=True)
+    assert r["rollback"]["first"] == {"t": gone["ts"].time, "i": gone["ts"].inc}
+    same = sim.client().local.oplog.rs.find_one({"ts": gone["ts"]})
+    assert same["o"] == {"msg": "new primary"} and same["t"] == gone["t"] + 1
