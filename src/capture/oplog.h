@@ -48,9 +48,9 @@ struct oplog_reader;
  * commit point and the member's last write.
  */
 struct oplog_commit_point {
-    bool known;                 /* the reply had lastWrite.majorityOpTime */
-    uint32_t maj_sec, maj_ord;  /* lastWrite.majorityOpTime.ts */
-    int64_t maj_t;              /* its term */
+    bool known;                  /* the reply had lastWrite.majorityOpTime */
+    uint32_t maj_sec, maj_ord;   /* lastWrite.majorityOpTime.ts */
+    int64_t maj_t;               /* its term */
     uint32_t last_sec, last_ord; /* lastWrite.opTime.ts: the member's newest entry */
     int64_t last_t;              /* its term */
 };
@@ -62,9 +62,8 @@ struct oplog_commit_point {
  * fail/err on a failure (as capture_failure_from). Source: hello.idl
  * lastWrite {opTime, majorityOpTime}.
  */
-bool oplog_commit_point(mongoc_client_t *client, uint32_t server_id,
-                        struct oplog_commit_point *cp, struct resume_failure *fail,
-                        struct mcdc_error *err);
+bool oplog_commit_point(mongoc_client_t *client, uint32_t server_id, struct oplog_commit_point *cp,
+                        struct resume_failure *fail, struct mcdc_error *err);
 
 /*
  * What a reader held back when it was destroyed: its one entry read but not
@@ -88,8 +87,7 @@ void oplog_held_entries(const struct oplog_reader *r, struct oplog_held *held);
  * gone, or has another term), false with fail/err on a read failure.
  */
 bool oplog_held_rolled_back(mongoc_client_t *client, const struct oplog_held *held,
-                            bool *rolled_back, struct resume_failure *fail,
-                            struct mcdc_error *err);
+                            bool *rolled_back, struct resume_failure *fail, struct mcdc_error *err);
 
 struct oplog_item {
     struct mcdc_event ev;     /* valid when emit; views into the reader's buffers */

@@ -109,9 +109,8 @@ static bool run_hello(mongoc_client_t *client, uint32_t server_id, struct oplog_
     return true;
 }
 
-bool oplog_commit_point(mongoc_client_t *client, uint32_t server_id,
-                        struct oplog_commit_point *cp, struct resume_failure *fail,
-                        struct mcdc_error *err)
+bool oplog_commit_point(mongoc_client_t *client, uint32_t server_id, struct oplog_commit_point *cp,
+                        struct resume_failure *fail, struct mcdc_error *err)
 {
     bson_error_t error;
     bson_t reply;
@@ -231,8 +230,8 @@ static void drop_rolled_back(struct oplog_reader *r, uint32_t sec, uint32_t ord)
 
 enum capture_status oplog_release_held(struct oplog_reader *r, struct oplog_item *item)
 {
-    int64_t await_ms =
-        r->cfg->cursor_max_await_time_ms > 0 ? r->cfg->cursor_max_await_time_ms : HOLD_AWAIT_DEFAULT_MS;
+    int64_t await_ms = r->cfg->cursor_max_await_time_ms > 0 ? r->cfg->cursor_max_await_time_ms
+                                                            : HOLD_AWAIT_DEFAULT_MS;
     int64_t deadline = oplog_now_ms() + await_ms;
     uint32_t sec, ord;
 
@@ -319,8 +318,7 @@ static bool int_field(const bson_t *doc, const char *key, int64_t *v)
 }
 
 bool oplog_held_rolled_back(mongoc_client_t *client, const struct oplog_held *held,
-                            bool *rolled_back, struct resume_failure *fail,
-                            struct mcdc_error *err)
+                            bool *rolled_back, struct resume_failure *fail, struct mcdc_error *err)
 {
     bson_t e;
     bool found;
