@@ -158,11 +158,14 @@ struct oplog_reader *oplog_open(mongoc_client_t *client, const struct mcdc_confi
         bson_init(&r->query);
     bson_init(&r->entry);
     bson_init(&r->reply);
+    bson_init(&r->held);
     if (from != NULL && from->sec > 0 && from->ord >= 0) {
         r->sec = (uint32_t)from->sec;
         r->ord = (uint32_t)from->ord;
         r->h = from->h;
         r->has_h = from->has_h;
+        r->t = from->t;
+        r->has_t = from->has_t;
         if (!oplog_edge(client, false, &osec, &oord, fail, err))
             goto fail;
         if (osec > r->sec || (osec == r->sec && oord > r->ord)) {
@@ -183,8 +186,22 @@ struct oplog_reader *oplog_open(mongoc_client_t *client, const struct mcdc_confi
             r->skip_sec = r->sec;
             r->skip_ord = r->ord;
         }
-    } else if (!oplog_edge(client, true, &r->sec, &r->ord, fail, err)) {
-        goto fail;
+        if (!oplog_check_start(r, from, fail, err))
+            goto fail;
+    } else {
+        /* "Now" is the majority commit point, not the newest entry: a start
+         * position past the point could be rolled back. Entries after it are
+         * read, and held until committed, like any other. */
+        if (!oplog_commit_point(client, 0, &r->cp, fail, err))
+            goto fail;
+        if (r->cp.known) {
+            r->sec = r->cp.maj_sec;
+            r->ord = r->cp.maj_ord;
+            r->t = r->cp.maj_t;
+            r->has_t = true;
+        } else if (!oplog_edge(client, true, &r->sec, &r->ord, fail, err)) {
+            goto fail;
+        }
     }
     r->started = true;
     r->coll = mongoc_client_get_collection(client, "local", "oplog.rs");
@@ -256,6 +273,7 @@ void oplog_destroy(struct oplog_reader *r)
     bson_destroy(&r->query);
     bson_destroy(&r->entry);
     bson_destroy(&r->reply);
+    bson_destroy(&r->held);
     free(r);
 }
 
@@ -267,6 +285,8 @@ void oplog_start_position(const struct oplog_reader *r, struct mcdc_position *po
     pos->oplog = true;
     pos->h = r->h;
     pos->has_h = r->has_h;
+    pos->t = r->t;
+    pos->has_t = r->has_t;
     pos->tord = r->start_tord;
 }
 
@@ -277,6 +297,7 @@ struct oplog_reader *oplog_detached(const struct mcdc_config *cfg)
     bson_init(&r->query);
     bson_init(&r->entry);
     bson_init(&r->reply);
+    bson_init(&r->held);
     r->started = true;
     return r;
 }
@@ -301,6 +322,8 @@ enum capture_status oplog_next(struct oplog_reader *r, struct oplog_item *item)
         return oplog_next_txn_op(r, item);
     if (r->coll == NULL) /* detached: entries come through oplog_feed */
         return CAPTURE_IDLE;
+    if (r->has_held) /* past the commit point when read */
+        return oplog_release_held(r, item);
     if (r->cursor == NULL) /* still at the stored transaction entry: read it again */
         open_cursor(r, r->skip_tord > 0);
     if (!mongoc_cursor_next(r->cursor, &doc)) {
@@ -319,6 +342,8 @@ enum capture_status oplog_next(struct oplog_reader *r, struct oplog_item *item)
         }
         return CAPTURE_IDLE;
     }
+    if (oplog_hold_if_uncommitted(r, doc))
+        return oplog_release_held(r, item);
     return oplog_take_entry(r, doc, item);
 }
 

@@ -11,6 +11,13 @@
  * exist, and keeps no-ops (position only) and applyOps entries (unpacked here;
  * their inner operations are filtered by the caller).
  *
+ * Only majority-committed entries are yielded (a write past the commit point
+ * can still be rolled back by a failover, MongoDB's replication README,
+ * "Rollback"): an entry read past hello's lastWrite.majorityOpTime is held
+ * until the point passes it (oplog_majority.c says why hello). A stored or
+ * carried-over start position that is no longer in the oplog (rolled back) is
+ * reported at WARN and tailing continues after the common point.
+ *
  * Each call of oplog_next() yields one item: a data operation (i/u/d: event
  * filled, emit true) or a position-only step (no-op, a skipped command, a
  * partialTxn link): emit false. Transactions (applyOps, including partialTxn
@@ -34,6 +41,53 @@
 #include "offsets/offsets.h"
 
 struct oplog_reader;
+
+/*
+ * A replica set member's replication state as hello reports it
+ * (lastWrite: MongoDB's hello.idl / replication_info.cpp): the majority
+ * commit point and the member's last write.
+ */
+struct oplog_commit_point {
+    bool known;                  /* the reply had lastWrite.majorityOpTime */
+    uint32_t maj_sec, maj_ord;   /* lastWrite.majorityOpTime.ts */
+    int64_t maj_t;               /* its term */
+    uint32_t last_sec, last_ord; /* lastWrite.opTime.ts: the member's newest entry */
+    int64_t last_t;              /* its term */
+};
+
+/*
+ * Runs hello on the server server_id (0: the primary) through client and
+ * fills cp. Returns true (cp->known false when the reply has no
+ * lastWrite.majorityOpTime, e.g. not a replica set member), or false with
+ * fail/err on a failure (as capture_failure_from). Source: hello.idl
+ * lastWrite {opTime, majorityOpTime}.
+ */
+bool oplog_commit_point(mongoc_client_t *client, uint32_t server_id, struct oplog_commit_point *cp,
+                        struct resume_failure *fail, struct mcdc_error *err);
+
+/*
+ * What a reader held back when it was destroyed: its one entry read but not
+ * yet majority-committed (any false when none), with its term, and the last
+ * write the server reported meanwhile (the end of what was past the point).
+ */
+struct oplog_held {
+    bool any;
+    uint32_t sec, ord;
+    int64_t t;
+    bool has_t;
+    uint32_t last_sec, last_ord;
+};
+
+/* Fills held from r (before oplog_destroy). */
+void oplog_held_entries(const struct oplog_reader *r, struct oplog_held *held);
+
+/*
+ * After a failover: was the held entry rolled back? Reads the entry at
+ * held's ts through client; returns true with *rolled_back set (the entry is
+ * gone, or has another term), false with fail/err on a read failure.
+ */
+bool oplog_held_rolled_back(mongoc_client_t *client, const struct oplog_held *held,
+                            bool *rolled_back, struct resume_failure *fail, struct mcdc_error *err);
 
 struct oplog_item {
     struct mcdc_event ev;     /* valid when emit; views into the reader's buffers */

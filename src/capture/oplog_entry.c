@@ -150,6 +150,8 @@ static void set_pos(struct oplog_reader *r, struct oplog_item *item, int64_t tor
     item->pos.oplog = true;
     item->pos.h = r->h;
     item->pos.has_h = r->has_h;
+    item->pos.t = r->t;
+    item->pos.has_t = r->has_t;
     item->pos.tord = tord;
 }
 
@@ -257,6 +259,8 @@ enum capture_status oplog_take_entry(struct oplog_reader *r, const bson_t *doc,
     oplog_ts_of(&r->entry, "ts", &r->sec, &r->ord);
     r->has_h = bson_iter_init_find(&it, &r->entry, "h") && BSON_ITER_HOLDS_NUMBER(&it);
     r->h = r->has_h ? bson_iter_as_int64(&it) : 0;
+    r->has_t = bson_iter_init_find(&it, &r->entry, "t") && BSON_ITER_HOLDS_NUMBER(&it);
+    r->t = r->has_t ? bson_iter_as_int64(&it) : 0;
     if (r->skip_tord > 0 && (r->sec != r->skip_sec || r->ord != r->skip_ord))
         r->skip_tord = 0; /* the stored transaction entry was not the first one read */
 

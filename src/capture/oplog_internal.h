@@ -41,6 +41,17 @@ struct oplog_reader {
     bool has_stxnid;
     int64_t h;
     bool has_h; /* the entry has `h` (MongoDB < 4.4) */
+    int64_t t;
+    bool has_t; /* the entry has `t` (its term) */
+
+    /* The majority commit point (oplog_majority.c): entries past it are held. */
+    struct oplog_commit_point cp;
+    bool gate_off;          /* the server reports no commit point: entries pass as read */
+    bson_t held;            /* the entry read but not yet majority-committed (owned copy) */
+    bool has_held;
+    int64_t hold_backoff_ms; /* the next wait between two commit-point reads */
+    int64_t held_t;          /* the held entry's term (-1: none) */
+    uint32_t held_last_sec, held_last_ord; /* the newest write seen in that term */
 
     bson_t decoded;
     bool has_decoded;
@@ -88,6 +99,45 @@ enum capture_status oplog_take_entry(struct oplog_reader *r, const bson_t *doc,
  * r->next_op < r->n_ops). Returns CAPTURE_EVENT or CAPTURE_ERROR.
  * oplog_entry.c. */
 enum capture_status oplog_next_txn_op(struct oplog_reader *r, struct oplog_item *item);
+
+/* Monotonic milliseconds (libbson's clock). oplog_majority.c. */
+int64_t oplog_now_ms(void);
+
+/* (s1, o1) > (s2, o2) in Timestamp order. */
+static inline bool oplog_ts_after(uint32_t s1, uint32_t o1, uint32_t s2, uint32_t o2)
+{
+    return s1 > s2 || (s1 == s2 && o1 > o2);
+}
+
+/*
+ * doc was just read from the cursor (borrowed). Returns false when it may be
+ * taken now (at or before the commit point, or no gate); true when it is
+ * past the commit point even after reading the point again: it is copied
+ * into r->held and must wait (oplog_release_held). A failed commit-point read
+ * also returns true, with the failure recorded in r (has_error), so that the
+ * next release reports it. oplog_majority.c.
+ */
+bool oplog_hold_if_uncommitted(struct oplog_reader *r, const bson_t *doc);
+
+/*
+ * Waits, up to cursor.max.await.time.ms, for the commit point to reach the
+ * held entry, reading it again at growing intervals (1 ms doubling up to
+ * 50 ms). CAPTURE_EVENT: the entry was taken into item (oplog_take_entry);
+ * CAPTURE_IDLE: still held; CAPTURE_ERROR: the commit point could not be read
+ * (see oplog_failure). oplog_majority.c.
+ */
+enum capture_status oplog_release_held(struct oplog_reader *r, struct oplog_item *item);
+
+/*
+ * Rollback check of a start position (oplog_open): the entry at from's ts
+ * must still be in the oplog, with from's term (when known) and `h` (when
+ * both have one). When it is not, a failover rolled it back: WARN with the
+ * range, and r->sec/ord (and h) move to the common point, the newest entry
+ * older than from, so that tailing continues with the new primary's history
+ * after it. Returns false with fail/err on a read failure. oplog_majority.c.
+ */
+bool oplog_check_start(struct oplog_reader *r, const struct mcdc_position *from,
+                       struct resume_failure *fail, struct mcdc_error *err);
 
 /* Frees the current transaction's entries and operations and closes it. oplog.c. */
 void oplog_free_txn(struct oplog_reader *r);

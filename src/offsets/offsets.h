@@ -35,6 +35,9 @@ struct mcdc_position {
     int64_t h;          /* oplog h (1.9), valid if has_h */
     bool has_h;         /* h known; written as null otherwise (1.9 on MongoDB 4.4+) */
     int64_t tord;       /* oplog transaction order, 0 when none */
+    int64_t t;          /* oplog entry's term, valid if has_t: in memory only (not in offsets):
+                           a rollback check compares it with the entry at sec/ord */
+    bool has_t;
     char stxnid[96];    /* 1.9 oplog session id "<uuid>:<txnNumber>" (oplog_stxnid), "" when none */
     char *lsid;         /* STRICT JSON of lsid, NULL when none */
     int64_t txn_number; /* valid when lsid != NULL */

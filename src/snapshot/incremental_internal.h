@@ -37,7 +37,8 @@ struct incr {
     int bracket;      /* bracket being read (keyrange.h), -1: the last key's */
 
     char chunk_id[40];
-    uint32_t at_sec, at_inc; /* cluster-time window: T */
+    uint32_t at_sec, at_inc; /* cluster-time window: T; marker window: the cluster time after
+                                the open marker, which the majority chunk read must reach */
 
     struct incr_row *rows;
     size_t nrows, rows_cap;

@@ -170,18 +170,21 @@ static mongoc_cursor_t *find(struct incr *s, mongoc_client_t *client, const bson
 
     bson_init(&sort);
     BSON_APPEND_INT32(&sort, "_id", dir);
-    if (!s->cluster_time) {
-        bson_t opts = BSON_INITIALIZER;
-        BSON_APPEND_DOCUMENT(&opts, "sort", &sort);
-        BSON_APPEND_INT64(&opts, "limit", limit);
-        if (s->cfg->snapshot_fetch_size > 0)
-            BSON_APPEND_INT64(&opts, "batchSize", s->cfg->snapshot_fetch_size);
-        cur = mongoc_collection_find_with_opts(coll, filter, &opts, rp);
-        bson_destroy(&opts);
-    } else {
-        /* The driver's read concern knows no atClusterTime: the find command
-         * is written out whole and its reply turned into a cursor (getMore
-         * continues at the same time on the server). */
+    {
+        /* The driver's read concern knows neither atClusterTime nor, outside a
+         * session, afterClusterTime: the find command is written out whole
+         * and its reply turned into a cursor (getMore continues with the same
+         * read concern on the server).
+         * - cluster-time windows: readConcern snapshot at T (majority-committed
+         *   by definition);
+         * - marker windows: readConcern majority after T, the cluster time
+         *   read just after the open marker was written. A chunk row is
+         *   published as a read, so it must not be a w:1 write a failover can
+         *   roll back (MongoDB's read concern "majority"); and it must be at
+         *   least as new as the open marker, or a write committed between the
+         *   commit point and the marker would be streamed before the window
+         *   opens and then overwritten by the older row read. The server waits
+         *   until the commit point reaches T. */
         bson_t cmd = BSON_INITIALIZER, rc, reply;
         BSON_APPEND_UTF8(&cmd, "find", s->queue[0].coll);
         BSON_APPEND_DOCUMENT(&cmd, "filter", filter);
@@ -190,18 +193,31 @@ static mongoc_cursor_t *find(struct incr *s, mongoc_client_t *client, const bson
         if (s->cfg->snapshot_fetch_size > 0)
             BSON_APPEND_INT64(&cmd, "batchSize", s->cfg->snapshot_fetch_size);
         bson_append_document_begin(&cmd, "readConcern", -1, &rc);
-        BSON_APPEND_UTF8(&rc, "level", "snapshot");
-        BSON_APPEND_TIMESTAMP(&rc, "atClusterTime", s->at_sec, s->at_inc);
+        if (s->cluster_time) {
+            BSON_APPEND_UTF8(&rc, "level", "snapshot");
+            BSON_APPEND_TIMESTAMP(&rc, "atClusterTime", s->at_sec, s->at_inc);
+        } else {
+            BSON_APPEND_UTF8(&rc, "level", "majority");
+            BSON_APPEND_TIMESTAMP(&rc, "afterClusterTime", s->at_sec, s->at_inc);
+        }
         bson_append_document_end(&cmd, &rc);
         mongoc_database_t *db = mongoc_client_get_database(client, s->queue[0].db);
+        bson_t cur_opts = BSON_INITIALIZER;
+        if (s->cfg->snapshot_fetch_size > 0) /* for the getMores */
+            BSON_APPEND_INT64(&cur_opts, "batchSize", s->cfg->snapshot_fetch_size);
         /* The command initialises reply (stack storage, always destroyed);
          * the cursor takes a heap copy it frees itself. A bson_new() reply
          * would be re-initialised in place and its allocation leaked. */
         if (mongoc_database_read_command_with_opts(db, &cmd, rp, NULL, &reply, &be))
-            cur = mongoc_cursor_new_from_command_reply_with_opts(client, bson_copy(&reply), NULL);
+            cur = mongoc_cursor_new_from_command_reply_with_opts(client, bson_copy(&reply),
+                                                                 &cur_opts);
         else
-            mongo_fail(err, &be, "snapshot read at the cluster time failed", s->queue[0].ns);
+            mongo_fail(err, &be,
+                       s->cluster_time ? "snapshot read at the cluster time failed"
+                                       : "majority read after the window's open marker failed",
+                       s->queue[0].ns);
         bson_destroy(&reply);
+        bson_destroy(&cur_opts);
         mongoc_database_destroy(db);
         bson_destroy(&cmd);
     }
@@ -279,7 +295,9 @@ enum incr_read incr_read_chunk(struct incr *s, mongoc_client_t *client, const bs
         estimate(s, client);
     if (markers && !insert_marker(s, client, "-open", "snapshot-window-open", err))
         return INCR_READ_FAILED;
-    if (!markers && !cluster_time_now(client, &s->at_sec, &s->at_inc, err)) {
+    /* cluster-time windows: T of the snapshot read; marker windows: the time
+     * the majority read must reach (after the open marker). */
+    if (!cluster_time_now(client, &s->at_sec, &s->at_inc, err)) {
         mcdc_error_prefix(err, "incremental snapshot of %s", s->queue[0].ns);
         return INCR_READ_FAILED;
     }

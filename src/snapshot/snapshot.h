@@ -61,6 +61,13 @@ struct snapshot_coll {
 struct snapshot_plan {
     struct snapshot_coll *colls;
     size_t count;
+    /* Documents are read at readConcern majority (never a w:1 write a failover
+     * can roll back), after the cluster time (after_sec, after_inc) when
+     * has_after: the snapshot's start position, so that no write before it
+     * is missing from the copy while streaming starts after it. The server
+     * waits until the commit point reaches that time. */
+    bool has_after;
+    uint32_t after_sec, after_inc;
 };
 
 /* A document handed from a reader to the task thread. */

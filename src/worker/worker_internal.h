@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "capture/oplog.h"
 #include "capture/resume.h"
 #include "encode/encode.h"
 #include "event/event.h"
@@ -51,6 +52,7 @@ struct worker {
     bool has_pipeline;
     bson_t oplog_query; /* capture.mode oplog: namespace/operation conditions on entries */
     bool has_oplog_query;
+    struct oplog_held oplog_held; /* what the last oplog reader held back (not yet committed) */
     bool warned_mode;   /* the capture-mode migration WARN was given */
 
     struct mcdc_position stream_pos; /* after the last processed event: where to resume */

@@ -8,6 +8,7 @@
 #include "worker/worker_internal.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "capture/oplog.h"
 #include "common/log.h"
@@ -31,6 +32,32 @@ bool worker_uses_oplog(struct worker *w)
     return true;
 }
 
+/* The entries the previous reader held back (read past the majority commit
+ * point, never published): after a failover, say whether they were rolled
+ * back (the entry is gone or has another term) at WARN, with the range. A
+ * failed check is said at INFO: nothing was published from them either way. */
+static void report_held(struct worker *w)
+{
+    struct resume_failure fail;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct oplog_held *h = &w->oplog_held;
+    bool gone = false;
+
+    if (!h->any)
+        return;
+    if (!oplog_held_rolled_back(w->client, h, &gone, &fail, &err))
+        LOG_INFO("%s: cannot check whether the entries after Timestamp(%u, %u), held back as "
+                 "not majority-committed, were rolled back: %s",
+                 w->rs, h->sec, h->ord, err.msg);
+    else if (gone)
+        LOG_WARN("rollback on %s: the oplog entries from Timestamp(%u, %u) to Timestamp(%u, %u), "
+                 "read but held back as not majority-committed, are no longer in the oplog: a "
+                 "failover rolled them back. Nothing was published from them; capture continues "
+                 "with the new primary's history",
+                 w->rs, h->sec, h->ord, h->last_sec, h->last_ord);
+    memset(h, 0, sizeof *h);
+}
+
 enum phase worker_stream_oplog(struct worker *w)
 {
     struct resume_failure fail;
@@ -51,6 +78,7 @@ enum phase worker_stream_oplog(struct worker *w)
                    from_stored ? &w->stream_pos : NULL, &fail, &err);
     if (r == NULL)
         return worker_phase_from_failure(w, &fail, &err);
+    report_held(w);
     oplog_item_init(&item);
     if (!from_stored) {
         /* Store where tailing starts before producing anything, so a restart
@@ -125,6 +153,7 @@ enum phase worker_stream_oplog(struct worker *w)
             ph = worker_drain_step(w);
     }
     oplog_item_clear(&item);
+    oplog_held_entries(r, &w->oplog_held);
     oplog_destroy(r);
     return ph == PHASE_OK && worker_stopping(w) ? PHASE_STOPPED : ph;
 }

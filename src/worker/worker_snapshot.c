@@ -490,6 +490,14 @@ enum phase worker_snapshot(struct worker *w)
     ph = worker_service(w, true);
     if (ph != PHASE_OK)
         goto cleanup;
+    if (start.sec > 0 && start.ord >= 0) {
+        /* The copy must hold every write up to the start position, where
+         * streaming resumes: in oplog mode that is the newest entry, which may
+         * be past the commit point (the reads then wait for it). */
+        plan->has_after = true;
+        plan->after_sec = (uint32_t)start.sec;
+        plan->after_inc = (uint32_t)start.ord;
+    }
     snap = snapshot_start(w->pool, cfg, plan, w->rs, &w->stop);
     const struct snapshot_plan *progress = plan; /* borrowed: valid until snapshot_destroy */
     plan = NULL;                                 /* owned by snap */

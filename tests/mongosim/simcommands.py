@@ -18,6 +18,7 @@ from bson.timestamp import Timestamp
 import simbson as sb
 from simbson import SimError
 import simquery
+import simrollback
 import simserver as ss
 from simserver import Writer, DupKey, BadId
 from simstream import ChangeStream, apply_stage, eval_expr
@@ -32,109 +33,8 @@ AGGREGATE_FIELDS = {"aggregate", "pipeline", "cursor", "explain", "allowDiskUse"
                     "writeConcern", "let", "$db", "lsid", "$clusterTime", "txnNumber", "autocommit",
                     "startTransaction", "$readPreference", "apiVersion", "apiStrict",
                     "apiDeprecationErrors", "readPreference", "$client", "$audit"}
-MAX_BATCH_BYTES = 16 * 1024 * 1024
-
-
-class ListCursor(object):
-    kind = "list"
-
-    def __init__(self, docs):
-        self.docs = docs
-        self.pos = 0
-
-    def next_batch(self, limit, wait_ms):
-        out = []
-        size = 0
-        while self.pos < len(self.docs) and (limit is None or len(out) < limit):
-            d = self.docs[self.pos]
-            size += len(sb.encode(d))
-            if size > MAX_BATCH_BYTES and out:
-                break
-            out.append(d)
-            self.pos += 1
-        return out, self.pos >= len(self.docs), None
-
-
-class OplogCursor(object):
-    """find on local.oplog.rs: forward scan by ts key, tailable/awaitData (spec §5.6)."""
-
-    kind = "oplog"
-
-    def __init__(self, cl, filt, start_key, tailable, await_data, limit, member=None):
-        self.cl = cl
-        self.member = member
-        self.filter = filt
-        # a start point before the oldest entry silently starts at the oldest (spec §5.6)
-        self.pos = max(start_key, cl.oplog.truncated_up_to)
-        self.tailable = tailable
-        self.await_data = await_data
-        self.limit = limit
-        self.returned = 0
-
-    def next_batch(self, limit, wait_ms):
-        cl = self.cl
-        oplog = cl.oplog
-        deadline = time.time() + max(0, wait_ms) / 1000.0
-        while True:
-            if oplog.truncated_up_to > self.pos:
-                raise SimError(136, "CappedPositionLost",
-                               "Executor error during getMore :: caused by :: CollectionScan died due to position in capped collection being deleted. Last seen record id: RecordId(%d)" % self.pos)
-            out = []
-            size = 0
-            idx = oplog.index_after(self.pos)
-            n = len(oplog.entries)
-            if self.member is not None and getattr(self.member, "lag_ms", 0):
-                n = min(n, oplog.index_after(cl.applied_key(self.member)))
-            while idx < n:
-                if limit is not None and len(out) >= limit:
-                    break
-                if self.limit and self.returned + len(out) >= self.limit:
-                    break
-                e = oplog.entries[idx]
-                self.pos = oplog.keys[idx]
-                idx += 1
-                if sb.matches(e, self.filter):
-                    out.append(e)
-                    size += oplog.sizes[idx - 1]
-                    if size > MAX_BATCH_BYTES:
-                        break
-            self.returned += len(out)
-            done_limit = bool(self.limit) and self.returned >= self.limit
-            if out or not self.tailable or not self.await_data or done_limit or wait_ms <= 0:
-                exhausted = done_limit or (not self.tailable and idx >= n)
-                return out, exhausted, None
-            rem = deadline - time.time()
-            if rem <= 0 or cl.stopping:
-                return out, False, None
-            cl.oplog_cond.wait(rem)
-
-
-class CursorEntry(object):
-    def __init__(self, cid, ns, impl, lsid, await_data, is_cs):
-        self.id = cid
-        self.ns = ns
-        self.impl = impl
-        self.lsid = lsid
-        self.await_data = await_data
-        self.is_change_stream = is_cs
-        self.last_used = time.time()
-
-
-def ok_reply(**kw):
-    r = dict(kw)
-    r["ok"] = 1.0
-    return r
-
-
-def cursor_reply(first, batch, cid, ns, pbrt=None, at_cluster_time=None):
-    c = {("firstBatch" if first else "nextBatch"): batch}
-    if pbrt is not None:
-        c["postBatchResumeToken"] = pbrt
-    c["id"] = Int64(cid)
-    c["ns"] = ns
-    if at_cluster_time is not None:
-        c["atClusterTime"] = at_cluster_time
-    return {"cursor": c, "ok": 1.0}
+from simcursors import (MAX_BATCH_BYTES, CursorEntry, ListCursor, OplogCursor,  # noqa: F401
+                       cursor_reply, ok_reply)
 
 
 def _name_ok(v, what):
@@ -243,11 +143,9 @@ class Dispatcher(object):
             last = cl.oplog.entries[max(0, cl.oplog.index_after(cl.applied_key(member)) - 1)]
         if last is not None:
             opt = {"ts": last["ts"], "t": last["t"]}
-            maj, mopt = last, opt
-            if cl.majority_frozen is not None:
-                i = max(0, cl.oplog.index_after(cl.majority_frozen) - 1)
-                maj = cl.oplog.entries[i]
-                mopt = {"ts": maj["ts"], "t": maj["t"]}
+            i = max(0, cl.oplog.index_after(min(cl.majority_key(), sb.ts_key(last["ts"]))) - 1)
+            maj = cl.oplog.entries[i]
+            mopt = {"ts": maj["ts"], "t": maj["t"]}
             r["lastWrite"] = {"opTime": opt, "lastWriteDate": last["wall"],
                               "majorityOpTime": mopt, "majorityWriteDate": maj["wall"]}
         r["maxBsonObjectSize"] = 16777216
@@ -743,7 +641,10 @@ class Dispatcher(object):
             return self._find_oplog(member, body, filt, sort, proj, skip, limit, bs, single, tailable, await_data, lsid)
         if tailable:
             raise SimError(2, "BadValue", "error processing query: %s tailable cursor requested on non capped collection" % ns)
-        src = self.cl.snapshot_docs(db, coll, at_time) if at_time is not None else self._docs(body, db, coll)
+        src = self.cl.snapshot_docs(db, coll, at_time) if at_time is not None else \
+            simrollback.majority_view(self.cl, db, coll, rc, body.get("maxTimeMS"))
+        if src is None:
+            src = self._docs(body, db, coll)
         plan = sb.id_index_plan(filt)
         docs = sb.id_index_find(src, plan) if plan else [d for d in src if sb.matches(d, filt)]
         mn, mx = body.get("min"), body.get("max")
@@ -788,11 +689,12 @@ class Dispatcher(object):
         t = rc.get("atClusterTime")
         if t is not None and "afterClusterTime" in rc:
             raise SimError(72, "InvalidOptions", "Specifying a timestamp for readConcern snapshot in a causally consistent session is not allowed")
-        if t is None:
-            return cl.cluster_time()
+        if t is None:  # the newest majority-committed snapshot
+            return sb.key_ts(cl.majority_frozen) if cl.majority_frozen is not None else cl.cluster_time()
         if sb.ts_key(t) < cl.undo_floor:
             raise SimError(239, "SnapshotTooOld",
                            "Read timestamp Timestamp(%d, %d) is older than the oldest available timestamp." % (t.time, t.inc))
+        simrollback.wait_majority(cl, t)  # a snapshot at T is a majority-committed one
         return t
 
     def _find_oplog(self, member, body, filt, sort, proj, skip, limit, bs, single, tailable, await_data, lsid):
@@ -975,7 +877,9 @@ class Dispatcher(object):
         elif at is not None:
             docs = [copy.deepcopy(d) for d in self.cl.snapshot_docs(db, target, at)]
         else:
-            src = self._docs(body, db, target)
+            src = simrollback.majority_view(self.cl, db, target, rc, body.get("maxTimeMS"))
+            if src is None:
+                src = self._docs(body, db, target)
             if pipeline and isinstance(pipeline[0].get("$sample"), dict):
                 # a leading $sample reads only the sampled documents (WiredTiger's random
                 # cursor), so copy only those

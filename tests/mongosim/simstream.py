@@ -13,8 +13,8 @@ import time
 from bson.int64 import Int64
 from bson.timestamp import Timestamp
 
-import simexpr
-import simquery
+import simrollback
+from simstages import apply_stage, eval_expr  # noqa: F401 (re-exported)
 import simtoken
 import simupdate
 import simvalue
@@ -36,68 +36,6 @@ def _fragment_num(frag_token_data, event_data):
 
 def _labels_nonresumable():
     return ["NonResumableChangeStreamError"]
-
-
-def eval_expr(expr, doc):
-    """Aggregation expression expr evaluated against doc (simexpr.py lists the operators);
-    simexpr.REMOVE for $$REMOVE or a missing array element."""
-    return simexpr.evaluate(expr, doc)
-
-
-def _set_or_remove(doc, path, value):
-    if value is simexpr.REMOVE:
-        simvalue.unset_path(doc, path)
-    else:
-        simvalue.set_path(doc, path, value)
-
-
-def apply_stage(stage, docs):
-    """Apply one document-transform/filter stage to a list of documents."""
-    name, arg = next(iter(stage.items()))
-    if name == "$match":
-        return [d for d in docs if simquery.matches(d, arg)]
-    if name == "$project":
-        out = []
-        for d in docs:
-            if any(isinstance(v, (dict, str)) and not (isinstance(v, dict) and "$literal" in v) for v in arg.values()):
-                base = simquery.project(d, {k: v for k, v in arg.items() if not isinstance(v, (dict, str))} or {"_id": arg.get("_id", 1)})
-                for k, v in arg.items():
-                    if isinstance(v, (dict, str)):
-                        _set_or_remove(base, k, eval_expr(v, d))
-                out.append(base)
-            else:
-                out.append(simquery.project(d, arg))
-        return out
-    if name in ("$addFields", "$set"):
-        out = []
-        for d in docs:
-            n = copy.deepcopy(d)
-            for k, v in arg.items():
-                _set_or_remove(n, k, eval_expr(v, d))
-            out.append(n)
-        return out
-    if name == "$unset":
-        fields = [arg] if isinstance(arg, str) else arg
-        out = []
-        for d in docs:
-            n = copy.deepcopy(d)
-            for f in fields:
-                simvalue.unset_path(n, f)
-            out.append(n)
-        return out
-    if name in ("$replaceRoot", "$replaceWith"):
-        expr = arg["newRoot"] if name == "$replaceRoot" else arg
-        out = []
-        for d in docs:
-            r = eval_expr(expr, d)
-            if not isinstance(r, dict):
-                raise SimError(40228, "Location40228",
-                               "'newRoot' expression must evaluate to an object, but resulting value was: %r" % (r,))
-            out.append(r)
-        return out
-    if name == "$changeStreamSplitLargeEvent":
-        return docs
-    raise SimError(40324, "Location40324", "Unrecognized pipeline stage name: '%s'" % name)
 
 
 class ChangeStream(object):
@@ -485,8 +423,7 @@ class ChangeStream(object):
         imgs = self.cl.oplog.images.get(img_key)
         if op_type == "update" and self.full_document != "default":
             if self.full_document == "updateLookup":
-                c = self.cl.get_coll(db, coll)
-                cur = c.docs.get(simvalue.id_key(dkey.get("_id"))) if c is not None else None
+                cur = simrollback.majority_doc(self.cl, db, coll, simvalue.id_key(dkey.get("_id")))
                 ev["fullDocument"] = copy.deepcopy(cur) if cur is not None else None
             else:
                 post = imgs[1] if imgs else None
@@ -510,7 +447,7 @@ class ChangeStream(object):
         idx = oplog.index_after(self.scan_key)
         entries, keys = oplog.entries, oplog.keys
         # only majority-committed entries are visible to change streams (spec §3.1)
-        end = len(entries) if self.cl.majority_frozen is None else oplog.index_after(self.cl.majority_frozen)
+        end = oplog.index_after(self.cl.majority_key())
         if getattr(self.member, "lag_ms", 0):
             end = min(end, oplog.index_after(self.cl.applied_key(self.member)))
         while idx < end and len(self.pending) < limit and not self.invalidated:
@@ -565,6 +502,8 @@ class ChangeStream(object):
         if limit is None or limit <= 0:
             limit = 101 if limit is None else limit
         while True:
+            if getattr(self, "interrupted", False):
+                raise simrollback.interrupted_error()
             if limit > 0:
                 self._scan(limit)
             if self.pending or wait_ms <= 0 or limit == 0:
@@ -572,7 +511,8 @@ class ChangeStream(object):
             rem = deadline - time.time()
             if rem <= 0 or cl.stopping:
                 break
-            cl.oplog_cond.wait(rem)
+            # with lagging secondaries the commit point moves without a write: look again soon
+            cl.oplog_cond.wait(min(rem, 0.005) if any(m.lag_ms for m in cl.members) else rem)
         batch = []
         size = 0
         while self.pending and len(batch) < limit:
