@@ -6,7 +6,8 @@
 #   1. a root of the OTHER release (Debian 12 bookworm <-> Debian 13 trixie;
 #      debootstrap --variant=minbase from Debian's archive), where
 #      scripts/install-deps.sh runs as a user would run it, then the -Werror
-#      build with gcc and with clang, the unit tests of both trees,
+#      build with gcc and with clang, the unit tests of both trees, the
+#      libFuzzer tree (clang, -Werror, built only),
 #      scripts/demo.sh (the simulator with the shared datasets, mongocdc on
 #      stdout), and `cpack -G DEB`;
 #   2. the package test, for EACH release: a clean minbase root gets
@@ -295,6 +296,10 @@ for rel in "${OTHERS[@]}"; do
         ctest --test-dir /b/$cc -L unit -j "$JOBS" --output-on-failure --timeout 300
     fi
   done
+  # The libFuzzer tree (clang, ASan+UBSan, as scripts/test.sh builds it):
+  # built with warnings as errors; the short fuzz runs stay in test.sh.
+  step "$rel clang libFuzzer tree -Werror build" "$LOGS/$rel-fuzz-build.log" in_root "$r" bash -c \
+    "cd /src && cmake -S . -B /b/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DMCDC_FUZZ=ON -DMCDC_WERROR=ON && cmake --build /b/fuzz -j $JOBS"
   if [ -x "$r/b/gcc/mongocdc" ]; then
     # demo.sh exits with mongocdc's status; every streamed change must have
     # come out too (it only reports a shortfall).

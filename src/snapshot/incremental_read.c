@@ -156,75 +156,110 @@ static bool cluster_time_now(mongoc_client_t *client, uint32_t *sec, uint32_t *i
     return ok;
 }
 
-/* find with filter/sort/limit, at the cluster time T when s->cluster_time.
- * Returns a cursor (caller destroys) or NULL with err. */
+/*
+ * find with filter/sort/limit in a session of its own (*cs, to end with
+ * find_done after the cursor), so that the cursor's getMores run in the
+ * session of its find (a cursor made from a command's reply would otherwise
+ * take another implicit session, which the server refuses):
+ * - cluster-time windows: readConcern snapshot at T (majority-committed by
+ *   definition). The driver's read concern knows no atClusterTime: the find
+ *   command is written out whole and its reply turned into a cursor.
+ * - marker windows: readConcern majority after T, the cluster time read just
+ *   after the open marker was written, through a causally consistent session
+ *   advanced to T (the driver adds afterClusterTime; causal consistency spec).
+ *   A chunk row is published as a read, so it must not be a w:1 write a
+ *   failover can roll back (MongoDB's read concern "majority"); and it must be
+ *   at least as new as the open marker, or a write committed between the
+ *   commit point and the marker would be streamed before the window opens and
+ *   then overwritten by the older row read. The server waits until the commit
+ *   point reaches T.
+ * Returns a cursor (caller ends it with find_done) or NULL with err.
+ */
 static mongoc_cursor_t *find(struct incr *s, mongoc_client_t *client, const bson_t *filter, int dir,
-                             int64_t limit, struct mcdc_error *err)
+                             int64_t limit, mongoc_client_session_t **cs, struct mcdc_error *err)
 {
-    mongoc_collection_t *coll =
-        mongoc_client_get_collection(client, s->queue[0].db, s->queue[0].coll);
-    mongoc_read_prefs_t *rp = mongoc_read_prefs_new(MONGOC_READ_PRIMARY);
+    mongoc_collection_t *coll;
+    mongoc_read_prefs_t *rp;
+    mongoc_session_opt_t *so;
     mongoc_cursor_t *cur = NULL;
-    bson_t sort;
+    bson_t sort, opts = BSON_INITIALIZER;
     bson_error_t be;
 
+    so = mongoc_session_opts_new();
+    /* A snapshot read at atClusterTime is refused in a causally consistent session. */
+    mongoc_session_opts_set_causal_consistency(so, !s->cluster_time);
+    *cs = mongoc_client_start_session(client, so, &be);
+    mongoc_session_opts_destroy(so);
+    if (*cs == NULL) {
+        mongo_fail(err, &be, "cannot start a session for the chunk read", s->queue[0].ns);
+        return NULL;
+    }
+    if (!s->cluster_time)
+        mongoc_client_session_advance_operation_time(*cs, s->at_sec, s->at_inc);
+    if (!mongoc_client_session_append(*cs, &opts, &be)) {
+        bson_destroy(&opts);
+        mongoc_client_session_destroy(*cs);
+        *cs = NULL;
+        mongo_fail(err, &be, "cannot start a session for the chunk read", s->queue[0].ns);
+        return NULL;
+    }
+    coll = mongoc_client_get_collection(client, s->queue[0].db, s->queue[0].coll);
+    rp = mongoc_read_prefs_new(MONGOC_READ_PRIMARY);
     bson_init(&sort);
     BSON_APPEND_INT32(&sort, "_id", dir);
-    {
-        /* The driver's read concern knows neither atClusterTime nor, outside a
-         * session, afterClusterTime: the find command is written out whole
-         * and its reply turned into a cursor (getMore continues with the same
-         * read concern on the server).
-         * - cluster-time windows: readConcern snapshot at T (majority-committed
-         *   by definition);
-         * - marker windows: readConcern majority after T, the cluster time
-         *   read just after the open marker was written. A chunk row is
-         *   published as a read, so it must not be a w:1 write a failover can
-         *   roll back (MongoDB's read concern "majority"); and it must be at
-         *   least as new as the open marker, or a write committed between the
-         *   commit point and the marker would be streamed before the window
-         *   opens and then overwritten by the older row read. The server waits
-         *   until the commit point reaches T. */
-        bson_t cmd = BSON_INITIALIZER, rc, reply;
+    if (!s->cluster_time) {
+        BSON_APPEND_DOCUMENT(&opts, "sort", &sort);
+        BSON_APPEND_INT64(&opts, "limit", limit);
+        if (s->cfg->snapshot_fetch_size > 0)
+            BSON_APPEND_INT64(&opts, "batchSize", s->cfg->snapshot_fetch_size);
+        BCON_APPEND(&opts, "readConcern", "{", "level", BCON_UTF8("majority"), "}");
+        cur = mongoc_collection_find_with_opts(coll, filter, &opts, rp);
+    } else {
+        bson_t cmd = BSON_INITIALIZER, rc, reply, cur_opts = BSON_INITIALIZER;
+        mongoc_database_t *db = mongoc_client_get_database(client, s->queue[0].db);
         BSON_APPEND_UTF8(&cmd, "find", s->queue[0].coll);
         BSON_APPEND_DOCUMENT(&cmd, "filter", filter);
         BSON_APPEND_DOCUMENT(&cmd, "sort", &sort);
         BSON_APPEND_INT64(&cmd, "limit", limit);
-        if (s->cfg->snapshot_fetch_size > 0)
+        if (s->cfg->snapshot_fetch_size > 0) {
             BSON_APPEND_INT64(&cmd, "batchSize", s->cfg->snapshot_fetch_size);
-        bson_append_document_begin(&cmd, "readConcern", -1, &rc);
-        if (s->cluster_time) {
-            BSON_APPEND_UTF8(&rc, "level", "snapshot");
-            BSON_APPEND_TIMESTAMP(&rc, "atClusterTime", s->at_sec, s->at_inc);
-        } else {
-            BSON_APPEND_UTF8(&rc, "level", "majority");
-            BSON_APPEND_TIMESTAMP(&rc, "afterClusterTime", s->at_sec, s->at_inc);
-        }
-        bson_append_document_end(&cmd, &rc);
-        mongoc_database_t *db = mongoc_client_get_database(client, s->queue[0].db);
-        bson_t cur_opts = BSON_INITIALIZER;
-        if (s->cfg->snapshot_fetch_size > 0) /* for the getMores */
             BSON_APPEND_INT64(&cur_opts, "batchSize", s->cfg->snapshot_fetch_size);
+        }
+        bson_append_document_begin(&cmd, "readConcern", -1, &rc);
+        BSON_APPEND_UTF8(&rc, "level", "snapshot");
+        BSON_APPEND_TIMESTAMP(&rc, "atClusterTime", s->at_sec, s->at_inc);
+        bson_append_document_end(&cmd, &rc);
+        bson_concat(&cur_opts, &opts); /* the sessionId, for the getMores */
         /* The command initialises reply (stack storage, always destroyed);
          * the cursor takes a heap copy it frees itself. A bson_new() reply
          * would be re-initialised in place and its allocation leaked. */
-        if (mongoc_database_read_command_with_opts(db, &cmd, rp, NULL, &reply, &be))
+        if (mongoc_database_read_command_with_opts(db, &cmd, rp, &opts, &reply, &be))
             cur = mongoc_cursor_new_from_command_reply_with_opts(client, bson_copy(&reply),
                                                                  &cur_opts);
         else
-            mongo_fail(err, &be,
-                       s->cluster_time ? "snapshot read at the cluster time failed"
-                                       : "majority read after the window's open marker failed",
-                       s->queue[0].ns);
+            mongo_fail(err, &be, "snapshot read at the cluster time failed", s->queue[0].ns);
         bson_destroy(&reply);
         bson_destroy(&cur_opts);
         mongoc_database_destroy(db);
         bson_destroy(&cmd);
     }
+    bson_destroy(&opts);
     bson_destroy(&sort);
     mongoc_read_prefs_destroy(rp);
     mongoc_collection_destroy(coll);
+    if (cur == NULL) {
+        mongoc_client_session_destroy(*cs);
+        *cs = NULL;
+    }
     return cur;
+}
+
+/* Destroys a find() cursor, then its session. */
+static void find_done(mongoc_cursor_t *cur, mongoc_client_session_t *cs)
+{
+    mongoc_cursor_destroy(cur);
+    if (cs != NULL)
+        mongoc_client_session_destroy(cs);
 }
 
 /* §5.4 step 3: the greatest _id matching the condition (BSON order across
@@ -237,10 +272,11 @@ static bool read_max_key(struct incr *s, mongoc_client_t *client, const bson_t *
     bson_error_t be;
     bson_iter_t id;
     mongoc_cursor_t *cur;
+    mongoc_client_session_t *cs = NULL;
 
     /* sort({_id: -1}) orders across brackets: the greatest key in BSON order. */
     extra_filter(s, owned, &filter);
-    cur = find(s, client, &filter, -1, 1, err);
+    cur = find(s, client, &filter, -1, 1, &cs, err);
     bson_destroy(&filter);
     if (cur == NULL)
         return false;
@@ -251,10 +287,10 @@ static bool read_max_key(struct incr *s, mongoc_client_t *client, const bson_t *
         *empty = false;
     }
     if (mongoc_cursor_error(cur, &be)) {
-        mongoc_cursor_destroy(cur);
+        find_done(cur, cs);
         return mongo_fail(err, &be, "cannot read the maximum key", s->queue[0].ns);
     }
-    mongoc_cursor_destroy(cur);
+    find_done(cur, cs);
     s->offset_dirty = true;
     return true;
 }
@@ -275,6 +311,7 @@ enum incr_read incr_read_chunk(struct incr *s, mongoc_client_t *client, const bs
     int64_t cap = s->cfg->incremental_snapshot_window_max_bytes;
     bool markers = !s->cluster_time, empty = false;
     mongoc_cursor_t *cur;
+    mongoc_client_session_t *cs = NULL;
     const bson_t *doc;
     bson_error_t be;
     bson_t filter;
@@ -338,7 +375,7 @@ enum incr_read incr_read_chunk(struct incr *s, mongoc_client_t *client, const bs
                 bson_destroy(&extra);
                 return INCR_READ_FAILED;
             }
-            cur = find(s, client, &filter, 1, limit, err);
+            cur = find(s, client, &filter, 1, limit, &cs, err);
             bson_destroy(&filter);
             if (cur == NULL) {
                 bson_destroy(&extra);
@@ -359,13 +396,13 @@ enum incr_read incr_read_chunk(struct incr *s, mongoc_client_t *client, const bs
                     break;
             }
             if (mongoc_cursor_error(cur, &be)) {
-                mongoc_cursor_destroy(cur);
+                find_done(cur, cs);
                 bson_destroy(&extra);
                 incr_window_clear(s);
                 mongo_fail(err, &be, "chunk read failed", s->queue[0].ns);
                 return INCR_READ_FAILED;
             }
-            mongoc_cursor_destroy(cur);
+            find_done(cur, cs);
             if (n > 0)
                 s->bracket = (int)b;
         }

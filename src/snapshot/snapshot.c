@@ -191,59 +191,53 @@ static bool reader_push(struct snapshot *s, struct snapshot_doc *d, struct snaps
 }
 
 /*
- * find on c with filter at readConcern majority (after the plan's start time
- * when it has one; snapshot.h): majority-committed documents only, since a
+ * find on c with filter at readConcern majority, after the plan's start time
+ * when it has one (snapshot.h): majority-committed documents only, since a
  * snapshot record is published at once and a w:1 write past the commit point
  * can still be rolled back (MongoDB's read concern "majority"; replication
- * README, "Rollback"). The driver knows no afterClusterTime outside a
- * session, so the command is written out whole and its reply made a cursor.
- * Returns a cursor the caller destroys, or NULL after reader_fail when the
- * command failed.
+ * README, "Rollback"). The start time goes in through a causally consistent
+ * session advanced to it: the driver then adds afterClusterTime to the read
+ * concern (causal consistency spec), and the find's getMores run in the same
+ * session. *session is that session (NULL when none), to destroy after the
+ * cursor. Returns the cursor (caller destroys), or NULL after reader_fail.
  */
 static mongoc_cursor_t *majority_find(struct snapshot *s, mongoc_client_t *client,
-                                      const struct snapshot_coll *c, const bson_t *filter)
+                                      const struct snapshot_coll *c, const bson_t *filter,
+                                      mongoc_client_session_t **session)
 {
-    bson_t cmd = BSON_INITIALIZER, rc, reply, opts = BSON_INITIALIZER, cur_opts = BSON_INITIALIZER;
+    mongoc_collection_t *mc;
+    mongoc_cursor_t *cur;
+    bson_t opts = BSON_INITIALIZER;
     bson_error_t error;
-    mongoc_cursor_t *cur = NULL;
-    mongoc_database_t *db;
-    /* One server for the find and its getMores (the cursor made from the
-     * reply sends them where serverId says). */
-    mongoc_server_description_t *sd = mongoc_client_select_server(client, false, NULL, &error);
 
-    if (sd == NULL) {
-        bson_init(&reply);
-        reader_fail(s, &error, &reply, c);
-        bson_destroy(&reply);
-        return NULL;
-    }
-    BSON_APPEND_INT32(&opts, "serverId", (int32_t)mongoc_server_description_id(sd));
-    BSON_APPEND_INT32(&cur_opts, "serverId", (int32_t)mongoc_server_description_id(sd));
-    if (s->cfg->snapshot_fetch_size > 0) /* for the getMores */
-        BSON_APPEND_INT32(&cur_opts, "batchSize", (int32_t)s->cfg->snapshot_fetch_size);
-    mongoc_server_description_destroy(sd);
-    db = mongoc_client_get_database(client, c->db);
-
-    BSON_APPEND_UTF8(&cmd, "find", c->coll);
-    BSON_APPEND_DOCUMENT(&cmd, "filter", filter);
+    *session = NULL;
     if (s->cfg->snapshot_fetch_size > 0)
-        BSON_APPEND_INT32(&cmd, "batchSize", (int32_t)s->cfg->snapshot_fetch_size);
-    bson_append_document_begin(&cmd, "readConcern", -1, &rc);
-    BSON_APPEND_UTF8(&rc, "level", "majority");
-    if (s->plan->has_after)
-        BSON_APPEND_TIMESTAMP(&rc, "afterClusterTime", s->plan->after_sec, s->plan->after_inc);
-    bson_append_document_end(&cmd, &rc);
-    /* reply is initialised by the command (stack storage, always destroyed);
-     * the cursor takes a heap copy it frees itself. */
-    if (mongoc_database_read_command_with_opts(db, &cmd, NULL, &opts, &reply, &error))
-        cur = mongoc_cursor_new_from_command_reply_with_opts(client, bson_copy(&reply), &cur_opts);
-    else
-        reader_fail(s, &error, &reply, c);
-    bson_destroy(&reply);
-    mongoc_database_destroy(db);
-    bson_destroy(&cmd);
+        BSON_APPEND_INT32(&opts, "batchSize", (int32_t)s->cfg->snapshot_fetch_size);
+    BCON_APPEND(&opts, "readConcern", "{", "level", BCON_UTF8("majority"), "}");
+    if (s->plan->has_after) {
+        mongoc_session_opt_t *so = mongoc_session_opts_new();
+        mongoc_session_opts_set_causal_consistency(so, true);
+        *session = mongoc_client_start_session(client, so, &error);
+        mongoc_session_opts_destroy(so);
+        if (*session != NULL) {
+            mongoc_client_session_advance_operation_time(*session, s->plan->after_sec,
+                                                         s->plan->after_inc);
+            if (!mongoc_client_session_append(*session, &opts, &error)) {
+                mongoc_client_session_destroy(*session);
+                *session = NULL;
+            }
+        }
+        if (*session == NULL) {
+            bson_t empty = BSON_INITIALIZER;
+            reader_fail(s, &error, &empty, c);
+            bson_destroy(&opts);
+            return NULL;
+        }
+    }
+    mc = mongoc_client_get_collection(client, c->db, c->coll);
+    cur = mongoc_collection_find_with_opts(mc, filter, &opts, NULL);
+    mongoc_collection_destroy(mc);
     bson_destroy(&opts);
-    bson_destroy(&cur_opts);
     return cur;
 }
 
@@ -256,7 +250,9 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
     bson_error_t error;
     bool ok = true;
 
-    cur = majority_find(s, client, c, &p->filter);
+    mongoc_client_session_t *session;
+
+    cur = majority_find(s, client, c, &p->filter, &session);
     if (cur == NULL)
         return false;
     while (mongoc_cursor_next(cur, &doc)) {
@@ -284,6 +280,8 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
         ok = false;
     }
     mongoc_cursor_destroy(cur);
+    if (session != NULL)
+        mongoc_client_session_destroy(session);
     return ok;
 }
 

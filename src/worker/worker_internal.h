@@ -108,7 +108,8 @@ struct worker {
     uint64_t split_events;     /* events reassembled from split fragments */
     bool split_checked;        /* the server was found to support the split stage */
     struct incr *inc;             /* incremental snapshot engine (worker_incremental.c) */
-    const struct mcdc_position *signal_pos; /* the signal document's own, while handled */
+    /* the signal document's own position, while the signal is handled */
+    const struct mcdc_position *signal_pos;
     struct mcdc_position inc_pos; /* a position stamped with its progress */
     struct signal_queue *sigq;    /* this task's signal queue on the bus, NULL: none */
     bool drain_requested; /* worker_request_drain() (atomic access) */
