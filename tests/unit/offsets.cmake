@@ -2,3 +2,5 @@
 # librdkafka's mock cluster (librdkafka is linked for the mock cluster only).
 mcdc_unit_test(test_offsets SOURCES test_offsets.c LIBS mcdc_offsets PkgConfig::RDKAFKA)
 set_tests_properties(test_offsets PROPERTIES TIMEOUT 120)
+# Kafka Connect's FileOffsetBackingStore file, against files the Java class wrote.
+mcdc_unit_test(test_dbzfile SOURCES test_dbzfile.c LIBS mcdc_offsets)
