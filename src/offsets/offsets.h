@@ -159,4 +159,40 @@ bool offset_store_load(struct offset_store *store, const char *rs, struct mcdc_p
 bool offset_store_save(struct offset_store *store, const char *rs, const struct mcdc_position *pos,
                        struct mcdc_error *err);
 
+/* ---- raw entries (the `mongocdc offsets` command) ---- */
+
+/* One stored entry: the partition key and the offset value, both as the
+ * JSON text stored (malloc'd, owned by the list). */
+struct offset_entry {
+    char *key;
+    char *value;
+};
+
+struct offset_entries {
+    struct offset_entry *items;
+    size_t count;
+};
+
+/* Frees every entry and empties the list; NULL is a no-op. */
+void offset_entries_free(struct offset_entries *list);
+
+/*
+ * Every entry of the store, whatever its name or partition form (other
+ * daemons', Debezium's, other connectors' sharing a Kafka Connect offsets
+ * topic), with its newest value; deleted entries (a null value, a Kafka
+ * tombstone) are left out. out is empty on entry. False with err as
+ * offset_store_load.
+ */
+bool offset_store_list(struct offset_store *store, struct offset_entries *out,
+                       struct mcdc_error *err);
+
+/*
+ * Stores value_json (an offset value as JSON text, not checked here) under
+ * the partition key key exactly as given; value_json NULL deletes the entry
+ * (file: the member is removed; kafka: a tombstone, as Kafka Connect's
+ * OffsetStorageWriter writes for a null offset). Fails on a read-only store.
+ */
+bool offset_store_put_raw(struct offset_store *store, const char *key, const char *value_json,
+                          struct mcdc_error *err);
+
 #endif

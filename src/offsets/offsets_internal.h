@@ -66,7 +66,13 @@ struct offset_store_ops {
     bool (*save)(struct offset_store *store, const char *key, const char *value_json,
                  struct mcdc_error *err);
     void (*close)(struct offset_store *store);
+    /* every entry with its newest value (offset_store_list) */
+    bool (*list)(struct offset_store *store, struct offset_entries *out, struct mcdc_error *err);
 };
+
+/* Sets key to value (NULL: removes it) in list, last write wins. */
+void offset_entries_set(struct offset_entries *list, const char *key, size_t klen,
+                        const char *value, size_t vlen);
 
 struct offset_store {
     const struct offset_store_ops *ops;

@@ -127,3 +127,57 @@ bool offset_store_save(struct offset_store *store, const char *rs, const struct 
     free(key);
     return ok;
 }
+
+void offset_entries_free(struct offset_entries *list)
+{
+    if (!list)
+        return;
+    for (size_t i = 0; i < list->count; i++) {
+        free(list->items[i].key);
+        free(list->items[i].value);
+    }
+    free(list->items);
+    list->items = NULL;
+    list->count = 0;
+}
+
+void offset_entries_set(struct offset_entries *list, const char *key, size_t klen,
+                        const char *value, size_t vlen)
+{
+    for (size_t i = 0; i < list->count; i++) {
+        struct offset_entry *e = &list->items[i];
+        if (strlen(e->key) != klen || memcmp(e->key, key, klen) != 0)
+            continue;
+        free(e->value);
+        if (value) {
+            e->value = xstrndup(value, vlen);
+        } else {
+            free(e->key);
+            list->items[i] = list->items[--list->count];
+        }
+        return;
+    }
+    if (!value)
+        return;
+    list->items = xrealloc(list->items, (list->count + 1) * sizeof *list->items);
+    list->items[list->count].key = xstrndup(key, klen);
+    list->items[list->count].value = xstrndup(value, vlen);
+    list->count++;
+}
+
+bool offset_store_list(struct offset_store *store, struct offset_entries *out,
+                       struct mcdc_error *err)
+{
+    bool ok = store->ops->list(store, out, err);
+    if (!ok)
+        offset_entries_free(out);
+    return ok;
+}
+
+bool offset_store_put_raw(struct offset_store *store, const char *key, const char *value_json,
+                          struct mcdc_error *err)
+{
+    if (store->read_only)
+        return mcdc_error_set(err, MCDC_ERR_INTERNAL, 0, "offsets store opened read-only");
+    return store->ops->save(store, key, value_json, err);
+}

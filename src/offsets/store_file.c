@@ -373,7 +373,8 @@ static bool file_save(struct offset_store *store, const char *key, const char *v
     if (store->read_only)
         return mcdc_error_set(err, MCDC_ERR_INTERNAL, 0,
                               "offsets file %s was opened read-only (without its lock)", fs->path);
-    bson_t *value = bson_new_from_json((const uint8_t *)value_json, -1, &berr);
+    bson_t *value = value_json ? bson_new_from_json((const uint8_t *)value_json, -1, &berr)
+                               : bson_new(); /* NULL: the member is removed */
     if (!value)
         return mcdc_error_set(err, MCDC_ERR_INTERNAL, 0, "offset value is not JSON: %s",
                               berr.message);
@@ -392,19 +393,22 @@ static bool file_save(struct offset_store *store, const char *key, const char *v
     bson_iter_t it;
     bson_iter_init(&it, doc);
     while (bson_iter_next(&it)) {
+        bool ours = !strcmp(bson_iter_key(&it), key);
+        if (ours && !value_json)
+            continue;
         if (!first)
             jbuf_puts(&b, ",\n");
         first = false;
         jbuf_str(&b, bson_iter_key(&it), bson_iter_key_len(&it));
         jbuf_putc(&b, ':');
-        if (!strcmp(bson_iter_key(&it), key)) {
+        if (ours) {
             jbuf_puts(&b, value_json);
             written = true;
         } else {
             jbuf_bson_value(&b, &it);
         }
     }
-    if (!written) {
+    if (!written && value_json) {
         if (!first)
             jbuf_puts(&b, ",\n");
         jbuf_str(&b, key, strlen(key));
@@ -434,7 +438,32 @@ static void file_close(struct offset_store *store)
     free(fs);
 }
 
-static const struct offset_store_ops file_ops = {file_load, file_save, file_close};
+static bool file_list(struct offset_store *store, struct offset_entries *out,
+                      struct mcdc_error *err)
+{
+    struct file_store *fs = store->impl;
+    int lock_fd;
+    bson_t *doc = NULL;
+    if (!lock(fs, &lock_fd, err))
+        return false;
+    bool ok = load_doc(fs, &doc, err);
+    unlock(lock_fd);
+    if (!ok)
+        return false;
+    bson_iter_t it;
+    bson_iter_init(&it, doc);
+    while (bson_iter_next(&it)) {
+        struct jbuf b;
+        jbuf_init(&b);
+        jbuf_bson_value(&b, &it);
+        offset_entries_set(out, bson_iter_key(&it), bson_iter_key_len(&it), b.data, b.len);
+        jbuf_free(&b);
+    }
+    bson_destroy(doc);
+    return true;
+}
+
+static const struct offset_store_ops file_ops = {file_load, file_save, file_close, file_list};
 
 bool store_file_open(struct offset_store *store, struct mcdc_error *err)
 {

@@ -167,15 +167,17 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Reads one partition from the beginning to hi; keeps the last value of key. */
+/* Reads one partition from the beginning to hi; keeps the last value of key,
+ * or with key NULL the last value of every key in *all. */
 static bool read_partition(struct offset_store *store, rd_kafka_topic_t *rkt, int32_t p, int64_t hi,
-                           const char *key, char **value, int64_t deadline, struct mcdc_error *err)
+                           const char *key, char **value, struct offset_entries *all,
+                           int64_t deadline, struct mcdc_error *err)
 {
     if (rd_kafka_consume_start(rkt, p, RD_KAFKA_OFFSET_BEGINNING) == -1)
         return mcdc_error_set_retriable(
             err, MCDC_ERR_KAFKA, rd_kafka_last_error(), "offsets topic %s [%d]: consume: %s",
             rd_kafka_topic_name(rkt), (int)p, rd_kafka_err2str(rd_kafka_last_error()));
-    size_t klen = strlen(key);
+    size_t klen = key ? strlen(key) : 0;
     bool ok = false, failed = false;
     while (now_ms() < deadline) {
         rd_kafka_message_t *m = rd_kafka_consume(rkt, p, 200);
@@ -195,7 +197,9 @@ static bool read_partition(struct offset_store *store, rd_kafka_topic_t *rkt, in
         }
         if (m->key)
             offsets_note_key(store, m->key, m->key_len);
-        if (m->key_len == klen && !memcmp(m->key, key, klen)) {
+        if (!key && m->key)
+            offset_entries_set(all, m->key, m->key_len, m->payload, m->len);
+        else if (key && m->key_len == klen && !memcmp(m->key, key, klen)) {
             free(*value);
             *value = m->payload ? xstrndup(m->payload, m->len) : NULL;
         }
@@ -214,8 +218,8 @@ static bool read_partition(struct offset_store *store, rd_kafka_topic_t *rkt, in
     return ok;
 }
 
-static bool kafka_load(struct offset_store *store, const char *key, char **value_json,
-                       struct mcdc_error *err)
+static bool kafka_read(struct offset_store *store, const char *key, char **value_json,
+                       struct offset_entries *all, struct mcdc_error *err)
 {
     struct kafka_store *ks = store->impl;
     const struct mcdc_config *cfg = store->cfg;
@@ -252,7 +256,7 @@ static bool kafka_load(struct offset_store *store, const char *key, char **value
                                               "offsets topic %s [%d]: watermarks: %s", ks->topic,
                                               (int)p, rd_kafka_err2str(e));
             else if (hi > lo)
-                ok = read_partition(store, rkt, p, hi, key, value_json, deadline, err);
+                ok = read_partition(store, rkt, p, hi, key, value_json, all, deadline, err);
         }
     } /* else: the topic does not exist yet: no offsets */
     if (md)
@@ -266,6 +270,19 @@ static bool kafka_load(struct offset_store *store, const char *key, char **value
     return ok;
 }
 
+static bool kafka_load(struct offset_store *store, const char *key, char **value_json,
+                       struct mcdc_error *err)
+{
+    return kafka_read(store, key, value_json, NULL, err);
+}
+
+static bool kafka_list(struct offset_store *store, struct offset_entries *out,
+                       struct mcdc_error *err)
+{
+    char *none = NULL;
+    return kafka_read(store, NULL, &none, out, err);
+}
+
 static bool kafka_save(struct offset_store *store, const char *key, const char *value_json,
                        struct mcdc_error *err)
 {
@@ -273,7 +290,7 @@ static bool kafka_save(struct offset_store *store, const char *key, const char *
     ks->dr_done = false;
     ks->dr_err = RD_KAFKA_RESP_ERR_NO_ERROR;
     if (rd_kafka_produce(ks->rkt, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, (void *)value_json,
-                         strlen(value_json), key, strlen(key), NULL) == -1) {
+                         value_json ? strlen(value_json) : 0, key, strlen(key), NULL) == -1) {
         rd_kafka_resp_err_t e = rd_kafka_last_error();
         return mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, e, "offsets topic %s: produce: %s",
                                         ks->topic, rd_kafka_err2str(e));
@@ -300,7 +317,8 @@ static void kafka_close(struct offset_store *store)
     free(ks);
 }
 
-static const struct offset_store_ops kafka_ops = {kafka_load, kafka_save, kafka_close};
+static const struct offset_store_ops kafka_ops = {kafka_load, kafka_save, kafka_close,
+                                                  kafka_list};
 
 bool store_kafka_open(struct offset_store *store, struct mcdc_error *err)
 {

@@ -880,6 +880,88 @@ static void store_file_is_locked_for_the_whole_run(void **state)
 
 /* ---- Kafka store (mock cluster) ---- */
 
+
+/* offset_store_list sees every entry, other names' included; put_raw stores
+ * a key verbatim and deletes with NULL (the `mongocdc offsets` command). */
+static void store_list_and_put_raw(struct offset_store *store)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct mcdc_position p;
+    make_pos(&p, 5, 1, "AA05");
+    assert_true(offset_store_save(store, "rs0", &p, &err));
+    position_clear(&p);
+    const char *dbz = "[\"inventory-connector\",{\"server_id\":\"shop\"}]";
+    assert_true(offset_store_put_raw(store, dbz, "{\"sec\":7,\"ord\":2}", &err));
+    assert_true(offset_store_put_raw(store, dbz, "{\"sec\":8,\"ord\":1}", &err));
+    struct offset_entries l = {0};
+    assert_true(offset_store_list(store, &l, &err));
+    assert_int_equal(l.count, 2);
+    bool seen_dbz = false, seen_ours = false;
+    for (size_t i = 0; i < l.count; i++) {
+        if (!strcmp(l.items[i].key, dbz)) {
+            seen_dbz = true;
+            assert_string_equal(l.items[i].value, "{\"sec\":8,\"ord\":1}");
+        } else {
+            seen_ours = !strcmp(l.items[i].key,
+                                "[\"shop\",{\"rs\":\"rs0\",\"server_id\":\"shop\"}]");
+            assert_non_null(strstr(l.items[i].value, "\"sec\":5"));
+        }
+    }
+    assert_true(seen_dbz && seen_ours);
+    offset_entries_free(&l);
+    assert_true(offset_store_put_raw(store, dbz, NULL, &err));
+    assert_true(offset_store_list(store, &l, &err));
+    assert_int_equal(l.count, 1);
+    offset_entries_free(&l);
+}
+
+static void store_file_list_and_put_raw(void **state)
+{
+    (void)state;
+    struct tmpdir t;
+    tmpdir_make(&t);
+    struct mcdc_config cfg;
+    file_cfg(&cfg, t.path);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct offset_store *store = offset_store_open(&cfg, &err);
+    assert_non_null(store);
+    store_list_and_put_raw(store);
+    offset_store_close(store);
+    store = offset_store_open_read_only(&cfg, &err);
+    assert_false(offset_store_put_raw(store, "k", "{}", &err));
+    offset_store_close(store);
+    tmpdir_remove(&t);
+}
+
+static void store_kafka_list_and_put_raw(void **state)
+{
+    (void)state;
+    char errstr[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof errstr);
+    rd_kafka_t *host = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    rd_kafka_mock_cluster_t *mc = rd_kafka_mock_cluster_new(host, 1);
+    struct mcdc_kv kv[2] = {
+        {(char *)"bootstrap.servers", (char *)rd_kafka_mock_cluster_bootstraps(mc), 1, 1},
+        {(char *)"log_level", (char *)"3", 2, 1},
+    };
+    struct mcdc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.topic_prefix = (char *)"shop";
+    cfg.offset_storage = MCDC_OFFSETS_KAFKA;
+    cfg.offsets_topic = (char *)"connect-offsets";
+    cfg.offsets_flush_timeout_ms = 5000;
+    cfg.kafka.items = kv;
+    cfg.kafka.count = 2;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct offset_store *store = offset_store_open(&cfg, &err);
+    assert_non_null(store);
+    store_list_and_put_raw(store);
+    offset_store_close(store);
+    rd_kafka_mock_cluster_destroy(mc);
+    rd_kafka_destroy(host);
+}
+
 static void store_kafka_save_load_on_mock_cluster(void **state)
 {
     (void)state;
@@ -1022,6 +1104,8 @@ int main(void)
         cmocka_unit_test(store_file_is_locked_for_the_whole_run),
         cmocka_unit_test(store_kafka_inline_mock_cluster),
         cmocka_unit_test(store_kafka_save_load_on_mock_cluster),
+        cmocka_unit_test(store_file_list_and_put_raw),
+        cmocka_unit_test(store_kafka_list_and_put_raw),
     };
     return cmocka_run_group_tests_name("offsets", tests, NULL, NULL);
 }
