@@ -6,6 +6,7 @@
  *   mongocdc --validate -c FILE  check FILE: exit 0 valid, 2 invalid
  *   mongocdc encode ...          encoder subcommand (encode_cli_main)
  *   mongocdc signal -c FILE ...  send a Debezium signal (signal_cli_main)
+ *   mongocdc config convert FILE Debezium configuration to YAML (config_cli_main)
  *   mongocdc offsets ...         show, set, reset, export, import, copy stored
  *                                positions (offsets_cli_main)
  *
@@ -67,6 +68,9 @@ static void usage(FILE *out)
           "                                     lines, copy between a file store, a Kafka\n"
           "                                     topic and a Debezium offsets file (see\n"
           "                                     offsets --help)\n"
+          "       mongocdc config convert FILE [--worker WORKER.properties]\n"
+          "                                     a Debezium connector JSON or Debezium Server\n"
+          "                                     application.properties as mongocdc YAML\n"
           "       mongocdc --config-help        every option with type, default and meaning\n"
           "       mongocdc --config-markdown    the same, as docs/CONFIGURATION.md\n"
           "       mongocdc --version | --help\n",
@@ -349,6 +353,8 @@ int main(int argc, char **argv)
         return run_encode(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "signal") == 0)
         return run_signal(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "config") == 0)
+        return config_cli_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "offsets") == 0)
         return run_offsets(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "check") == 0) {

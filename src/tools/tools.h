@@ -20,4 +20,15 @@
  */
 int offsets_cli_main(int argc, char **argv);
 
+/*
+ * `mongocdc config convert FILE [--worker WORKER.properties]` with argv[0] =
+ * "config": reads a Kafka Connect connector JSON ({"name": ..., "config":
+ * {...}}, or the bare config object) or a Debezium Server
+ * application.properties and prints mongocdc's YAML on stdout; every key it
+ * cannot carry is named on stderr (and in a YAML comment). Returns 0 when
+ * converted (even with keys left behind), 1 when FILE is unreadable or is
+ * neither form, 2 on usage errors.
+ */
+int config_cli_main(int argc, char **argv);
+
 #endif
