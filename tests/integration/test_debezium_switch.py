@@ -261,3 +261,48 @@ def test_switch_debezium_to_mongocdc_and_back(tmp_workdir, start_mongocdc, run_m
         if dbz is not None:
             dbz.stop()
         sim.stop()
+
+
+@pytest.mark.parametrize("version", ["3.6.1.Final", "1.9.8.Final"])
+def test_debezium_offsets_file_round_trip_with_kafka_class(tmp_workdir, run_mongocdc, version):
+    """mongocdc's FileOffsetBackingStore files against Kafka's own class (Kafka
+    Connect 4.3 for Debezium 3.6.1, 3.2 for 1.9.8): a file mongocdc writes is
+    loaded by the class with the same entries, and a file the class writes (a
+    null value included) is read by mongocdc."""
+    import base64
+    import subprocess
+    java, cp = _harness(version)
+    cfg = tmp_workdir / "c.yaml"
+    cfg.write_text("topic.prefix: dbserver1\nmongodb.connection.string: \"mongodb://h:1/?replicaSet=rs0\"\n"
+                   "sink:\n  type: stdout\noffsets:\n  file.path: %s\n" % (tmp_workdir / "o.json"))
+    entries = {'["inventory-connector",{"server_id":"dbserver1"}]':
+               '{"sec":1700000000,"ord":3,"resume_token":"gQAAAAJfZGF0YQ=="}',
+               '["inventory-connector",{"rs":"rs0","server_id":"dbserver1"}]':
+               '{"sec":1700000001,"ord":1,"h":null,"resume_token":"82655B1C000000032B0229296E04"}',
+               '["other",{"server_id":"x"}]': 'null'}
+    # the class writes, mongocdc reads
+    java_file = tmp_workdir / "java.dat"
+    r = subprocess.run([java, "-cp", cp, "org.mongocdc.dbzoracle.OffsetFile", "write", str(java_file)],
+                       input="".join("%s\t%s\n" % kv for kv in entries.items()).encode(),
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = run_mongocdc("offsets", "export", "-c", cfg, "--from", "debezium-file:%s" % java_file)
+    assert r.returncode == 0, r.stderr
+    got = {json.loads(l)["key"]: json.dumps(json.loads(l)["value"], separators=(",", ":"))
+           for l in r.stdout.decode().splitlines()}
+    assert got == {k: v for k, v in entries.items() if v != "null"}
+    # mongocdc writes (through its store), the class reads
+    r = run_mongocdc("offsets", "copy", "-c", cfg, "--from", "debezium-file:%s" % java_file,
+                     "--to", "store")
+    assert r.returncode == 0, r.stderr
+    ours = tmp_workdir / "ours.dat"
+    r = run_mongocdc("offsets", "copy", "-c", cfg, "--from", "store", "--to", "debezium-file:%s" % ours)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([java, "-cp", cp, "org.mongocdc.dbzoracle.OffsetFile", "read", str(ours)],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    back = {}
+    for line in r.stdout.decode().splitlines():
+        k, v = line.split("\t")
+        back[base64.b64decode(k).decode()] = base64.b64decode(v).decode()
+    assert back == {k: v for k, v in entries.items() if v != "null"}
