@@ -87,6 +87,17 @@ const struct dbz_offset_entry *dbz_offsets_find(const struct dbz_offsets *map, c
     return NULL;
 }
 
+void dbz_offsets_remove(struct dbz_offsets *map, const void *key, size_t klen)
+{
+    const struct dbz_offset_entry *e = dbz_offsets_find(map, key, klen);
+    if (!e)
+        return;
+    size_t i = (size_t)(e - map->items);
+    free(map->items[i].key);
+    free(map->items[i].value);
+    map->items[i] = map->items[--map->count];
+}
+
 void dbz_offsets_put(struct dbz_offsets *map, const void *key, size_t klen, const void *value,
                      size_t vlen)
 {

@@ -54,6 +54,10 @@ void dbz_offsets_free(struct dbz_offsets *map);
 void dbz_offsets_put(struct dbz_offsets *map, const void *key, size_t klen, const void *value,
                      size_t vlen);
 
+/* Removes the entry whose key bytes equal key (none: no-op); the order of
+ * the others may change. */
+void dbz_offsets_remove(struct dbz_offsets *map, const void *key, size_t klen);
+
 /* The entry whose key bytes equal key, or NULL. Borrowed. */
 const struct dbz_offset_entry *dbz_offsets_find(const struct dbz_offsets *map, const void *key,
                                                 size_t klen);

@@ -125,7 +125,23 @@ static const char *ep_label(const struct endpoint *ep, char *buf, size_t n)
     return buf;
 }
 
-/* Every entry of ep (read-only: a running daemon's store can be read). */
+/* JsonConverter with schemas.enable=true wraps what it writes as
+ * {"schema":null,"payload":X} when there is no schema: Debezium 1.x's
+ * embedded engine (so Debezium Server 1.x) writes its offsets keys that way,
+ * 2.x and later and Kafka Connect workers write X alone. */
+#define ENVELOPE_HEAD "{\"schema\":null,\"payload\":"
+
+/* The length of X when s (n bytes) is such an envelope, else 0. */
+static size_t envelope_inner(const char *s, size_t n)
+{
+    size_t h = sizeof ENVELOPE_HEAD - 1;
+    if (n > h + 1 && !memcmp(s, ENVELOPE_HEAD, h) && s[n - 1] == '}')
+        return n - h - 1;
+    return 0;
+}
+
+/* Every entry of ep (read-only: a running daemon's store can be read). Keys
+ * and values of a Debezium file are given without the envelope. */
 static bool ep_list(const struct endpoint *ep, struct offset_entries *out, struct mcdc_error *err)
 {
     if (ep->kind == EP_DBZFILE) {
@@ -141,8 +157,17 @@ static bool ep_list(const struct endpoint *ep, struct offset_entries *out, struc
             const struct dbz_offset_entry *e = &m.items[i];
             if (!e->key || !e->value)
                 continue; /* null: nothing stored (FileOffsetBackingStore keeps the slot) */
-            offset_entries_set(out, (const char *)e->key, e->key_len, (const char *)e->value,
-                               e->value_len);
+            const char *k = (const char *)e->key, *v = (const char *)e->value;
+            size_t kl = e->key_len, vl = e->value_len, in;
+            if ((in = envelope_inner(k, kl)) > 0) {
+                k += sizeof ENVELOPE_HEAD - 1;
+                kl = in;
+            }
+            if ((in = envelope_inner(v, vl)) > 0) {
+                v += sizeof ENVELOPE_HEAD - 1;
+                vl = in;
+            }
+            offset_entries_set(out, k, kl, v, vl);
         }
         dbz_offsets_free(&m);
         return true;
@@ -167,9 +192,28 @@ static bool ep_write(const struct endpoint *ep, const struct offset_entries *in,
         bool exists;
         if (!dbzfile_read(ep->path, &m, &exists, err))
             return false;
-        for (size_t i = 0; i < in->count; i++)
-            dbz_offsets_put(&m, in->items[i].key, strlen(in->items[i].key), in->items[i].value,
-                            in->items[i].value ? strlen(in->items[i].value) : 0);
+        /* the form the file already uses (Debezium 1.x: keys in the envelope) */
+        bool wrap_keys = false, wrap_values = false;
+        for (size_t i = 0; i < m.count; i++) {
+            wrap_keys |= m.items[i].key && envelope_inner((char *)m.items[i].key, m.items[i].key_len);
+            wrap_values |=
+                m.items[i].value && envelope_inner((char *)m.items[i].value, m.items[i].value_len);
+        }
+        for (size_t i = 0; i < in->count; i++) {
+            const char *key = in->items[i].key, *value = in->items[i].value;
+            char *plain_key = xstrdup(key);
+            char *wrapped_key = xasprintf(ENVELOPE_HEAD "%s}", key);
+            char *v = value && wrap_values ? xasprintf(ENVELOPE_HEAD "%s}", value)
+                                           : (value ? xstrdup(value) : NULL);
+            /* one entry per partition, in the file's form */
+            const char *drop = wrap_keys ? plain_key : wrapped_key;
+            const char *keep = wrap_keys ? wrapped_key : plain_key;
+            dbz_offsets_remove(&m, drop, strlen(drop));
+            dbz_offsets_put(&m, keep, strlen(keep), v, v ? strlen(v) : 0);
+            free(plain_key);
+            free(wrapped_key);
+            free(v);
+        }
         fprintf(stderr,
                 "mongocdc offsets: note: %s has no lock; Debezium Server or the engine must be "
                 "stopped, or it overwrites this at its next offset flush\n",
@@ -540,7 +584,8 @@ static int cmd_show_export(const struct args *a, const struct mcdc_config *cfg,
             export_line(out, &list.items[i]);
         if (out != stdout && fclose(out) != 0)
             rc = MCDC_EXIT_FAILURE;
-        fprintf(stderr, "mongocdc offsets: exported %zu entries\n", list.count);
+        fprintf(stderr, "mongocdc offsets: exported %zu entr%s\n", list.count,
+                list.count == 1 ? "y" : "ies");
     } else {
         char label[512];
         char *single = offsets_partition_key(cfg->topic_prefix, cfg->topic_prefix, NULL);

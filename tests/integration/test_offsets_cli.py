@@ -176,3 +176,27 @@ def test_copy_to_and_from_a_kafka_offsets_topic(run_mongocdc, tmp_workdir, kafka
     r = run_mongocdc("offsets", "reset", "-c", cfg, "--key", DBZ_SHARD1, timeout_s=90)
     assert r.returncode == 0, r.stderr
     assert set(_export(run_mongocdc, cfg)) == {DBZ_RS0}
+
+
+def test_debezium_1x_engine_file_keys_in_the_converter_envelope(run_mongocdc, tmp_workdir):
+    """Debezium 1.x's embedded engine (Debezium Server 1.x) writes its offsets keys
+    as {"schema":null,"payload":[name,{...}]} (engine-19.dat was written by
+    Debezium 1.9.8's engine): read without the envelope, written back in it."""
+    cfg = _config(tmp_workdir)
+    shutil.copy(FIXTURES / "engine-19.dat", tmp_workdir / "dbz.dat")
+    assert b'{"schema":null,"payload":["inventory-connector"' in (tmp_workdir / "dbz.dat").read_bytes()
+    got = _export(run_mongocdc, cfg, "--from", "debezium-file:dbz.dat")
+    (key, value), = got.items()
+    assert key == '["inventory-connector",{"rs":"rs0","server_id":"dbserver1"}]'
+    assert "resume_token" in value
+    r = run_mongocdc("offsets", "copy", "-c", cfg, "--from", "debezium-file:dbz.dat", "--to", "store")
+    assert r.returncode == 0, r.stderr
+    assert list(json.loads((tmp_workdir / "offsets.json").read_text())) == [key]
+    r = run_mongocdc("offsets", "set", "-c", cfg, "--key", key, "--timestamp", "1800000000:1")
+    assert r.returncode == 0, r.stderr
+    r = run_mongocdc("offsets", "copy", "-c", cfg, "--from", "store", "--to", "debezium-file:dbz.dat")
+    assert r.returncode == 0, r.stderr
+    raw = (tmp_workdir / "dbz.dat").read_bytes()
+    assert raw.count(b'{"schema":null,"payload":["inventory-connector"') == 1
+    assert raw.count(b'["inventory-connector"') == 1  # no second, unwrapped entry
+    assert _export(run_mongocdc, cfg, "--from", "debezium-file:dbz.dat")[key]["sec"] == 1800000000

@@ -196,6 +196,10 @@ static void put_replaces_and_write_is_atomic(void **state)
     dbz_offsets_put(&m, "k", 1, "v2", 2);
     dbz_offsets_put(&m, "n", 1, NULL, 0);
     assert_int_equal(m.count, 2);
+    dbz_offsets_put(&m, "gone", 4, "x", 1);
+    dbz_offsets_remove(&m, "gone", 4);
+    dbz_offsets_remove(&m, "absent", 6);
+    assert_int_equal(m.count, 2);
     assert_true(dbzfile_write(path, &m, &err));
     assert_true(dbzfile_read(path, &back, &exists, &err));
     assert_true(exists);
