@@ -2,3 +2,8 @@
 # librdkafka's mock cluster (librdkafka is linked for the mock cluster only).
 mcdc_unit_test(test_offsets SOURCES test_offsets.c LIBS mcdc_offsets PkgConfig::RDKAFKA)
 set_tests_properties(test_offsets PROPERTIES TIMEOUT 120)
+# Hand-over with Debezium: key bytes, layouts, Debezium 1.9.8/3.6.1 values,
+# adoption from the file and Kafka stores, backwards positions refused.
+mcdc_unit_test(test_offsets_handover SOURCES test_offsets_handover.c LIBS mcdc_offsets
+               PkgConfig::RDKAFKA)
+set_tests_properties(test_offsets_handover PROPERTIES TIMEOUT 120)

@@ -595,9 +595,13 @@ static void store_file_other_topic_prefix_is_warned(void **state)
     position_clear(&q);
 
     char *text = slurp(logpath);
-    const char *w = strstr(text, "holds offsets for topic.prefix \"shop\", not this one (\"crm\")");
+    const char *w = strstr(text, "holds a position under [\"shop\",{\"rs\":\"rs0\",\"server_id\":"
+                                 "\"shop\"}], which is not this source's (name \"crm\", "
+                                 "topic.prefix \"crm\")");
     assert_non_null(w);
-    assert_null(strstr(w + 1, "holds offsets")); /* once per name, only for crm */
+    /* once per key (rs0, rs1), only for crm */
+    assert_non_null(strstr(text, "[\"shop\",{\"rs\":\"rs1\",\"server_id\":\"shop\"}], which"));
+    assert_null(strstr(w + 1, "holds a position under [\"shop\",{\"rs\":\"rs0\""));
     free(text);
     unlink(logpath);
     tmpdir_remove(&t);
