@@ -432,11 +432,8 @@ static void emit(struct conv *c, struct out *o, const char *input)
     /* the connector's name: the offsets key ["<name>",{...}] */
     const char *name = c->name ? c->name : props_get(s, "name");
     if (name) {
-        if (find_opt("name"))
-            carry(o, "name", name);
-        else
-            drop(o, "name", "this mongocdc has no `name` option: its offsets are keyed by "
-                            "topic.prefix; copy them with mongocdc offsets copy");
+        fputs("# The connector's name: the offsets key is [name, partition].\n", f);
+        carry(o, "name", name);
     } else if (c->server) {
         fputs("# Debezium Server's engine name is not in the file: `mongocdc offsets show "
               "--from debezium-file:PATH` shows it as the first element of every key.\n",

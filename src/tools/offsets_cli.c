@@ -52,6 +52,47 @@
 
 enum ep_kind { EP_STORE, EP_DBZFILE };
 
+/* Entries being shown or copied: key and value JSON text (value NULL: a
+ * deletion to write). */
+struct kv {
+    char *key;
+    char *value;
+};
+
+struct kvlist {
+    struct kv *items;
+    size_t count;
+};
+
+static void kvlist_free(struct kvlist *l)
+{
+    for (size_t i = 0; i < l->count; i++) {
+        free(l->items[i].key);
+        free(l->items[i].value);
+    }
+    free(l->items);
+    l->items = NULL;
+    l->count = 0;
+}
+
+/* Sets key to value (NULL: deletion), last write wins. */
+static void kvlist_set(struct kvlist *l, const char *key, size_t klen, const char *value,
+                       size_t vlen)
+{
+    for (size_t i = 0; i < l->count; i++) {
+        struct kv *e = &l->items[i];
+        if (strlen(e->key) == klen && !memcmp(e->key, key, klen)) {
+            free(e->value);
+            e->value = value ? xstrndup(value, vlen) : NULL;
+            return;
+        }
+    }
+    l->items = xrealloc(l->items, (l->count + 1) * sizeof *l->items);
+    l->items[l->count].key = xstrndup(key, klen);
+    l->items[l->count].value = value ? xstrndup(value, vlen) : NULL;
+    l->count++;
+}
+
 /* An offsets store named on the command line. */
 struct endpoint {
     enum ep_kind kind;
@@ -75,8 +116,12 @@ static void usage(FILE *out)
         "mongocdc offsets file), kafka:TOPIC (e.g. connect-offsets, through the kafka:\n"
         "settings) or debezium-file:PATH (Debezium Server's / the embedded engine's\n"
         "offset.storage.file.filename). Entries are keyed [\"<name>\",{partition}] as\n"
-        "Kafka Connect writes them; without --key, set/reset address this configuration's\n"
-        "task: --rs RS the partition {rs, server_id}, else {server_id}.\n"
+        "Kafka Connect writes them, name being the `name` option (default topic.prefix);\n"
+        "without --key, set/reset address this configuration's task: --rs RS the\n"
+        "partition {rs, server_id} (a shard's task), else the configured layout's\n"
+        "partition of the replica set or merged stream (3.x {server_id}; 1.9 {rs,\n"
+        "server_id}, rs from the connection string's replicaSet). set writes the value\n"
+        "the layout's Debezium reads (1.9: hex token).\n"
         "TOKEN: the _data hex string, Base64 of the token's BSON (Debezium 2.7+ offsets)\n"
         "or the token document as JSON. A file store is refused while a daemon holds it;\n"
         "stop Kafka Connect or Debezium Server yourself before writing their offsets.\n"
@@ -142,7 +187,7 @@ static size_t envelope_inner(const char *s, size_t n)
 
 /* Every entry of ep (read-only: a running daemon's store can be read). Keys
  * and values of a Debezium file are given without the envelope. */
-static bool ep_list(const struct endpoint *ep, struct offset_entries *out, struct mcdc_error *err)
+static bool ep_list(const struct endpoint *ep, struct kvlist *out, struct mcdc_error *err)
 {
     if (ep->kind == EP_DBZFILE) {
         struct dbz_offsets m = {0};
@@ -167,7 +212,7 @@ static bool ep_list(const struct endpoint *ep, struct offset_entries *out, struc
                 v += sizeof ENVELOPE_HEAD - 1;
                 vl = in;
             }
-            offset_entries_set(out, k, kl, v, vl);
+            kvlist_set(out, k, kl, v, vl);
         }
         dbz_offsets_free(&m);
         return true;
@@ -175,14 +220,21 @@ static bool ep_list(const struct endpoint *ep, struct offset_entries *out, struc
     struct offset_store *store = offset_store_open_read_only(&ep->cfg, err);
     if (!store)
         return false;
-    bool ok = offset_store_list(store, out, err);
+    struct offset_entry *all = NULL;
+    size_t n = 0;
+    bool ok = offset_store_scan(store, &all, &n, err);
     offset_store_close(store);
+    for (size_t i = 0; ok && i < n; i++)
+        if (all[i].value_json) /* NULL: deleted */
+            kvlist_set(out, all[i].key, strlen(all[i].key), all[i].value_json,
+                       strlen(all[i].value_json));
+    offset_entries_free(all, n);
     return ok;
 }
 
 /* Writes every entry of in (value NULL: deletes the key) into ep, in one
  * go: one lock and one rewrite for a file store and a Debezium file. */
-static bool ep_write(const struct endpoint *ep, const struct offset_entries *in,
+static bool ep_write(const struct endpoint *ep, const struct kvlist *in,
                      struct mcdc_error *err)
 {
     char label[512];
@@ -234,7 +286,7 @@ static bool ep_write(const struct endpoint *ep, const struct offset_entries *in,
         return false;
     bool ok = true;
     for (size_t i = 0; ok && i < in->count; i++)
-        ok = offset_store_put_raw(store, in->items[i].key, in->items[i].value, err);
+        ok = offset_store_put(store, in->items[i].key, in->items[i].value, err);
     offset_store_close(store);
     return ok;
 }
@@ -273,12 +325,27 @@ static bool token_time(const struct mcdc_position *pos, int64_t *sec, int64_t *i
     return *e1 == '\0' && *e2 == '\0';
 }
 
-static void show_entry(FILE *out, const struct offset_entry *e, const char *self_key_rs,
-                       const char *self_key_single)
+/* Whether key is one this configuration's tasks look up: a MongoDB
+ * partition of server_id topic.prefix under the connector name or (older
+ * mongocdc) topic.prefix; which form a task adopts is the newest of them. */
+static bool key_of_config(const struct mcdc_config *cfg, const char *key)
+{
+    char *name = NULL, *server_id = NULL, *rs = NULL;
+    if (!offsets_parse_key(key, &name, &server_id, &rs))
+        return false;
+    bool ours = !strcmp(server_id, cfg->topic_prefix) &&
+                (!strcmp(name, mcdc_config_connector_name(cfg)) ||
+                 !strcmp(name, cfg->topic_prefix));
+    free(name);
+    free(server_id);
+    free(rs);
+    return ours;
+}
+
+static void show_entry(FILE *out, const struct kv *e, const struct mcdc_config *cfg)
 {
     fprintf(out, "%s\n", e->key);
     bool rs_partition = strstr(e->key, "{\"rs\":") != NULL;
-    bool mongocdc = strstr(e->value, "\"mongocdc_capture_mode\"") != NULL;
     bson_error_t berr;
     bson_t *doc = bson_new_from_json((const uint8_t *)e->value, -1, &berr);
     const char *token_form = "none";
@@ -292,14 +359,14 @@ static void show_entry(FILE *out, const struct offset_entry *e, const char *self
     }
     if (doc)
         bson_destroy(doc);
-    fprintf(out, "  writer:        %s\n", mongocdc ? "mongocdc" : "Debezium (or another writer)");
+    fprintf(out, "  writer:        %s\n", offset_writer_name(offset_value_writer(e->value)));
     fprintf(out, "  partition:     %s\n",
             rs_partition ? "{rs, server_id}: Debezium 1.x-2.5, mongocdc per replica set/shard"
                          : "{server_id}: Debezium 2.6+, mongocdc merged stream");
     fprintf(out, "  resume token:  %s\n", token_form);
-    if ((self_key_rs && !strcmp(e->key, self_key_rs)) ||
-        (self_key_single && !strcmp(e->key, self_key_single)))
-        fputs("  this config:   yes (a task of this configuration resumes from it)\n", out);
+    if (key_of_config(cfg, e->key))
+        fputs("  this config:   yes (its tasks adopt the newest of their partition forms)\n",
+              out);
     struct mcdc_position pos;
     position_init(&pos);
     struct mcdc_error err = MCDC_ERROR_INIT;
@@ -400,7 +467,7 @@ static bool parse_token(const char *s, bson_t *out)
 /* ---- JSON lines ---- */
 
 /* {"key":"<key>","value":<value>} — the value verbatim (it is JSON). */
-static void export_line(FILE *out, const struct offset_entry *e)
+static void export_line(FILE *out, const struct kv *e)
 {
     struct jbuf b;
     jbuf_init(&b);
@@ -460,7 +527,7 @@ out:
 }
 
 /* Refuses (unless force) a value that is no usable position. */
-static bool check_values(const struct offset_entries *list, bool force)
+static bool check_values(const struct kvlist *list, bool force)
 {
     bool ok = true;
     for (size_t i = 0; i < list->count; i++) {
@@ -569,7 +636,7 @@ static int cmd_show_export(const struct args *a, const struct mcdc_config *cfg,
                            const struct endpoint *ep)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
-    struct offset_entries list = {0};
+    struct kvlist list = {0};
     if (!ep_list(ep, &list, &err))
         return fail(&err);
     int rc = MCDC_EXIT_OK;
@@ -577,7 +644,7 @@ static int cmd_show_export(const struct args *a, const struct mcdc_config *cfg,
         FILE *out = a->out ? fopen(a->out, "w") : stdout;
         if (!out) {
             fprintf(stderr, "mongocdc offsets export: %s: %s\n", a->out, strerror(errno));
-            offset_entries_free(&list);
+            kvlist_free(&list);
             return MCDC_EXIT_FAILURE;
         }
         for (size_t i = 0; i < list.count; i++)
@@ -588,20 +655,12 @@ static int cmd_show_export(const struct args *a, const struct mcdc_config *cfg,
                 list.count == 1 ? "y" : "ies");
     } else {
         char label[512];
-        char *single = offsets_partition_key(cfg->topic_prefix, cfg->topic_prefix, NULL);
         printf("%s: %zu entr%s\n", ep_label(ep, label, sizeof label), list.count,
                list.count == 1 ? "y" : "ies");
-        for (size_t i = 0; i < list.count; i++) {
-            /* every per-replica-set key of this configuration shares this prefix */
-            char *rs_prefix = xasprintf("[\"%s\",{\"rs\":", cfg->topic_prefix);
-            bool ours_rs = !strncmp(list.items[i].key, rs_prefix, strlen(rs_prefix)) &&
-                           strstr(list.items[i].key, "\"server_id\":\"") != NULL;
-            free(rs_prefix);
-            show_entry(stdout, &list.items[i], ours_rs ? list.items[i].key : NULL, single);
-        }
-        free(single);
+        for (size_t i = 0; i < list.count; i++)
+            show_entry(stdout, &list.items[i], cfg);
     }
-    offset_entries_free(&list);
+    kvlist_free(&list);
     return rc;
 }
 
@@ -609,7 +668,7 @@ static int cmd_import_copy(const struct args *a, const struct endpoint *from,
                            const struct endpoint *to)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
-    struct offset_entries list = {0};
+    struct kvlist list = {0};
     if (!strcmp(a->cmd, "copy")) {
         if (!ep_list(from, &list, &err))
             return fail(&err);
@@ -643,17 +702,17 @@ static int cmd_import_copy(const struct args *a, const struct endpoint *from,
         if (in != stdin)
             fclose(in);
         if (!ok) {
-            offset_entries_free(&list);
+            kvlist_free(&list);
             return MCDC_EXIT_FAILURE;
         }
     }
     if (!check_values(&list, a->force)) {
-        offset_entries_free(&list);
+        kvlist_free(&list);
         return MCDC_EXIT_FAILURE;
     }
     bool ok = ep_write(to, &list, &err);
     size_t n = list.count;
-    offset_entries_free(&list);
+    kvlist_free(&list);
     if (!ok)
         return fail(&err);
     char label[512];
@@ -662,13 +721,52 @@ static int cmd_import_copy(const struct args *a, const struct endpoint *from,
     return MCDC_EXIT_OK;
 }
 
+/* The replicaSet option of the connection string, malloc'd, or NULL. */
+static char *uri_replica_set(const char *uri)
+{
+    const char *q = uri ? strchr(uri, '?') : NULL;
+    for (const char *p = q; p; p = strchr(p + 1, '&')) {
+        if (!strncmp(p + 1, "replicaSet=", 11)) {
+            const char *v = p + 12;
+            return xstrndup(v, strcspn(v, "&#"));
+        }
+    }
+    return NULL;
+}
+
+/* The key a task of this configuration stores its position under: [name,
+ * the configured layout's partition] (offsets_layout_partition). rs: the
+ * replica set (shard) given with --rs, a per-shard task's partition; else the
+ * single task of a replica set (its name from the connection string, needed
+ * by the 1.9 layout) or of the merged stream. NULL (message printed) when the
+ * 1.9 layout needs a replica set name that is nowhere. */
+static char *task_key(const struct mcdc_config *cfg, const char *rs)
+{
+    const char *name = mcdc_config_connector_name(cfg);
+    if (rs)
+        return offsets_partition_key(name, cfg->topic_prefix, rs);
+    bool merged = cfg->connection_mode == MCDC_CONNECTION_SHARDED;
+    char *set = merged ? NULL : uri_replica_set(cfg->connection_string);
+    const char *part = offsets_layout_partition(cfg, set, merged, false);
+    if (!merged && cfg->dialect == MCDC_DIALECT_1_9 && !set) {
+        fputs("mongocdc offsets: the 1.9 layout keys a replica set's position by its name: "
+              "give --rs RS (the connection string names no replicaSet)\n",
+              stderr);
+        return NULL;
+    }
+    char *key = offsets_partition_key(name, cfg->topic_prefix, part);
+    free(set);
+    return key;
+}
+
 static int cmd_set_reset(const struct args *a, const struct mcdc_config *cfg,
                          const struct endpoint *to)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
-    char *key = a->key ? xstrdup(a->key)
-                       : offsets_partition_key(cfg->topic_prefix, cfg->topic_prefix, a->rs);
-    struct offset_entries one = {0};
+    char *key = a->key ? xstrdup(a->key) : task_key(cfg, a->rs);
+    if (!key)
+        return MCDC_EXIT_USAGE;
+    struct kvlist one = {0};
     one.items = xcalloc(1, sizeof *one.items);
     one.count = 1;
     one.items[0].key = key;
@@ -680,7 +778,7 @@ static int cmd_set_reset(const struct args *a, const struct mcdc_config *cfg,
                     "mongocdc offsets set: --timestamp '%s' is not SEC[:INC] (seconds since "
                     "1970, 1 .. 2^32-1) or YYYY-MM-DDTHH:MM:SSZ\n",
                     a->ts);
-            offset_entries_free(&one);
+            kvlist_free(&one);
             return MCDC_EXIT_USAGE;
         }
         if (a->token) {
@@ -690,7 +788,7 @@ static int cmd_set_reset(const struct args *a, const struct mcdc_config *cfg,
                 fprintf(stderr,
                         "mongocdc offsets set: --resume-token is not a _data hex string, Base64 "
                         "of a token's BSON or a {\"_data\": ...} document\n");
-                offset_entries_free(&one);
+                kvlist_free(&one);
                 return MCDC_EXIT_USAGE;
             }
             pos.has_resume_token = true;
@@ -700,14 +798,15 @@ static int cmd_set_reset(const struct args *a, const struct mcdc_config *cfg,
                 pos.ord = i;
             }
         }
-        one.items[0].value = position_to_json(&pos);
+        /* the value form the configured layout's Debezium reads */
+        one.items[0].value = position_to_json_dialect(&pos, cfg->dialect);
         position_clear(&pos);
     }
     bool ok = ep_write(to, &one, &err);
     if (ok)
         printf("%s %s%s%s\n", !strcmp(a->cmd, "set") ? "set" : "reset", key,
                one.items[0].value ? " = " : "", one.items[0].value ? one.items[0].value : "");
-    offset_entries_free(&one);
+    kvlist_free(&one);
     return ok ? MCDC_EXIT_OK : fail(&err);
 }
 

@@ -42,15 +42,13 @@ def test_connector_json_3x_with_worker(run_mongocdc, tmp_workdir):
                 "producer sasl.jaas.config"):
         assert "%s: not carried" % key in err, key
     assert "mongodb.authentication.class: carried, but" in err
-    if "name" in y:  # the connector's name keys the offsets ["inventory-connector",{...}]
-        assert y["name"] == "inventory-connector"
-    else:
-        assert "name: not carried" in err
+    # the connector's name keys the offsets ["inventory-connector",{...}]
+    assert y["name"] == "inventory-connector"
 
 
 def test_connector_json_19_without_worker(run_mongocdc, tmp_workdir):
     y, err, _ = _convert(run_mongocdc, tmp_workdir, "connect-19.json")
-    assert y["debezium.compatibility"] == "1.9"
+    assert y["debezium.compatibility"] == "1.9" and y["name"] == "legacy-mongo"
     assert y["topic.prefix"] == "fulfillment"  # mongodb.name under its current name
     assert y["mongodb.hosts"] == "rs0/mongo1:27017,mongo2:27017"
     assert y["snapshot.max.threads"] == "2"  # initial.sync.max.threads

@@ -73,32 +73,45 @@ def test_copy_debezium_file_to_store_and_back_byte_for_byte(run_mongocdc, tmp_wo
 
 
 def test_set_reset_export_import(run_mongocdc, tmp_workdir):
-    cfg = _config(tmp_workdir)
-    r = run_mongocdc("offsets", "set", "-c", cfg, "--rs", "rs0", "--resume-token", TOKEN_HEX)
-    assert r.returncode == 0, r.stderr
-    r = run_mongocdc("offsets", "set", "-c", cfg, "--timestamp", "1700000123:7")
-    assert r.returncode == 0, r.stderr
-    got = _export(run_mongocdc, cfg)
     ours_rs0 = '["dbserver1",{"rs":"rs0","server_id":"dbserver1"}]'
     ours_single = '["dbserver1",{"server_id":"dbserver1"}]'
-    # the token's clusterTime fills sec/ord; the token is stored whole (Base64 of its BSON)
+    # the 1.9 layout (default): the replica set's partition (rs from the connection
+    # string), the value as Debezium 1.9 writes it (hex token, "h")
+    cfg = _config(tmp_workdir)
+    r = run_mongocdc("offsets", "set", "-c", cfg, "--resume-token", TOKEN_HEX)
+    assert r.returncode == 0, r.stderr
+    got = _export(run_mongocdc, cfg)
+    assert got[ours_rs0]["resume_token"] == TOKEN_HEX and got[ours_rs0]["h"] is None
+    # the token's clusterTime fills sec/ord
     assert got[ours_rs0]["sec"] == 0x655B1C00 and got[ours_rs0]["ord"] == 3
-    assert got[ours_rs0]["resume_token"].startswith("NwAAAAJfZGF0YQ")
-    assert got[ours_single]["sec"] == 1700000123 and got[ours_single]["ord"] == 7
+    # the 3.x layout: {server_id}, the token stored whole (Base64 of its BSON)
+    cfg3 = _config(tmp_workdir, extra='debezium.compatibility: "3.x"\nname: inventory-connector\n')
+    single = '["inventory-connector",{"server_id":"dbserver1"}]'
+    r = run_mongocdc("offsets", "set", "-c", cfg3, "--timestamp", "1700000123:7")
+    assert r.returncode == 0, r.stderr
+    got = _export(run_mongocdc, cfg3)
+    assert got[single]["sec"] == 1700000123 and got[single]["ord"] == 7
+    r = run_mongocdc("offsets", "set", "-c", cfg3, "--resume-token", TOKEN_HEX)
+    assert r.returncode == 0, r.stderr
+    b64 = _export(run_mongocdc, cfg3)[single]["resume_token"]
+    assert b64.startswith("NwAAAAJfZGF0YQ")
     # the three token forms give the same position
-    b64 = got[ours_rs0]["resume_token"]
     for form in (b64, json.dumps({"_data": TOKEN_HEX})):
-        r = run_mongocdc("offsets", "set", "-c", cfg, "--key", "[\"x\",{\"server_id\":\"y\"}]",
+        r = run_mongocdc("offsets", "set", "-c", cfg3, "--key", "[\"x\",{\"server_id\":\"y\"}]",
                          "--resume-token", form)
         assert r.returncode == 0, r.stderr
-        assert _export(run_mongocdc, cfg)['["x",{"server_id":"y"}]']["resume_token"] == b64
+        assert _export(run_mongocdc, cfg3)['["x",{"server_id":"y"}]']["resume_token"] == b64
     # an ISO time
-    r = run_mongocdc("offsets", "set", "-c", cfg, "--timestamp", "2026-01-02T03:04:05Z")
+    r = run_mongocdc("offsets", "set", "-c", cfg3, "--timestamp", "2026-01-02T03:04:05Z")
     assert r.returncode == 0, r.stderr
-    assert _export(run_mongocdc, cfg)[ours_single]["sec"] == 1767323045
-    r = run_mongocdc("offsets", "reset", "-c", cfg)
+    assert _export(run_mongocdc, cfg3)[single]["sec"] == 1767323045
+    shown = run_mongocdc("offsets", "show", "-c", cfg3).stdout.decode()
+    # the name's and (older mongocdc) topic.prefix's entries; not ["x",...]
+    assert shown.count("this config:   yes") == 2
+    r = run_mongocdc("offsets", "reset", "-c", cfg3)
     assert r.returncode == 0, r.stderr
-    assert ours_single not in _export(run_mongocdc, cfg)
+    assert single not in _export(run_mongocdc, cfg3)
+    assert ours_single not in _export(run_mongocdc, cfg3)
     # export then import into another file store: same entries
     r = run_mongocdc("offsets", "export", "-c", cfg, "-o", "all.jsonl")
     assert r.returncode == 0, r.stderr

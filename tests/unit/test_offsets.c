@@ -595,9 +595,13 @@ static void store_file_other_topic_prefix_is_warned(void **state)
     position_clear(&q);
 
     char *text = slurp(logpath);
-    const char *w = strstr(text, "holds offsets for topic.prefix \"shop\", not this one (\"crm\")");
+    const char *w = strstr(text, "holds a position under [\"shop\",{\"rs\":\"rs0\",\"server_id\":"
+                                 "\"shop\"}], which is not this source's (name \"crm\", "
+                                 "topic.prefix \"crm\")");
     assert_non_null(w);
-    assert_null(strstr(w + 1, "holds offsets")); /* once per name, only for crm */
+    /* once per key (rs0, rs1), only for crm */
+    assert_non_null(strstr(text, "[\"shop\",{\"rs\":\"rs1\",\"server_id\":\"shop\"}], which"));
+    assert_null(strstr(w + 1, "holds a position under [\"shop\",{\"rs\":\"rs0\""));
     free(text);
     unlink(logpath);
     tmpdir_remove(&t);
@@ -881,8 +885,16 @@ static void store_file_is_locked_for_the_whole_run(void **state)
 /* ---- Kafka store (mock cluster) ---- */
 
 
-/* offset_store_list sees every entry, other names' included; put_raw stores
- * a key verbatim and deletes with NULL (the `mongocdc offsets` command). */
+/* offset_store_scan sees every entry, other names' included; offset_store_put
+ * stores a key verbatim and deletes with NULL (the `mongocdc offsets` command). */
+static const char *scanned(const struct offset_entry *e, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(e[i].key, key))
+            return e[i].value_json ? e[i].value_json : "(deleted)";
+    return NULL;
+}
+
 static void store_list_and_put_raw(struct offset_store *store)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
@@ -891,28 +903,21 @@ static void store_list_and_put_raw(struct offset_store *store)
     assert_true(offset_store_save(store, "rs0", &p, &err));
     position_clear(&p);
     const char *dbz = "[\"inventory-connector\",{\"server_id\":\"shop\"}]";
-    assert_true(offset_store_put_raw(store, dbz, "{\"sec\":7,\"ord\":2}", &err));
-    assert_true(offset_store_put_raw(store, dbz, "{\"sec\":8,\"ord\":1}", &err));
-    struct offset_entries l = {0};
-    assert_true(offset_store_list(store, &l, &err));
-    assert_int_equal(l.count, 2);
-    bool seen_dbz = false, seen_ours = false;
-    for (size_t i = 0; i < l.count; i++) {
-        if (!strcmp(l.items[i].key, dbz)) {
-            seen_dbz = true;
-            assert_string_equal(l.items[i].value, "{\"sec\":8,\"ord\":1}");
-        } else {
-            seen_ours = !strcmp(l.items[i].key,
-                                "[\"shop\",{\"rs\":\"rs0\",\"server_id\":\"shop\"}]");
-            assert_non_null(strstr(l.items[i].value, "\"sec\":5"));
-        }
-    }
-    assert_true(seen_dbz && seen_ours);
-    offset_entries_free(&l);
-    assert_true(offset_store_put_raw(store, dbz, NULL, &err));
-    assert_true(offset_store_list(store, &l, &err));
-    assert_int_equal(l.count, 1);
-    offset_entries_free(&l);
+    const char *ours = "[\"shop\",{\"rs\":\"rs0\",\"server_id\":\"shop\"}]";
+    assert_true(offset_store_put(store, dbz, "{\"sec\":7,\"ord\":2}", &err));
+    assert_true(offset_store_put(store, dbz, "{\"sec\":8,\"ord\":1}", &err));
+    struct offset_entry *e = NULL;
+    size_t n = 0;
+    assert_true(offset_store_scan(store, &e, &n, &err));
+    assert_string_equal(scanned(e, n, dbz), "{\"sec\":8,\"ord\":1}");
+    assert_non_null(strstr(scanned(e, n, ours), "\"sec\":5"));
+    offset_entries_free(e, n);
+    assert_true(offset_store_put(store, dbz, NULL, &err));
+    assert_true(offset_store_scan(store, &e, &n, &err));
+    const char *gone = scanned(e, n, dbz);
+    assert_true(gone == NULL || !strcmp(gone, "(deleted)"));
+    assert_non_null(scanned(e, n, ours));
+    offset_entries_free(e, n);
 }
 
 static void store_file_list_and_put_raw(void **state)
@@ -928,7 +933,7 @@ static void store_file_list_and_put_raw(void **state)
     store_list_and_put_raw(store);
     offset_store_close(store);
     store = offset_store_open_read_only(&cfg, &err);
-    assert_false(offset_store_put_raw(store, "k", "{}", &err));
+    assert_false(offset_store_put(store, "k", "{}", &err));
     offset_store_close(store);
     tmpdir_remove(&t);
 }
