@@ -94,7 +94,8 @@ class ConnectWorker:
             return False
 
     def log_text(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return (self.workdir / Path(self.log.name).name).read_text(errors="replace")
 
     def request(self, method, path, body=None):
@@ -165,7 +166,8 @@ class Engine:
                                      stdout=self.err, stderr=subprocess.STDOUT)
 
     def log_text(self):
-        self.err.flush()
+        if not self.err.closed:
+            self.err.flush()
         return self.err_path.read_text(errors="replace")
 
     def stop(self):

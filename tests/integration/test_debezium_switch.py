@@ -93,16 +93,18 @@ def _expect(recs, changes, what):
 
 
 def _changes(coll, base):
-    """Inserts, updates, a replace and two deletes on documents untouched before;
-    returns the expected (op, _id) list."""
+    """Inserts, an update, a replace and two deletes; the updates and deletes hit
+    original documents no earlier phase touched (phase base 100, 200, ...: _ids
+    1-4, 6-9, 11-14, 16-19). Returns the expected (op, _id) list."""
+    t = (base // 100 - 1) * 5
     coll.insert_one({"_id": base + 1, "v": "new"})
     coll.insert_one({"_id": base + 2, "v": "new"})
-    coll.update_one({"_id": base - 100 + 1}, {"$set": {"v": "upd-%d" % base}})
-    coll.replace_one({"_id": base - 100 + 2}, {"v": "rep-%d" % base})
-    coll.delete_one({"_id": base - 100 + 3})
-    coll.delete_one({"_id": base - 100 + 4})
-    return [("c", base + 1), ("c", base + 2), ("u", base - 100 + 1), ("u", base - 100 + 2),
-            ("d", base - 100 + 3), ("d", base - 100 + 4)]
+    coll.update_one({"_id": t + 1}, {"$set": {"v": "upd-%d" % base}})
+    coll.replace_one({"_id": t + 2}, {"v": "rep-%d" % base})
+    coll.delete_one({"_id": t + 3})
+    coll.delete_one({"_id": t + 4})
+    return [("c", base + 1), ("c", base + 2), ("u", t + 1), ("u", t + 2),
+            ("d", t + 3), ("d", t + 4)]
 
 
 def _mongocdc_config(workdir, run, source, worker_props, sink, log_level="info"):
