@@ -120,8 +120,8 @@ enum handle_kind { H_CLASSDESC, H_OBJECT, H_STRING, H_ARRAY };
 
 struct handle {
     enum handle_kind kind;
-    char *name;    /* H_CLASSDESC: class name; H_STRING: the text */
-    uint8_t flags; /* H_CLASSDESC */
+    char *name;     /* H_CLASSDESC: class name; H_STRING: the text */
+    uint8_t flags;  /* H_CLASSDESC */
     uint8_t *bytes; /* H_ARRAY: borrowed copy owned here */
     size_t len;
 };
@@ -269,8 +269,8 @@ static bool new_class_desc(struct reader *r, uint32_t *idx)
     bool hashmap = !strcmp(name, "java.util.HashMap"), bytes = !strcmp(name, "[B");
     if (!hashmap && !bytes)
         return fail(r, "a class other than java.util.HashMap and byte[] (not an offsets map)");
-    if ((hashmap && (suid != HASHMAP_SUID || flags != (SC_WRITE_METHOD | SC_SERIALIZABLE) ||
-                     nfields != 2)) ||
+    if ((hashmap &&
+         (suid != HASHMAP_SUID || flags != (SC_WRITE_METHOD | SC_SERIALIZABLE) || nfields != 2)) ||
         (bytes && (suid != BYTES_SUID || flags != SC_SERIALIZABLE || nfields != 0)))
         return fail(r, "a class descriptor that is not the JDK's");
     for (uint16_t i = 0; i < nfields; i++) {
@@ -455,8 +455,7 @@ static bool parse_map(struct reader *r, struct dbz_offsets *map)
     return true;
 }
 
-bool dbzfile_parse(const uint8_t *data, size_t len, struct dbz_offsets *map,
-                   struct mcdc_error *err)
+bool dbzfile_parse(const uint8_t *data, size_t len, struct dbz_offsets *map, struct mcdc_error *err)
 {
     struct reader r = {.p = data, .len = len, .err = err};
     bool ok = parse_map(&r, map);

@@ -85,8 +85,7 @@ void dbzfile_serialize(const struct dbz_offsets *map, uint8_t **out, size_t *out
  * False with err (IO) on a read error, a file over 64 MiB, or bad content
  * (the message names path).
  */
-bool dbzfile_read(const char *path, struct dbz_offsets *map, bool *exists,
-                  struct mcdc_error *err);
+bool dbzfile_read(const char *path, struct dbz_offsets *map, bool *exists, struct mcdc_error *err);
 
 /*
  * Writes map to path atomically: "<path>.tmp", fsync, rename, fsync of the

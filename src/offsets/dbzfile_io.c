@@ -20,9 +20,7 @@
 /* The largest file read (bytes). */
 #define DBZFILE_MAX (64u * 1024 * 1024)
 
-
-bool dbzfile_read(const char *path, struct dbz_offsets *map, bool *exists,
-                  struct mcdc_error *err)
+bool dbzfile_read(const char *path, struct dbz_offsets *map, bool *exists, struct mcdc_error *err)
 {
     *exists = false;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -62,8 +60,8 @@ bool dbzfile_read(const char *path, struct dbz_offsets *map, bool *exists,
             int e = errno;
             free(buf);
             close(fd);
-            return mcdc_error_set(err, MCDC_ERR_IO, e, "Debezium offsets file %s: read: %s",
-                                  path, strerror(e));
+            return mcdc_error_set(err, MCDC_ERR_IO, e, "Debezium offsets file %s: read: %s", path,
+                                  strerror(e));
         }
         if (n == 0)
             break;

@@ -126,8 +126,10 @@ static void carry(struct out *o, const char *key, const char *value)
     }
     const char *name = op->alias_of ? op->alias_of : key;
     if (op->flags & OPT_F_UNSUPPORTED) {
-        fprintf(stderr, "mongocdc config convert: %s: carried, but mongocdc does not deliver "
-                        "its behaviour yet (it warns at start)\n", key);
+        fprintf(stderr,
+                "mongocdc config convert: %s: carried, but mongocdc does not deliver "
+                "its behaviour yet (it warns at start)\n",
+                key);
         o->unsupported++;
     }
     fputs(name, o->f);
@@ -142,27 +144,48 @@ static void carry(struct out *o, const char *key, const char *value)
 /* Connector properties handled here rather than by the option table. */
 static bool special(const char *k)
 {
-    static const char *const keys[] = {"name", "connector.class", "tasks.max", "key.converter",
-                                       "value.converter", "header.converter", NULL};
+    static const char *const keys[] = {"name",
+                                       "connector.class",
+                                       "tasks.max",
+                                       "key.converter",
+                                       "value.converter",
+                                       "header.converter",
+                                       NULL};
     for (const char *const *p = keys; *p; p++)
         if (!strcmp(k, *p))
             return true;
-    return !strncmp(k, "offset.", 7) || !strcmp(k, "offsets.storage.topic") || !strncmp(k, "producer.override.", 18) ||
-           !strncmp(k, "transforms", 10) || !strncmp(k, "predicates", 10) ||
-           !strncmp(k, "key.converter.", 14) || !strncmp(k, "value.converter.", 16) ||
-           !strncmp(k, "header.converter.", 17);
+    return !strncmp(k, "offset.", 7) || !strcmp(k, "offsets.storage.topic") ||
+           !strncmp(k, "producer.override.", 18) || !strncmp(k, "transforms", 10) ||
+           !strncmp(k, "predicates", 10) || !strncmp(k, "key.converter.", 14) ||
+           !strncmp(k, "value.converter.", 16) || !strncmp(k, "header.converter.", 17);
 }
 
 /* Librdkafka properties under the same name as the Java producer's. */
 static bool librdkafka_key(const char *k)
 {
-    static const char *const keys[] = {
-        "bootstrap.servers", "client.id", "acks", "compression.type", "linger.ms",
-        "batch.size", "security.protocol", "sasl.mechanism", "sasl.username", "sasl.password",
-        "ssl.endpoint.identification.algorithm", "enable.idempotence", "retries",
-        "retry.backoff.ms", "request.timeout.ms", "delivery.timeout.ms",
-        "max.in.flight.requests.per.connection", "message.max.bytes", "ssl.ca.location",
-        "ssl.certificate.location", "ssl.key.location", "ssl.key.password", NULL};
+    static const char *const keys[] = {"bootstrap.servers",
+                                       "client.id",
+                                       "acks",
+                                       "compression.type",
+                                       "linger.ms",
+                                       "batch.size",
+                                       "security.protocol",
+                                       "sasl.mechanism",
+                                       "sasl.username",
+                                       "sasl.password",
+                                       "ssl.endpoint.identification.algorithm",
+                                       "enable.idempotence",
+                                       "retries",
+                                       "retry.backoff.ms",
+                                       "request.timeout.ms",
+                                       "delivery.timeout.ms",
+                                       "max.in.flight.requests.per.connection",
+                                       "message.max.bytes",
+                                       "ssl.ca.location",
+                                       "ssl.certificate.location",
+                                       "ssl.key.location",
+                                       "ssl.key.password",
+                                       NULL};
     for (const char *const *p = keys; *p; p++)
         if (!strcmp(k, *p))
             return true;
@@ -174,11 +197,11 @@ struct conv {
     struct props kafka;  /* producer settings */
     struct props worker; /* --worker */
     char *name;
-    bool server;                /* Debezium Server properties */
+    bool server;                             /* Debezium Server properties */
     const char *key_schemas, *value_schemas; /* as found, or NULL */
-    const char *sink_type;      /* Debezium Server's, or NULL */
-    const char *log_level;      /* quarkus.log.level */
-    struct props dropped;       /* Debezium Server keys without a counterpart: key -> why */
+    const char *sink_type;                   /* Debezium Server's, or NULL */
+    const char *log_level;                   /* quarkus.log.level */
+    struct props dropped; /* Debezium Server keys without a counterpart: key -> why */
 };
 
 static void emit(struct conv *c, struct out *o, const char *input)
@@ -186,8 +209,9 @@ static void emit(struct conv *c, struct out *o, const char *input)
     FILE *f = o->f;
     const struct props *s = &c->src;
     fprintf(f, "# mongocdc configuration converted from %s (%s) by mongocdc config convert.\n",
-            input, c->server ? "Debezium Server application.properties"
-                             : "Kafka Connect connector configuration");
+            input,
+            c->server ? "Debezium Server application.properties"
+                      : "Kafka Connect connector configuration");
     fputs("# Check with: mongocdc --validate -c FILE; then docs/MIGRATING.md.\n", f);
     for (size_t i = 0; i < c->dropped.count; i++)
         drop(o, c->dropped.keys[i], c->dropped.values[i]);
@@ -199,9 +223,10 @@ static void emit(struct conv *c, struct out *o, const char *input)
               props_get(s, "initial.sync.max.threads") ||
               (props_get(s, "capture.mode") && !strcmp(props_get(s, "capture.mode"), "oplog"));
     if (!props_get(s, "debezium.compatibility")) {
-        fprintf(f, "# %s\n", v1 ? "Debezium 1.x properties: the 1.9 event layout."
-                                : "Debezium 2.x/3.x properties: the 3.x event layout (Debezium "
-                                  "2.0-2.5 events differ from it: docs/MIGRATING.md).");
+        fprintf(f, "# %s\n",
+                v1 ? "Debezium 1.x properties: the 1.9 event layout."
+                   : "Debezium 2.x/3.x properties: the 3.x event layout (Debezium "
+                     "2.0-2.5 events differ from it: docs/MIGRATING.md).");
         fprintf(f, "debezium.compatibility: \"%s\"\n", v1 ? "1.9" : "3.x");
     }
     /* the connector's name: the offsets key ["<name>",{...}] */
@@ -247,9 +272,11 @@ static void emit(struct conv *c, struct out *o, const char *input)
         fputs("# schemas.enable not given: JsonConverter's default (true) is what Debezium "
               "wrote; make it match your Connect worker.\n",
               f);
-        fprintf(stderr, "mongocdc config convert: note: %s.converter.schemas.enable not found: "
-                        "JsonConverter's default (true) written; check the worker's setting "
-                        "(or pass --worker)\n", !ks ? "key" : "value");
+        fprintf(stderr,
+                "mongocdc config convert: note: %s.converter.schemas.enable not found: "
+                "JsonConverter's default (true) written; check the worker's setting "
+                "(or pass --worker)\n",
+                !ks ? "key" : "value");
     }
     carry(o, "key.converter.schemas.enable", ks ? ks : "true");
     carry(o, "value.converter.schemas.enable", vs ? vs : "true");
@@ -266,8 +293,9 @@ static void emit(struct conv *c, struct out *o, const char *input)
         fprintf(f, "#   mongocdc offsets copy -c FILE --from debezium-file:%s --to store\n",
                 file ? file : "PATH");
         fputs("offsets.storage: \"file\"\noffsets.file.path: \"mongocdc-offsets.json\"\n", f);
-        fprintf(stderr, "mongocdc config convert: note: import the offsets with `mongocdc "
-                        "offsets copy -c FILE --from debezium-file:%s --to store`\n",
+        fprintf(stderr,
+                "mongocdc config convert: note: import the offsets with `mongocdc "
+                "offsets copy -c FILE --from debezium-file:%s --to store`\n",
                 file ? file : "PATH");
     } else if (c->server && !strstr(storage, "KafkaOffsetBackingStore")) {
         drop(o, "offset.storage", "only file and Kafka offset stores have a mongocdc counterpart");
@@ -288,15 +316,17 @@ static void emit(struct conv *c, struct out *o, const char *input)
     }
     if (flush && !strcmp(flush, "0")) {
         fputs("# offset.flush.interval.ms 0 (flush after every batch): the shortest mongocdc "
-              "interval\n", f);
+              "interval\n",
+              f);
         flush = "1";
     }
     if (flush)
         carry(o, "offsets.flush.interval.ms", flush);
     /* sink */
     if (c->sink_type && strcmp(c->sink_type, "kafka") != 0) {
-        drop(o, "debezium.sink.type", "mongocdc publishes to Kafka (or a file or stdout); "
-                                      "stdout written");
+        drop(o, "debezium.sink.type",
+             "mongocdc publishes to Kafka (or a file or stdout); "
+             "stdout written");
         fputs("sink.type: \"stdout\"\n", f);
     } else {
         fputs("sink.type: \"kafka\"\n", f);
@@ -334,8 +364,9 @@ static void emit(struct conv *c, struct out *o, const char *input)
         if (!librdkafka_key(c->kafka.keys[i])) {
             char key[300];
             snprintf(key, sizeof key, "producer %s", c->kafka.keys[i]);
-            drop(o, key, "a Java producer setting without a librdkafka counterpart here; "
-                         "see librdkafka's CONFIGURATION.md");
+            drop(o, key,
+                 "a Java producer setting without a librdkafka counterpart here; "
+                 "see librdkafka's CONFIGURATION.md");
         }
     }
     fputs("kafka:\n", f);
@@ -443,8 +474,9 @@ int config_cli_main(int argc, char **argv)
         parse_properties(text, len, &all);
         c.server = true;
         if (!load_server(&c, &all)) {
-            fprintf(stderr, "mongocdc config convert: %s: neither a connector JSON nor a "
-                            "Debezium Server application.properties (no debezium.source.*)\n",
+            fprintf(stderr,
+                    "mongocdc config convert: %s: neither a connector JSON nor a "
+                    "Debezium Server application.properties (no debezium.source.*)\n",
                     file);
             rc = 1;
         }

@@ -141,7 +141,11 @@ void parse_properties(const char *text, size_t len, struct props *out)
                         continue;
                     }
                 }
-                buf[n++] = e == 't' ? '\t' : e == 'n' ? '\n' : e == 'r' ? '\r' : e == 'f' ? '\f' : e;
+                buf[n++] = e == 't'   ? '\t'
+                           : e == 'n' ? '\n'
+                           : e == 'r' ? '\r'
+                           : e == 'f' ? '\f'
+                                      : e;
                 continue;
             }
             if (in_key && (c == '=' || c == ':' || c == ' ' || c == '\t' || c == '\f')) {
@@ -193,7 +197,7 @@ static char *json_value_text(const bson_iter_t *it)
 
 /* Connector JSON → props (the config object) and *name. False: not that form. */
 bool parse_connector_json(const char *text, size_t len, struct props *out, char **name,
-                                 struct mcdc_error *err)
+                          struct mcdc_error *err)
 {
     bson_error_t berr;
     bson_t *doc = bson_new_from_json((const uint8_t *)text, (ssize_t)len, &berr);
@@ -224,8 +228,10 @@ bool parse_connector_json(const char *text, size_t len, struct props *out, char 
     while (bson_iter_next(&it)) {
         char *v = json_value_text(&it);
         if (!v) {
-            fprintf(stderr, "mongocdc config convert: %s: not carried (its value is not a "
-                            "string, number or boolean)\n", bson_iter_key(&it));
+            fprintf(stderr,
+                    "mongocdc config convert: %s: not carried (its value is not a "
+                    "string, number or boolean)\n",
+                    bson_iter_key(&it));
             continue;
         }
         props_add(out, bson_iter_key(&it), strlen(bson_iter_key(&it)), v, strlen(v));

@@ -51,30 +51,29 @@
 
 static void usage(FILE *out)
 {
-    fputs(
-        "usage: mongocdc offsets show   -c FILE [--from EP]\n"
-        "       mongocdc offsets export -c FILE [--from EP] [-o OUT]\n"
-        "       mongocdc offsets import -c FILE [--to EP] [-i IN] [--force]\n"
-        "       mongocdc offsets copy   -c FILE --from EP --to EP [--force]\n"
-        "       mongocdc offsets set    -c FILE [--to EP] [--rs RS | --key KEY]\n"
-        "                               (--timestamp SEC[:INC] | --timestamp ISO8601 |\n"
-        "                                --resume-token TOKEN)\n"
-        "       mongocdc offsets reset  -c FILE [--to EP] [--rs RS | --key KEY]\n"
-        "EP is an offsets store: store (the configured one, default), file:PATH (a\n"
-        "mongocdc offsets file), kafka:TOPIC (e.g. connect-offsets, through the kafka:\n"
-        "settings) or debezium-file:PATH (Debezium Server's / the embedded engine's\n"
-        "offset.storage.file.filename). Entries are keyed [\"<name>\",{partition}] as\n"
-        "Kafka Connect writes them, name being the `name` option (default topic.prefix);\n"
-        "without --key, set/reset address this configuration's task: --rs RS the\n"
-        "partition {rs, server_id} (a shard's task), else the configured layout's\n"
-        "partition of the replica set or merged stream (3.x {server_id}; 1.9 {rs,\n"
-        "server_id}, rs from the connection string's replicaSet). set writes the value\n"
-        "the layout's Debezium reads (1.9: hex token).\n"
-        "TOKEN: the _data hex string, Base64 of the token's BSON (Debezium 2.7+ offsets)\n"
-        "or the token document as JSON. A file store is refused while a daemon holds it;\n"
-        "stop Kafka Connect or Debezium Server yourself before writing their offsets.\n"
-        "Exit 0 done, 1 failed, 2 usage or configuration.\n",
-        out);
+    fputs("usage: mongocdc offsets show   -c FILE [--from EP]\n"
+          "       mongocdc offsets export -c FILE [--from EP] [-o OUT]\n"
+          "       mongocdc offsets import -c FILE [--to EP] [-i IN] [--force]\n"
+          "       mongocdc offsets copy   -c FILE --from EP --to EP [--force]\n"
+          "       mongocdc offsets set    -c FILE [--to EP] [--rs RS | --key KEY]\n"
+          "                               (--timestamp SEC[:INC] | --timestamp ISO8601 |\n"
+          "                                --resume-token TOKEN)\n"
+          "       mongocdc offsets reset  -c FILE [--to EP] [--rs RS | --key KEY]\n"
+          "EP is an offsets store: store (the configured one, default), file:PATH (a\n"
+          "mongocdc offsets file), kafka:TOPIC (e.g. connect-offsets, through the kafka:\n"
+          "settings) or debezium-file:PATH (Debezium Server's / the embedded engine's\n"
+          "offset.storage.file.filename). Entries are keyed [\"<name>\",{partition}] as\n"
+          "Kafka Connect writes them, name being the `name` option (default topic.prefix);\n"
+          "without --key, set/reset address this configuration's task: --rs RS the\n"
+          "partition {rs, server_id} (a shard's task), else the configured layout's\n"
+          "partition of the replica set or merged stream (3.x {server_id}; 1.9 {rs,\n"
+          "server_id}, rs from the connection string's replicaSet). set writes the value\n"
+          "the layout's Debezium reads (1.9: hex token).\n"
+          "TOKEN: the _data hex string, Base64 of the token's BSON (Debezium 2.7+ offsets)\n"
+          "or the token document as JSON. A file store is refused while a daemon holds it;\n"
+          "stop Kafka Connect or Debezium Server yourself before writing their offsets.\n"
+          "Exit 0 done, 1 failed, 2 usage or configuration.\n",
+          out);
 }
 
 /* ---- show ---- */
@@ -87,9 +86,9 @@ static bool key_of_config(const struct mcdc_config *cfg, const char *key)
     char *name = NULL, *server_id = NULL, *rs = NULL;
     if (!offsets_parse_key(key, &name, &server_id, &rs))
         return false;
-    bool ours = !strcmp(server_id, cfg->topic_prefix) &&
-                (!strcmp(name, mcdc_config_connector_name(cfg)) ||
-                 !strcmp(name, cfg->topic_prefix));
+    bool ours =
+        !strcmp(server_id, cfg->topic_prefix) &&
+        (!strcmp(name, mcdc_config_connector_name(cfg)) || !strcmp(name, cfg->topic_prefix));
     free(name);
     free(server_id);
     free(rs);
@@ -119,8 +118,7 @@ static void show_entry(FILE *out, const struct kv *e, const struct mcdc_config *
                          : "{server_id}: Debezium 2.6+, mongocdc merged stream");
     fprintf(out, "  resume token:  %s\n", token_form);
     if (key_of_config(cfg, e->key))
-        fputs("  this config:   yes (its tasks adopt the newest of their partition forms)\n",
-              out);
+        fputs("  this config:   yes (its tasks adopt the newest of their partition forms)\n", out);
     struct mcdc_position pos;
     position_init(&pos);
     struct mcdc_error err = MCDC_ERROR_INIT;
@@ -140,14 +138,14 @@ static void show_entry(FILE *out, const struct kv *e, const struct mcdc_config *
         BSON_ITER_HOLDS_UTF8(&ti))
         fprintf(out, "  token _data:   %s\n", bson_iter_utf8(&ti, NULL));
     fprintf(out, "  capture mode:  %s\n", pos.oplog ? "oplog" : "change streams");
-    fprintf(out, "  snapshot in progress: %s\n", pos.initsync ? "yes (initsync: the snapshot is redone)" : "no");
+    fprintf(out, "  snapshot in progress: %s\n",
+            pos.initsync ? "yes (initsync: the snapshot is redone)" : "no");
     if (pos.lsid)
         fprintf(out, "  transaction:   lsid %s txnNumber %" PRId64 "\n", pos.lsid, pos.txn_number);
     if (pos.extra_json && strstr(pos.extra_json, "incremental_snapshot"))
         fputs("  incremental snapshot: in progress\n", out);
     position_clear(&pos);
 }
-
 
 /* ---- JSON lines ---- */
 
@@ -181,8 +179,10 @@ static bool import_line(const char *line, char **key, char **value, struct mcdc_
     }
     *key = xstrdup(bson_iter_utf8(&it, NULL));
     if ((*key)[0] != '[') {
-        mcdc_error_set(err, MCDC_ERR_IO, EINVAL, "key %.80s is not a Kafka Connect partition "
-                       "key [\"<name>\",{...}]", *key);
+        mcdc_error_set(err, MCDC_ERR_IO, EINVAL,
+                       "key %.80s is not a Kafka Connect partition "
+                       "key [\"<name>\",{...}]",
+                       *key);
         goto out;
     }
     if (!bson_iter_init_find(&it, doc, "value")) {
@@ -222,8 +222,8 @@ static bool check_values(const struct kvlist *list, bool force)
         struct mcdc_error err = MCDC_ERROR_INIT;
         position_init(&pos);
         if (!position_from_json(list->items[i].value, &pos, &err)) {
-            fprintf(stderr, "mongocdc offsets: %s %s: %s\n", force ? "warning:" : "refused:",
-                    list->items[i].key, err.msg);
+            fprintf(stderr, "mongocdc offsets: %s %s: %s\n",
+                    force ? "warning:" : "refused:", list->items[i].key, err.msg);
             ok = force;
         }
         position_clear(&pos);

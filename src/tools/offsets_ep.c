@@ -35,8 +35,7 @@ void kvlist_free(struct kvlist *l)
 }
 
 /* Sets key to value (NULL: deletion), last write wins. */
-void kvlist_set(struct kvlist *l, const char *key, size_t klen, const char *value,
-                       size_t vlen)
+void kvlist_set(struct kvlist *l, const char *key, size_t klen, const char *value, size_t vlen)
 {
     for (size_t i = 0; i < l->count; i++) {
         struct kv *e = &l->items[i];
@@ -51,7 +50,6 @@ void kvlist_set(struct kvlist *l, const char *key, size_t klen, const char *valu
     l->items[l->count].value = value ? xstrndup(value, vlen) : NULL;
     l->count++;
 }
-
 
 bool parse_endpoint(const struct mcdc_config *cfg, const char *spec, struct endpoint *ep)
 {
@@ -158,8 +156,7 @@ bool ep_list(const struct endpoint *ep, struct kvlist *out, struct mcdc_error *e
 
 /* Writes every entry of in (value NULL: deletes the key) into ep, in one
  * go: one lock and one rewrite for a file store and a Debezium file. */
-bool ep_write(const struct endpoint *ep, const struct kvlist *in,
-                     struct mcdc_error *err)
+bool ep_write(const struct endpoint *ep, const struct kvlist *in, struct mcdc_error *err)
 {
     char label[512];
     ep_label(ep, label, sizeof label);
@@ -171,7 +168,8 @@ bool ep_write(const struct endpoint *ep, const struct kvlist *in,
         /* the form the file already uses (Debezium 1.x: keys in the envelope) */
         bool wrap_keys = false, wrap_values = false;
         for (size_t i = 0; i < m.count; i++) {
-            wrap_keys |= m.items[i].key && envelope_inner((char *)m.items[i].key, m.items[i].key_len);
+            wrap_keys |=
+                m.items[i].key && envelope_inner((char *)m.items[i].key, m.items[i].key_len);
             wrap_values |=
                 m.items[i].value && envelope_inner((char *)m.items[i].value, m.items[i].value_len);
         }

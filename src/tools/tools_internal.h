@@ -42,7 +42,6 @@ struct endpoint {
     const char *spec;       /* as given, for messages */
 };
 
-
 /* Frees every entry and empties the list. */
 void kvlist_free(struct kvlist *l);
 /* Sets key (klen bytes) to value (vlen bytes; NULL: a deletion to write),
@@ -81,7 +80,6 @@ struct props {
     char **keys, **values;
     size_t count;
 };
-
 
 /* Sets k (kl bytes) to v (vl bytes), replacing an earlier value (the last
  * one wins, as java.util.Properties.load). */

@@ -126,7 +126,8 @@ static void twenty_entries_header_and_round_trip(void **state)
     assert_true(dbzfile_parse(out, out_len, &back, &err));
     assert_int_equal(back.count, 20);
     for (size_t i = 0; i < m.count; i++) {
-        const struct dbz_offset_entry *e = dbz_offsets_find(&back, m.items[i].key, m.items[i].key_len);
+        const struct dbz_offset_entry *e =
+            dbz_offsets_find(&back, m.items[i].key, m.items[i].key_len);
         assert_non_null(e);
         assert_int_equal(e->value_len, m.items[i].value_len);
         assert_memory_equal(e->value, m.items[i].value, e->value_len);
