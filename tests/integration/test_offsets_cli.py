@@ -213,3 +213,28 @@ def test_debezium_1x_engine_file_keys_in_the_converter_envelope(run_mongocdc, tm
     assert raw.count(b'{"schema":null,"payload":["inventory-connector"') == 1
     assert raw.count(b'["inventory-connector"') == 1  # no second, unwrapped entry
     assert _export(run_mongocdc, cfg, "--from", "debezium-file:dbz.dat")[key]["sec"] == 1800000000
+
+
+def test_set_addresses_the_layouts_partition(run_mongocdc, tmp_workdir):
+    """Without --key, set writes under [name, the configured layout's partition]:
+    1.9 needs the replica set's name (connection string or --rs); a merged
+    (mongos) stream is {rs: "cluster"} in 1.9 and {server_id} in 3.x."""
+    p = tmp_workdir / "n.yaml"
+    base = ("topic.prefix: dbserver1\nname: inv\nsink:\n  type: stdout\n"
+            "offsets:\n  file.path: %s\n" % (tmp_workdir / "o.json"))
+    p.write_text(base + "mongodb.connection.string: \"mongodb://h:1/\"\n")
+    r = run_mongocdc("offsets", "set", "-c", p, "--timestamp", "1700000000:1")
+    assert r.returncode == 2 and b"give --rs RS" in r.stderr
+    r = run_mongocdc("offsets", "set", "-c", p, "--rs", "shard01", "--timestamp", "1700000000:1")
+    assert r.returncode == 0, r.stderr
+    assert '["inv",{"rs":"shard01","server_id":"dbserver1"}]' in _export(run_mongocdc, p)
+    p.write_text(base + "mongodb.connection.string: \"mongodb://h:1/\"\n"
+                 "mongodb.connection.mode: sharded\n")
+    r = run_mongocdc("offsets", "set", "-c", p, "--timestamp", "1700000000:2")
+    assert r.returncode == 0, r.stderr
+    assert '["inv",{"rs":"cluster","server_id":"dbserver1"}]' in _export(run_mongocdc, p)
+    p.write_text(base + "mongodb.connection.string: \"mongodb://h:1/\"\n"
+                 "mongodb.connection.mode: sharded\ndebezium.compatibility: \"3.x\"\n")
+    r = run_mongocdc("offsets", "set", "-c", p, "--timestamp", "1700000000:3")
+    assert r.returncode == 0, r.stderr
+    assert _export(run_mongocdc, p)['["inv",{"server_id":"dbserver1"}]']["ord"] == 3
