@@ -235,11 +235,18 @@ static void emit(struct conv *c, struct out *o, const char *input)
         fputs("# The connector's name: the offsets key is [name, partition].\n", f);
         carry(o, "name", name);
     } else if (c->server) {
-        fputs("# Debezium Server's engine name is not in the file: `mongocdc offsets show "
-              "--from debezium-file:PATH` shows it as the first element of every key.\n",
+        /* Debezium Server names its engine after the sink type, which is the
+         * first element of its offsets keys (["kafka",{...}]) */
+        const char *engine = c->sink_type ? c->sink_type : "kafka";
+        fputs("# Debezium Server names its engine after the sink type: the first element of "
+              "its\n# offsets keys (check: mongocdc offsets show --from debezium-file:PATH).\n",
               f);
-        fprintf(stderr, "mongocdc config convert: note: set `name` to the engine name shown by "
-                        "`mongocdc offsets show --from debezium-file:PATH`\n");
+        carry(o, "name", engine);
+        fprintf(stderr,
+                "mongocdc config convert: note: name set to \"%s\", the sink type Debezium "
+                "Server names its engine after; check it against the first element of the keys "
+                "`mongocdc offsets show --from debezium-file:PATH` lists\n",
+                engine);
     }
     for (size_t i = 0; i < s->count; i++)
         if (!special(s->keys[i]))

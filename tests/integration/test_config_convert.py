@@ -62,6 +62,8 @@ def test_connector_json_19_without_worker(run_mongocdc, tmp_workdir):
 def test_debezium_server_properties(run_mongocdc, tmp_workdir):
     y, err, text = _convert(run_mongocdc, tmp_workdir, "server-application.properties")
     assert y["topic.prefix"] == "tutorial"
+    assert y["name"] == "kafka"  # the sink type names Debezium Server's engine
+    assert "name set to \"kafka\"" in err
     # a continued line, its leading blanks dropped, \\ unescaped once
     assert y["collection.include.list"] == "inventory\\.customers, inventory\\.orders"
     assert y["snapshot.mode"] == "when_needed" and y["skipped.operations"] == "none"
