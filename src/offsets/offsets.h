@@ -149,8 +149,10 @@ enum offset_writer offset_value_writer(const char *value_json);
  * form: resume_token the hex `_data` string (a token without a string
  * `_data` keeps the Base64 form, which 1.9 cannot use but mongocdc can), and
  * "h" always present (null unless an oplog entry gave one), as
- * SourceInfo.lastOffset@v1.9.8 writes it; every other key as
- * position_to_json.
+ * SourceInfo.lastOffset@v1.9.8 writes it, and sec/ord of a token-only
+ * position (-1) taken from the token's time (1.9 never wrote -1 and would
+ * judge Timestamp(-1, -1) older than the oplog: a new snapshot); every other
+ * key as position_to_json.
  */
 char *position_to_json_dialect(const struct mcdc_position *pos, enum mcdc_dialect dialect);
 

@@ -222,6 +222,18 @@ static void values_written_per_layout(void **state)
     assert_non_null(strstr(j, "\"resume_token\":\"" DATA "\""));
     free(j);
 
+    /* A token-only position (post-batch token): 3.x writes -1 as 3.1+ does,
+     * 1.9 the token's time (1.9 would take Timestamp(-1, -1) for a position
+     * older than the oplog and snapshot again). */
+    position_clear(&p);
+    assert_true(position_from_json(DBZ36_TOKEN_ONLY, &p, &err));
+    j = position_to_json_dialect(&p, MCDC_DIALECT_3_X);
+    assert_non_null(strstr(j, "{\"sec\":-1,\"ord\":-1,"));
+    free(j);
+    j = position_to_json_dialect(&p, MCDC_DIALECT_1_9);
+    assert_non_null(strstr(j, "{\"sec\":1694627139,\"ord\":3,\"h\":null,"));
+    free(j);
+
     /* An interrupted snapshot: initsync true, readable by both. */
     position_clear(&p);
     assert_true(position_from_json(DBZ19_INITSYNC, &p, &err));
