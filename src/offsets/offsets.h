@@ -215,6 +215,15 @@ const char *offsets_layout_partition(const struct mcdc_config *cfg, const char *
 char *offsets_partition_key(const char *name, const char *server_id, const char *rs);
 
 /*
+ * Whether key is a MongoDB connector partition key ["<name>",{..."server_id":
+ * "<id>"...}] (Connect's JsonConverter array of the connector name and the
+ * partition map): *name and *server_id get malloc'd copies (caller frees),
+ * *rs a malloc'd copy of "rs" or NULL. False for any other key (other
+ * connectors sharing a Connect offsets topic).
+ */
+bool offsets_parse_key(const char *key, char **name, char **server_id, char **rs);
+
+/*
  * Every partition form either Debezium line or mongocdc may have written for
  * this task's source (§4.4 offset consolidation), the layout's own first:
  * replica set: {server_id}, {rs, server_id}, {rs: "cluster", server_id};
