@@ -99,7 +99,8 @@ void jbuf_str(struct jbuf *b, const char *s, size_t n)
             break;
         default: {
             char tmp[8];
-            snprintf(tmp, sizeof tmp, "\\u%04x", c);
+            /* Jackson (Kafka Connect's JsonConverter) writes upper-case hex. */
+            snprintf(tmp, sizeof tmp, "\\u%04X", c);
             jbuf_puts(b, tmp);
         }
         }

@@ -149,8 +149,10 @@ enum offset_writer offset_value_writer(const char *value_json);
  * form: resume_token the hex `_data` string (a token without a string
  * `_data` keeps the Base64 form, which 1.9 cannot use but mongocdc can), and
  * "h" always present (null unless an oplog entry gave one), as
- * SourceInfo.lastOffset@v1.9.8 writes it; every other key as
- * position_to_json.
+ * SourceInfo.lastOffset@v1.9.8 writes it, and sec/ord of a token-only
+ * position (-1) taken from the token's time (1.9 never wrote -1 and would
+ * judge Timestamp(-1, -1) older than the oplog: a new snapshot); every other
+ * key as position_to_json.
  */
 char *position_to_json_dialect(const struct mcdc_position *pos, enum mcdc_dialect dialect);
 
@@ -211,6 +213,15 @@ const char *offsets_layout_partition(const struct mcdc_config *cfg, const char *
  * whole deployment, §4.1). Caller frees.
  */
 char *offsets_partition_key(const char *name, const char *server_id, const char *rs);
+
+/*
+ * Whether key is a MongoDB connector partition key ["<name>",{..."server_id":
+ * "<id>"...}] (Connect's JsonConverter array of the connector name and the
+ * partition map): *name and *server_id get malloc'd copies (caller frees),
+ * *rs a malloc'd copy of "rs" or NULL. False for any other key (other
+ * connectors sharing a Connect offsets topic).
+ */
+bool offsets_parse_key(const char *key, char **name, char **server_id, char **rs);
 
 /*
  * Every partition form either Debezium line or mongocdc may have written for

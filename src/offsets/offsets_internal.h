@@ -30,7 +30,8 @@ void jbuf_puts(struct jbuf *b, const char *s);
 void jbuf_putc(struct jbuf *b, char c);
 void jbuf_i64(struct jbuf *b, int64_t v);
 /* Writes s (n bytes of UTF-8) as a JSON string with quotes: `"` `\` and
- * control characters escaped, everything else verbatim (as Jackson does). */
+ * control characters escaped (\n, \t, ... or \u00XX in upper-case hex),
+ * everything else verbatim, as Jackson (Kafka Connect's JsonConverter) does. */
 void jbuf_str(struct jbuf *b, const char *s, size_t n);
 /* Writes the value under iter as compact JSON (documents, arrays, strings,
  * numbers, booleans, null; other BSON types as relaxed extended JSON). */
@@ -81,14 +82,6 @@ struct offset_store {
     size_t times_count;
 };
 
-/*
- * Whether key is a MongoDB connector partition key ["<name>",{..."server_id":
- * "<id>"...}] (Connect's JsonConverter array of the connector name and the
- * partition map): *name and *server_id get malloc'd copies (caller frees),
- * *rs a malloc'd copy of "rs" or NULL. False for any other key (other
- * connectors sharing a Connect offsets topic).
- */
-bool offsets_parse_key(const char *key, char **name, char **server_id, char **rs);
 
 bool store_file_open(struct offset_store *store, struct mcdc_error *err);
 bool store_kafka_open(struct offset_store *store, struct mcdc_error *err);

@@ -100,11 +100,21 @@ static const char *token_data(const bson_t *token, uint32_t *len)
 static char *to_json(const struct mcdc_position *pos, bool v19)
 {
     struct jbuf b;
+    int64_t sec = pos->sec, ord = pos->ord;
+    uint64_t t;
+    if (v19 && sec <= 0 && (t = offset_position_time(pos)) != 0) {
+        /* A token-only position (a post-batch token) carries its time in the
+         * 1.9 layout: 1.9 never wrote -1, and reads Timestamp(-1, -1) as
+         * older than the oplog, which would make it take a new snapshot
+         * (debezium-format.md §4.4, the 1.9 snapshot decision). */
+        sec = (int64_t)(t >> 32);
+        ord = (int64_t)(t & 0xffffffffu);
+    }
     jbuf_init(&b);
     jbuf_puts(&b, "{\"sec\":");
-    jbuf_i64(&b, pos->sec);
+    jbuf_i64(&b, sec);
     key(&b, "ord");
-    jbuf_i64(&b, pos->ord);
+    jbuf_i64(&b, ord);
     if (pos->oplog || v19) {
         /* 1.9 writes "h" for every position, null for change streams. */
         key(&b, "h");

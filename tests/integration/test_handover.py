@@ -17,6 +17,7 @@ server accepts.
 import base64
 import json
 import re
+import time
 import urllib.request
 
 import bson
@@ -24,7 +25,7 @@ import pytest
 
 from conftest import wait_until
 from pipeline_support import Sim, data_records, dataset_loads, key_id_text, log_text, \
-    read_jsonl, write_config
+    read_jsonl, read_topics, write_config
 
 PREFIX = "dbserver1"
 NAME = "inventory-connector"
@@ -45,38 +46,38 @@ def wait_streaming(workdir, d, timeout_s=60):
     wait_until(ok, timeout_s, "streaming to start")
 
 
-def debezium_entry(layout, token_doc, sec, ord_):
+def debezium_entry(layout, token_doc, sec, ord_, prefix=PREFIX):
     """(key, value) bytes of a Debezium offsets record for the position."""
     if layout == "1.9":
         # SourceInfo.lastOffset@v1.9.8: {sec, ord, h, resume_token}, token as the _data hex.
-        key = '["%s",{"rs":"rs0","server_id":"%s"}]' % (NAME, PREFIX)
+        key = '["%s",{"rs":"rs0","server_id":"%s"}]' % (NAME, prefix)
         value = '{"sec":%d,"ord":%d,"resume_token":"%s","h":null}' % (sec, ord_,
                                                                       token_doc["_data"])
     else:
         # MongoDbOffsetContext@3.6.1: {sec, ord, resume_token}, Base64 of the token's BSON.
-        key = '["%s",{"server_id":"%s"}]' % (NAME, PREFIX)
+        key = '["%s",{"server_id":"%s"}]' % (NAME, prefix)
         value = '{"sec":%d,"ord":%d,"resume_token":"%s"}' % (
             sec, ord_, base64.b64encode(bson.encode(token_doc)).decode())
     return key, value
 
 
-def first_run_position(workdir, sim, start_mongocdc, layout):
+def first_run_position(workdir, sim, start_mongocdc, layout, prefix=PREFIX):
     """Runs mongocdc once (snapshot, stream) and returns its stored token and sec/ord."""
     cfg = write_config(workdir, sim.uri, name="run1.yaml", sink_path=workdir / "run1.jsonl",
-                       **{"topic.prefix": PREFIX, "debezium.compatibility": layout})
+                       **{"topic.prefix": prefix, "debezium.compatibility": layout})
     d = start_mongocdc("-c", cfg)
     wait_streaming(workdir, d)
     sim.client().itdb.gap.insert_one({"_id": 0})
-    wait_until(lambda: any(r.topic == PREFIX + ".itdb.gap"
+    wait_until(lambda: any(r.topic == prefix + ".itdb.gap"
                            for r in read_jsonl(workdir / "run1.jsonl")), 30, "run 1's insert")
     assert d.stop(timeout_s=30) == 0
     doc = json.loads((workdir / "offsets.json").read_text())
     assert len(doc) == 1
     (key, value), = doc.items()
     # mongocdc's own key before `name`: the topic.prefix is the connector name.
-    part = '{"rs":"rs0","server_id":"%s"}' % PREFIX if layout == "1.9" else \
-        '{"server_id":"%s"}' % PREFIX
-    assert key == '["%s",%s]' % (PREFIX, part)
+    part = '{"rs":"rs0","server_id":"%s"}' % prefix if layout == "1.9" else \
+        '{"server_id":"%s"}' % prefix
+    assert key == '["%s",%s]' % (prefix, part)
     tok = value["resume_token"]
     token_doc = {"_data": tok} if layout == "1.9" else bson.decode(base64.b64decode(tok))
     if layout == "1.9":
@@ -93,13 +94,17 @@ def make_gap_changes(sim):
     c.delete_one({"_id": 0})
 
 
-def gap_ops(path):
-    recs = [r for r in data_records(read_jsonl(path), PREFIX) if r.topic == PREFIX + ".itdb.gap"]
-    return [(r.op, json.loads(key_id_text(r))) if r.value is not None
-            else ("tombstone", json.loads(key_id_text(r))) for r in recs]
+def gap_ops(path, recs=None, prefix=PREFIX):
+    if recs is None:
+        recs = read_jsonl(path)
+    recs = [r for r in data_records(recs, prefix) if r.topic == prefix + ".itdb.gap"]
+    # per key, in order (a topic of several partitions orders only within a key)
+    return sorted([(r.op, json.loads(key_id_text(r))) if r.value is not None
+            else ("tombstone", json.loads(key_id_text(r))) for r in recs], key=lambda o: o[1])
 
 
-GAP = [("c", 1), ("c", 2), ("u", 1), ("d", 2), ("tombstone", 2), ("d", 0), ("tombstone", 0)]
+GAP = sorted([("c", 1), ("c", 2), ("u", 1), ("d", 2), ("tombstone", 2), ("d", 0), ("tombstone", 0)],
+             key=lambda o: o[1])
 
 
 @pytest.mark.parametrize("layout", ["1.9", "3.x"])
@@ -115,8 +120,8 @@ def test_takes_over_debezium_offsets_file(tmp_workdir, users_sim, start_mongocdc
 
     # A wrong name: check names the entry instead of a PASS.
     bad = write_config(tmp_workdir, sim.uri, name="bad.yaml", sink_path=tmp_workdir / "x.jsonl",
-                       **{"topic.prefix": PREFIX, "debezium.compatibility": layout,
-                          "name": "typo-connector"})
+                       raw={"name": "typo-connector"},
+                       **{"topic.prefix": PREFIX, "debezium.compatibility": layout})
     r = run_mongocdc("check", "-c", bad, timeout_s=60)
     out = r.stdout.decode()
     own = ('["typo-connector",{"rs":"rs0","server_id":"%s"}]' % PREFIX if layout == "1.9"
@@ -127,7 +132,8 @@ def test_takes_over_debezium_offsets_file(tmp_workdir, users_sim, start_mongocdc
     assert "no stored position for rs0" not in out, out
 
     cfg = write_config(tmp_workdir, sim.uri, name="run2.yaml", sink_path=tmp_workdir / "run2.jsonl",
-                       **{"topic.prefix": PREFIX, "debezium.compatibility": layout, "name": NAME})
+                       raw={"name": NAME},
+                       **{"topic.prefix": PREFIX, "debezium.compatibility": layout})
     r = run_mongocdc("check", "-c", cfg, timeout_s=60)
     assert re.search(r"PASS\s+offsets: stored position of rs0 under %s, written by %s"
                      % (re.escape(dkey), "Debezium 1.x" if layout == "1.9"
@@ -164,8 +170,9 @@ def test_takes_over_a_connect_offsets_topic(tmp_workdir, users_sim, kafka, start
     connector's entries around it."""
     import kafka_support
     sim = users_sim
-    token_doc, sec, ord_ = first_run_position(tmp_workdir, sim, start_mongocdc, "3.x")
-    dkey, dvalue = debezium_entry("3.x", token_doc, sec, ord_)
+    prefix = "dbz%d" % int(time.time())
+    token_doc, sec, ord_ = first_run_position(tmp_workdir, sim, start_mongocdc, "3.x", prefix)
+    dkey, dvalue = debezium_entry("3.x", token_doc, sec, ord_, prefix)
     topic = kafka_support.unique_topic("connect-offsets")
     kafka_support.create_topic(kafka, topic, partitions=25, config={"cleanup.policy": "compact"})
     kafka_support.produce(kafka, topic, [
@@ -174,16 +181,19 @@ def test_takes_over_a_connect_offsets_topic(tmp_workdir, users_sim, kafka, start
         (dkey.encode(), dvalue.encode()),
     ], partitioner="murmur2_random")
     make_gap_changes(sim)
-    cfg = write_config(tmp_workdir, sim.uri, name="run2.yaml", sink_path=tmp_workdir / "run2.jsonl",
-                       kafka={"bootstrap.servers": kafka.bootstrap},
-                       **{"sink.type": "file", "topic.prefix": PREFIX,
-                          "debezium.compatibility": "3.x", "name": NAME,
+    # Offsets in Kafka go with the Kafka sink.
+    cfg = write_config(tmp_workdir, sim.uri, name="run2.yaml",
+                       kafka={"bootstrap.servers": kafka.bootstrap}, raw={"name": NAME},
+                       **{"topic.prefix": prefix, "debezium.compatibility": "3.x",
                           "offsets.storage": "kafka", "offsets.topic": topic})
     d = start_mongocdc("-c", cfg)
-    wait_until(lambda: gap_ops(tmp_workdir / "run2.jsonl") == GAP, 90, "every change of the gap")
+
+    def recs():
+        return read_topics(kafka.bootstrap, [prefix + ".itdb.gap", prefix + ".sample_mflix.users"],
+                           idle_s=1.5, timeout_s=30)
+    wait_until(lambda: gap_ops(None, recs(), prefix) == GAP, 90, "every change of the gap")
     assert "adopted from key %s, written by Debezium 2.x-3.x" % dkey in log_text(tmp_workdir)
-    recs = read_jsonl(tmp_workdir / "run2.jsonl")
-    assert not [r for r in recs if r.value is not None and r.op == "r"], "a snapshot was taken"
+    assert not [r for r in recs() if r.value is not None and r.op == "r"], "a snapshot was taken"
     assert d.stop(timeout_s=30) == 0
     last = {}
     for rec in kafka_support.consume_all(kafka, topic):

@@ -38,7 +38,7 @@
 
 /* A change-stream resume token at Timestamp(1694627139, 3) (0x6501F543). */
 #define DATA                                                                                       \
-    "826501F543000000032B022C0100296E5A100463F1E2D3C4B5A69788796A5B4C3D2E1F46645F696400646501F5" \
+    "826501F543000000032B022C0100296E5A100463F1E2D3C4B5A69788796A5B4C3D2E1F46645F696400646501F5"   \
     "43E4B0A1B2C3D4E5F60004"
 /* Base64 of the BSON {_data: DATA}: what 3.6.1 stores. */
 #define DATA_B64                                                                                   \
@@ -46,7 +46,8 @@
     "ODg3OTZBNUI0QzNEMkUxRjQ2NjQ1RjY5NjQwMDY0NjUwMUY1NDNFNEIwQTFCMkMzRDRFNUY2MDAwNAAA"
 
 /* Debezium 1.9.8, change streams, connector "inventory-connector", mongodb.name "dbserver1". */
-static const char DBZ19_KEY[] = "[\"inventory-connector\",{\"rs\":\"rs0\",\"server_id\":\"dbserver1\"}]";
+static const char DBZ19_KEY[] =
+    "[\"inventory-connector\",{\"rs\":\"rs0\",\"server_id\":\"dbserver1\"}]";
 static const char DBZ19_VALUE[] =
     "{\"sec\":1694627139,\"ord\":3,\"resume_token\":\"" DATA "\",\"h\":null}";
 /* Debezium 1.9.8 during the initial snapshot (no token yet, h null on 4.4+). */
@@ -55,7 +56,8 @@ static const char DBZ19_INITSYNC[] = "{\"sec\":1694627100,\"ord\":1,\"initsync\"
 static const char DBZ19_OPLOG[] = "{\"sec\":1694627139,\"ord\":3,\"h\":-4113937578913498110}";
 /* Debezium 3.6.1, topic.prefix "dbserver1". */
 static const char DBZ36_KEY[] = "[\"inventory-connector\",{\"server_id\":\"dbserver1\"}]";
-static const char DBZ36_VALUE[] = "{\"sec\":1694627139,\"ord\":3,\"resume_token\":\"" DATA_B64 "\"}";
+static const char DBZ36_VALUE[] =
+    "{\"sec\":1694627139,\"ord\":3,\"resume_token\":\"" DATA_B64 "\"}";
 /* Debezium 3.6.1 after an empty poll: a post-batch token only (sec/ord -1, 3.1+). */
 static const char DBZ36_TOKEN_ONLY[] = "{\"sec\":-1,\"ord\":-1,\"resume_token\":\"" DATA_B64 "\"}";
 
@@ -88,9 +90,24 @@ static void keys_are_connect_bytes(void **state)
     assert_string_equal(k, DBZ19_KEY);
     free(k);
     /* Jackson's escaping of the strings. */
-    k = offsets_partition_key("a\"b\\c", "x", NULL);
-    assert_string_equal(k, "[\"a\\\"b\\\\c\",{\"server_id\":\"x\"}]");
+    k = offsets_partition_key("a\"b\\c\x1f\n", "x", NULL);
+    assert_string_equal(k, "[\"a\\\"b\\\\c\\u001F\\n\",{\"server_id\":\"x\"}]");
     free(k);
+    /* ... and a key is read back into its parts. */
+    char *nm, *sid, *rs;
+    assert_true(offsets_parse_key(DBZ19_KEY, &nm, &sid, &rs));
+    assert_string_equal(nm, "inventory-connector");
+    assert_string_equal(sid, "dbserver1");
+    assert_string_equal(rs, "rs0");
+    free(nm);
+    free(sid);
+    free(rs);
+    assert_true(offsets_parse_key(DBZ36_KEY, &nm, &sid, &rs));
+    assert_null(rs);
+    free(nm);
+    free(sid);
+    assert_false(offsets_parse_key("[\"mysql\",{\"server\":\"m\"}]", &nm, &sid, &rs));
+    assert_false(offsets_parse_key("not json", &nm, &sid, &rs));
 
     struct mcdc_config cfg;
     base_cfg(&cfg, MCDC_DIALECT_3_X);
@@ -108,7 +125,7 @@ static void layout_partitions_and_forms(void **state)
     const char *f[3];
 
     base_cfg(&cfg, MCDC_DIALECT_3_X);
-    assert_null(offsets_layout_partition(&cfg, "rs0", false, false)); /* replica set */
+    assert_null(offsets_layout_partition(&cfg, "rs0", false, false));    /* replica set */
     assert_null(offsets_layout_partition(&cfg, "cluster", true, false)); /* merged */
     assert_string_equal(offsets_layout_partition(&cfg, "sh1", false, true), "sh1");
     assert_int_equal(offsets_partition_forms(&cfg, "rs0", false, false, f), 3);
@@ -210,7 +227,8 @@ static void values_written_per_layout(void **state)
 
     /* A token with _typeBits: 3.x keeps it whole; 1.9 can carry only `_data`
      * (as Debezium 1.9 itself did). */
-    bson_t *t = BCON_NEW("_data", BCON_UTF8(DATA), "_typeBits", BCON_BIN(0, (const uint8_t *)"\x40", 1));
+    bson_t *t =
+        BCON_NEW("_data", BCON_UTF8(DATA), "_typeBits", BCON_BIN(0, (const uint8_t *)"\x40", 1));
     bson_reinit(&p.resume_token);
     bson_concat(&p.resume_token, t);
     bson_destroy(t);
@@ -220,6 +238,18 @@ static void values_written_per_layout(void **state)
     free(j);
     j = position_to_json_dialect(&p, MCDC_DIALECT_1_9);
     assert_non_null(strstr(j, "\"resume_token\":\"" DATA "\""));
+    free(j);
+
+    /* A token-only position (post-batch token): 3.x writes -1 as 3.1+ does,
+     * 1.9 the token's time (1.9 would take Timestamp(-1, -1) for a position
+     * older than the oplog and snapshot again). */
+    position_clear(&p);
+    assert_true(position_from_json(DBZ36_TOKEN_ONLY, &p, &err));
+    j = position_to_json_dialect(&p, MCDC_DIALECT_3_X);
+    assert_non_null(strstr(j, "{\"sec\":-1,\"ord\":-1,"));
+    free(j);
+    j = position_to_json_dialect(&p, MCDC_DIALECT_1_9);
+    assert_non_null(strstr(j, "{\"sec\":1694627139,\"ord\":3,\"h\":null,"));
     free(j);
 
     /* An interrupted snapshot: initsync true, readable by both. */
@@ -291,12 +321,15 @@ static void adoption_on(struct mcdc_config *cfg)
 
     assert_non_null(store);
     assert_true(offset_store_put(store, DBZ19_KEY,
-                                 "{\"sec\":1694620000,\"ord\":1,\"resume_token\":\"826501DA60000000012B0229296E04\",\"h\":null}",
+                                 "{\"sec\":1694620000,\"ord\":1,\"resume_token\":"
+                                 "\"826501DA60000000012B0229296E04\",\"h\":null}",
                                  &err));
     assert_true(offset_store_put(store, DBZ36_KEY, DBZ36_VALUE, &err));
-    assert_true(offset_store_put(store, "[\"dbserver1\",{\"rs\":\"rs0\",\"server_id\":\"dbserver1\"}]",
-                                 "{\"sec\":1694600000,\"ord\":1,\"h\":null,\"mongocdc_capture_mode\":\"change_streams\",\"resume_token\":\"826501A90000000001\"}",
-                                 &err));
+    assert_true(
+        offset_store_put(store, "[\"dbserver1\",{\"rs\":\"rs0\",\"server_id\":\"dbserver1\"}]",
+                         "{\"sec\":1694600000,\"ord\":1,\"h\":null,\"mongocdc_capture_mode\":"
+                         "\"change_streams\",\"resume_token\":\"826501A90000000001\"}",
+                         &err));
     assert_true(offset_store_put(store, "[\"old-connector\",{\"server_id\":\"dbserver1\"}]",
                                  DBZ36_VALUE, &err));
     assert_true(offset_store_put(store, "[\"other-app\",{\"server\":\"mysql1\"}]",
@@ -318,8 +351,8 @@ static void adoption_on(struct mcdc_config *cfg)
     offset_origin_clear(&origin);
 
     /* Stored from now on under the layout's key, in its value form. */
-    assert_true(offset_store_save(store, offsets_layout_partition(cfg, "rs0", false, false), &p,
-                                  &err));
+    assert_true(
+        offset_store_save(store, offsets_layout_partition(cfg, "rs0", false, false), &p, &err));
     struct offset_entry *e = NULL;
     size_t n = 0;
     assert_true(offset_store_scan(store, &e, &n, &err));
