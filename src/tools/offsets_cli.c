@@ -113,9 +113,12 @@ static void show_entry(FILE *out, const struct kv *e, const struct mcdc_config *
     if (doc)
         bson_destroy(doc);
     fprintf(out, "  writer:        %s\n", offset_writer_name(offset_value_writer(e->value)));
-    fprintf(out, "  partition:     %s\n",
-            rs_partition ? "{rs, server_id}: Debezium 1.x-2.5, mongocdc per replica set/shard"
-                         : "{server_id}: Debezium 2.6+, mongocdc merged stream");
+    /* the layout that writes this partition form (debezium-format.md §4.1);
+     * per-shard tasks use {rs, server_id} in both */
+    fprintf(out, "  layout:        %s\n",
+            rs_partition ? "1.9: partition {rs, server_id} (Debezium 1.x-2.5; mongocdc 1.9, or a "
+                           "per-shard task)"
+                         : "3.x: partition {server_id} (Debezium 2.6+; mongocdc 3.x)");
     fprintf(out, "  resume token:  %s\n", token_form);
     if (key_of_config(cfg, e->key))
         fputs("  this config:   yes (its tasks adopt the newest of their partition forms)\n", out);

@@ -47,7 +47,8 @@ def test_show_decodes_a_debezium_file(run_mongocdc, tmp_workdir):
     assert "_data hex (Debezium 1.x-2.6 form)" in out
     assert "snapshot in progress: yes" in out  # shard1 has initsync
     assert "2023-11-14T22:13:20Z (sec 1700000000, ord 3)" in out
-    assert "writer:        Debezium" in out
+    assert "writer:        Debezium 1.x" in out  # told by its "h" key
+    assert "layout:        1.9: partition {rs, server_id}" in out
 
 
 def test_copy_debezium_file_to_store_and_back_byte_for_byte(run_mongocdc, tmp_workdir):
