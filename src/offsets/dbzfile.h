@@ -5,9 +5,13 @@
  * java.io.ObjectOutputStream holding a java.util.HashMap<byte[], byte[]>:
  * key = the partition key bytes ["<name>",{...}] and value = the offset value
  * bytes, both as Kafka Connect's JsonConverter writes them (the same bytes as
- * a record of the connect-offsets topic). Every Kafka release from 0.9 to 4.x
- * writes that same stream; only the reading side changed (3.x reads through
- * a SafeObjectInputStream that refuses other classes).
+ * a record of the connect-offsets topic). save() has written this same map
+ * since the class appeared (Kafka 0.9); Kafka Connect 3.2 (Debezium 1.9.8's)
+ * and 4.3 (Debezium 3.6.1's) were checked to write identical bytes. Only the
+ * reading side changed (3.x reads through a SafeObjectInputStream that
+ * refuses other classes). Debezium 1.x's embedded engine (Debezium Server
+ * 1.x) writes each key as {"schema":null,"payload":[...]}: the bytes are
+ * kept as they are here; tools/offsets_ep.c deals with that form.
  *
  * The reader accepts exactly that object graph (stream magic 0xACED version 5,
  * a java.util.HashMap whose entries are byte[] or null, back-references to
