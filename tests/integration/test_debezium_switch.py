@@ -209,6 +209,11 @@ def test_switch_debezium_to_mongocdc_and_back(tmp_workdir, start_mongocdc, run_m
         shown = run_mongocdc("offsets", "show", "-c", mcfg, timeout_s=90)
         assert shown.returncode == 0, shown.stderr
         assert b"this config:   yes" in shown.stdout, (notes, shown.stdout.decode())
+        # `mongocdc check` names the adopted key and its writer (docs/MIGRATING.md)
+        checked = run_mongocdc("check", "-c", mcfg, timeout_s=120).stdout.decode()
+        line = [l for l in checked.splitlines() if " offsets: " in l or l.endswith(" offsets")]
+        assert any(l.startswith("PASS") and '["%s",' % NAME in l and "Debezium" in l
+                   for l in line), checked
         n_before = len(ours_records()) if transport == "connect" else 0
         daemon = start_mongocdc("-c", mcfg)
         wait_until(lambda: len(ours_records()) >= n_before + 8, 120,
