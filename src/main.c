@@ -6,6 +6,9 @@
  *   mongocdc --validate -c FILE  check FILE: exit 0 valid, 2 invalid
  *   mongocdc encode ...          encoder subcommand (encode_cli_main)
  *   mongocdc signal -c FILE ...  send a Debezium signal (signal_cli_main)
+ *   mongocdc config convert FILE Debezium configuration to YAML (config_cli_main)
+ *   mongocdc offsets ...         show, set, reset, export, import, copy stored
+ *                                positions (offsets_cli_main)
  *
  * Exit codes: 0 clean shutdown, 1 runtime failure, 2 usage or configuration.
  * The main thread runs the libev default loop: SIGINT/SIGTERM ask the
@@ -33,6 +36,7 @@
 #include "signals/notify.h"
 #include "signals/signals.h"
 #include "sink/sink.h"
+#include "tools/tools.h"
 #include "topology/topology.h"
 #include "worker/worker.h"
 
@@ -59,6 +63,15 @@ static void usage(FILE *out)
           "                                     [--blocking] [--filter DB.COLL=JSON],\n"
           "                                     stop-snapshot [DB.COLL...], pause-snapshot,\n"
           "                                     resume-snapshot, log MESSAGE (see signal --help)\n"
+          "       mongocdc offsets show|export|import|copy|set|reset -c FILE [ARGS]\n"
+          "                                     stored positions: show, set by timestamp or\n"
+          "                                     resume token, reset, export/import as JSON\n"
+          "                                     lines, copy between a file store, a Kafka\n"
+          "                                     topic and a Debezium offsets file (see\n"
+          "                                     offsets --help)\n"
+          "       mongocdc config convert FILE [--worker WORKER.properties]\n"
+          "                                     a Debezium connector JSON or Debezium Server\n"
+          "                                     application.properties as mongocdc YAML\n"
           "       mongocdc --config-help        every option with type, default and meaning\n"
           "       mongocdc --config-markdown    the same, as docs/CONFIGURATION.md\n"
           "       mongocdc --version | --help\n",
@@ -123,6 +136,16 @@ static int run_signal(int argc, char **argv)
     mongoc_init();
     mongoc_log_set_handler(NULL, NULL); /* the command's own messages suffice */
     int rc = signal_cli_main(argc, argv);
+    mongoc_cleanup();
+    return rc;
+}
+
+static int run_offsets(int argc, char **argv)
+{
+    setenv("MONGOC_DISABLE_SHM", "1", 0); /* as for the daemon, see main() */
+    mongoc_init(); /* the configuration loader parses the connection string */
+    mongoc_log_set_handler(NULL, NULL);
+    int rc = offsets_cli_main(argc, argv);
     mongoc_cleanup();
     return rc;
 }
@@ -383,6 +406,10 @@ int main(int argc, char **argv)
         return run_encode(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "signal") == 0)
         return run_signal(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "config") == 0)
+        return config_cli_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "offsets") == 0)
+        return run_offsets(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "check") == 0) {
         cli.check = true;
         argc--, argv++; /* "check" takes the program name's place */

@@ -143,6 +143,8 @@ struct mcdc_config {
 
     /* Connection / identity */
     char *topic_prefix;        /* topic.prefix (required) */
+    char *connector_name;      /* name: Kafka Connect connector name of the offsets key; NULL =
+                                  topic.prefix (mcdc_config_connector_name) */
     char *connection_string;   /* mongodb.connection.string (required); secret */
     enum mcdc_connection_mode connection_mode; /* mongodb.connection.mode */
     char *shard_params; /* mongodb.connection.string.shard.params, NULL when unset */
@@ -221,6 +223,7 @@ struct mcdc_config {
     char *offsets_topic;                       /* offsets.topic */
     int64_t offsets_flush_interval_ms;         /* offsets.flush.interval.ms, 60000 */
     int64_t offsets_flush_timeout_ms;          /* offsets.flush.timeout.ms, 5000 */
+    int64_t offsets_stall_threshold_ms;        /* offsets.stall.threshold.ms, 600000; 0 = off */
     struct mcdc_kvlist kafka;                  /* kafka: passed to librdkafka as-is */
     int log_level;                             /* log.level (enum mcdc_log_level) */
     int log_format;                            /* log.format (enum mcdc_log_format) */
@@ -309,5 +312,17 @@ char *config_redact_text(const char *text, const char *uri);
  * there are, which may exceed cap.
  */
 size_t config_unsupported_set(const struct mcdc_config *cfg, const char **names, size_t cap);
+
+/*
+ * The connector name of the offsets key ["<name>", partition]: the `name`
+ * option (Kafka Connect's connector name, Debezium Server's engine name), or
+ * topic.prefix when it is unset or empty (what mongocdc wrote before `name`
+ * existed). Borrowed from cfg.
+ */
+static inline const char *mcdc_config_connector_name(const struct mcdc_config *cfg)
+{
+    return cfg->connector_name && cfg->connector_name[0] ? cfg->connector_name
+                                                          : cfg->topic_prefix;
+}
 
 #endif

@@ -85,6 +85,10 @@ const struct opt mcdc_options[] = {
     /* Connection / identity (debezium-format.md §7.1) */
     S("topic.prefix", NULL, F(topic_prefix), OPT_F_REQUIRED, G_CONN,
       "Logical name of the source: topic prefix, source.name and server_id of the offsets"),
+    S("name", NULL, F(connector_name), 0, G_CONN,
+      "Connector name (Kafka Connect's `name`, Debezium Server's engine name): the first element "
+      "of the offsets key [name, partition]; default topic.prefix. Set it to the Debezium "
+      "connector's name to take over (or hand back) its offsets"),
     {"mongodb.name", OPT_STRING, NULL, NULL, 0, 0, NULL, F(topic_prefix), 0, "topic.prefix", G_CONN,
      "Debezium 1.x name of topic.prefix"},
     {"mongodb.connection.string", OPT_URI, NULL, NULL, 0, 0, NULL, F(connection_string),
@@ -355,6 +359,9 @@ const struct opt mcdc_options[] = {
       "How often delivered positions are written, ms"),
     N("offsets.flush.timeout.ms", "5000", 1, I32, F(offsets_flush_timeout_ms), 0, G_OFFS,
       "Longest wait for a flush, ms"),
+    N("offsets.stall.threshold.ms", "600000", 0, I32, F(offsets_stall_threshold_ms), 0, G_OFFS,
+      "A WARN and mongocdc_offset_stalled_seconds when the stored position has not moved for "
+      "this long while the stream has read past it, ms; 0 = off"),
     {"kafka", OPT_MAP, NULL, NULL, 0, 0, NULL, F(kafka), 0, NULL, G_KAFK,
      "librdkafka properties, passed as-is (bootstrap.servers, security.protocol, ...)"},
     E("log.level", "info", log_levels, F(log_level), 0, G_LOG, "error, warn, info or debug"),

@@ -128,6 +128,12 @@ void metrics_offset_stored(struct metrics_task *t)
     bump(&t->counters[METRICS_OFFSET_COMMITS], 1);
 }
 
+void metrics_set_offset_stalled(struct metrics_task *t, int64_t ms)
+{
+    if (t != NULL)
+        atomic_store_explicit(&t->stalled_ms, ms > 0 ? ms : 0, memory_order_relaxed);
+}
+
 void metrics_set_oplog(struct metrics_task *t, int64_t oldest_sec, int64_t stored_sec)
 {
     if (t == NULL)
@@ -265,6 +271,13 @@ static bool v_offset_age(const struct metrics_task *t, int64_t now, double *v)
     int64_t s = atomic_load(&t->offset_ms);
     *v = s > 0 && now > s ? (double)(now - s) / 1000.0 : 0.0;
     return s > 0;
+}
+
+static bool v_stalled(const struct metrics_task *t, int64_t now, double *v)
+{
+    (void)now;
+    *v = (double)atomic_load(&t->stalled_ms) / 1000.0;
+    return true;
 }
 
 static bool v_headroom(const struct metrics_task *t, int64_t now, double *v)
@@ -423,6 +436,10 @@ char *metrics_render(size_t *len)
                    v_behind, now);
     per_task_gauge(&o, "mongocdc_offset_age_seconds",
                    "Seconds since the last offset was stored.", v_offset_age, now);
+    per_task_gauge(&o, "mongocdc_offset_stalled_seconds",
+                   "Seconds the stored position has not moved while the stream read past it, "
+                   "once over offsets.stall.threshold.ms; 0 when it moves.",
+                   v_stalled, now);
     per_task_gauge(&o, "mongocdc_oplog_headroom_seconds",
                    "Stored position time minus the oldest oplog entry time: how much "
                    "history is left before the stored position falls off the oplog.",

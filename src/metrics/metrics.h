@@ -109,6 +109,11 @@ void metrics_set_source_time_ms(struct metrics_task *t, int64_t epoch_ms);
 /* An offset was written to the store now (mongocdc_offset_age_seconds). */
 void metrics_offset_stored(struct metrics_task *t);
 
+/* How long (ms) the stored position has not moved while the stream read past
+ * it, once over offsets.stall.threshold.ms; 0 when it is not stalled
+ * (mongocdc_offset_stalled_seconds). */
+void metrics_set_offset_stalled(struct metrics_task *t, int64_t ms);
+
 /* Oplog headroom: the oplog's oldest entry time and the stored position's
  * time, both epoch seconds (headroom = stored - oldest). */
 void metrics_set_oplog(struct metrics_task *t, int64_t oldest_sec, int64_t stored_sec);

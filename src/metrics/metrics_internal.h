@@ -25,6 +25,7 @@ struct metrics_task {
     atomic_int_fast64_t offset_ms;    /* epoch of the last offset store; 0 none */
     atomic_int_fast64_t oplog_oldest; /* epoch s; 0 unknown */
     atomic_int_fast64_t oplog_stored; /* epoch s */
+    atomic_int_fast64_t stalled_ms;   /* stored position unmoved while the stream moved; 0 not */
     atomic_int_fast64_t queue_records, queue_bytes;
     atomic_int_fast64_t snap_colls_total, snap_colls_done, snap_docs_done, snap_docs_est;
     atomic_uint_fast64_t latency[LATENCY_BUCKETS + 1]; /* per bucket, not cumulative */

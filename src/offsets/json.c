@@ -102,7 +102,8 @@ void jbuf_str(struct jbuf *b, const char *s, size_t n)
             break;
         default: {
             char tmp[8];
-            snprintf(tmp, sizeof tmp, "\\u%04x", c);
+            /* Jackson (Kafka Connect's JsonConverter) writes upper-case hex. */
+            snprintf(tmp, sizeof tmp, "\\u%04X", c);
             jbuf_puts(b, tmp);
         }
         }
@@ -289,4 +290,38 @@ char *offsets_partition_key(const char *name, const char *server_id, const char 
     jbuf_str(&b, server_id, strlen(server_id));
     jbuf_puts(&b, "}]");
     return jbuf_steal(&b);
+}
+
+bool offsets_parse_key(const char *key, char **name, char **server_id, char **rs)
+{
+    /* Wrapped in an object: the JSON reader wants a document at the top. */
+    size_t n = strlen(key);
+    char *wrapped = xmalloc(n + 8);
+    bson_iter_t it, arr, map;
+    bool ok = false;
+    memcpy(wrapped, "{\"k\":", 5);
+    memcpy(wrapped + 5, key, n);
+    memcpy(wrapped + 5 + n, "}", 2);
+    bson_t *doc = key[0] == '[' ? bson_new_from_json((const uint8_t *)wrapped, -1, NULL) : NULL;
+    free(wrapped);
+    *name = *server_id = *rs = NULL;
+    if (doc == NULL)
+        return false;
+    if (bson_iter_init_find(&it, doc, "k") && BSON_ITER_HOLDS_ARRAY(&it) &&
+        bson_iter_recurse(&it, &arr) && bson_iter_next(&arr) && BSON_ITER_HOLDS_UTF8(&arr)) {
+        const char *nm = bson_iter_utf8(&arr, NULL);
+        if (bson_iter_next(&arr) && BSON_ITER_HOLDS_DOCUMENT(&arr) &&
+            bson_iter_recurse(&arr, &map)) {
+            bson_iter_t m2 = map;
+            if (bson_iter_find(&map, "server_id") && BSON_ITER_HOLDS_UTF8(&map)) {
+                *name = xstrdup(nm);
+                *server_id = xstrdup(bson_iter_utf8(&map, NULL));
+                if (bson_iter_find(&m2, "rs") && BSON_ITER_HOLDS_UTF8(&m2))
+                    *rs = xstrdup(bson_iter_utf8(&m2, NULL));
+                ok = true;
+            }
+        }
+    }
+    bson_destroy(doc);
+    return ok;
 }

@@ -30,7 +30,8 @@ void jbuf_puts(struct jbuf *b, const char *s);
 void jbuf_putc(struct jbuf *b, char c);
 void jbuf_i64(struct jbuf *b, int64_t v);
 /* Writes s (n bytes of UTF-8) as a JSON string with quotes: `"` `\` and
- * control characters escaped, everything else verbatim (as Jackson does). */
+ * control characters escaped (\n, \t, ... or \u00XX in upper-case hex),
+ * everything else verbatim, as Jackson (Kafka Connect's JsonConverter) does. */
 void jbuf_str(struct jbuf *b, const char *s, size_t n);
 /* Writes the value under iter as compact JSON (documents, arrays, strings,
  * numbers, booleans, null; other BSON types as relaxed extended JSON). */
@@ -50,42 +51,37 @@ bool base64_decode(const char *s, size_t n, uint8_t **out, size_t *out_len);
 /* Parses an offset value already in BSON form (see position_from_json). */
 bool position_from_bson(const bson_t *doc, struct mcdc_position *pos, struct mcdc_error *err);
 
-/*
- * The Kafka Connect offsets-topic key of a replica set's partition:
- * ["<name>",{"rs":"<rs>","server_id":"<prefix>"}] with JsonConverter's exact
- * (compact) spacing. name and prefix are both topic.prefix. rs NULL gives
- * the single partition of Debezium 2.6+ ["<name>",{"server_id":"<prefix>"}]
- * (one stream for the whole deployment, §4.1). Caller frees.
- */
-char *offsets_partition_key(const char *name, const char *server_id, const char *rs);
 
-/* A store back-end (file or kafka). */
+/* A store back-end (file or kafka). scan: every key with its last value
+ * (value_json NULL: deleted), see offset_store_scan. save: value_json under
+ * key; NULL deletes the key. */
 struct offset_store_ops {
-    bool (*load)(struct offset_store *store, const char *key, char **value_json,
+    bool (*scan)(struct offset_store *store, struct offset_entry **entries, size_t *n,
                  struct mcdc_error *err);
     bool (*save)(struct offset_store *store, const char *key, const char *value_json,
                  struct mcdc_error *err);
     void (*close)(struct offset_store *store);
 };
 
+/* The stored time of one key, as this handle last loaded or saved it. */
+struct stored_time {
+    char *key;
+    uint64_t time; /* offset_position_time; 0 unknown */
+    bool present;  /* a value is stored under key */
+};
+
 struct offset_store {
     const struct offset_store_ops *ops;
     const struct mcdc_config *cfg;
     void *impl;
-    bool read_only; /* offset_store_open_read_only: loads only, no file lock */
-    char **other_prefixes; /* topic.prefix names of other daemons' entries seen by load */
-    size_t other_count;
+    bool read_only;  /* offset_store_open_read_only: loads only, no file lock */
+    char **foreign;  /* keys of this source under another name or server_id (last load) */
+    size_t foreign_count;
+    bool foreign_warned; /* the WARN about them was given (once per handle) */
+    struct stored_time *times; /* per key, for the never-backwards check of save */
+    size_t times_count;
 };
 
-/*
- * Called by a back-end's load for every key it reads (len bytes, not
- * NUL-terminated). A mongocdc/Debezium partition key
- * ["<name>",{..."server_id"...}] whose name is not this store's topic.prefix
- * is remembered (once per name) so that offset_store_load can WARN about it:
- * offsets written under another topic.prefix are never used by this one.
- * Other keys (other Kafka Connect connectors sharing the topic) are ignored.
- */
-void offsets_note_key(struct offset_store *store, const char *key, size_t len);
 
 bool store_file_open(struct offset_store *store, struct mcdc_error *err);
 bool store_kafka_open(struct offset_store *store, struct mcdc_error *err);

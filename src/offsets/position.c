@@ -88,20 +88,42 @@ static void key(struct jbuf *b, const char *k)
     jbuf_putc(b, ':');
 }
 
-char *position_to_json(const struct mcdc_position *pos)
+/* The `_data` string of a resume token, or NULL. */
+static const char *token_data(const bson_t *token, uint32_t *len)
+{
+    bson_iter_t it;
+    if (!bson_iter_init_find(&it, token, "_data") || !BSON_ITER_HOLDS_UTF8(&it))
+        return NULL;
+    return bson_iter_utf8(&it, len);
+}
+
+static char *to_json(const struct mcdc_position *pos, bool v19)
 {
     struct jbuf b;
+    int64_t sec = pos->sec, ord = pos->ord;
+    uint64_t t;
+    if (v19 && sec <= 0 && (t = offset_position_time(pos)) != 0) {
+        /* A token-only position (a post-batch token) carries its time in the
+         * 1.9 layout: 1.9 never wrote -1, and reads Timestamp(-1, -1) as
+         * older than the oplog, which would make it take a new snapshot
+         * (debezium-format.md §4.4, the 1.9 snapshot decision). */
+        sec = (int64_t)(t >> 32);
+        ord = (int64_t)(t & 0xffffffffu);
+    }
     jbuf_init(&b);
     jbuf_puts(&b, "{\"sec\":");
-    jbuf_i64(&b, pos->sec);
+    jbuf_i64(&b, sec);
     key(&b, "ord");
-    jbuf_i64(&b, pos->ord);
-    if (pos->oplog) {
+    jbuf_i64(&b, ord);
+    if (pos->oplog || v19) {
+        /* 1.9 writes "h" for every position, null for change streams. */
         key(&b, "h");
         if (pos->has_h)
             jbuf_i64(&b, pos->h);
         else
             jbuf_puts(&b, "null");
+    }
+    if (pos->oplog) {
         if (pos->tord > 0) {
             key(&b, "tord");
             jbuf_i64(&b, pos->tord);
@@ -116,10 +138,18 @@ char *position_to_json(const struct mcdc_position *pos)
         jbuf_puts(&b, "true");
     }
     if (pos->has_resume_token) {
-        char *b64 = base64_encode(bson_get_data(&pos->resume_token), pos->resume_token.len);
+        uint32_t dlen = 0;
+        const char *data = v19 ? token_data(&pos->resume_token, &dlen) : NULL;
         key(&b, "resume_token");
-        jbuf_str(&b, b64, strlen(b64));
-        free(b64);
+        if (data != NULL) {
+            /* ≤2.6 form: the `_data` hex string (1.9 hands it to the server as
+             * {_data: s}; Base64 there fails with FailedToParse). */
+            jbuf_str(&b, data, dlen);
+        } else {
+            char *b64 = base64_encode(bson_get_data(&pos->resume_token), pos->resume_token.len);
+            jbuf_str(&b, b64, strlen(b64));
+            free(b64);
+        }
     }
     if (pos->lsid) {
         key(&b, "lsid");
@@ -140,6 +170,77 @@ char *position_to_json(const struct mcdc_position *pos)
     jbuf_puts(&b, pos->oplog ? "\"oplog\"" : "\"change_streams\"");
     jbuf_putc(&b, '}');
     return jbuf_steal(&b);
+}
+
+char *position_to_json(const struct mcdc_position *pos)
+{
+    return to_json(pos, false);
+}
+
+char *position_to_json_dialect(const struct mcdc_position *pos, enum mcdc_dialect dialect)
+{
+    return to_json(pos, dialect == MCDC_DIALECT_1_9);
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+uint64_t offset_position_time(const struct mcdc_position *pos)
+{
+    uint32_t len = 0;
+    const char *hex;
+    uint64_t v = 0;
+
+    if (pos->sec > 0)
+        return ((uint64_t)pos->sec << 32) | (uint32_t)(pos->ord > 0 ? pos->ord : 0);
+    if (!pos->has_resume_token || (hex = token_data(&pos->resume_token, &len)) == NULL ||
+        len < 18 || hex[0] != '8' || hex[1] != '2')
+        return 0;
+    for (int i = 2; i < 18; i++) {
+        int h = hexval(hex[i]);
+        if (h < 0)
+            return 0;
+        v = (v << 4) | (uint64_t)h;
+    }
+    return v;
+}
+
+const char *offset_writer_name(enum offset_writer w)
+{
+    switch (w) {
+    case OFFSET_WRITER_DEBEZIUM_1X:
+        return "Debezium 1.x";
+    case OFFSET_WRITER_DEBEZIUM_2X_3X:
+        return "Debezium 2.x-3.x";
+    case OFFSET_WRITER_MONGOCDC:
+    default:
+        return "mongocdc";
+    }
+}
+
+enum offset_writer offset_value_writer(const char *value_json)
+{
+    bson_t *doc = bson_new_from_json((const uint8_t *)value_json, -1, NULL);
+    bson_iter_t it;
+    enum offset_writer w = OFFSET_WRITER_MONGOCDC;
+    if (doc == NULL)
+        return w;
+    if (bson_iter_init_find(&it, doc, CAPTURE_MODE_KEY))
+        w = OFFSET_WRITER_MONGOCDC;
+    else if (bson_iter_init_find(&it, doc, "h"))
+        w = OFFSET_WRITER_DEBEZIUM_1X;
+    else
+        w = OFFSET_WRITER_DEBEZIUM_2X_3X;
+    bson_destroy(doc);
+    return w;
 }
 
 static bool get_int(const bson_iter_t *it, int64_t *out)
@@ -323,6 +424,9 @@ bool position_from_bson(const bson_t *doc, struct mcdc_position *pos, struct mcd
     p.has_h = h_set;
     if (!mode_set)
         p.oplog = !p.has_resume_token;
+    p.writer = mode_set                ? OFFSET_WRITER_MONGOCDC
+               : (seen & (1u << 4)) != 0 ? OFFSET_WRITER_DEBEZIUM_1X
+                                         : OFFSET_WRITER_DEBEZIUM_2X_3X;
     if (!bson_empty(&extra)) {
         struct jbuf b;
         bool first = true;

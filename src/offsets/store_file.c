@@ -291,13 +291,14 @@ static void release_lock(struct file_store *fs)
     pthread_mutex_unlock(&file_mutex);
 }
 
-static bool file_load(struct offset_store *store, const char *key, char **value_json,
+static bool file_scan(struct offset_store *store, struct offset_entry **entries, size_t *n,
                       struct mcdc_error *err)
 {
     struct file_store *fs = store->impl;
     int lock_fd;
     bson_t *doc = NULL;
-    *value_json = NULL;
+    *entries = NULL;
+    *n = 0;
     if (!lock(fs, &lock_fd, err))
         return false;
     bool ok = load_doc(fs, &doc, err);
@@ -305,14 +306,20 @@ static bool file_load(struct offset_store *store, const char *key, char **value_
     if (!ok)
         return false;
     bson_iter_t it;
-    if (bson_iter_init(&it, doc))
-        while (bson_iter_next(&it))
-            offsets_note_key(store, bson_iter_key(&it), strlen(bson_iter_key(&it)));
-    if (bson_iter_init_find(&it, doc, key)) {
-        struct jbuf b;
-        jbuf_init(&b);
-        jbuf_bson_value(&b, &it);
-        *value_json = jbuf_steal(&b);
+    size_t cap = 0;
+    if (bson_iter_init(&it, doc)) {
+        while (bson_iter_next(&it)) {
+            if (*n == cap) {
+                cap = cap ? cap * 2 : 8;
+                *entries = xrealloc(*entries, cap * sizeof **entries);
+            }
+            struct jbuf b;
+            jbuf_init(&b);
+            jbuf_bson_value(&b, &it);
+            (*entries)[*n].key = xstrdup(bson_iter_key(&it));
+            (*entries)[*n].value_json = jbuf_steal(&b);
+            (*n)++;
+        }
     }
     bson_destroy(doc);
     return true;
@@ -373,8 +380,9 @@ static bool file_save(struct offset_store *store, const char *key, const char *v
     if (store->read_only)
         return mcdc_error_set(err, MCDC_ERR_INTERNAL, 0,
                               "offsets file %s was opened read-only (without its lock)", fs->path);
-    bson_t *value = bson_new_from_json((const uint8_t *)value_json, -1, &berr);
-    if (!value)
+    /* value_json NULL: the member is removed (offset_store_put). */
+    bson_t *value = value_json ? bson_new_from_json((const uint8_t *)value_json, -1, &berr) : NULL;
+    if (value_json && !value)
         return mcdc_error_set(err, MCDC_ERR_INTERNAL, 0, "offset value is not JSON: %s",
                               berr.message);
     int lock_fd;
@@ -392,19 +400,24 @@ static bool file_save(struct offset_store *store, const char *key, const char *v
     bson_iter_t it;
     bson_iter_init(&it, doc);
     while (bson_iter_next(&it)) {
+        bool ours = !strcmp(bson_iter_key(&it), key);
+        if (ours && !value_json) {
+            written = true;
+            continue;
+        }
         if (!first)
             jbuf_puts(&b, ",\n");
         first = false;
         jbuf_str(&b, bson_iter_key(&it), bson_iter_key_len(&it));
         jbuf_putc(&b, ':');
-        if (!strcmp(bson_iter_key(&it), key)) {
+        if (ours) {
             jbuf_puts(&b, value_json);
             written = true;
         } else {
             jbuf_bson_value(&b, &it);
         }
     }
-    if (!written) {
+    if (!written && value_json) {
         if (!first)
             jbuf_puts(&b, ",\n");
         jbuf_str(&b, key, strlen(key));
@@ -419,7 +432,8 @@ unlock:
 cleanup:
     if (doc)
         bson_destroy(doc);
-    bson_destroy(value);
+    if (value)
+        bson_destroy(value);
     return ok;
 }
 
@@ -434,7 +448,7 @@ static void file_close(struct offset_store *store)
     free(fs);
 }
 
-static const struct offset_store_ops file_ops = {file_load, file_save, file_close};
+static const struct offset_store_ops file_ops = {file_scan, file_save, file_close};
 
 bool store_file_open(struct offset_store *store, struct mcdc_error *err)
 {

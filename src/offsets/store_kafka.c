@@ -19,7 +19,8 @@
  * idempotent producer, so a save that timed out and is retried cannot reorder
  * behind a newer one). load = read every partition from the beginning to its
  * high watermark with a plain assign-style consumer and keep the last value of
- * the key (a null value is a deletion). On open, a missing topic is created
+ * every key (a null value is a deletion); the front (store.c) picks the keys
+ * it wants, so a load of several partition forms reads the topic once. On open, a missing topic is created
  * with cleanup.policy=compact (1 partition) when the broker allows it;
  * otherwise a warning says how to create it. With librdkafka's in-process
  * mock cluster (test.mock.num.brokers), which has no CreateTopics, the topic
@@ -169,15 +170,35 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Reads one partition from the beginning to hi; keeps the last value of key. */
-static bool read_partition(struct offset_store *store, rd_kafka_topic_t *rkt, int32_t p, int64_t hi,
-                           const char *key, char **value, int64_t deadline, struct mcdc_error *err)
+/* Sets the value of key (klen bytes) in the scan's entries, adding it when new. */
+static void entry_set(struct offset_entry **entries, size_t *n, size_t *cap, const char *key,
+                      size_t klen, const char *value, size_t vlen)
+{
+    for (size_t i = 0; i < *n; i++) {
+        if (strlen((*entries)[i].key) == klen && !memcmp((*entries)[i].key, key, klen)) {
+            free((*entries)[i].value_json);
+            (*entries)[i].value_json = value ? xstrndup(value, vlen) : NULL;
+            return;
+        }
+    }
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 16;
+        *entries = xrealloc(*entries, *cap * sizeof **entries);
+    }
+    (*entries)[*n].key = xstrndup(key, klen);
+    (*entries)[*n].value_json = value ? xstrndup(value, vlen) : NULL;
+    (*n)++;
+}
+
+/* Reads one partition from the beginning to hi; keeps the last value of every key. */
+static bool read_partition(rd_kafka_topic_t *rkt, int32_t p, int64_t hi,
+                           struct offset_entry **entries, size_t *n, size_t *cap,
+                           int64_t deadline, struct mcdc_error *err)
 {
     if (rd_kafka_consume_start(rkt, p, RD_KAFKA_OFFSET_BEGINNING) == -1)
         return mcdc_error_set_retriable(
             err, MCDC_ERR_KAFKA, rd_kafka_last_error(), "offsets topic %s [%d]: consume: %s",
             rd_kafka_topic_name(rkt), (int)p, rd_kafka_err2str(rd_kafka_last_error()));
-    size_t klen = strlen(key);
     bool ok = false, failed = false;
     while (now_ms() < deadline) {
         rd_kafka_message_t *m = rd_kafka_consume(rkt, p, 200);
@@ -195,12 +216,9 @@ static bool read_partition(struct offset_store *store, rd_kafka_topic_t *rkt, in
             failed = true;
             break;
         }
-        if (m->key)
-            offsets_note_key(store, m->key, m->key_len);
-        if (m->key_len == klen && !memcmp(m->key, key, klen)) {
-            free(*value);
-            *value = m->payload ? xstrndup(m->payload, m->len) : NULL;
-        }
+        /* A key with a NUL byte is no Connect key of ours; a null value is a deletion. */
+        if (m->key && m->key_len > 0 && !memchr(m->key, '\0', m->key_len))
+            entry_set(entries, n, cap, m->key, m->key_len, m->payload, m->len);
         int64_t off = m->offset;
         rd_kafka_message_destroy(m);
         if (off >= hi - 1) {
@@ -216,12 +234,14 @@ static bool read_partition(struct offset_store *store, rd_kafka_topic_t *rkt, in
     return ok;
 }
 
-static bool kafka_load(struct offset_store *store, const char *key, char **value_json,
+static bool kafka_scan(struct offset_store *store, struct offset_entry **entries, size_t *n,
                        struct mcdc_error *err)
 {
     struct kafka_store *ks = store->impl;
     const struct mcdc_config *cfg = store->cfg;
-    *value_json = NULL;
+    size_t cap = 0;
+    *entries = NULL;
+    *n = 0;
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     char errstr[512];
     rd_kafka_conf_set_log_cb(conf, log_cb);
@@ -254,7 +274,7 @@ static bool kafka_load(struct offset_store *store, const char *key, char **value
                                               "offsets topic %s [%d]: watermarks: %s", ks->topic,
                                               (int)p, rd_kafka_err2str(e));
             else if (hi > lo)
-                ok = read_partition(store, rkt, p, hi, key, value_json, deadline, err);
+                ok = read_partition(rkt, p, hi, entries, n, &cap, deadline, err);
         }
     } /* else: the topic does not exist yet: no offsets */
     if (md)
@@ -262,8 +282,9 @@ static bool kafka_load(struct offset_store *store, const char *key, char **value
     rd_kafka_topic_destroy(rkt);
     rd_kafka_destroy(rk);
     if (!ok) {
-        free(*value_json);
-        *value_json = NULL;
+        offset_entries_free(*entries, *n);
+        *entries = NULL;
+        *n = 0;
     }
     return ok;
 }
@@ -274,8 +295,10 @@ static bool kafka_save(struct offset_store *store, const char *key, const char *
     struct kafka_store *ks = store->impl;
     ks->dr_done = false;
     ks->dr_err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    /* value_json NULL: a tombstone (the key's deletion, kept by compaction
+     * until delete.retention.ms). */
     if (rd_kafka_produce(ks->rkt, RD_KAFKA_PARTITION_UA, RD_KAFKA_MSG_F_COPY, (void *)value_json,
-                         strlen(value_json), key, strlen(key), NULL) == -1) {
+                         value_json ? strlen(value_json) : 0, key, strlen(key), NULL) == -1) {
         rd_kafka_resp_err_t e = rd_kafka_last_error();
         return mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, e, "offsets topic %s: produce: %s",
                                         ks->topic, rd_kafka_err2str(e));
@@ -302,7 +325,7 @@ static void kafka_close(struct offset_store *store)
     free(ks);
 }
 
-static const struct offset_store_ops kafka_ops = {kafka_load, kafka_save, kafka_close};
+static const struct offset_store_ops kafka_ops = {kafka_scan, kafka_save, kafka_close};
 
 bool store_kafka_open(struct offset_store *store, struct mcdc_error *err)
 {

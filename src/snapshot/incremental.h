@@ -32,11 +32,16 @@
  *     rows and come first. No write at all.
  *
  * Offsets (§4.2 keys, values portable): incremental_snapshot_collections
- * (JSON array of {incremental_snapshot_collections_id,
- * ..._additional_condition, ..._correlation_id}), incremental_snapshot_primary_key
- * and incremental_snapshot_maximum_key as canonical extended JSON of the
- * document {"_id": <key>} (never Debezium's Java-serialised hex),
- * incremental_snapshot_correlation_id.
+ * in the layout's form (3.x: JSON array of {incremental_snapshot_collections_id,
+ * ..._additional_condition, ..._correlation_id}; 1.9: "<rs>.<db>.<coll>,..."
+ * with the JSON array kept in mongocdc_incremental_snapshot_collections),
+ * incremental_snapshot_correlation_id, and the last key sent and the maximum
+ * key as canonical extended JSON of {"_id": <key>} under
+ * mongocdc_incremental_snapshot_primary_key / _maximum_key: Debezium's own
+ * keys hold hex of a Java-serialised Object[], which it fails on when it is
+ * anything else, so they are not written (Debezium then restarts the
+ * collection from its first key). Read back: mongocdc's keys, else Debezium's
+ * list; a Debezium primary key restarts that collection with a WARN.
  *
  * Thread: the task's thread only.
  */

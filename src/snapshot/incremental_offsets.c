@@ -26,6 +26,14 @@
  * paused snapshot; a pause-snapshot signal that the stored position has
  * passed must hold after a restart too. Debezium ignores the key. */
 #define K_PAUSED "mongocdc_incremental_snapshot_paused"
+/* mongocdc's portable copies: Debezium reads K_PRIMARY/K_MAXIMUM as hex of a
+ * Java-serialised Object[] and fails the task on anything else
+ * (AbstractIncrementalSnapshotContext.serializedStringToArray), so the
+ * extended-JSON keys live under names it ignores; without K_PRIMARY it
+ * restarts the collection from its first key. */
+#define M_COLLS "mongocdc_incremental_snapshot_collections"
+#define M_PRIMARY "mongocdc_incremental_snapshot_primary_key"
+#define M_MAXIMUM "mongocdc_incremental_snapshot_maximum_key"
 
 /* ---- offsets ------------------------------------------------------------- */
 
@@ -97,7 +105,8 @@ static char *collections_text(const struct incr *s)
     return colls;
 }
 
-/* The collections member, "<K_COLLS>":"<list as a JSON string>" (malloc'd),
+/* The collections member, "<K_COLLS>":"<list as a JSON string>" (malloc'd;
+ * in the 1.9 layout 1.9's list, then mongocdc's JSON list under M_COLLS),
  * written by the project's own JSON writer so its bytes do not depend on the
  * libbson version. */
 static char *colls_member_text(const struct incr *s)
@@ -108,6 +117,26 @@ static char *colls_member_text(const struct incr *s)
 
     put_str(&b, K_COLLS);
     put(&b, ":");
+    if (s->cfg->dialect == MCDC_DIALECT_1_9) {
+        /* Debezium 1.9 reads a comma-separated list of "<rs>.<db>.<coll>"
+         * (CollectionId.identifier); the conditions and signal ids stay in
+         * mongocdc's own copy of the list. */
+        struct ejson_buf l = {0};
+        for (size_t i = 0; i < s->count; i++) {
+            if (i)
+                put(&l, ",");
+            put(&l, s->task);
+            put(&l, ".");
+            put(&l, s->queue[i].ns);
+        }
+        char *list = ejson_buf_steal(&l, NULL);
+        ejson_buf_free(&l);
+        put_str(&b, list ? list : "");
+        free(list);
+        put(&b, ",");
+        put_str(&b, M_COLLS);
+        put(&b, ":");
+    }
     put_str(&b, colls);
     free(colls);
     out = ejson_buf_steal(&b, NULL);
@@ -134,7 +163,7 @@ const char *incr_offset_json(struct incr *s)
     if (!bson_empty(&s->last_key)) {
         char *c = canonical(&s->last_key);
         put(&b, ",");
-        put_str(&b, K_PRIMARY);
+        put_str(&b, M_PRIMARY);
         put(&b, ":");
         put_str(&b, c);
         free(c);
@@ -142,7 +171,7 @@ const char *incr_offset_json(struct incr *s)
     if (!bson_empty(&s->max_key)) {
         char *c = canonical(&s->max_key);
         put(&b, ",");
-        put_str(&b, K_MAXIMUM);
+        put_str(&b, M_MAXIMUM);
         put(&b, ":");
         put_str(&b, c);
         free(c);
@@ -198,6 +227,49 @@ static bool parse_key(const char *text, bson_t *dst, const char *what, struct mc
     return true;
 }
 
+/* Queues the collections of Debezium 1.9's list "<rs>.<db>.<coll>,...". */
+static void restore_id_list(struct incr *s, const char *list)
+{
+    bson_t none = BSON_INITIALIZER;
+    const char *p = list;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        char id[512], db[256];
+        snprintf(id, sizeof id, "%.*s", (int)n, p);
+        const char *ns = strchr(id, '.'), *dot = ns ? strchr(ns + 1, '.') : NULL;
+        if (dot != NULL) {
+            snprintf(db, sizeof db, "%.*s", (int)(dot - ns - 1), ns + 1);
+            incr_push_item(s, db, dot + 1, &none, "");
+        }
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    bson_destroy(&none);
+}
+
+/*
+ * A key under Debezium's name: extended JSON {"_id": ...} (mongocdc before
+ * its own keys existed) is used; anything else (Debezium's hex of a
+ * Java-serialised Object[], which only a JVM can read) restarts the
+ * collection's snapshot from its first key, with a WARN for the last key
+ * sent (primary). Never fails: such a value is no corruption.
+ */
+static bool restore_foreign_key(struct incr *s, const char *text, bson_t *dst, bool primary)
+{
+    struct mcdc_error ignored = MCDC_ERROR_INIT;
+    if (text[0] == '{' && parse_key(text, dst, primary ? K_PRIMARY : K_MAXIMUM, &ignored))
+        return true;
+    bson_reinit(dst);
+    if (primary)
+        LOG_WARN("incremental snapshot: the offsets hold Debezium's position in %s (%s, a "
+                 "Java-serialised key mongocdc cannot read): that collection's incremental "
+                 "snapshot restarts from its first document; rows already sent are sent again",
+                 s->count > 0 ? s->queue[0].ns : "the current collection", K_PRIMARY);
+    return true;
+}
+
 bool incr_restore(struct incr *s, const char *extra_json, struct mcdc_error *err)
 {
     bson_t *extra, *list = NULL;
@@ -209,18 +281,24 @@ bool incr_restore(struct incr *s, const char *extra_json, struct mcdc_error *err
     if (extra_json == NULL)
         return true;
     extra = bson_new_from_json((const uint8_t *)extra_json, -1, &be);
-    if (extra == NULL || !utf8_member(extra, K_COLLS, &colls)) {
+    if (extra == NULL ||
+        (!utf8_member(extra, M_COLLS, &colls) && !utf8_member(extra, K_COLLS, &colls))) {
         if (extra)
             bson_destroy(extra);
         return true; /* no incremental snapshot in the offsets */
     }
-    list = bson_new_from_json((const uint8_t *)colls, -1, &be);
-    if (list == NULL) {
-        mcdc_error_set(err, MCDC_ERR_IO, EINVAL, "offset %s is not a JSON array: %s", K_COLLS,
-                       be.message);
-        goto done;
+    if (colls[0] != '[') {
+        /* Debezium 1.9's form: "<rs>.<db>.<coll>,..." (no conditions). */
+        restore_id_list(s, colls);
+    } else {
+        list = bson_new_from_json((const uint8_t *)colls, -1, &be);
+        if (list == NULL) {
+            mcdc_error_set(err, MCDC_ERR_IO, EINVAL, "offset %s is not a JSON array: %s",
+                           K_COLLS, be.message);
+            goto done;
+        }
     }
-    if (bson_iter_init(&it, list)) {
+    if (list != NULL && bson_iter_init(&it, list)) {
         while (bson_iter_next(&it)) {
             bson_t item, cond = BSON_INITIALIZER;
             const uint8_t *data;
@@ -254,10 +332,19 @@ bool incr_restore(struct incr *s, const char *extra_json, struct mcdc_error *err
             bson_destroy(&cond);
         }
     }
-    if (utf8_member(extra, K_PRIMARY, &text) && !parse_key(text, &s->last_key, K_PRIMARY, err))
+    if (utf8_member(extra, M_PRIMARY, &text)) {
+        if (!parse_key(text, &s->last_key, M_PRIMARY, err))
+            goto done;
+    } else if (utf8_member(extra, K_PRIMARY, &text) &&
+               !restore_foreign_key(s, text, &s->last_key, true)) {
         goto done;
-    if (utf8_member(extra, K_MAXIMUM, &text) && !parse_key(text, &s->max_key, K_MAXIMUM, err))
-        goto done;
+    }
+    if (utf8_member(extra, M_MAXIMUM, &text)) {
+        if (!parse_key(text, &s->max_key, M_MAXIMUM, err))
+            goto done;
+    } else if (utf8_member(extra, K_MAXIMUM, &text)) {
+        (void)restore_foreign_key(s, text, &s->max_key, false);
+    }
     if (bson_iter_init_find(&it, extra, K_PAUSED) && BSON_ITER_HOLDS_BOOL(&it))
         s->paused = bson_iter_bool(&it);
     if (s->count > 0) {

@@ -300,7 +300,7 @@ static bool start_shard_task(struct topology *t, const struct shard_info *s, int
             primary_as_given(t->cfg, s->hosts)
                 ? use_finder(t, task, s->hosts, s->rs, t->cfg->shard_params, &prim)
                 : NULL;
-        task->w = worker_start(t->cfg, task->pool, s->rs, selection_ms, start_at, owned_filters,
+        task->w = worker_start(t->cfg, task->pool, s->rs, true, selection_ms, start_at, owned_filters,
                                task->owned, g, p, task_ended, t, err);
     }
     return task->w != NULL;
@@ -631,7 +631,7 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
                              rs != NULL ? rs : mongoc_uri_get_replica_set(t->tasks[0].uri), NULL,
                              &prim)
                 : NULL;
-        t->tasks[0].w = worker_start(cfg, t->tasks[0].pool, rs, selection_ms, -1, NULL, NULL,
+        t->tasks[0].w = worker_start(cfg, t->tasks[0].pool, rs, false, selection_ms, -1, NULL, NULL,
                                      NULL, p, task_ended, t, err);
     }
     free(as_given);

@@ -257,12 +257,34 @@ static enum phase setup(struct worker *w, bool *proceed)
     w->store = offset_store_open(w->cfg, &err);
     if (w->store == NULL)
         goto fail;
-    if (!offset_store_load(w->store, worker_partition(w), &w->stream_pos, &found, &err))
-        goto fail;
-    plan = resume_plan_start(w->cfg->snapshot_mode, found, &w->stream_pos, &warn);
-    resume_describe_position(found ? &w->stream_pos : NULL, d, sizeof d);
-    LOG_INFO("stored position: %s%s", d,
-             found && w->stream_pos.initsync ? " (an initial snapshot was interrupted)" : "");
+    {
+        /* Every form Debezium 1.x/2.x/3.x or mongocdc may have written for
+         * this source, the newest wins (debezium-format.md §4.4). */
+        const char *forms[3];
+        size_t nforms = offsets_partition_forms(w->cfg, w->rs, w->merged, w->per_shard, forms);
+        struct offset_origin origin = {0};
+        if (!offset_store_load_forms(w->store, forms, nforms, &w->stream_pos, &found, &origin,
+                                     &err))
+            goto fail;
+        plan = resume_plan_start(w->cfg->snapshot_mode, found, &w->stream_pos, &warn);
+        resume_describe_position(found ? &w->stream_pos : NULL, d, sizeof d);
+        if (found) {
+            char *own = offsets_partition_key(mcdc_config_connector_name(w->cfg),
+                                              w->cfg->topic_prefix, worker_partition(w));
+            bool same = !strcmp(own, origin.key);
+            LOG_INFO("stored position: %s%s; adopted from key %s, written by %s", d,
+                     w->stream_pos.initsync ? " (an initial snapshot was interrupted)" : "",
+                     origin.key, offset_writer_name(origin.writer));
+            if (!same)
+                LOG_INFO("positions are stored from now on under %s, the key of "
+                         "debezium.compatibility %s",
+                         own, w->cfg->dialect == MCDC_DIALECT_1_9 ? "1.9" : "3.x");
+            free(own);
+        } else {
+            LOG_INFO("stored position: none");
+        }
+        offset_origin_clear(&origin);
+    }
     if (warn)
         LOG_WARN("the initial snapshot was interrupted and snapshot.mode does not redo it: "
                  "streaming from the snapshot's start; documents not yet copied are not emitted");
@@ -284,7 +306,9 @@ static enum phase setup(struct worker *w, bool *proceed)
         w->need_snapshot = false;
         w->snapshot_only = false;
         w->have_stored = true;
-        if (!offset_store_save(w->store, worker_partition(w), &w->stream_pos, &err)) {
+        /* Deliberately older than a stale merged entry it replaces. */
+        if (!offset_store_save_flags(w->store, worker_partition(w), &w->stream_pos,
+                                     OFFSET_SAVE_ALLOW_BACKWARDS, &err)) {
             mcdc_error_prefix(&err, "cannot store the start position of %s", w->rs);
             goto fail;
         }
@@ -592,7 +616,7 @@ static struct worker *worker_launch(struct worker *w, struct mcdc_error *err)
 }
 
 struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
-                            const char *expected_rs, int64_t selection_timeout_ms,
+                            const char *expected_rs, bool per_shard, int64_t selection_timeout_ms,
                             int64_t start_at, worker_snapshot_filters_fn snapshot_filters,
                             void *filters_ctx, const struct worker_order_gate *gate,
                             const struct worker_primary *primary, worker_exit_cb on_exit,
@@ -601,6 +625,7 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
     struct worker *w = worker_new(cfg, pool, selection_timeout_ms, on_exit, ctx);
 
     w->start_at = start_at;
+    w->per_shard = per_shard;
     w->snapshot_filters = snapshot_filters;
     w->filters_ctx = filters_ctx;
     if (gate != NULL) {

@@ -98,6 +98,9 @@ typedef void (*worker_exit_cb)(struct worker *w, void *ctx);
  * Starts a task on pool (borrowed; must outlive the worker) for cfg
  * (borrowed). expected_rs is the replica-set name topology already knows, or
  * NULL to discover it (messages before discovery use the URI's replicaSet).
+ * per_shard: the task reads one shard of a sharded cluster (its offsets stay
+ * in the per-replica-set partition {rs, server_id} whatever the layout;
+ * offsets_layout_partition), false for a replica set.
  * selection_timeout_ms is the overall server-selection budget of one
  * connection attempt (mongodb.server.selection.timeout.ms, or the URI's
  * serverSelectionTimeoutMS): the pool's URI carries only a short slice of it
@@ -121,7 +124,7 @@ typedef void (*worker_exit_cb)(struct worker *w, void *ctx);
  * start.
  */
 struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
-                            const char *expected_rs, int64_t selection_timeout_ms,
+                            const char *expected_rs, bool per_shard, int64_t selection_timeout_ms,
                             int64_t start_at, worker_snapshot_filters_fn snapshot_filters,
                             void *filters_ctx, const struct worker_order_gate *gate,
                             const struct worker_primary *primary, worker_exit_cb on_exit,

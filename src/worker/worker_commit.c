@@ -107,6 +107,54 @@ static void watch_acks(struct worker *w)
     }
 }
 
+void worker_stall_stored(struct worker *w, const struct mcdc_position *pos)
+{
+    uint64_t t = offset_position_time(pos);
+    int64_t now = worker_now_ms();
+
+    if (t == 0 || t == w->stall_stored_t)
+        return;
+    if (w->stall_warned)
+        LOG_INFO("the stored position moves again after %lld ms",
+                 (long long)(now - w->stall_since_ms));
+    w->stall_warned = false;
+    w->stall_stored_t = t;
+    w->stall_since_ms = now;
+    metrics_set_offset_stalled(w->m, 0);
+}
+
+void worker_stall_check(struct worker *w)
+{
+    int64_t now = worker_now_ms(), threshold = w->cfg->offsets_stall_threshold_ms, stalled;
+    uint64_t read = worker_position_time(&w->stream_pos);
+
+    if (w->stall_since_ms == 0) {
+        /* The stored position the task started from. */
+        w->stall_since_ms = now;
+        if (w->stall_stored_t == 0)
+            w->stall_stored_t = read;
+        return;
+    }
+    stalled = now - w->stall_since_ms;
+    if (threshold <= 0 || read <= w->stall_stored_t || stalled < threshold) {
+        if (!w->stall_warned)
+            metrics_set_offset_stalled(w->m, 0);
+        return;
+    }
+    metrics_set_offset_stalled(w->m, stalled);
+    if (!w->stall_warned) {
+        char a[128];
+        w->stall_warned = true;
+        resume_describe_position(&w->stream_pos, a, sizeof a);
+        LOG_WARN("the stored position has not moved for %lld ms (offsets.stall.threshold.ms "
+                 "%lld) while the stream has read on to %s: %zu records wait for "
+                 "acknowledgement; a restart now resumes from the old position and produces "
+                 "everything since again",
+                 (long long)stalled, (long long)threshold, a,
+                 w->sink != NULL ? sink_in_flight(w->sink) : (size_t)0);
+    }
+}
+
 enum phase worker_service(struct worker *w, bool force_commit)
 {
     const struct mcdc_position *pos;
@@ -115,6 +163,7 @@ enum phase worker_service(struct worker *w, bool force_commit)
 
     sink_poll(w->sink, 0);
     watch_acks(w);
+    worker_stall_check(w);
     worker_metrics_service(w, NULL);
     failed = w->delivery_failed || sink_fatal(w->sink, &err);
     if (w->has_gate) {
@@ -148,6 +197,12 @@ enum phase worker_service(struct worker *w, bool force_commit)
         if (pos != NULL) {
             struct mcdc_error serr = MCDC_ERROR_INIT;
             if (!offset_store_save(w->store, worker_partition(w), pos, &serr)) {
+                if (serr.domain == MCDC_ERR_IO && serr.code == ERANGE) {
+                    /* Older than the stored position: refused and logged at
+                     * ERROR by the store; the stored one stays, capture goes
+                     * on and the next newer position is stored. */
+                    return PHASE_OK;
+                }
                 w->err = serr;
                 mcdc_error_prefix(&w->err, "cannot store the offsets of %s", w->rs);
                 return PHASE_FATAL;
@@ -155,6 +210,7 @@ enum phase worker_service(struct worker *w, bool force_commit)
             metrics_offset_stored(w->m);
             free(w->stored_json);
             w->stored_json = position_to_json(pos);
+            worker_stall_stored(w, pos);
             worker_metrics_service(w, pos);
             if (MCDC_LOG_ENABLED(MCDC_LOG_DEBUG)) {
                 char d[128];

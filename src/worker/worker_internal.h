@@ -75,6 +75,7 @@ struct worker {
     char primary_addr[256];        /* the address of the last primary found */
     int64_t primary_checked_ms;    /* when primary.lost was last asked */
     bool merged;        /* one stream through mongos (worker_start_merged) */
+    bool per_shard;     /* one shard of a sharded cluster (worker_start) */
     bool stored_time_checked; /* the stored position was compared with the oplog */
     bool rs_partition;  /* merged: offsets under {server_id, rs} rather than {server_id} */
     struct mcdc_position merged_start; /* merged: where to start when nothing is stored */
@@ -100,6 +101,9 @@ struct worker {
     uint64_t events, records, skipped;
     struct metrics_task *m;     /* this task's metrics slot (NULL: registry full) */
     int64_t stored_sec;         /* time (epoch s) of the last stored position, 0 none */
+    uint64_t stall_stored_t;    /* offset_position_time of the stored position, 0 none */
+    int64_t stall_since_ms;     /* monotonic ms it was last seen to move (0: not yet) */
+    bool stall_warned;          /* WARN given for the current stall */
     int64_t last_headroom_ms;   /* monotonic ms of the last oplog headroom check */
     bool headroom_warned;       /* WARN given while the headroom is under the threshold */
     uint64_t failed_events; /* moved past under event.processing.failure.handling.mode */
@@ -144,6 +148,16 @@ enum phase worker_oversize_ready(struct worker *w);
 enum phase worker_oversize_skipped(struct worker *w, const bson_t *doc,
                                    const struct mcdc_position *pos, int64_t full_size,
                                    int64_t before_size);
+/*
+ * Stalled offsets (offsets.stall.threshold.ms; worker_commit.c).
+ * worker_stall_stored: pos was just stored. worker_stall_check, at every
+ * service: when the stored position has not moved for the threshold while
+ * the stream position is past it, one WARN per episode and the gauge
+ * mongocdc_offset_stalled_seconds; an INFO when it moves again.
+ */
+void worker_stall_stored(struct worker *w, const struct mcdc_position *pos);
+void worker_stall_check(struct worker *w);
+
 /* The q-quantile (0..1) of the order gate's added latency per checked event,
  * µs (bucket lower bound, ~9 % resolution); 0 when none was checked. */
 double worker_gate_percentile_us(const struct worker *w, double q);
@@ -152,7 +166,9 @@ double worker_gate_percentile_us(const struct worker *w, double q);
  * stream in the 3.x dialect). */
 static inline const char *worker_partition(const struct worker *w)
 {
-    return w->merged && !w->rs_partition ? NULL : w->rs;
+    if (w->merged)
+        return w->rs_partition ? w->rs : NULL;
+    return offsets_layout_partition(w->cfg, w->rs, false, w->per_shard);
 }
 
 /* The stop flag, read atomically (worker_request_stop() runs on the main

@@ -59,12 +59,13 @@ def test_unusable_offsets_entry_exits_1(tmp_workdir, users_sim, start_mongocdc, 
 
 
 def test_other_topic_prefix_is_warned(tmp_workdir, users_sim, start_mongocdc):
-    _stored_key(tmp_workdir, users_sim, start_mongocdc)
+    key = _stored_key(tmp_workdir, users_sim, start_mongocdc)
     cfg = write_config(tmp_workdir, users_sim.uri, name="run2.yaml",
                        sink_path=tmp_workdir / "run2.jsonl", **{"topic.prefix": "other"})
     d = start_mongocdc("-c", cfg)
-    wait_until(lambda: 'holds offsets for topic.prefix "%s", not this one ("other")' % PREFIX
-               in log_text(tmp_workdir), 60, "the WARN about the other topic.prefix")
+    wait_until(lambda: ('holds a position under %s, which is not this source\'s (name "other", '
+                        'topic.prefix "other")' % key) in log_text(tmp_workdir), 60,
+               "the WARN about the other topic.prefix")
     assert d.stop(timeout_s=30) == 0
     assert offsets_value(tmp_workdir)
 

@@ -70,9 +70,13 @@ def _harness(version):
         pytest.skip("skipped: the Debezium oracle needs Java 17+ and Maven")
     out = BUILD_DIR / "debezium-oracle" / version
     repo = BUILD_DIR / "debezium-oracle" / "m2"
-    built = out / "classes" / "org" / "mongocdc" / "dbzoracle" / "Run.class"
-    src = POM_DIR / "src" / "main" / "java" / "org" / "mongocdc" / "dbzoracle" / "Run.java"
-    if not built.exists() or built.stat().st_mtime < src.stat().st_mtime or not (out / "lib").is_dir():
+    classes = out / "classes" / "org" / "mongocdc" / "dbzoracle"
+    java_dir = POM_DIR / "src" / "main" / "java" / "org" / "mongocdc" / "dbzoracle"
+    # rebuilt when a source or the pom (its dependencies) is newer than a class
+    newest = max(p.stat().st_mtime for p in list(java_dir.glob("*.java")) + [POM_DIR / "pom.xml"])
+    built = [classes / (p.stem + ".class") for p in java_dir.glob("*.java")]
+    if (not all(b.exists() for b in built) or min(b.stat().st_mtime for b in built) < newest
+            or not (out / "lib").is_dir()):
         r = subprocess.run([mvn, "-q", "-B", "-Dmaven.test.skip=true",
                             "-Dmaven.repo.local=%s" % repo, "-Doracle.build.dir=%s" % out,
                             "-Ddebezium.version=%s" % version, "package"],

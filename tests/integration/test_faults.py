@@ -187,7 +187,10 @@ def test_history_lost_stops_with_a_clear_error(tmp_workdir, users_sim, start_mon
 
 def test_resume_from_an_old_hex_only_token(tmp_workdir, users_sim, start_mongocdc):
     sim = users_sim
-    cfg = write_config(tmp_workdir, sim.uri, name="run1.yaml", sink_path=tmp_workdir / "run1.jsonl")
+    # 3.x: the stored token is the Base64 of its BSON, rewritten below as 2.6 and
+    # earlier stored it (the 1.9 layout writes the hex form itself)
+    cfg = write_config(tmp_workdir, sim.uri, name="run1.yaml", sink_path=tmp_workdir / "run1.jsonl",
+                       **{"debezium.compatibility": "3.x"})
     d = start_mongocdc("-c", cfg)
     wait_streaming(tmp_workdir, d)
     c = sim.client()
@@ -204,7 +207,8 @@ def test_resume_from_an_old_hex_only_token(tmp_workdir, users_sim, start_mongocd
     path.write_text(json.dumps(doc))
     for i in range(2, 6):
         c.itdb.hex.insert_one({"_id": i})
-    cfg2 = write_config(tmp_workdir, sim.uri, name="run2.yaml", sink_path=tmp_workdir / "run2.jsonl")
+    cfg2 = write_config(tmp_workdir, sim.uri, name="run2.yaml", sink_path=tmp_workdir / "run2.jsonl",
+                        **{"debezium.compatibility": "3.x"})
     d2 = start_mongocdc("-c", cfg2)
     wait_until(lambda: len(streamed(tmp_workdir / "run2.jsonl")) >= 4, 30, "run 2")
     time.sleep(0.5)

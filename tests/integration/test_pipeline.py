@@ -10,6 +10,7 @@ value bytes verbatim.
 import base64
 import collections
 import json
+import re
 import time
 
 import pytest
@@ -41,8 +42,10 @@ def token_time(offsets_json):
         # a file holding several partitions: take the only value
         vals = [x for x in v.values() if isinstance(x, dict)]
         v = vals[0] if vals else v
-    tok = BSON(base64.b64decode(v["resume_token"])).decode()
-    data = tok["_data"]
+    if re.fullmatch(r"[0-9A-Fa-f]+", v["resume_token"]):
+        data = v["resume_token"]  # the 1.9 layout stores the `_data` hex itself
+    else:
+        data = BSON(base64.b64decode(v["resume_token"])).decode()["_data"]
     return int(data[2:10], 16), int(data[10:18], 16)
 
 

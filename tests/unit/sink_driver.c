@@ -116,6 +116,7 @@ static int offsets(int argc, char **argv, bool save)
     struct mcdc_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.topic_prefix = argv[4];
+    cfg.dialect = MCDC_DIALECT_3_X; /* values in the 2.7+ form: Base64 of the token's BSON */
     cfg.offset_storage = MCDC_OFFSETS_KAFKA;
     cfg.offsets_topic = argv[3];
     cfg.offsets_flush_timeout_ms = 10000;

@@ -49,15 +49,19 @@ static void fill(struct incr *s, const char *const *ids, size_t n, enum incr_sta
     s->state = st;
 }
 
-static void offsets_round_trip(void **state)
+/* One round trip in the layout of dialect d: what is written is read back
+ * whole, and Debezium's keys hold nothing it would fail on. */
+static void round_trip_in(enum mcdc_dialect d)
 {
-    (void)state;
-    struct incr *s = incr_new(&cfg, "rs0", false), *r = incr_new(&cfg, "rs0", false);
+    struct incr *s, *r;
     struct mcdc_error err = MCDC_ERROR_INIT;
     bson_t *cond = doc_json("{\"k\": \"A\"}");
     const char *j;
     char *copy;
 
+    cfg.dialect = d;
+    s = incr_new(&cfg, "rs0", false);
+    r = incr_new(&cfg, "rs0", false);
     assert_null(incr_offset_json(s));
     incr_enqueue(s, "db", "c1", cond, "sig-1");
     incr_enqueue(s, "db", "c2", NULL, "sig-1");
@@ -75,23 +79,27 @@ static void offsets_round_trip(void **state)
     j = incr_offset_json(s);
     assert_non_null(j);
     /* The project's writers, not libbson's: the same bytes whichever libbson
-     * version is linked (canonical extended JSON for the keys and the
-     * condition). */
-    assert_string_equal(
-        j, "{\"incremental_snapshot_collections\":\"[{\\\"incremental_snapshot_collections_id\\\":"
-           "\\\"db.c1\\\",\\\"incremental_snapshot_collections_additional_condition\\\":"
-           "\\\"{\\\\\\\"k\\\\\\\": \\\\\\\"A\\\\\\\"}\\\",\\\"incremental_snapshot_collections_"
-           "correlation_id\\\":\\\"sig-1\\\"},{\\\"incremental_snapshot_collections_id\\\":"
-           "\\\"db.c2\\\",\\\"incremental_snapshot_collections_additional_condition\\\":null,"
-           "\\\"incremental_snapshot_collections_correlation_id\\\":\\\"sig-1\\\"},"
-           "{\\\"incremental_snapshot_collections_id\\\":\\\"db.c1\\\","
-           "\\\"incremental_snapshot_collections_additional_condition\\\":null,"
-           "\\\"incremental_snapshot_collections_correlation_id\\\":\\\"sig-2\\\"}]\","
-           "\"incremental_snapshot_primary_key\":\"{\\\"_id\\\": {\\\"$oid\\\": "
-           "\\\"5f0000000000000000000001\\\"}}\",\"incremental_snapshot_maximum_key\":"
-           "\"{\\\"_id\\\": {\\\"$numberLong\\\": \\\"42\\\"}}\","
-           "\"incremental_snapshot_correlation_id\":\"sig-1\","
-           "\"mongocdc_incremental_snapshot_paused\":true}");
+     * version is linked (compact members, canonical extended JSON keys). */
+    if (d == MCDC_DIALECT_3_X) {
+        assert_non_null(strstr(j, "{\"incremental_snapshot_collections\":\"[{\\\"incremental_snapshot_"
+                                  "collections_id\\\":\\\"db.c1\\\",\\\"incremental_snapshot_collections_"
+                                  "additional_condition\\\":\\\"{\\\\\\\"k\\\\\\\": \\\\\\\"A\\\\\\\"}\\\""));
+        assert_null(strstr(j, "mongocdc_incremental_snapshot_collections"));
+    } else {
+        /* 1.9: CollectionId identifiers, comma-separated; the full list in mongocdc's key. */
+        assert_non_null(
+            strstr(j, "{\"incremental_snapshot_collections\":\"rs0.db.c1,rs0.db.c2,rs0.db.c1\""));
+        assert_non_null(strstr(j, "\"mongocdc_incremental_snapshot_collections\":\"[{"));
+    }
+    assert_non_null(strstr(j, "\"incremental_snapshot_correlation_id\":\"sig-1\""));
+    /* The keys only under mongocdc's names: Debezium fails on anything but
+     * its Java-serialised hex under its own. */
+    assert_null(strstr(j, "\"incremental_snapshot_primary_key\""));
+    assert_null(strstr(j, "\"incremental_snapshot_maximum_key\""));
+    assert_non_null(strstr(j, "\"mongocdc_incremental_snapshot_primary_key\":\"{\\\"_id\\\": {"
+                              "\\\"$oid\\\": \\\"5f0000000000000000000001\\\"}}\""));
+    assert_non_null(strstr(j, "\"mongocdc_incremental_snapshot_maximum_key\":\"{\\\"_id\\\": {"
+                              "\\\"$numberLong\\\": \\\"42\\\"}}\""));
     copy = strdup(j);
     assert_true(incr_restore(r, copy, &err));
     assert_int_equal(incr_state(r), INCR_READY);
@@ -112,17 +120,73 @@ static void offsets_round_trip(void **state)
     assert_null(strstr(incr_offset_json(r), "sig-2"));
     free(copy);
     incr_destroy(r);
-    /* No incremental keys: idle; unreadable keys: an error, never dropped silently. */
+    incr_destroy(s);
+}
+
+static void offsets_round_trip(void **state)
+{
+    (void)state;
+    struct incr *r;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+
+    round_trip_in(MCDC_DIALECT_3_X);
+    round_trip_in(MCDC_DIALECT_1_9);
+    cfg.dialect = MCDC_DIALECT_1_9;
+    /* No incremental keys: idle; unreadable mongocdc keys: an error, never dropped silently. */
     r = incr_new(&cfg, "rs0", false);
     assert_true(incr_restore(r, "{\"other\": 1}", &err));
     assert_int_equal(incr_state(r), INCR_IDLE);
     assert_false(incr_restore(r,
                               "{\"incremental_snapshot_collections\": \"[]\", "
-                              "\"incremental_snapshot_primary_key\": \"not json\"}",
+                              "\"mongocdc_incremental_snapshot_primary_key\": \"not json\"}",
                               &err));
-    assert_non_null(strstr(err.msg, "incremental_snapshot_primary_key"));
+    assert_non_null(strstr(err.msg, "mongocdc_incremental_snapshot_primary_key"));
     incr_destroy(r);
-    incr_destroy(s);
+}
+
+/* Debezium's own values (1.9.8: "<rs>.<db>.<coll>" list; 3.x: JSON list; keys
+ * as hex of a Java-serialised Object[]): the collections are resumed, the
+ * collection in progress restarts from its first key (a WARN), no error. */
+static void debezium_offsets_restart_the_collection(void **state)
+{
+    (void)state;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    /* ObjectOutputStream of new Object[]{42}: magic aced0005, array class [Ljava.lang.Object; */
+    static const char hex_key[] =
+        "aced0005757200135b4c6a6176612e6c616e672e4f626a6563743b90ce589f1073296c020000787000000001"
+        "737200116a6176612e6c616e672e496e746567657212e2a0a4f781873802000149000576616c7565787200"
+        "106a6176612e6c616e672e4e756d62657286ac951d0b94e08b02000078700000002a";
+    char buf[2048];
+    struct incr *r;
+
+    cfg.dialect = MCDC_DIALECT_1_9;
+    r = incr_new(&cfg, "rs0", false);
+    snprintf(buf, sizeof buf,
+             "{\"incremental_snapshot_collections\": \"rs0.inventory.customers,rs0.inventory.orders\", "
+             "\"incremental_snapshot_primary_key\": \"%s\", \"incremental_snapshot_maximum_key\": "
+             "\"%s\", \"incremental_snapshot_correlation_id\": null}",
+             hex_key, hex_key);
+    assert_true(incr_restore(r, buf, &err));
+    assert_int_equal(incr_state(r), INCR_READY);
+    assert_string_equal(incr_current(r), "inventory.customers");
+    assert_true(bson_empty(&r->last_key)); /* from the first document */
+    assert_true(bson_empty(&r->max_key));
+    incr_destroy(r);
+
+    cfg.dialect = MCDC_DIALECT_3_X;
+    r = incr_new(&cfg, "rs0", false);
+    snprintf(buf, sizeof buf,
+             "{\"incremental_snapshot_collections\": \"[{\\\"incremental_snapshot_collections_id\\\":"
+             "\\\"inventory.orders\\\",\\\"incremental_snapshot_collections_additional_condition\\\":"
+             "null,\\\"incremental_snapshot_collections_surrogate_key\\\":null}]\", "
+             "\"incremental_snapshot_primary_key\": \"%s\", \"incremental_snapshot_maximum_key\": "
+             "\"%s\", \"incremental_snapshot_correlation_id\": \"sig-9\"}",
+             hex_key, hex_key);
+    assert_true(incr_restore(r, buf, &err));
+    assert_string_equal(incr_current(r), "inventory.orders");
+    assert_true(bson_empty(&r->last_key));
+    incr_destroy(r);
+    cfg.dialect = MCDC_DIALECT_1_9;
 }
 
 /* ---- offsets written by builds against other libbson versions ---- */
@@ -158,6 +222,9 @@ static void expect_doc(const bson_t *got, const char *want_json, const char *wha
  * spelling wrote it, and be written back as the same bytes. */
 static void expect_fixture_state(const char *extra_json, const char *what)
 {
+    /* mongocdc's own offsets of earlier builds: the keys as extended JSON
+     * under Debezium's names, read as such; written back in the 3.x layout */
+    cfg.dialect = MCDC_DIALECT_3_X;
     struct incr *r = incr_new(&cfg, "rs0", false);
     struct mcdc_error err = MCDC_ERROR_INIT;
     if (!incr_restore(r, extra_json, &err))
@@ -189,13 +256,14 @@ static void expect_fixture_state(const char *extra_json, const char *what)
         "correlation_id\\\":\\\"sig-1\\\"},{\\\"incremental_snapshot_collections_id\\\":"
         "\\\"shop.items\\\",\\\"incremental_snapshot_collections_additional_condition\\\":null,"
         "\\\"incremental_snapshot_collections_correlation_id\\\":\\\"sig-1\\\"}]\","
-        "\"incremental_snapshot_primary_key\":\"{\\\"_id\\\": {\\\"region\\\": \\\"eu\\\", "
+        "\"mongocdc_incremental_snapshot_primary_key\":\"{\\\"_id\\\": {\\\"region\\\": \\\"eu\\\", "
         "\\\"tags\\\": [], \\\"n\\\": {\\\"$numberLong\\\": \\\"7\\\"}, \\\"w\\\": "
-        "{\\\"$numberDouble\\\": \\\"2.5\\\"}}}\",\"incremental_snapshot_maximum_key\":"
+        "{\\\"$numberDouble\\\": \\\"2.5\\\"}}}\",\"mongocdc_incremental_snapshot_maximum_key\":"
         "\"{\\\"_id\\\": {\\\"region\\\": \\\"us\\\", \\\"tags\\\": [], \\\"n\\\": "
         "{\\\"$numberLong\\\": \\\"9\\\"}, \\\"w\\\": {\\\"$numberDouble\\\": \\\"0.5\\\"}}}\","
         "\"incremental_snapshot_correlation_id\":\"sig-1\"}");
     incr_destroy(r);
+    cfg.dialect = MCDC_DIALECT_1_9;
 }
 
 /* An offsets file and an offsets-topic record value written by builds
@@ -381,6 +449,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(offsets_round_trip),
+        cmocka_unit_test(debezium_offsets_restart_the_collection),
         cmocka_unit_test(offsets_of_either_libbson_read_the_same),
         cmocka_unit_test(marker_window_drops_streamed_keys),
         cmocka_unit_test(insert_delete_closes_on_the_open_markers_delete),

@@ -640,9 +640,13 @@ static void store_file_other_topic_prefix_is_warned(void **state)
     position_clear(&q);
 
     char *text = slurp(logpath);
-    const char *w = strstr(text, "holds offsets for topic.prefix \"shop\", not this one (\"crm\")");
+    const char *w = strstr(text, "holds a position under [\"shop\",{\"rs\":\"rs0\",\"server_id\":"
+                                 "\"shop\"}], which is not this source's (name \"crm\", "
+                                 "topic.prefix \"crm\")");
     assert_non_null(w);
-    assert_null(strstr(w + 1, "holds offsets")); /* once per name, only for crm */
+    /* once per key (rs0, rs1), only for crm */
+    assert_non_null(strstr(text, "[\"shop\",{\"rs\":\"rs1\",\"server_id\":\"shop\"}], which"));
+    assert_null(strstr(w + 1, "holds a position under [\"shop\",{\"rs\":\"rs0\""));
     free(text);
     unlink(logpath);
     tmpdir_remove(&t);
@@ -926,6 +930,89 @@ static void store_file_is_locked_for_the_whole_run(void **state)
 
 /* ---- Kafka store (mock cluster) ---- */
 
+
+/* offset_store_scan sees every entry, other names' included; offset_store_put
+ * stores a key verbatim and deletes with NULL (the `mongocdc offsets` command). */
+static const char *scanned(const struct offset_entry *e, size_t n, const char *key)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(e[i].key, key))
+            return e[i].value_json ? e[i].value_json : "(deleted)";
+    return NULL;
+}
+
+static void store_list_and_put_raw(struct offset_store *store)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct mcdc_position p;
+    make_pos(&p, 5, 1, "AA05");
+    assert_true(offset_store_save(store, "rs0", &p, &err));
+    position_clear(&p);
+    const char *dbz = "[\"inventory-connector\",{\"server_id\":\"shop\"}]";
+    const char *ours = "[\"shop\",{\"rs\":\"rs0\",\"server_id\":\"shop\"}]";
+    assert_true(offset_store_put(store, dbz, "{\"sec\":7,\"ord\":2}", &err));
+    assert_true(offset_store_put(store, dbz, "{\"sec\":8,\"ord\":1}", &err));
+    struct offset_entry *e = NULL;
+    size_t n = 0;
+    assert_true(offset_store_scan(store, &e, &n, &err));
+    assert_string_equal(scanned(e, n, dbz), "{\"sec\":8,\"ord\":1}");
+    assert_non_null(strstr(scanned(e, n, ours), "\"sec\":5"));
+    offset_entries_free(e, n);
+    assert_true(offset_store_put(store, dbz, NULL, &err));
+    assert_true(offset_store_scan(store, &e, &n, &err));
+    const char *gone = scanned(e, n, dbz);
+    assert_true(gone == NULL || !strcmp(gone, "(deleted)"));
+    assert_non_null(scanned(e, n, ours));
+    offset_entries_free(e, n);
+}
+
+static void store_file_list_and_put_raw(void **state)
+{
+    (void)state;
+    struct tmpdir t;
+    tmpdir_make(&t);
+    struct mcdc_config cfg;
+    file_cfg(&cfg, t.path);
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct offset_store *store = offset_store_open(&cfg, &err);
+    assert_non_null(store);
+    store_list_and_put_raw(store);
+    offset_store_close(store);
+    store = offset_store_open_read_only(&cfg, &err);
+    assert_false(offset_store_put(store, "k", "{}", &err));
+    offset_store_close(store);
+    tmpdir_remove(&t);
+}
+
+static void store_kafka_list_and_put_raw(void **state)
+{
+    (void)state;
+    char errstr[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof errstr);
+    rd_kafka_t *host = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    rd_kafka_mock_cluster_t *mc = rd_kafka_mock_cluster_new(host, 1);
+    struct mcdc_kv kv[2] = {
+        {(char *)"bootstrap.servers", (char *)rd_kafka_mock_cluster_bootstraps(mc), 1, 1},
+        {(char *)"log_level", (char *)"3", 2, 1},
+    };
+    struct mcdc_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.topic_prefix = (char *)"shop";
+    cfg.offset_storage = MCDC_OFFSETS_KAFKA;
+    cfg.offsets_topic = (char *)"connect-offsets";
+    cfg.offsets_flush_timeout_ms = 5000;
+    cfg.kafka.items = kv;
+    cfg.kafka.count = 2;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct offset_store *store = offset_store_open(&cfg, &err);
+    assert_non_null(store);
+    store_list_and_put_raw(store);
+    offset_store_close(store);
+    rd_kafka_mock_cluster_destroy(mc);
+    rd_kafka_destroy(host);
+}
+
 static void store_kafka_save_load_on_mock_cluster(void **state)
 {
     (void)state;
@@ -1075,6 +1162,8 @@ int main(void)
         cmocka_unit_test(store_file_is_locked_for_the_whole_run),
         cmocka_unit_test(store_kafka_inline_mock_cluster),
         cmocka_unit_test(store_kafka_save_load_on_mock_cluster),
+        cmocka_unit_test(store_file_list_and_put_raw),
+        cmocka_unit_test(store_kafka_list_and_put_raw),
     };
     return cmocka_run_group_tests_name("offsets", tests, NULL, NULL);
 }

@@ -1,0 +1,505 @@
+/*
+ * tools/convert: `mongocdc config convert FILE [--worker WORKER.properties]`,
+ * a Debezium MongoDB connector configuration to mongocdc's YAML
+ * (docs/MIGRATING.md). Input forms:
+ *   - Kafka Connect's connector JSON {"name": ..., "config": {...}} (POST
+ *     /connectors) or the bare config object (PUT /connectors/NAME/config);
+ *   - Debezium Server's application.properties: debezium.source.* is the
+ *     connector configuration, debezium.sink.type and
+ *     debezium.sink.kafka.producer.* the sink, debezium.format.* the
+ *     converters, quarkus.log.level the log level.
+ * --worker reads a Kafka Connect worker's properties for what a connector
+ * JSON does not hold: bootstrap.servers, offset.storage.topic, the
+ * converters' schemas.enable and producer.* settings.
+ *
+ * Keys are Debezium's property names in both mongocdc and Debezium, so a key
+ * mongocdc's option table (config/schema.c) knows is carried as is (older
+ * aliases under their current name) when its value is one mongocdc accepts;
+ * every other key is named on stderr with the reason, and the YAML says
+ * where it stands. The result passes `mongocdc --validate` whenever the
+ * input's values do.
+ *
+ * Thread: main.
+ */
+#include "tools/tools.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <bson/bson.h>
+
+#include "common/error.h"
+#include "common/xalloc.h"
+#include "config/internal.h"
+#include "tools/tools_internal.h"
+
+/* ---- YAML output ---- */
+
+struct out {
+    FILE *f;
+    int dropped, unsupported;
+};
+
+static void yaml_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\x%02x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void drop(struct out *o, const char *key, const char *why)
+{
+    fprintf(stderr, "mongocdc config convert: %s: not carried: %s\n", key, why);
+    fprintf(o->f, "# not carried: %s (%s)\n", key, why);
+    o->dropped++;
+}
+
+static const struct opt *find_opt(const char *key)
+{
+    for (size_t i = 0; i < mcdc_option_count; i++) {
+        const struct opt *op = &mcdc_options[i];
+        if (!strcmp(op->key, key))
+            return op;
+        if ((op->flags & OPT_F_DYNAMIC) && !strncmp(key, op->key, strlen(op->key)) &&
+            key[strlen(op->key)] == '.')
+            return op;
+    }
+    return NULL;
+}
+
+/* Whether value is one the option accepts (type, enum, range); why set if not. */
+static bool value_ok(const struct opt *op, const char *value, char *why, size_t n)
+{
+    char *end;
+    switch (op->type) {
+    case OPT_INT: {
+        errno = 0;
+        long long v = strtoll(value, &end, 10);
+        if (errno || end == value || *end || v < op->min || v > op->max) {
+            snprintf(why, n, "value \"%s\" is not an integer in %lld..%lld", value,
+                     (long long)op->min, (long long)op->max);
+            return false;
+        }
+        return true;
+    }
+    case OPT_BOOL:
+        if (strcasecmp(value, "true") && strcasecmp(value, "false")) {
+            snprintf(why, n, "value \"%s\" is not true or false", value);
+            return false;
+        }
+        return true;
+    case OPT_ENUM:
+        for (const char *const *e = op->names; *e; e++)
+            if (!strcmp(*e, value))
+                return true;
+        snprintf(why, n, "value \"%s\" is not one mongocdc accepts (see mongocdc --config-help)",
+                 value);
+        return false;
+    default:
+        return true;
+    }
+}
+
+/* Writes key: value when mongocdc carries it; else names it. */
+static void carry(struct out *o, const char *key, const char *value)
+{
+    const struct opt *op = find_opt(key);
+    char why[256];
+    if (!op || op->type == OPT_MAP) {
+        drop(o, key, "no mongocdc option of that name");
+        return;
+    }
+    if (!value_ok(op, value, why, sizeof why)) {
+        drop(o, key, why);
+        return;
+    }
+    const char *name = op->alias_of ? op->alias_of : key;
+    if (op->flags & OPT_F_UNSUPPORTED) {
+        fprintf(stderr,
+                "mongocdc config convert: %s: carried, but mongocdc does not deliver "
+                "its behaviour yet (it warns at start)\n",
+                key);
+        o->unsupported++;
+    }
+    fputs(name, o->f);
+    fputs(": ", o->f);
+    if (op->type == OPT_BOOL)
+        fputs(!strcasecmp(value, "true") ? "true" : "false", o->f);
+    else
+        yaml_str(o->f, value);
+    fputc('\n', o->f);
+}
+
+/* Connector properties handled here rather than by the option table. */
+static bool special(const char *k)
+{
+    static const char *const keys[] = {"name",
+                                       "connector.class",
+                                       "tasks.max",
+                                       "key.converter",
+                                       "value.converter",
+                                       "header.converter",
+                                       NULL};
+    for (const char *const *p = keys; *p; p++)
+        if (!strcmp(k, *p))
+            return true;
+    return !strncmp(k, "offset.", 7) || !strcmp(k, "offsets.storage.topic") ||
+           !strncmp(k, "producer.override.", 18) || !strncmp(k, "transforms", 10) ||
+           !strncmp(k, "predicates", 10) || !strncmp(k, "key.converter.", 14) ||
+           !strncmp(k, "value.converter.", 16) || !strncmp(k, "header.converter.", 17);
+}
+
+/* Librdkafka properties under the same name as the Java producer's. */
+static bool librdkafka_key(const char *k)
+{
+    static const char *const keys[] = {"bootstrap.servers",
+                                       "client.id",
+                                       "acks",
+                                       "compression.type",
+                                       "linger.ms",
+                                       "batch.size",
+                                       "security.protocol",
+                                       "sasl.mechanism",
+                                       "sasl.username",
+                                       "sasl.password",
+                                       "ssl.endpoint.identification.algorithm",
+                                       "enable.idempotence",
+                                       "retries",
+                                       "retry.backoff.ms",
+                                       "request.timeout.ms",
+                                       "delivery.timeout.ms",
+                                       "max.in.flight.requests.per.connection",
+                                       "message.max.bytes",
+                                       "ssl.ca.location",
+                                       "ssl.certificate.location",
+                                       "ssl.key.location",
+                                       "ssl.key.password",
+                                       NULL};
+    for (const char *const *p = keys; *p; p++)
+        if (!strcmp(k, *p))
+            return true;
+    return false;
+}
+
+struct conv {
+    struct props src;    /* connector properties (debezium.source.* without the prefix) */
+    struct props kafka;  /* producer settings */
+    struct props worker; /* --worker */
+    char *name;
+    bool server;                             /* Debezium Server properties */
+    const char *key_schemas, *value_schemas; /* as found, or NULL */
+    const char *sink_type;                   /* Debezium Server's, or NULL */
+    const char *log_level;                   /* quarkus.log.level */
+    struct props dropped; /* Debezium Server keys without a counterpart: key -> why */
+};
+
+static void emit(struct conv *c, struct out *o, const char *input)
+{
+    FILE *f = o->f;
+    const struct props *s = &c->src;
+    fprintf(f, "# mongocdc configuration converted from %s (%s) by mongocdc config convert.\n",
+            input,
+            c->server ? "Debezium Server application.properties"
+                      : "Kafka Connect connector configuration");
+    fputs("# Check with: mongocdc --validate -c FILE; then docs/MIGRATING.md.\n", f);
+    for (size_t i = 0; i < c->dropped.count; i++)
+        drop(o, c->dropped.keys[i], c->dropped.values[i]);
+    const char *cls = props_get(s, "connector.class");
+    if (cls && strcmp(cls, "io.debezium.connector.mongodb.MongoDbConnector") != 0)
+        drop(o, "connector.class", "not Debezium's MongoDB connector: the rest may not apply");
+    /* the layout: 1.x properties mean the 1.9 layout */
+    bool v1 = props_get(s, "mongodb.name") || props_get(s, "mongodb.hosts") ||
+              props_get(s, "initial.sync.max.threads") ||
+              (props_get(s, "capture.mode") && !strcmp(props_get(s, "capture.mode"), "oplog"));
+    if (!props_get(s, "debezium.compatibility")) {
+        fprintf(f, "# %s\n",
+                v1 ? "Debezium 1.x properties: the 1.9 event layout."
+                   : "Debezium 2.x/3.x properties: the 3.x event layout (Debezium "
+                     "2.0-2.5 events differ from it: docs/MIGRATING.md).");
+        fprintf(f, "debezium.compatibility: \"%s\"\n", v1 ? "1.9" : "3.x");
+    }
+    /* the connector's name: the offsets key ["<name>",{...}] */
+    const char *name = c->name ? c->name : props_get(s, "name");
+    if (name) {
+        fputs("# The connector's name: the offsets key is [name, partition].\n", f);
+        carry(o, "name", name);
+    } else if (c->server) {
+        /* Debezium Server names its engine after the sink type, which is the
+         * first element of its offsets keys (["kafka",{...}]) */
+        const char *engine = c->sink_type ? c->sink_type : "kafka";
+        fputs("# Debezium Server names its engine after the sink type: the first element of "
+              "its\n# offsets keys (check: mongocdc offsets show --from debezium-file:PATH).\n",
+              f);
+        carry(o, "name", engine);
+        fprintf(stderr,
+                "mongocdc config convert: note: name set to \"%s\", the sink type Debezium "
+                "Server names its engine after; check it against the first element of the keys "
+                "`mongocdc offsets show --from debezium-file:PATH` lists\n",
+                engine);
+    }
+    for (size_t i = 0; i < s->count; i++)
+        if (!special(s->keys[i]))
+            carry(o, s->keys[i], s->values[i]);
+    for (size_t i = 0; i < s->count; i++) {
+        const char *k = s->keys[i];
+        if (!strncmp(k, "transforms", 10) || !strncmp(k, "predicates", 10))
+            drop(o, k, "single message transforms do not exist in mongocdc");
+        else if (!strcmp(k, "tasks.max"))
+            fprintf(f, "# tasks.max: mongocdc runs one capture task per replica set or shard\n");
+        else if ((!strcmp(k, "key.converter") || !strcmp(k, "value.converter")) &&
+                 strcmp(s->values[i], "org.apache.kafka.connect.json.JsonConverter") != 0)
+            drop(o, k, "mongocdc writes JsonConverter's JSON only");
+        else if (!strcmp(k, "header.converter") ||
+                 (!strncmp(k, "key.converter.", 14) && strcmp(k, "key.converter.schemas.enable")) ||
+                 (!strncmp(k, "value.converter.", 16) &&
+                  strcmp(k, "value.converter.schemas.enable")) ||
+                 !strncmp(k, "header.converter.", 17))
+            drop(o, k, "converter settings other than schemas.enable");
+    }
+    /* converters: JsonConverter's schemas.enable default is true, mongocdc's false */
+    const char *ks = c->key_schemas ? c->key_schemas : props_get(s, "key.converter.schemas.enable");
+    const char *vs =
+        c->value_schemas ? c->value_schemas : props_get(s, "value.converter.schemas.enable");
+    if (!ks)
+        ks = props_get(&c->worker, "key.converter.schemas.enable");
+    if (!vs)
+        vs = props_get(&c->worker, "value.converter.schemas.enable");
+    if (!ks || !vs) {
+        fputs("# schemas.enable not given: JsonConverter's default (true) is what Debezium "
+              "wrote; make it match your Connect worker.\n",
+              f);
+        fprintf(stderr,
+                "mongocdc config convert: note: %s.converter.schemas.enable not found: "
+                "JsonConverter's default (true) written; check the worker's setting "
+                "(or pass --worker)\n",
+                !ks ? "key" : "value");
+    }
+    carry(o, "key.converter.schemas.enable", ks ? ks : "true");
+    carry(o, "value.converter.schemas.enable", vs ? vs : "true");
+    /* offsets */
+    const char *storage = props_get(s, "offset.storage");
+    const char *flush = props_get(s, "offset.flush.interval.ms");
+    if (!flush)
+        flush = props_get(&c->worker, "offset.flush.interval.ms");
+    if (c->server && (!storage || strstr(storage, "FileOffsetBackingStore"))) {
+        const char *file = props_get(s, "offset.storage.file.filename");
+        fputs("# Debezium Server kept offsets in a FileOffsetBackingStore file; import them "
+              "once with:\n",
+              f);
+        fprintf(f, "#   mongocdc offsets copy -c FILE --from debezium-file:%s --to store\n",
+                file ? file : "PATH");
+        fputs("offsets.storage: \"file\"\noffsets.file.path: \"mongocdc-offsets.json\"\n", f);
+        fprintf(stderr,
+                "mongocdc config convert: note: import the offsets with `mongocdc "
+                "offsets copy -c FILE --from debezium-file:%s --to store`\n",
+                file ? file : "PATH");
+    } else if (c->server && !strstr(storage, "KafkaOffsetBackingStore")) {
+        drop(o, "offset.storage", "only file and Kafka offset stores have a mongocdc counterpart");
+    } else {
+        /* Kafka 3.5+ (KIP-618): a connector may name its own offsets topic */
+        const char *topic = c->server ? props_get(s, "offset.storage.topic")
+                                      : props_get(s, "offsets.storage.topic");
+        if (!topic && !c->server)
+            topic = props_get(&c->worker, "offset.storage.topic");
+        fputs("# Kafka Connect's offsets topic, read and written in its own format.\n", f);
+        fputs("offsets.storage: \"kafka\"\n", f);
+        fputs("offsets.topic: ", f);
+        yaml_str(f, topic ? topic : "connect-offsets");
+        fputc('\n', f);
+        if (!topic)
+            fprintf(stderr, "mongocdc config convert: note: offsets.topic set to "
+                            "connect-offsets; use the worker's offset.storage.topic\n");
+    }
+    if (flush && !strcmp(flush, "0")) {
+        fputs("# offset.flush.interval.ms 0 (flush after every batch): the shortest mongocdc "
+              "interval\n",
+              f);
+        flush = "1";
+    }
+    if (flush)
+        carry(o, "offsets.flush.interval.ms", flush);
+    /* sink */
+    if (c->sink_type && strcmp(c->sink_type, "kafka") != 0) {
+        drop(o, "debezium.sink.type",
+             "mongocdc publishes to Kafka (or a file or stdout); "
+             "stdout written");
+        fputs("sink.type: \"stdout\"\n", f);
+    } else {
+        fputs("sink.type: \"kafka\"\n", f);
+    }
+    if (c->log_level) {
+        const char *l = !strcasecmp(c->log_level, "DEBUG") || !strcasecmp(c->log_level, "TRACE")
+                            ? "debug"
+                        : !strcasecmp(c->log_level, "WARN")  ? "warn"
+                        : !strcasecmp(c->log_level, "ERROR") ? "error"
+                                                             : "info";
+        fprintf(f, "log.level: \"%s\"\n", l);
+    }
+    /* kafka: the producer settings (Server: debezium.sink.kafka.producer.*;
+     * Connect: the worker's bootstrap.servers and producer.*, the
+     * connector's producer.override.*) */
+    for (size_t i = 0; i < c->worker.count; i++) {
+        const char *k = c->worker.keys[i];
+        if (!strcmp(k, "bootstrap.servers"))
+            props_add(&c->kafka, k, strlen(k), c->worker.values[i], strlen(c->worker.values[i]));
+        else if (!strncmp(k, "producer.", 9))
+            props_add(&c->kafka, k + 9, strlen(k + 9), c->worker.values[i],
+                      strlen(c->worker.values[i]));
+    }
+    for (size_t i = 0; i < s->count; i++)
+        if (!strncmp(s->keys[i], "producer.override.", 18))
+            props_add(&c->kafka, s->keys[i] + 18, strlen(s->keys[i] + 18), s->values[i],
+                      strlen(s->values[i]));
+    if (!props_get(&c->kafka, "bootstrap.servers")) {
+        props_add(&c->kafka, "bootstrap.servers", 17, "localhost:9092", 14);
+        fputs("# bootstrap.servers was not in the input: localhost:9092 is a placeholder.\n", f);
+        fprintf(stderr, "mongocdc config convert: note: kafka bootstrap.servers not found: "
+                        "localhost:9092 written (pass --worker, or edit it)\n");
+    }
+    for (size_t i = 0; i < c->kafka.count; i++) {
+        if (!librdkafka_key(c->kafka.keys[i])) {
+            char key[300];
+            snprintf(key, sizeof key, "producer %s", c->kafka.keys[i]);
+            drop(o, key,
+                 "a Java producer setting without a librdkafka counterpart here; "
+                 "see librdkafka's CONFIGURATION.md");
+        }
+    }
+    fputs("kafka:\n", f);
+    for (size_t i = 0; i < c->kafka.count; i++) {
+        const char *k = c->kafka.keys[i];
+        if (!librdkafka_key(k))
+            continue;
+        fprintf(f, "  %s: ", !strcmp(k, "sasl.mechanism") ? "sasl.mechanisms" : k);
+        yaml_str(f, c->kafka.values[i]);
+        fputc('\n', f);
+    }
+}
+
+static bool load_server(struct conv *c, const struct props *all)
+{
+    bool any = false;
+    for (size_t i = 0; i < all->count; i++) {
+        const char *k = all->keys[i], *v = all->values[i];
+        if (!strncmp(k, "debezium.source.", 16)) {
+            props_add(&c->src, k + 16, strlen(k + 16), v, strlen(v));
+            any = true;
+        } else if (!strncmp(k, "debezium.sink.kafka.producer.", 29)) {
+            props_add(&c->kafka, k + 29, strlen(k + 29), v, strlen(v));
+        } else if (!strcmp(k, "debezium.sink.type")) {
+            c->sink_type = v;
+        } else if (!strcmp(k, "debezium.format.key.schemas.enable")) {
+            c->key_schemas = v;
+        } else if (!strcmp(k, "debezium.format.value.schemas.enable")) {
+            c->value_schemas = v;
+        } else if (!strcmp(k, "quarkus.log.level")) {
+            c->log_level = v;
+        } else if ((!strcmp(k, "debezium.format.key") || !strcmp(k, "debezium.format.value")) &&
+                   !strcmp(v, "json")) {
+            /* JsonConverter: what mongocdc writes */
+        } else {
+            const char *why =
+                !strncmp(k, "debezium.format.", 16) ? "mongocdc writes JsonConverter's JSON"
+                : !strncmp(k, "debezium.transforms", 19) || !strncmp(k, "debezium.predicates", 19)
+                    ? "single message transforms do not exist in mongocdc"
+                    : "no mongocdc counterpart";
+            props_add(&c->dropped, k, strlen(k), why, strlen(why));
+        }
+    }
+    return any;
+}
+
+int config_cli_main(int argc, char **argv)
+{
+    const char *file = NULL, *worker = NULL;
+    if (argc < 2 || strcmp(argv[1], "convert") != 0) {
+        fputs("usage: mongocdc config convert FILE [--worker WORKER.properties]\n"
+              "Converts a Kafka Connect connector JSON ({\"name\": ..., \"config\": {...}}) or a\n"
+              "Debezium Server application.properties into mongocdc's YAML on stdout; every\n"
+              "key it cannot carry is named on stderr. --worker: the Kafka Connect worker's\n"
+              "properties (bootstrap.servers, offset.storage.topic, converters, producer.*).\n"
+              "Exit 0 converted, 1 unreadable input, 2 usage.\n",
+              argc >= 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
+        return argc >= 2 && !strcmp(argv[1], "--help") ? 0 : 2;
+    }
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--worker") && i + 1 < argc)
+            worker = argv[++i];
+        else if (argv[i][0] != '-' && !file)
+            file = argv[i];
+        else {
+            fprintf(stderr, "mongocdc config convert: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!file) {
+        fputs("mongocdc config convert: FILE is required\n", stderr);
+        return 2;
+    }
+    size_t len;
+    char *text = slurp(file, &len);
+    if (!text) {
+        fprintf(stderr, "mongocdc config convert: %s: %s\n", file, strerror(errno));
+        return 1;
+    }
+    struct conv c = {0};
+    struct out o = {stdout, 0, 0};
+    struct props all = {0};
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    int rc = 0;
+    size_t k = 0;
+    while (k < len && isspace((unsigned char)text[k]))
+        k++;
+    if (worker) {
+        size_t wl;
+        char *wt = slurp(worker, &wl);
+        if (!wt) {
+            fprintf(stderr, "mongocdc config convert: %s: %s\n", worker, strerror(errno));
+            free(text);
+            return 1;
+        }
+        parse_properties(wt, wl, &c.worker);
+        free(wt);
+    }
+    if (k < len && text[k] == '{') {
+        if (!parse_connector_json(text, len, &c.src, &c.name, &err)) {
+            fprintf(stderr, "mongocdc config convert: %s: %s\n", file, err.msg);
+            rc = 1;
+        }
+    } else {
+        parse_properties(text, len, &all);
+        c.server = true;
+        if (!load_server(&c, &all)) {
+            fprintf(stderr,
+                    "mongocdc config convert: %s: neither a connector JSON nor a "
+                    "Debezium Server application.properties (no debezium.source.*)\n",
+                    file);
+            rc = 1;
+        }
+    }
+    if (rc == 0) {
+        emit(&c, &o, file);
+        fprintf(stderr, "mongocdc config convert: %d key%s not carried%s\n", o.dropped,
+                o.dropped == 1 ? "" : "s",
+                o.unsupported ? "; some carried keys are not supported yet (see above)" : "");
+    }
+    props_free(&all);
+    props_free(&c.src);
+    props_free(&c.kafka);
+    props_free(&c.worker);
+    props_free(&c.dropped);
+    free(c.name);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,122 @@
+/*
+ * tools/offsets_pos: positions as operators write and read them (timestamps,
+ * resume tokens in their three forms, times of day) for `mongocdc offsets`.
+ *
+ * Thread: main.
+ */
+#define _DEFAULT_SOURCE   /* timegm */
+#define _XOPEN_SOURCE 700 /* strptime */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <bson/bson.h>
+
+#include "common/xalloc.h"
+#include "offsets/dbzfile.h"
+#include "offsets/offsets.h"
+#include "offsets/offsets_internal.h"
+#include "tools/tools_internal.h"
+
+void print_time(FILE *out, int64_t sec)
+{
+    time_t t = (time_t)sec;
+    struct tm tm;
+    char buf[64];
+    if (sec > 0 && gmtime_r(&t, &tm) && strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        fputs(buf, out);
+    else
+        fputs("unknown", out);
+}
+
+/* The clusterTime a resume token's _data starts with (KeyString: 0x82, then
+ * the Timestamp's 8 big-endian bytes), as MongoDB's ResumeTokenData encodes
+ * it; false when the token has no such prefix. */
+bool token_time(const struct mcdc_position *pos, int64_t *sec, int64_t *inc)
+{
+    bson_iter_t it;
+    if (!pos->has_resume_token || !bson_iter_init_find(&it, &pos->resume_token, "_data") ||
+        !BSON_ITER_HOLDS_UTF8(&it))
+        return false;
+    const char *d = bson_iter_utf8(&it, NULL);
+    if (strlen(d) < 18 || d[0] != '8' || d[1] != '2')
+        return false;
+    char s[9] = {0}, i[9] = {0};
+    memcpy(s, d + 2, 8);
+    memcpy(i, d + 10, 8);
+    char *e1, *e2;
+    *sec = (int64_t)strtoull(s, &e1, 16);
+    *inc = (int64_t)strtoull(i, &e2, 16);
+    return *e1 == '\0' && *e2 == '\0';
+}
+
+bool parse_timestamp(const char *s, int64_t *sec, int64_t *inc)
+{
+    char *end;
+    errno = 0;
+    unsigned long long a = strtoull(s, &end, 10);
+    if (end != s && errno == 0 && (*end == '\0' || *end == ':')) {
+        unsigned long long b = 0;
+        if (*end == ':') {
+            const char *p = end + 1;
+            b = strtoull(p, &end, 10);
+            if (end == p || *end != '\0')
+                return false;
+        }
+        if (a == 0 || a > UINT32_MAX || b > UINT32_MAX)
+            return false;
+        *sec = (int64_t)a;
+        *inc = (int64_t)b;
+        return true;
+    }
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!end || (*end != '\0' && strcmp(end, "Z") != 0))
+        return false;
+    time_t t = timegm(&tm);
+    if (t <= 0)
+        return false;
+    *sec = (int64_t)t;
+    *inc = 0;
+    return true;
+}
+
+bool parse_token(const char *s, bson_t *out)
+{
+    size_t n = strlen(s);
+    bson_error_t berr;
+    if (n == 0)
+        return false;
+    if (s[0] == '{') {
+        bson_t *doc = bson_new_from_json((const uint8_t *)s, -1, &berr);
+        bson_iter_t it;
+        if (!doc)
+            return false;
+        bool ok = bson_iter_init_find(&it, doc, "_data") && BSON_ITER_HOLDS_UTF8(&it);
+        if (ok)
+            bson_copy_to(doc, out);
+        bson_destroy(doc);
+        return ok;
+    }
+    if (strspn(s, "0123456789abcdefABCDEF") == n) {
+        bson_init(out);
+        BSON_APPEND_UTF8(out, "_data", s);
+        return true;
+    }
+    uint8_t *raw;
+    size_t len;
+    if (!base64_decode(s, n, &raw, &len))
+        return false;
+    bson_t view;
+    bson_iter_t it;
+    bool ok = bson_init_static(&view, raw, len) && bson_validate(&view, BSON_VALIDATE_NONE, NULL) &&
+              bson_iter_init_find(&it, &view, "_data") && BSON_ITER_HOLDS_UTF8(&it);
+    if (ok)
+        bson_copy_to(&view, out);
+    free(raw);
+    return ok;
+}
