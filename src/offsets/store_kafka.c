@@ -20,9 +20,9 @@
  * behind a newer one). load = read every partition from the beginning to its
  * high watermark with a plain assign-style consumer and keep the last value of
  * every key (a null value is a deletion); the front (store.c) picks the keys
- * it wants, so a load of several partition forms reads the topic once. On open, a missing topic is created
- * with cleanup.policy=compact (1 partition) when the broker allows it;
- * otherwise a warning says how to create it.
+ * it wants, so a load of several partition forms reads the topic once. On
+ * open, a missing topic is created with cleanup.policy=compact (1 partition)
+ * when the broker allows it; otherwise a warning says how to create it.
  *
  * Thread: worker (each task has its own producer; load builds a short-lived
  * consumer).
