@@ -1,6 +1,6 @@
 /*
- * preflight internals shared by preflight.c (server, oplog, images, offsets,
- * Kafka) and access.c (privileges).
+ * preflight internals shared by preflight.c (server, oplog, images, Kafka),
+ * access.c (privileges) and offsets.c (stored offsets).
  */
 #ifndef MCDC_PREFLIGHT_INTERNAL_H
 #define MCDC_PREFLIGHT_INTERNAL_H
@@ -81,5 +81,18 @@ void pf_direct_close(struct pf_direct *d);
  */
 mongoc_client_t *pf_direct_seed(struct pf *p, const struct mcdc_config *cfg,
                                 const mongoc_uri_t *uri, struct pf_direct *d);
+
+/*
+ * The offsets check (offsets.c). pf_check_offsets: the task of replica set rs
+ * (per_shard: a shard's task) and, when found, whether its time is inside
+ * the oplog whose oldest entry is at oldest (epoch s; 0 unknown).
+ * pf_check_offsets_merged: the merged stream's position (mongodb.connection.mode
+ * sharded). Both look every partition form up under both connector names as
+ * the daemon does, name the key and writer found, and WARN about entries of
+ * another `name` or topic.prefix ("is `name` right?") instead of a PASS.
+ */
+void pf_check_offsets(struct pf *p, const struct mcdc_config *cfg, const char *rs, bool per_shard,
+                      int64_t oldest);
+void pf_check_offsets_merged(struct pf *p, const struct mcdc_config *cfg);
 
 #endif

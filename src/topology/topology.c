@@ -300,8 +300,8 @@ static bool start_shard_task(struct topology *t, const struct shard_info *s, int
             primary_as_given(t->cfg, s->hosts)
                 ? use_finder(t, task, s->hosts, s->rs, t->cfg->shard_params, &prim)
                 : NULL;
-        task->w = worker_start(t->cfg, task->pool, s->rs, true, selection_ms, start_at, owned_filters,
-                               task->owned, g, p, task_ended, t, err);
+        task->w = worker_start(t->cfg, task->pool, s->rs, true, selection_ms, start_at,
+                               owned_filters, task->owned, g, p, task_ended, t, err);
     }
     return task->w != NULL;
 }

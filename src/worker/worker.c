@@ -257,34 +257,9 @@ static enum phase setup(struct worker *w, bool *proceed)
     w->store = offset_store_open(w->cfg, &err);
     if (w->store == NULL)
         goto fail;
-    {
-        /* Every form Debezium 1.x/2.x/3.x or mongocdc may have written for
-         * this source, the newest wins (debezium-format.md §4.4). */
-        const char *forms[3];
-        size_t nforms = offsets_partition_forms(w->cfg, w->rs, w->merged, w->per_shard, forms);
-        struct offset_origin origin = {0};
-        if (!offset_store_load_forms(w->store, forms, nforms, &w->stream_pos, &found, &origin,
-                                     &err))
-            goto fail;
-        plan = resume_plan_start(w->cfg->snapshot_mode, found, &w->stream_pos, &warn);
-        resume_describe_position(found ? &w->stream_pos : NULL, d, sizeof d);
-        if (found) {
-            char *own = offsets_partition_key(mcdc_config_connector_name(w->cfg),
-                                              w->cfg->topic_prefix, worker_partition(w));
-            bool same = !strcmp(own, origin.key);
-            LOG_INFO("stored position: %s%s; adopted from key %s, written by %s", d,
-                     w->stream_pos.initsync ? " (an initial snapshot was interrupted)" : "",
-                     origin.key, offset_writer_name(origin.writer));
-            if (!same)
-                LOG_INFO("positions are stored from now on under %s, the key of "
-                         "debezium.compatibility %s",
-                         own, w->cfg->dialect == MCDC_DIALECT_1_9 ? "1.9" : "3.x");
-            free(own);
-        } else {
-            LOG_INFO("stored position: none");
-        }
-        offset_origin_clear(&origin);
-    }
+    if (!worker_load_stored(w, &found, &err))
+        goto fail;
+    plan = resume_plan_start(w->cfg->snapshot_mode, found, &w->stream_pos, &warn);
     if (warn)
         LOG_WARN("the initial snapshot was interrupted and snapshot.mode does not redo it: "
                  "streaming from the snapshot's start; documents not yet copied are not emitted");

@@ -149,6 +149,17 @@ enum phase worker_oversize_skipped(struct worker *w, const bson_t *doc,
                                    const struct mcdc_position *pos, int64_t full_size,
                                    int64_t before_size);
 /*
+ * Loads the task's stored position into w->stream_pos (worker_commit.c):
+ * every partition form Debezium 1.x/2.x/3.x or mongocdc may have written for
+ * this source, the newest wins (offset_store_load_forms, debezium-format.md
+ * §4.4), logged at INFO with the key and writer adopted (and the key stored
+ * under from then on when it differs); a Debezium value with an open
+ * transaction is WARNed about. *found false: none. False with err as the
+ * store's load.
+ */
+bool worker_load_stored(struct worker *w, bool *found, struct mcdc_error *err);
+
+/*
  * Stalled offsets (offsets.stall.threshold.ms; worker_commit.c).
  * worker_stall_stored: pos was just stored. worker_stall_check, at every
  * service: when the stored position has not moved for the threshold while

@@ -114,6 +114,11 @@ def test_takes_over_debezium_offsets_file(tmp_workdir, users_sim, start_mongocdc
     token_doc, sec, ord_ = first_run_position(tmp_workdir, sim, start_mongocdc, layout)
     dkey, dvalue = debezium_entry(layout, token_doc, sec, ord_)
     path = tmp_workdir / "offsets.json"
+    if layout == "3.x":
+        # Debezium stopped inside a transaction (provide.transaction.metadata):
+        # TransactionContext.store's keys, which mongocdc cannot continue (a WARN).
+        dvalue = dvalue[:-1] + (',"transaction_id":"{\\"id\\": 1}:7",'
+                                '"transaction_data_collection_order_itdb.gap":2}')
     # Only Debezium's entry, as a Debezium Server / Connect file store would hold it.
     path.write_text("{%s:%s}\n" % (json.dumps(dkey), dvalue))
     make_gap_changes(sim)
@@ -145,6 +150,9 @@ def test_takes_over_debezium_offsets_file(tmp_workdir, users_sim, start_mongocdc
     log = log_text(tmp_workdir)
     writer = "Debezium 1.x" if layout == "1.9" else "Debezium 2.x-3.x"
     assert "adopted from key %s, written by %s" % (dkey, writer) in log, log[-3000:]
+    if layout == "3.x":
+        assert re.search(r"WARN .*the adopted offsets hold Debezium's open transaction "
+                         r'\{"id": 1\}:7', log), log[-3000:]
     recs = read_jsonl(tmp_workdir / "run2.jsonl")
     assert not [r for r in recs if r.value is not None and r.op == "r"], "a snapshot was taken"
     assert d.stop(timeout_s=30) == 0
@@ -164,15 +172,16 @@ def test_takes_over_debezium_offsets_file(tmp_workdir, users_sim, start_mongocdc
     assert (v["sec"], v["ord"]) > (sec, ord_)
 
 
-def test_takes_over_a_connect_offsets_topic(tmp_workdir, users_sim, kafka, start_mongocdc):
-    """Debezium 3.6.1's entry in a Kafka Connect offsets topic of 25
-    partitions (placed by murmur2, as Connect's producer does), with another
-    connector's entries around it."""
+@pytest.mark.parametrize("layout", ["1.9", "3.x"])
+def test_takes_over_a_connect_offsets_topic(tmp_workdir, users_sim, kafka, start_mongocdc, layout):
+    """Debezium's entry (1.9.8 or 3.6.1) in a Kafka Connect offsets topic of
+    25 partitions (placed by murmur2, as Connect's producer does), with
+    another connector's entries around it."""
     import kafka_support
     sim = users_sim
-    prefix = "dbz%d" % int(time.time())
-    token_doc, sec, ord_ = first_run_position(tmp_workdir, sim, start_mongocdc, "3.x", prefix)
-    dkey, dvalue = debezium_entry("3.x", token_doc, sec, ord_, prefix)
+    prefix = "dbz%s%d" % (layout.replace(".", ""), int(time.time()))
+    token_doc, sec, ord_ = first_run_position(tmp_workdir, sim, start_mongocdc, layout, prefix)
+    dkey, dvalue = debezium_entry(layout, token_doc, sec, ord_, prefix)
     topic = kafka_support.unique_topic("connect-offsets")
     kafka_support.create_topic(kafka, topic, partitions=25, config={"cleanup.policy": "compact"})
     kafka_support.produce(kafka, topic, [
@@ -184,7 +193,7 @@ def test_takes_over_a_connect_offsets_topic(tmp_workdir, users_sim, kafka, start
     # Offsets in Kafka go with the Kafka sink.
     cfg = write_config(tmp_workdir, sim.uri, name="run2.yaml",
                        kafka={"bootstrap.servers": kafka.bootstrap}, raw={"name": NAME},
-                       **{"topic.prefix": prefix, "debezium.compatibility": "3.x",
+                       **{"topic.prefix": prefix, "debezium.compatibility": layout,
                           "offsets.storage": "kafka", "offsets.topic": topic})
     d = start_mongocdc("-c", cfg)
 
@@ -192,7 +201,8 @@ def test_takes_over_a_connect_offsets_topic(tmp_workdir, users_sim, kafka, start
         return read_topics(kafka.bootstrap, [prefix + ".itdb.gap", prefix + ".sample_mflix.users"],
                            idle_s=1.5, timeout_s=30)
     wait_until(lambda: gap_ops(None, recs(), prefix) == GAP, 90, "every change of the gap")
-    assert "adopted from key %s, written by Debezium 2.x-3.x" % dkey in log_text(tmp_workdir)
+    writer = "Debezium 1.x" if layout == "1.9" else "Debezium 2.x-3.x"
+    assert "adopted from key %s, written by %s" % (dkey, writer) in log_text(tmp_workdir)
     assert not [r for r in recs() if r.value is not None and r.op == "r"], "a snapshot was taken"
     assert d.stop(timeout_s=30) == 0
     last = {}
@@ -200,6 +210,8 @@ def test_takes_over_a_connect_offsets_topic(tmp_workdir, users_sim, kafka, start
         last[rec.key] = rec.value
     v = json.loads(last[dkey.encode()])
     assert v["mongocdc_capture_mode"] == "change_streams" and (v["sec"], v["ord"]) > (sec, ord_)
+    if layout == "1.9":
+        assert v["h"] is None and re.fullmatch(r"82[0-9A-F]+", v["resume_token"]), v
 
 
 def test_stalled_stored_position_warns_and_shows_in_metrics(tmp_workdir, users_sim,

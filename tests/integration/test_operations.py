@@ -24,7 +24,7 @@ def promtool(*args):
 def test_alert_rules_and_scrape_config_pass_promtool():
     r = promtool("check", "rules", str(MON / "alerts.yml"))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "SUCCESS: 8 rules found" in r.stdout + r.stderr
+    assert "SUCCESS: 9 rules found" in r.stdout + r.stderr
     r = promtool("check", "config", str(MON / "prometheus.yml"))
     assert r.returncode == 0, r.stdout + r.stderr
 

@@ -6,7 +6,9 @@
  *
  * Fixture bytes: Kafka Connect's JsonConverter (schemas.enable=false) writes
  * the key List [name, partition] and the value Map compactly, members in the
- * Map's iteration order. Debezium builds both with java.util.HashMap
+ * Map's iteration order (the key and value texts below are what
+ * JsonConverter.fromConnectData of connect-json 3.7.0 printed for these maps,
+ * control characters as \u00XX in upper case). Debezium builds both with java.util.HashMap
  * (Collect.hashMapOf), whose order for these key sets is, as a JVM prints it:
  *   partition {rs, server_id}                     -> rs, server_id
  *   1.9.8 change stream {sec, ord, h, resume_token} -> sec, ord, resume_token, h
