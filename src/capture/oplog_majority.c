@@ -180,6 +180,8 @@ bool oplog_hold_if_uncommitted(struct oplog_reader *r, const bson_t *doc)
 
 static bool entry_at(mongoc_client_t *client, uint32_t sec, uint32_t ord, bool before, bool *found,
                      bson_t *out, struct resume_failure *fail, struct mcdc_error *err);
+static bool entry_at_raw(mongoc_client_t *client, uint32_t sec, uint32_t ord, bool before,
+                         bool *found, bson_t *out, bson_error_t *error, bson_t *reply);
 static bool int_field(const bson_t *doc, const char *key, int64_t *v);
 
 /*
@@ -192,17 +194,15 @@ static bool int_field(const bson_t *doc, const char *key, int64_t *v);
  */
 static int held_committed(struct oplog_reader *r, uint32_t sec, uint32_t ord)
 {
-    struct resume_failure fail;
-    struct mcdc_error err = MCDC_ERROR_INIT;
     bool found;
     int64_t t, ht;
     bson_t e;
 
     if (!int_field(&r->held, "t", &ht) || ht == r->cp.maj_t)
         return 1;
-    if (!entry_at(r->client, sec, ord, false, &found, &e, &fail, &err)) {
-        r->local = err;
-        r->local_error = true;
+    bson_reinit(&r->reply);
+    if (!entry_at_raw(r->client, sec, ord, false, &found, &e, &r->error, &r->reply)) {
+        r->has_error = true; /* classified as any read failure (oplog_failure) */
         return -1;
     }
     if (!found)
@@ -279,9 +279,12 @@ void oplog_held_entries(const struct oplog_reader *r, struct oplog_held *held)
     held->last_ord = r->held_last_ord;
 }
 
-/* The entry at exactly (sec, ord) with ts, t and h; *found false when none. */
-static bool entry_at(mongoc_client_t *client, uint32_t sec, uint32_t ord, bool before, bool *found,
-                     bson_t *out, struct resume_failure *fail, struct mcdc_error *err)
+/* The entry at exactly (sec, ord), or (before) the newest one older than it,
+ * with ts, t and h into out (initialised only when *found). Returns false on
+ * a read failure with error and reply (an initialised copy of the server's
+ * reply, or empty). */
+static bool entry_at_raw(mongoc_client_t *client, uint32_t sec, uint32_t ord, bool before,
+                         bool *found, bson_t *out, bson_error_t *error, bson_t *reply)
 {
     mongoc_collection_t *oplog = mongoc_client_get_collection(client, "local", "oplog.rs");
     bson_t *filter = before ? BCON_NEW("ts", "{", "$lt", BCON_TIMESTAMP(sec, ord), "}")
@@ -290,21 +293,34 @@ static bool entry_at(mongoc_client_t *client, uint32_t sec, uint32_t ord, bool b
                             BCON_INT64(1), "projection", "{", "ts", BCON_INT32(1), "t",
                             BCON_INT32(1), "h", BCON_INT32(1), "}");
     mongoc_cursor_t *cur = mongoc_collection_find_with_opts(oplog, filter, opts, NULL);
-    const bson_t *doc = NULL, *reply = NULL;
-    bson_error_t error;
+    const bson_t *doc = NULL, *r = NULL;
     bool ok = true;
 
     *found = mongoc_cursor_next(cur, &doc);
-    if (*found)
+    if (*found) {
         bson_copy_to(doc, out);
-    else if (mongoc_cursor_error_document(cur, &error, &reply)) {
-        capture_failure_from(&error, reply, fail, err);
+    } else if (mongoc_cursor_error_document(cur, error, &r)) {
+        if (r != NULL)
+            bson_copy_to_excluding_noinit(r, reply, "", NULL);
         ok = false;
     }
     mongoc_cursor_destroy(cur);
     bson_destroy(opts);
     bson_destroy(filter);
     mongoc_collection_destroy(oplog);
+    return ok;
+}
+
+/* As entry_at_raw, the failure as capture_failure_from gives it. */
+static bool entry_at(mongoc_client_t *client, uint32_t sec, uint32_t ord, bool before, bool *found,
+                     bson_t *out, struct resume_failure *fail, struct mcdc_error *err)
+{
+    bson_error_t error;
+    bson_t reply = BSON_INITIALIZER;
+    bool ok = entry_at_raw(client, sec, ord, before, found, out, &error, &reply);
+    if (!ok)
+        capture_failure_from(&error, &reply, fail, err);
+    bson_destroy(&reply);
     return ok;
 }
 

@@ -168,7 +168,8 @@ const struct opt mcdc_options[] = {
     E("json.serialization.mode", "legacy", json_modes, NF, U, G_CAPT,
       "Extended JSON flavour of documents"),
     N("cursor.max.await.time.ms", "0", 0, I32, F(cursor_max_await_time_ms), 0, G_CAPT,
-      "maxAwaitTimeMS of change-stream getMore, ms; 0 = server default; bounds shutdown time"),
+      "maxAwaitTimeMS of change-stream and oplog getMore, ms; 0 = server default; in oplog mode "
+      "also the longest single wait for the commit point (1000 at 0); bounds shutdown time"),
     N("cursor.batch.size", "0", 0, I32, F(cursor_batch_size), 0, G_CAPT,
       "batchSize of the change-stream cursor (mongocdc); 0 = server default"),
     {"cursor.pipeline", OPT_JSON_ARRAY, NULL, NULL, 0, 0, NULL, F(cursor_pipeline), 0, NULL, G_CAPT,
