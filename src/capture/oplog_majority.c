@@ -121,11 +121,24 @@ bool oplog_commit_point(mongoc_client_t *client, uint32_t server_id, struct oplo
     return ok;
 }
 
+/* The server a cursor reads from (0: none chosen yet). libmongoc 1.24
+ * renamed mongoc_cursor_get_hint to mongoc_cursor_get_server_id and 1.30
+ * deprecates the old name; both builds of Debian 12 (1.23) and 13 (1.30)
+ * must compile warning-free. */
+static uint32_t cursor_server_id(mongoc_cursor_t *cursor)
+{
+#if MONGOC_CHECK_VERSION(1, 24, 0)
+    return mongoc_cursor_get_server_id(cursor);
+#else
+    return mongoc_cursor_get_hint(cursor);
+#endif
+}
+
 /* Reads the commit point again into r->cp. False with the failure in r. */
 static bool refresh(struct oplog_reader *r)
 {
     struct oplog_commit_point cp;
-    uint32_t server_id = r->cursor != NULL ? mongoc_cursor_get_hint(r->cursor) : 0;
+    uint32_t server_id = r->cursor != NULL ? cursor_server_id(r->cursor) : 0;
     bson_t reply;
     bool ok = run_hello(r->client, server_id, &cp, &r->error, &reply);
     if (!ok) {
