@@ -992,6 +992,9 @@ static void store_kafka_list_and_put_raw(void **state)
     rd_kafka_conf_set(conf, "log_level", "3", errstr, sizeof errstr);
     rd_kafka_t *host = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
     rd_kafka_mock_cluster_t *mc = rd_kafka_mock_cluster_new(host, 1);
+    /* created beforehand: the mock has no CreateTopics (see below) */
+    assert_int_equal(rd_kafka_mock_topic_create(mc, "connect-offsets", 1, 1),
+                     RD_KAFKA_RESP_ERR_NO_ERROR);
     struct mcdc_kv kv[2] = {
         {(char *)"bootstrap.servers", (char *)rd_kafka_mock_cluster_bootstraps(mc), 1, 1},
         {(char *)"log_level", (char *)"3", 2, 1},
