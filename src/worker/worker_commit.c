@@ -67,6 +67,28 @@ static void count_delivery_failure(struct worker *w)
     w->sink_failures = 1;
 }
 
+/* The stored position as text for count_delivery_failure, its cluster time
+ * taken from the resume token when only the token is known: a snapshot's
+ * start position is stored token-only, and read back with the token's time,
+ * and both are the same position (malloc'd). */
+static char *progress_text(const struct mcdc_position *pos)
+{
+    struct mcdc_position p;
+    uint32_t sec = 0, ord = 0;
+    char *text;
+
+    if (pos->sec > 0 || !pos->has_resume_token ||
+        !resume_token_time(&pos->resume_token, &sec, &ord))
+        return position_to_json(pos);
+    position_init(&p);
+    position_copy(&p, pos);
+    p.sec = (int64_t)sec;
+    p.ord = (int64_t)ord;
+    text = position_to_json(&p);
+    position_clear(&p);
+    return text;
+}
+
 /* Records waiting longer than this for an acknowledgement: one WARN per episode. */
 #define ACK_STALL_WARN_MS 10000
 
@@ -258,7 +280,7 @@ enum phase worker_service(struct worker *w, bool force_commit)
             }
             metrics_offset_stored(w->m);
             free(w->stored_json);
-            w->stored_json = position_to_json(pos);
+            w->stored_json = progress_text(pos);
             worker_stall_stored(w, pos);
             worker_metrics_service(w, pos);
             if (MCDC_LOG_ENABLED(MCDC_LOG_DEBUG)) {
