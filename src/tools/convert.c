@@ -42,7 +42,37 @@
 struct out {
     FILE *f;
     int dropped, unsupported;
+    int refused; /* input mongocdc cannot stand in for: exit 1 */
 };
+
+/* Names the input's setting that makes a conversion wrong rather than
+ * incomplete (a converter other than JsonConverter: consumers would get
+ * different bytes); the YAML is still written, the command exits 1. */
+static void refuse(struct out *o, const char *key, const char *value, const char *why)
+{
+    fprintf(stderr, "mongocdc config convert: ERROR: %s=%s: %s\n", key, value, why);
+    fprintf(o->f, "# ERROR: %s=%s: %s\n", key, value, why);
+    o->refused++;
+}
+
+/* Debezium 1.x's deprecated filter names (MongoDbConnectorConfig 1.9,
+ * Field.withDeprecatedAliases) and the current names Debezium 2.0 kept. */
+static const char *const legacy_names[][2] = {
+    {"database.whitelist", "database.include.list"},
+    {"database.blacklist", "database.exclude.list"},
+    {"collection.whitelist", "collection.include.list"},
+    {"collection.blacklist", "collection.exclude.list"},
+    {"field.blacklist", "field.exclude.list"},
+};
+
+/* The current name of a Debezium 1.x deprecated name, or NULL. */
+static const char *legacy_current(const char *key)
+{
+    for (size_t i = 0; i < sizeof legacy_names / sizeof legacy_names[0]; i++)
+        if (!strcmp(key, legacy_names[i][0]))
+            return legacy_names[i][1];
+    return NULL;
+}
 
 static void yaml_str(FILE *f, const char *s)
 {
@@ -202,6 +232,7 @@ struct conv {
     const char *sink_type;                   /* Debezium Server's, or NULL */
     const char *log_level;                   /* quarkus.log.level */
     struct props dropped; /* Debezium Server keys without a counterpart: key -> why */
+    struct props formats; /* Debezium Server's debezium.format.key/value other than json */
 };
 
 static void emit(struct conv *c, struct out *o, const char *input)
@@ -215,9 +246,15 @@ static void emit(struct conv *c, struct out *o, const char *input)
     fputs("# Check with: mongocdc --validate -c FILE; then docs/MIGRATING.md.\n", f);
     for (size_t i = 0; i < c->dropped.count; i++)
         drop(o, c->dropped.keys[i], c->dropped.values[i]);
+    for (size_t i = 0; i < c->formats.count; i++)
+        refuse(o, c->formats.keys[i], c->formats.values[i],
+               "mongocdc writes JsonConverter's JSON only (format json): consumers of these "
+               "topics expect other bytes");
     const char *cls = props_get(s, "connector.class");
     if (cls && strcmp(cls, "io.debezium.connector.mongodb.MongoDbConnector") != 0)
-        drop(o, "connector.class", "not Debezium's MongoDB connector: the rest may not apply");
+        refuse(o, "connector.class", cls,
+               "not Debezium's MongoDB connector (io.debezium.connector.mongodb."
+               "MongoDbConnector): mongocdc cannot take its place");
     /* the layout: 1.x properties mean the 1.9 layout */
     bool v1 = props_get(s, "mongodb.name") || props_get(s, "mongodb.hosts") ||
               props_get(s, "initial.sync.max.threads") ||
@@ -248,9 +285,22 @@ static void emit(struct conv *c, struct out *o, const char *input)
                 "`mongocdc offsets show --from debezium-file:PATH` lists\n",
                 engine);
     }
-    for (size_t i = 0; i < s->count; i++)
-        if (!special(s->keys[i]))
-            carry(o, s->keys[i], s->values[i]);
+    for (size_t i = 0; i < s->count; i++) {
+        const char *k = s->keys[i], *cur = legacy_current(k);
+        if (special(k))
+            continue;
+        if (!cur) {
+            carry(o, k, s->values[i]);
+        } else if (props_get(s, cur)) {
+            /* as Debezium: the current name wins over its deprecated alias */
+            char why[128];
+            snprintf(why, sizeof why, "Debezium 1.x name of %s, which the input also sets", cur);
+            drop(o, k, why);
+        } else {
+            fprintf(f, "# %s: Debezium 1.x name of %s\n", k, cur);
+            carry(o, cur, s->values[i]);
+        }
+    }
     for (size_t i = 0; i < s->count; i++) {
         const char *k = s->keys[i];
         if (!strncmp(k, "transforms", 10) || !strncmp(k, "predicates", 10))
@@ -259,7 +309,9 @@ static void emit(struct conv *c, struct out *o, const char *input)
             fprintf(f, "# tasks.max: mongocdc runs one capture task per replica set or shard\n");
         else if ((!strcmp(k, "key.converter") || !strcmp(k, "value.converter")) &&
                  strcmp(s->values[i], "org.apache.kafka.connect.json.JsonConverter") != 0)
-            drop(o, k, "mongocdc writes JsonConverter's JSON only");
+            refuse(o, k, s->values[i],
+                   "mongocdc writes JsonConverter's JSON only: consumers of these topics "
+                   "expect other bytes");
         else if (!strcmp(k, "header.converter") ||
                  (!strncmp(k, "key.converter.", 14) && strcmp(k, "key.converter.schemas.enable")) ||
                  (!strncmp(k, "value.converter.", 16) &&
@@ -405,9 +457,11 @@ static bool load_server(struct conv *c, const struct props *all)
             c->value_schemas = v;
         } else if (!strcmp(k, "quarkus.log.level")) {
             c->log_level = v;
-        } else if ((!strcmp(k, "debezium.format.key") || !strcmp(k, "debezium.format.value")) &&
-                   !strcmp(v, "json")) {
-            /* JsonConverter: what mongocdc writes */
+        } else if (!strcmp(k, "debezium.format.key") || !strcmp(k, "debezium.format.value")) {
+            /* json is JsonConverter: what mongocdc writes; any other format
+             * (avro, protobuf, cloudevents, ...) is refused in emit() */
+            if (strcmp(v, "json") != 0)
+                props_add(&c->formats, k, strlen(k), v, strlen(v));
         } else {
             const char *why =
                 !strncmp(k, "debezium.format.", 16) ? "mongocdc writes JsonConverter's JSON"
@@ -429,7 +483,8 @@ int config_cli_main(int argc, char **argv)
               "Debezium Server application.properties into mongocdc's YAML on stdout; every\n"
               "key it cannot carry is named on stderr. --worker: the Kafka Connect worker's\n"
               "properties (bootstrap.servers, offset.storage.topic, converters, producer.*).\n"
-              "Exit 0 converted, 1 unreadable input, 2 usage.\n",
+              "Exit 0 converted; 1 unreadable input, or a setting mongocdc cannot stand in\n"
+              "for (another connector class, a converter other than JsonConverter); 2 usage.\n",
               argc >= 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
         return argc >= 2 && !strcmp(argv[1], "--help") ? 0 : 2;
     }
@@ -454,7 +509,7 @@ int config_cli_main(int argc, char **argv)
         return 1;
     }
     struct conv c = {0};
-    struct out o = {stdout, 0, 0};
+    struct out o = {stdout, 0, 0, 0};
     struct props all = {0};
     struct mcdc_error err = MCDC_ERROR_INIT;
     int rc = 0;
@@ -493,12 +548,20 @@ int config_cli_main(int argc, char **argv)
         fprintf(stderr, "mongocdc config convert: %d key%s not carried%s\n", o.dropped,
                 o.dropped == 1 ? "" : "s",
                 o.unsupported ? "; some carried keys are not supported yet (see above)" : "");
+        if (o.refused) {
+            fprintf(stderr,
+                    "mongocdc config convert: %d setting%s mongocdc cannot stand in for "
+                    "(ERROR above): not converted\n",
+                    o.refused, o.refused == 1 ? "" : "s");
+            rc = 1;
+        }
     }
     props_free(&all);
     props_free(&c.src);
     props_free(&c.kafka);
     props_free(&c.worker);
     props_free(&c.dropped);
+    props_free(&c.formats);
     free(c.name);
     free(text);
     return rc;

@@ -4,6 +4,8 @@ Server application.properties become mongocdc YAML that passes --validate;
 every key that cannot be carried is named on stderr; only unreadable input
 fails (exit 1)."""
 
+import json
+
 import yaml
 
 from conftest import SOURCE_DIR
@@ -90,3 +92,56 @@ def test_unreadable_input_fails(run_mongocdc, tmp_workdir):
     assert r.returncode == 1 and b"no debezium.source" in r.stderr
     r = run_mongocdc("config", "convert")
     assert r.returncode == 2
+
+
+def test_debezium_1x_filter_names_carried(run_mongocdc, tmp_workdir):
+    """Debezium 1.x's deprecated filter names become the current ones: dropping
+    them would capture every collection."""
+    src = tmp_workdir / "connect-1x-names.json"
+    src.write_text(json.dumps({"name": "old-mongo", "config": {
+        "connector.class": "io.debezium.connector.mongodb.MongoDbConnector",
+        "mongodb.hosts": "rs0/mongo1:27017", "mongodb.name": "shop1",
+        "collection.whitelist": "shop.products", "database.blacklist": "admin",
+        "field.blacklist": "shop.products.secret"}}))
+    r = run_mongocdc("config", "convert", src)
+    assert r.returncode == 0, r.stderr
+    y = yaml.safe_load(r.stdout)
+    assert y["collection.include.list"] == "shop.products"
+    assert y["database.exclude.list"] == "admin"
+    assert y["field.exclude.list"] == "shop.products.secret"
+    for old in ("collection.whitelist", "database.blacklist", "field.blacklist"):
+        assert old not in y and (old + ": not carried").encode() not in r.stderr
+    # both names given: the current one wins, as in Debezium, and the old is named
+    src.write_text(json.dumps({"name": "old-mongo", "config": {
+        "mongodb.hosts": "rs0/mongo1:27017", "mongodb.name": "shop1",
+        "collection.whitelist": "shop.a", "collection.include.list": "shop.b"}}))
+    r = run_mongocdc("config", "convert", src)
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(r.stdout)["collection.include.list"] == "shop.b"
+    assert b"collection.whitelist: not carried" in r.stderr
+
+
+def test_other_converter_or_connector_refused(run_mongocdc, tmp_workdir):
+    """A converter other than JsonConverter, or another connector class, is an
+    error (exit 1), never a quiet 'not carried'."""
+    base = {"mongodb.connection.string": "mongodb://m:27017/?replicaSet=rs0",
+            "topic.prefix": "p1"}
+    src = tmp_workdir / "c.json"
+    for extra, needle in (
+            ({"value.converter": "io.confluent.connect.avro.AvroConverter"},
+             b"ERROR: value.converter=io.confluent.connect.avro.AvroConverter"),
+            ({"key.converter": "io.confluent.connect.avro.AvroConverter"},
+             b"ERROR: key.converter="),
+            ({"connector.class": "io.debezium.connector.postgresql.PostgresConnector"},
+             b"ERROR: connector.class=io.debezium.connector.postgresql")):
+        src.write_text(json.dumps({"name": "n", "config": dict(base, **extra)}))
+        r = run_mongocdc("config", "convert", src)
+        assert r.returncode == 1 and needle in r.stderr, r.stderr
+    props = tmp_workdir / "application.properties"
+    props.write_text("debezium.sink.type=kafka\n"
+                     "debezium.source.connector.class=io.debezium.connector.mongodb.MongoDbConnector\n"
+                     "debezium.source.topic.prefix=p1\n"
+                     "debezium.source.mongodb.connection.string=mongodb://m:27017/?replicaSet=rs0\n"
+                     "debezium.format.value=avro\n")
+    r = run_mongocdc("config", "convert", props)
+    assert r.returncode == 1 and b"ERROR: debezium.format.value=avro" in r.stderr, r.stderr
