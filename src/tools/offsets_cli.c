@@ -24,7 +24,8 @@
  * writer first (a running writer overwrites the change at its next flush).
  *
  * Values written by import and copy must parse as offsets (position_from_json)
- * unless --force. `set` writes mongocdc's value form (position_to_json),
+ * and must not be older than the position the target stores under the same
+ * key, unless --force. `set` writes mongocdc's value form (position_to_json),
  * which Debezium 2.7+ and mongocdc read; `set` and `reset` are the only
  * writes allowed to move a position backwards.
  *
@@ -394,7 +395,7 @@ static int cmd_import_copy(const struct args *a, const struct endpoint *from,
             return MCDC_EXIT_FAILURE;
         }
     }
-    if (!check_values(&list, a->force)) {
+    if (!check_values(&list, a->force) || !check_not_backwards(to, &list, a->force)) {
         kvlist_free(&list);
         return MCDC_EXIT_FAILURE;
     }

@@ -75,6 +75,14 @@ bool parse_timestamp(const char *s, int64_t *sec, int64_t *inc);
  * {"_data": ...} document, into out (initialised by this call). */
 bool parse_token(const char *s, bson_t *out);
 
+/* Refuses (false, unless force; the keys named on stderr) to write any
+ * entry of in whose position is older (offset_position_time) than the one
+ * ep already stores under the same key: only `offsets set` and `reset` move
+ * a position backwards (docs/MIGRATING.md). Deletions are not compared. A
+ * Debezium file that does not exist yet holds nothing. False also when ep
+ * cannot be read (message printed). */
+bool check_not_backwards(const struct endpoint *to, const struct kvlist *in, bool force);
+
 /* A flat list of properties (key order kept). */
 struct props {
     char **keys, **values;

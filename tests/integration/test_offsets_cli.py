@@ -239,3 +239,35 @@ def test_set_addresses_the_layouts_partition(run_mongocdc, tmp_workdir):
     r = run_mongocdc("offsets", "set", "-c", p, "--timestamp", "1700000000:3")
     assert r.returncode == 0, r.stderr
     assert _export(run_mongocdc, p)['["inv",{"server_id":"dbserver1"}]']["ord"] == 3
+
+
+def test_import_and_copy_never_move_a_position_backwards(run_mongocdc, tmp_workdir):
+    """import and copy refuse (unless --force) to replace a stored position by
+    an older one under the same key, naming the key; set moves it on purpose."""
+    cfg = _config(tmp_workdir)
+    key = '["dbserver1",{"rs":"rs0","server_id":"dbserver1"}]'
+    r = run_mongocdc("offsets", "set", "-c", cfg, "--timestamp", "1700000100:1")
+    assert r.returncode == 0, r.stderr
+    before = (tmp_workdir / "offsets.json").read_bytes()
+    older = tmp_workdir / "older.jsonl"
+    older.write_text(json.dumps({"key": key, "value": {"sec": 1700000000, "ord": 5}}) + "\n")
+    r = run_mongocdc("offsets", "import", "-c", cfg, "-i", older)
+    assert r.returncode == 1
+    assert b"refused: " + key.encode() in r.stderr and b"Timestamp(1700000000, 5)" in r.stderr
+    assert (tmp_workdir / "offsets.json").read_bytes() == before
+    # copy from a file store holding the older position: refused as well
+    cfg_old = _config(tmp_workdir / "old" if (tmp_workdir / "old").mkdir() is None else None)
+    r = run_mongocdc("offsets", "import", "-c", cfg_old, "-i", older)
+    assert r.returncode == 0, r.stderr
+    r = run_mongocdc("offsets", "copy", "-c", cfg, "--from",
+                     "file:%s" % (tmp_workdir / "old" / "offsets.json"), "--to", "store")
+    assert r.returncode == 1 and b"would move backwards" in r.stderr
+    assert (tmp_workdir / "offsets.json").read_bytes() == before
+    # a newer one is written; --force writes an older one, with a warning
+    newer = tmp_workdir / "newer.jsonl"
+    newer.write_text(json.dumps({"key": key, "value": {"sec": 1700000200, "ord": 1}}) + "\n")
+    r = run_mongocdc("offsets", "import", "-c", cfg, "-i", newer)
+    assert r.returncode == 0, r.stderr
+    r = run_mongocdc("offsets", "import", "-c", cfg, "-i", older, "--force")
+    assert r.returncode == 0 and b"warning: " + key.encode() in r.stderr
+    assert _export(run_mongocdc, cfg)[key]["sec"] == 1700000000
