@@ -101,7 +101,11 @@ def test_set_reset_export_import(run_mongocdc, tmp_workdir):
         r = run_mongocdc("offsets", "set", "-c", cfg3, "--key", "[\"x\",{\"server_id\":\"y\"}]",
                          "--resume-token", form)
         assert r.returncode == 0, r.stderr
-        assert _export(run_mongocdc, cfg3)['["x",{"server_id":"y"}]']["resume_token"] == b64
+        # another source's key: warned about, written, listed with --all only
+        assert b"will not adopt it" in r.stderr
+        assert _export(run_mongocdc, cfg3, "--all")['["x",{"server_id":"y"}]']["resume_token"] \
+            == b64
+        assert '["x",{"server_id":"y"}]' not in _export(run_mongocdc, cfg3)
     # an ISO time
     r = run_mongocdc("offsets", "set", "-c", cfg3, "--timestamp", "2026-01-02T03:04:05Z")
     assert r.returncode == 0, r.stderr
@@ -271,3 +275,67 @@ def test_import_and_copy_never_move_a_position_backwards(run_mongocdc, tmp_workd
     r = run_mongocdc("offsets", "import", "-c", cfg, "-i", older, "--force")
     assert r.returncode == 0 and b"warning: " + key.encode() in r.stderr
     assert _export(run_mongocdc, cfg)[key]["sec"] == 1700000000
+
+
+def test_shared_offsets_topic_other_connectors_left_alone(run_mongocdc, tmp_workdir):
+    """A Kafka Connect offsets topic shared with other connectors: show, export
+    and copy take this source's entries (--all: every one); show marks another
+    connector's entry as not used and gives no advice to remove it."""
+    cfg = _config(tmp_workdir)
+    pg_key = '["pg-connector",{"server":"pg1"}]'
+    other_mongo = '["billing",{"server_id":"billing1"}]'
+    ours = '["dbserver1",{"rs":"rs0","server_id":"dbserver1"}]'
+    lines = [{"key": pg_key, "value": {"lsn": 123, "txId": 5}},
+             {"key": other_mongo, "value": {"sec": 1700000000, "ord": 1}},
+             {"key": ours, "value": {"sec": 1700000000, "ord": 2}}]
+    (tmp_workdir / "shared.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+    shared = "file:%s" % (tmp_workdir / "shared.json")
+    r = run_mongocdc("offsets", "import", "-c", cfg, "--to", shared, "-i", "shared.jsonl",
+                     "--force")
+    assert r.returncode == 0, r.stderr
+    # copy to a Debezium file: this source's entry only, no refusal
+    r = run_mongocdc("offsets", "copy", "-c", cfg, "--from", shared, "--to",
+                     "debezium-file:x.dat")
+    assert r.returncode == 0, r.stderr
+    assert b"2 entries of other connectors" in r.stderr
+    assert set(_export(run_mongocdc, cfg, "--from", "debezium-file:x.dat", "--all")) == {ours}
+    # show: this source's entry by default
+    r = run_mongocdc("offsets", "show", "-c", cfg, "--from", shared)
+    out = r.stdout.decode()
+    assert r.returncode == 0 and ours in out and pg_key not in out and other_mongo not in out
+    assert b"--all" in r.stderr
+    # --all: the others are marked, not decoded, never "remove the entry"
+    out = run_mongocdc("offsets", "show", "-c", cfg, "--from", shared, "--all").stdout.decode()
+    assert pg_key in out and other_mongo in out
+    assert out.count("another connector's entry, not used") == 2
+    assert "remove the entry" not in out and "UNUSABLE" not in out
+    assert set(_export(run_mongocdc, cfg, "--from", shared, "--all")) == {pg_key, other_mongo, ours}
+    assert set(_export(run_mongocdc, cfg, "--from", shared)) == {ours}
+
+
+def test_set_validates_rs_and_key(run_mongocdc, tmp_workdir):
+    """set/reset: a malformed --key is refused; --rs must be a replica set the
+    configuration can have; show's "this config: yes" follows the daemon's
+    adoption rule byte for byte (field order included)."""
+    cfg = _config(tmp_workdir)
+    for bad in ("notjson", '["x"]', '[1,{}]', '{"a":1}'):
+        r = run_mongocdc("offsets", "set", "-c", cfg, "--key", bad, "--timestamp", "1700000000")
+        assert r.returncode == 2 and b"not a Kafka Connect partition key" in r.stderr, bad
+    r = run_mongocdc("offsets", "set", "-c", cfg, "--rs", "rs9", "--timestamp", "1700000000")
+    assert r.returncode == 2 and b"names replicaSet rs0" in r.stderr, r.stderr
+    assert not (tmp_workdir / "offsets.json").exists()
+    # a key with the partition's fields in another order is not what the daemon looks up
+    swapped = '["dbserver1",{"server_id":"dbserver1","rs":"rs0"}]'
+    r = run_mongocdc("offsets", "set", "-c", cfg, "--key", swapped, "--timestamp", "1700000000")
+    assert r.returncode == 0 and b"will not adopt it" in r.stderr, r.stderr
+    # a replica set the connection string does not name: not adopted either
+    other_rs = '["dbserver1",{"rs":"rs9","server_id":"dbserver1"}]'
+    r = run_mongocdc("offsets", "set", "-c", cfg, "--key", other_rs, "--timestamp", "1700000000")
+    assert r.returncode == 0 and b"will not adopt it" in r.stderr, r.stderr
+    r = run_mongocdc("offsets", "set", "-c", cfg, "--rs", "rs0", "--timestamp", "1700000000")
+    assert r.returncode == 0, r.stderr
+    out = run_mongocdc("offsets", "show", "-c", cfg).stdout.decode()
+    blocks = {b.split("\n")[0]: b for b in out.split("\n[")[1:]}
+    blocks = {"[" + k: v for k, v in blocks.items()}
+    assert "this config:   yes" in blocks['["dbserver1",{"rs":"rs0","server_id":"dbserver1"}]']
+    assert "this config:   no" in blocks[swapped] and "this config:   no" in blocks[other_rs]
