@@ -6,8 +6,11 @@ the refusal while a daemon holds the file store's lock. No MongoDB needed:
 the configuration's connection string is never dialled by this command."""
 
 import fcntl
+import os
 import json
 import shutil
+
+import pytest
 
 from conftest import SOURCE_DIR
 
@@ -339,3 +342,32 @@ def test_set_validates_rs_and_key(run_mongocdc, tmp_workdir):
     blocks = {"[" + k: v for k, v in blocks.items()}
     assert "this config:   yes" in blocks['["dbserver1",{"rs":"rs0","server_id":"dbserver1"}]']
     assert "this config:   no" in blocks[swapped] and "this config:   no" in blocks[other_rs]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the case of `sudo mongocdc offsets`")
+def test_root_keeps_the_daemon_users_ownership(run_mongocdc, tmp_workdir):
+    """Run as root (sudo), set/copy leave the store's files (the offsets file,
+    its lock, a Debezium file) with the owner of the folder or of the file
+    they replace, so that the daemon's user can still open them."""
+    store = tmp_workdir / "store"
+    store.mkdir()
+    os.chown(store, 4242, 4343)
+    cfg = tmp_workdir / "c.yaml"
+    cfg.write_text("topic.prefix: dbserver1\n"
+                   "mongodb.connection.string: \"mongodb://localhost:1/?replicaSet=rs0\"\n"
+                   "sink:\n  type: stdout\noffsets:\n  file.path: %s\n" % (store / "offsets.json"))
+    r = run_mongocdc("offsets", "set", "-c", cfg, "--timestamp", "1700000000:1")
+    assert r.returncode == 0, r.stderr
+    for f in ("offsets.json", "offsets.json.lock"):
+        st = os.stat(store / f)
+        assert (st.st_uid, st.st_gid) == (4242, 4343), f
+    # a Debezium Server file owned by its user, mode 0600: kept on rewrite
+    dbz = store / "dbz.dat"
+    shutil.copy(FIXTURES / "three-19.dat", dbz)
+    os.chown(dbz, 5151, 5252)
+    os.chmod(dbz, 0o600)
+    r = run_mongocdc("offsets", "copy", "-c", cfg, "--from", "store",
+                     "--to", "debezium-file:%s" % dbz)
+    assert r.returncode == 0, r.stderr
+    st = os.stat(dbz)
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (5151, 5252, 0o600)
