@@ -227,6 +227,7 @@ struct conv {
     struct props kafka;  /* producer settings */
     struct props worker; /* --worker */
     char *name;
+    const char *cli_name;                    /* --name */
     bool server;                             /* Debezium Server properties */
     const char *key_schemas, *value_schemas; /* as found, or NULL */
     const char *sink_type;                   /* Debezium Server's, or NULL */
@@ -267,7 +268,22 @@ static void emit(struct conv *c, struct out *o, const char *input)
         fprintf(f, "debezium.compatibility: \"%s\"\n", v1 ? "1.9" : "3.x");
     }
     /* the connector's name: the offsets key ["<name>",{...}] */
-    const char *name = c->name ? c->name : props_get(s, "name");
+    const char *name = c->cli_name     ? c->cli_name
+                       : c->name       ? c->name
+                                       : props_get(s, "name");
+    if (!name && !c->server) {
+        /* PUT/GET /connectors/NAME/config holds no name: without it the
+         * offsets key differs from the connector's and the start snapshots */
+        fputs("# WARNING: the input names no connector: set `name:` to the connector's name\n"
+              "# (the first element of its offsets keys), or the first start takes a new "
+              "snapshot.\n",
+              f);
+        fprintf(stderr,
+                "mongocdc config convert: WARNING: the input holds no connector \"name\" (a "
+                "/connectors/NAME/config body?): set `name:` to the connector's name, or pass "
+                "--name NAME; without it name defaults to topic.prefix, no stored position is "
+                "found and the first start takes a new snapshot\n");
+    }
     if (name) {
         fputs("# The connector's name: the offsets key is [name, partition].\n", f);
         carry(o, "name", name);
@@ -356,6 +372,20 @@ static void emit(struct conv *c, struct out *o, const char *input)
                 "mongocdc config convert: note: import the offsets with `mongocdc "
                 "offsets copy -c FILE --from debezium-file:%s --to store`\n",
                 file ? file : "PATH");
+    } else if (!c->server && !props_get(s, "offsets.storage.topic") &&
+               !props_get(&c->worker, "offset.storage.topic") &&
+               props_get(&c->worker, "offset.storage.file.filename")) {
+        /* connect-standalone: its offsets file has Debezium Server's format */
+        const char *file = props_get(&c->worker, "offset.storage.file.filename");
+        fputs("# A standalone Kafka Connect worker kept offsets in a file (the same Java format "
+              "as\n# Debezium Server's); import them once with:\n",
+              f);
+        fprintf(f, "#   mongocdc offsets copy -c FILE --from debezium-file:%s --to store\n", file);
+        fputs("offsets.storage: \"file\"\noffsets.file.path: \"mongocdc-offsets.json\"\n", f);
+        fprintf(stderr,
+                "mongocdc config convert: note: the worker keeps offsets in %s: import them "
+                "with `mongocdc offsets copy -c FILE --from debezium-file:%s --to store`\n",
+                file, file);
     } else if (c->server && !strstr(storage, "KafkaOffsetBackingStore")) {
         drop(o, "offset.storage", "only file and Kafka offset stores have a mongocdc counterpart");
     } else {
@@ -476,13 +506,15 @@ static bool load_server(struct conv *c, const struct props *all)
 
 int config_cli_main(int argc, char **argv)
 {
-    const char *file = NULL, *worker = NULL;
+    const char *file = NULL, *worker = NULL, *cli_name = NULL;
     if (argc < 2 || strcmp(argv[1], "convert") != 0) {
-        fputs("usage: mongocdc config convert FILE [--worker WORKER.properties]\n"
+        fputs("usage: mongocdc config convert FILE [--worker WORKER.properties] [--name NAME]\n"
               "Converts a Kafka Connect connector JSON ({\"name\": ..., \"config\": {...}}) or a\n"
               "Debezium Server application.properties into mongocdc's YAML on stdout; every\n"
               "key it cannot carry is named on stderr. --worker: the Kafka Connect worker's\n"
-              "properties (bootstrap.servers, offset.storage.topic, converters, producer.*).\n"
+              "properties (bootstrap.servers, offset.storage.topic or a standalone worker's\n"
+              "offset.storage.file.filename, converters, producer.*). --name: the connector's\n"
+              "name, for a bare config object (/connectors/NAME/config) that holds none.\n"
               "Exit 0 converted; 1 unreadable input, or a setting mongocdc cannot stand in\n"
               "for (another connector class, a converter other than JsonConverter); 2 usage.\n",
               argc >= 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
@@ -491,6 +523,8 @@ int config_cli_main(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--worker") && i + 1 < argc)
             worker = argv[++i];
+        else if (!strcmp(argv[i], "--name") && i + 1 < argc)
+            cli_name = argv[++i];
         else if (argv[i][0] != '-' && !file)
             file = argv[i];
         else {
@@ -509,6 +543,7 @@ int config_cli_main(int argc, char **argv)
         return 1;
     }
     struct conv c = {0};
+    c.cli_name = cli_name;
     struct out o = {stdout, 0, 0, 0};
     struct props all = {0};
     struct mcdc_error err = MCDC_ERROR_INIT;

@@ -145,3 +145,38 @@ def test_other_converter_or_connector_refused(run_mongocdc, tmp_workdir):
                      "debezium.format.value=avro\n")
     r = run_mongocdc("config", "convert", props)
     assert r.returncode == 1 and b"ERROR: debezium.format.value=avro" in r.stderr, r.stderr
+
+
+def test_config_object_without_name_and_standalone_worker(run_mongocdc, tmp_workdir):
+    """The bare config object (GET /connectors/NAME/config) names no connector:
+    a loud warning, or --name NAME. A standalone worker's offsets file means
+    a file store and the copy command, not connect-offsets."""
+    cfg = {"connector.class": "io.debezium.connector.mongodb.MongoDbConnector",
+           "mongodb.connection.string": "mongodb://m:27017/?replicaSet=rs0",
+           "topic.prefix": "p1"}
+    src = tmp_workdir / "config-only.json"
+    src.write_text(json.dumps(cfg))
+    r = run_mongocdc("config", "convert", src)
+    assert r.returncode == 0, r.stderr
+    y = yaml.safe_load(r.stdout)
+    assert "name" not in y
+    assert b"WARNING: the input holds no connector \"name\"" in r.stderr
+    assert b"# WARNING: the input names no connector" in r.stdout
+    r = run_mongocdc("config", "convert", src, "--name", "inventory-connector")
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(r.stdout)["name"] == "inventory-connector"
+    assert b"WARNING" not in r.stderr
+    worker = tmp_workdir / "connect-standalone.properties"
+    worker.write_text("bootstrap.servers=k:9092\n"
+                      "key.converter.schemas.enable=false\nvalue.converter.schemas.enable=false\n"
+                      "offset.storage.file.filename=/var/lib/connect/connect.offsets\n")
+    out = tmp_workdir / "standalone.yaml"
+    r = run_mongocdc("config", "convert", src, "--name", "n", "--worker", worker)
+    assert r.returncode == 0, r.stderr
+    out.write_bytes(r.stdout)
+    y = yaml.safe_load(r.stdout)
+    assert y["offsets.storage"] == "file" and "offsets.topic" not in y
+    assert b"--from debezium-file:/var/lib/connect/connect.offsets --to store" in r.stderr
+    assert b"connect-offsets" not in r.stderr
+    v = run_mongocdc("--validate", "-c", out)
+    assert v.returncode == 0, v.stderr
