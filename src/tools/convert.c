@@ -185,6 +185,7 @@ static bool special(const char *k)
         if (!strcmp(k, *p))
             return true;
     return !strncmp(k, "offset.", 7) || !strcmp(k, "offsets.storage.topic") ||
+           !strcmp(k, "bootstrap.servers") ||
            !strncmp(k, "producer.override.", 18) || !strncmp(k, "transforms", 10) ||
            !strncmp(k, "predicates", 10) || !strncmp(k, "key.converter.", 14) ||
            !strncmp(k, "value.converter.", 16) || !strncmp(k, "header.converter.", 17);
@@ -220,6 +221,62 @@ static bool librdkafka_key(const char *k)
         if (!strcmp(k, *p))
             return true;
     return false;
+}
+
+/* The value of name="..." (or name=...) in a JAAS configuration line, malloc'd,
+ * or NULL. */
+static char *jaas_option(const char *jaas, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(jaas, name); p; p = strstr(p + 1, name)) {
+        if ((p != jaas && !isspace((unsigned char)p[-1])) || p[n] != '=')
+            continue;
+        const char *v = p + n + 1;
+        if (*v == '"') {
+            const char *e = strchr(v + 1, '"');
+            return e ? xstrndup(v + 1, (size_t)(e - v - 1)) : NULL;
+        }
+        return xstrndup(v, strcspn(v, " ;\t"));
+    }
+    return NULL;
+}
+
+/* Java producer settings with another librdkafka name: max.request.size is
+ * librdkafka's message.max.bytes; a PLAIN or SCRAM sasl.jaas.config
+ * (PlainLoginModule, ScramLoginModule) holds sasl.username and
+ * sasl.password. Rewrites p in place; what stays is named by the caller. */
+static void java_producer_keys(struct out *o, struct props *p)
+{
+    const char *mrs = props_get(p, "max.request.size");
+    if (mrs && !props_get(p, "message.max.bytes"))
+        props_add(p, "message.max.bytes", 17, mrs, strlen(mrs));
+    const char *jaas = props_get(p, "sasl.jaas.config");
+    if (jaas && (strstr(jaas, "PlainLoginModule") || strstr(jaas, "ScramLoginModule"))) {
+        char *u = jaas_option(jaas, "username"), *pw = jaas_option(jaas, "password");
+        if (u && pw) {
+            props_add(p, "sasl.username", 13, u, strlen(u));
+            props_add(p, "sasl.password", 13, pw, strlen(pw));
+            fputs("# sasl.jaas.config: its username and password as sasl.username and "
+                  "sasl.password\n",
+                  o->f);
+        }
+        free(u);
+        free(pw);
+    }
+    /* carried under their librdkafka names: no longer named as dropped */
+    for (size_t i = 0; i < p->count; i++) {
+        bool moved = (!strcmp(p->keys[i], "max.request.size") && mrs) ||
+                     (!strcmp(p->keys[i], "sasl.jaas.config") && props_get(p, "sasl.username") &&
+                      props_get(p, "sasl.password"));
+        if (moved) {
+            free(p->keys[i]);
+            free(p->values[i]);
+            memmove(&p->keys[i], &p->keys[i + 1], (p->count - i - 1) * sizeof *p->keys);
+            memmove(&p->values[i], &p->values[i + 1], (p->count - i - 1) * sizeof *p->values);
+            p->count--;
+            i--;
+        }
+    }
 }
 
 struct conv {
@@ -344,8 +401,11 @@ static void emit(struct conv *c, struct out *o, const char *input)
     if (!vs)
         vs = props_get(&c->worker, "value.converter.schemas.enable");
     if (!ks || !vs) {
-        fputs("# schemas.enable not given: JsonConverter's default (true) is what Debezium "
-              "wrote; make it match your Connect worker.\n",
+        fputs(c->server ? "# schemas.enable not given: JsonConverter's default (true) is what "
+                          "Debezium Server\n# wrote; make it match "
+                          "debezium.format.key/value.schemas.enable.\n"
+                        : "# schemas.enable not given: JsonConverter's default (true) is what "
+                          "Debezium wrote; make it match your Connect worker.\n",
               f);
         fprintf(stderr,
                 "mongocdc config convert: note: %s.converter.schemas.enable not found: "
@@ -389,6 +449,22 @@ static void emit(struct conv *c, struct out *o, const char *input)
     } else if (c->server && !strstr(storage, "KafkaOffsetBackingStore")) {
         drop(o, "offset.storage", "only file and Kafka offset stores have a mongocdc counterpart");
     } else {
+        /* Debezium Server's KafkaOffsetBackingStore writes to the cluster of
+         * debezium.source.bootstrap.servers; mongocdc keeps its offsets
+         * topic on the kafka: cluster, the sink's */
+        const char *obs = c->server ? props_get(s, "bootstrap.servers") : NULL;
+        const char *sbs = props_get(&c->kafka, "bootstrap.servers");
+        if (obs && !sbs) {
+            props_add(&c->kafka, "bootstrap.servers", 17, obs, strlen(obs));
+        } else if (obs && strcmp(obs, sbs) != 0) {
+            char why[600];
+            snprintf(why, sizeof why,
+                     "the offsets topic is on %s, not on the sink's cluster %s, where mongocdc "
+                     "keeps its offsets topic: copy the entries over first (offsets export "
+                     "with kafka.bootstrap.servers %s, then offsets import)",
+                     obs, sbs, obs);
+            drop(o, "debezium.source.bootstrap.servers", why);
+        }
         /* Kafka 3.5+ (KIP-618): a connector may name its own offsets topic */
         const char *topic = c->server ? props_get(s, "offset.storage.topic")
                                       : props_get(s, "offsets.storage.topic");
@@ -411,6 +487,22 @@ static void emit(struct conv *c, struct out *o, const char *input)
     }
     if (flush)
         carry(o, "offsets.flush.interval.ms", flush);
+    const char *flush_to = props_get(s, "offset.flush.timeout.ms");
+    if (!flush_to)
+        flush_to = props_get(&c->worker, "offset.flush.timeout.ms");
+    if (flush_to)
+        carry(o, "offsets.flush.timeout.ms", flush_to);
+    for (size_t i = 0; i < s->count; i++) {
+        static const char *const used[] = {
+            "offset.storage",           "offset.storage.file.filename", "offset.storage.topic",
+            "offset.flush.interval.ms", "offset.flush.timeout.ms",      NULL};
+        const char *k = s->keys[i];
+        bool known = false;
+        for (const char *const *u = used; *u; u++)
+            known |= !strcmp(k, *u);
+        if (!known && !strncmp(k, "offset.", 7))
+            drop(o, k, "a Kafka Connect offset store setting without a mongocdc counterpart");
+    }
     /* sink */
     if (c->sink_type && strcmp(c->sink_type, "kafka") != 0) {
         drop(o, "debezium.sink.type",
@@ -449,6 +541,7 @@ static void emit(struct conv *c, struct out *o, const char *input)
         fprintf(stderr, "mongocdc config convert: note: kafka bootstrap.servers not found: "
                         "localhost:9092 written (pass --worker, or edit it)\n");
     }
+    java_producer_keys(o, &c->kafka);
     for (size_t i = 0; i < c->kafka.count; i++) {
         if (!librdkafka_key(c->kafka.keys[i])) {
             char key[300];

@@ -37,11 +37,13 @@ def test_connector_json_3x_with_worker(run_mongocdc, tmp_workdir):
     assert y["key.converter.schemas.enable"] is False and y["value.converter.schemas.enable"] is False
     assert y["offsets.storage"] == "kafka" and y["offsets.topic"] == "my-connect-offsets"
     assert y["offsets.flush.interval.ms"] == "10000"
+    # the PLAIN JAAS line's username and password are librdkafka's sasl.username/password
     assert y["kafka"] == {"bootstrap.servers": "kafka1:9092,kafka2:9092",
                           "security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN",
-                          "compression.type": "lz4"}
-    for key in ("errors.tolerance", "transforms", "transforms.unwrap.type",
-                "producer sasl.jaas.config"):
+                          "compression.type": "lz4", "sasl.username": "u",
+                          "sasl.password": "p"}
+    assert "sasl.jaas.config: not carried" not in err
+    for key in ("errors.tolerance", "transforms", "transforms.unwrap.type"):
         assert "%s: not carried" % key in err, key
     assert "mongodb.authentication.class: carried, but" in err
     # the connector's name keys the offsets ["inventory-connector",{...}]
@@ -180,3 +182,45 @@ def test_config_object_without_name_and_standalone_worker(run_mongocdc, tmp_work
     assert b"connect-offsets" not in r.stderr
     v = run_mongocdc("--validate", "-c", out)
     assert v.returncode == 0, v.stderr
+
+
+def test_server_kafka_offsets_and_java_producer_names(run_mongocdc, tmp_workdir):
+    """Debezium Server: max.request.size is librdkafka's message.max.bytes; a
+    KafkaOffsetBackingStore's cluster (debezium.source.bootstrap.servers) is
+    carried when the sink names none, named when it differs; its other
+    offset.storage.* settings are named; the schemas note speaks of
+    debezium.format, not of a Connect worker."""
+    head = ("debezium.sink.type=kafka\n"
+            "debezium.source.connector.class=io.debezium.connector.mongodb.MongoDbConnector\n"
+            "debezium.source.topic.prefix=p1\n"
+            "debezium.source.mongodb.connection.string=mongodb://m:27017/?replicaSet=rs0\n"
+            "debezium.source.offset.storage=org.apache.kafka.connect.storage.KafkaOffsetBackingStore\n"
+            "debezium.source.offset.storage.topic=dbz-offsets\n"
+            "debezium.source.offset.storage.partitions=1\n"
+            "debezium.source.offset.storage.replication.factor=1\n"
+            "debezium.source.bootstrap.servers=offs:9092\n"
+            "debezium.sink.kafka.producer.max.request.size=2097152\n")
+    src = tmp_workdir / "application.properties"
+    src.write_text(head)
+    r = run_mongocdc("config", "convert", src)
+    assert r.returncode == 0, r.stderr
+    y = yaml.safe_load(r.stdout)
+    assert y["offsets.storage"] == "kafka" and y["offsets.topic"] == "dbz-offsets"
+    assert y["kafka"]["bootstrap.servers"] == "offs:9092"
+    assert y["kafka"]["message.max.bytes"] == "2097152"
+    assert b"max.request.size" not in r.stderr
+    for key in (b"offset.storage.partitions: not carried",
+                b"offset.storage.replication.factor: not carried"):
+        assert key in r.stderr, key
+    assert b"Connect worker" not in r.stdout and b"debezium.format.key/value" in r.stdout
+    out = tmp_workdir / "s.yaml"
+    out.write_bytes(r.stdout)
+    v = run_mongocdc("--validate", "-c", out)
+    assert v.returncode == 0, v.stderr
+    # the sink on another cluster: the offsets cluster is named, not merged
+    src.write_text(head + "debezium.sink.kafka.producer.bootstrap.servers=sink:9092\n")
+    r = run_mongocdc("config", "convert", src)
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(r.stdout)["kafka"]["bootstrap.servers"] == "sink:9092"
+    assert b"debezium.source.bootstrap.servers: not carried: the offsets topic is on offs:9092" \
+        in r.stderr
