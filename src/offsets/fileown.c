@@ -30,8 +30,8 @@ void offsets_file_match_owner(int fd, const char *fd_path, const char *replaces,
         fchown(fd, want.st_uid, want.st_gid) != 0)
         LOG_WARN("offsets: %s: cannot give it the owner %u:%u of %s (%s): a daemon running as "
                  "that user may fail to open it",
-                 fd_path, (unsigned)want.st_uid, (unsigned)want.st_gid,
-                 same_file ? replaces : dir, strerror(errno));
+                 fd_path, (unsigned)want.st_uid, (unsigned)want.st_gid, same_file ? replaces : dir,
+                 strerror(errno));
     if (same_file && (have.st_mode & 07777) != (want.st_mode & 07777))
         (void)fchmod(fd, want.st_mode & 07777);
 }

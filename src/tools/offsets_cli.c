@@ -474,8 +474,9 @@ static int cmd_set_reset(const struct args *a, const struct mcdc_config *cfg,
                         "mongocdc offsets %s: --rs %s: the connection string names replicaSet "
                         "%s, the only replica set of this configuration\n",
                         a->cmd, a->rs, set ? set : "(none)");
-            fprintf(stderr, "mongocdc offsets %s: nothing written (--key KEY writes any key "
-                            "on purpose)\n",
+            fprintf(stderr,
+                    "mongocdc offsets %s: nothing written (--key KEY writes any key "
+                    "on purpose)\n",
                     a->cmd);
             free(set);
             free(key);

@@ -47,8 +47,8 @@ char *config_replica_set(const struct mcdc_config *cfg)
 }
 
 /* Whether key is byte for byte one of the keys a task of this kind looks up. */
-static bool task_adopts(const struct mcdc_config *cfg, const char *key, const char *rs,
-                        bool merged, bool per_shard)
+static bool task_adopts(const struct mcdc_config *cfg, const char *key, const char *rs, bool merged,
+                        bool per_shard)
 {
     const char *names[2] = {mcdc_config_connector_name(cfg), cfg->topic_prefix};
     const char *forms[3];

@@ -127,4 +127,14 @@ void parse_properties(const char *text, size_t len, struct props *out);
 bool parse_connector_json(const char *text, size_t len, struct props *out, char **name,
                           struct mcdc_error *err);
 
+/* Whether k is a librdkafka property under the same name as the Java
+ * producer's (convert_kafka.c). */
+bool librdkafka_key(const char *k);
+/* Java producer settings librdkafka spells otherwise, rewritten in p in
+ * place: max.request.size becomes message.max.bytes; a PLAIN or SCRAM
+ * sasl.jaas.config (PlainLoginModule, ScramLoginModule) its sasl.username
+ * and sasl.password (a comment saying so written to f). What stays is
+ * named by the caller. */
+void java_producer_keys(FILE *f, struct props *p);
+
 #endif
