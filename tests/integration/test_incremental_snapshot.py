@@ -322,6 +322,27 @@ def test_stop_pause_resume(tmp_workdir, sim, start_mongocdc):
     assert d.stop(timeout_s=30) == 0
 
 
+def test_two_signals_for_one_collection_complete_each(tmp_workdir, sim, start_mongocdc):
+    """Two execute-snapshot signals for the same collection: both read it, and
+    each signal gets its own completion (log line and COMPLETED notification)."""
+    c = sim.client()
+    db, coll = "incdb", "twice"
+    c[db][coll].insert_many([{"_id": i} for i in range(300)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 5,
+                                                         "notification.enabled.channels": "log"}))
+    streaming(tmp_workdir)
+    first = signal(c, "execute-snapshot", {"data-collections": ["incdb.twice"]})
+    second = signal(c, "execute-snapshot", {"data-collections": ["incdb.twice"]})
+    wait_done(tmp_workdir, second)
+    wait_done(tmp_workdir, first, timeout_s=20)
+    assert len(reads(tmp_workdir / "events.jsonl", db, coll)) == 600  # read twice
+    log = log_text(tmp_workdir)
+    for sid in (first, second):
+        assert log.count("incremental snapshot (signal %s) completed" % sid) == 1, sid
+    assert len(re.findall(r"aggregateType='Incremental Snapshot', type='COMPLETED'", log)) == 2
+    assert d.stop(timeout_s=30) == 0
+
+
 def test_sigkill_mid_snapshot_then_restart_misses_no_key(tmp_workdir, sim, start_mongocdc):
     c = sim.client()
     db, coll = "incdb", "killed"
