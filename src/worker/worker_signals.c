@@ -274,6 +274,13 @@ enum phase worker_signal_event(struct worker *w, const struct mcdc_event *ev,
     if (w->inc == NULL || ev == NULL || !worker_event_in(ev, w->cfg->signal_data_collection) ||
         ev->op != MCDC_OP_INSERT || !ev->has_full_document)
         return PHASE_OK;
+    bson_iter_t id;
+    if (bson_iter_init_find(&id, &ev->full_document, "_id") && BSON_ITER_HOLDS_UTF8(&id) &&
+        !strcmp(bson_iter_utf8(&id, NULL), MCDC_CHECK_PROBE_ID)) {
+        LOG_DEBUG("signal collection %s: the probe of `mongocdc check`, not a signal; skipped",
+                  w->cfg->signal_data_collection);
+        return PHASE_OK;
+    }
     if (!mcdc_signal_parse_doc(&ev->full_document, MCDC_SIGNAL_CHANNEL_SOURCE, &sig, &err)) {
         LOG_WARN("signal collection %s: %s; ignored", w->cfg->signal_data_collection, err.msg);
         return PHASE_OK;
