@@ -9,7 +9,8 @@
 #                                              naming the installed binary
 #   /etc/mongocdc/mongocdc.yaml                conf/replica-set.yaml (a conffile:
 #                                              dpkg keeps local edits on upgrade)
-#   /usr/share/doc/mongocdc/                   README.md, docs/, conf/*.yaml examples
+#   /usr/share/doc/mongocdc/                   README.md, copyright, docs/, conf/*.yaml
+#                                              examples
 # Its Depends line comes from dpkg-shlibdeps on the binary (the shared
 # libraries of the release it was built on). packaging/debian/postinst creates
 # the system user mongocdc the unit runs as; the unit is not enabled.
@@ -49,6 +50,8 @@ install(CODE "
 ")
 
 install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# Debian's machine-readable copyright file (Debian Policy §12.5)
+install(FILES packaging/debian/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs)
 file(GLOB _examples ${PROJECT_SOURCE_DIR}/conf/*.yaml)
 install(FILES ${_examples} DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)

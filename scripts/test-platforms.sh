@@ -370,6 +370,9 @@ package_test() ( # release deb root
   unit=$r/usr/lib/systemd/system/mongocdc.service
   [ -f "$unit" ] || { echo "no unit at /usr/lib/systemd/system/mongocdc.service"; return 1; }
   [ -f "$r/usr/share/doc/mongocdc/README.md" ] || { echo "no /usr/share/doc/mongocdc/README.md"; return 1; }
+  head -n 1 "$r/usr/share/doc/mongocdc/copyright" |
+    grep -qx 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/' ||
+    { echo "no machine-readable /usr/share/doc/mongocdc/copyright"; return 1; }
   user=$(sed -n 's/^User=//p' "$unit" | tail -n 1)
   exec_start=$(sed -n 's/^ExecStart=//p' "$unit" | tail -n 1)
   echo "== unit: User=$user ExecStart=$exec_start"

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "common/error.h"
 
@@ -323,6 +324,46 @@ static inline const char *mcdc_config_connector_name(const struct mcdc_config *c
 {
     return cfg->connector_name && cfg->connector_name[0] ? cfg->connector_name
                                                           : cfg->topic_prefix;
+}
+
+/*
+ * Whether key (a librdkafka property of the kafka: map) is one only a
+ * producer reads (type P in librdkafka's CONFIGURATION.md, librdkafka 2.x):
+ * the consumers built from the same map (the Kafka offsets store's reader,
+ * `mongocdc check`'s signal consumer) leave it out, or librdkafka warns
+ * CONFWARN "... is a producer property and will be ignored by this consumer".
+ */
+static inline bool mcdc_kafka_producer_only(const char *key)
+{
+    static const char *const keys[] = {"transactional.id",
+                                       "transaction.timeout.ms",
+                                       "enable.idempotence",
+                                       "enable.gapless.guarantee",
+                                       "queue.buffering.max.messages",
+                                       "queue.buffering.max.kbytes",
+                                       "queue.buffering.max.ms",
+                                       "linger.ms",
+                                       "message.send.max.retries",
+                                       "retries",
+                                       "queue.buffering.backpressure.threshold",
+                                       "compression.codec",
+                                       "compression.type",
+                                       "compression.level",
+                                       "batch.num.messages",
+                                       "batch.size",
+                                       "delivery.report.only.error",
+                                       "sticky.partitioning.linger.ms",
+                                       "request.required.acks",
+                                       "acks",
+                                       "request.timeout.ms",
+                                       "message.timeout.ms",
+                                       "delivery.timeout.ms",
+                                       "partitioner",
+                                       NULL};
+    for (const char *const *k = keys; *k != NULL; k++)
+        if (!strcmp(key, *k))
+            return true;
+    return false;
 }
 
 #endif

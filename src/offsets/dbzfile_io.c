@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/xalloc.h"
+#include "offsets/offsets_internal.h"
 
 /* The largest file read (bytes). */
 #define DBZFILE_MAX (64u * 1024 * 1024)
@@ -105,6 +106,8 @@ bool dbzfile_write(const char *path, const struct dbz_offsets *map, struct mcdc_
                        strerror(errno));
         goto out;
     }
+    /* Debezium Server's user must still read and rewrite it */
+    offsets_file_match_owner(fd, tmp, path, dir);
     if (!write_all(fd, data, len) || fsync(fd) != 0) {
         int e = errno;
         close(fd);

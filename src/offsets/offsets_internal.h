@@ -86,4 +86,14 @@ struct offset_store {
 bool store_file_open(struct offset_store *store, struct mcdc_error *err);
 bool store_kafka_open(struct offset_store *store, struct mcdc_error *err);
 
+/*
+ * Gives fd (a file just created in a store's folder; fd_path its path, for
+ * the message) the owner and group of the file it replaces (replaces, may be
+ * NULL or absent; then also its mode) or else of the folder dir, when the
+ * process runs as root: an offsets command run with sudo must not leave
+ * files the daemon's user cannot open. Does nothing for other users. A
+ * failing fchown is a WARN, not an error (the write itself succeeded).
+ */
+void offsets_file_match_owner(int fd, const char *fd_path, const char *replaces, const char *dir);
+
 #endif

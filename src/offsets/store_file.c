@@ -230,6 +230,9 @@ static bool hold_lock(struct file_store *fs, struct mcdc_error *err)
     if (fd < 0)
         return mcdc_error_set(err, MCDC_ERR_IO, errno, "offsets lock %s: %s", fs->lock_path,
                               strerror(errno));
+    /* created by root (an offsets command under sudo): the owner of the
+     * offsets file or the folder, so that the daemon's user can lock it */
+    offsets_file_match_owner(fd, fs->lock_path, fs->path, fs->dir);
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
@@ -347,6 +350,7 @@ static bool replace_file(const struct file_store *fs, const char *text, size_t l
     if (fd < 0)
         return mcdc_error_set(err, MCDC_ERR_IO, errno, "offsets file %s: %s", fs->tmp_path,
                               strerror(errno));
+    offsets_file_match_owner(fd, fs->tmp_path, fs->path, fs->dir);
     if (!write_all(fd, text, len) || fsync(fd) != 0) {
         int e = errno;
         close(fd);

@@ -95,12 +95,14 @@ static bool conf_set(rd_kafka_conf_t *conf, const struct mcdc_config *cfg, const
 
 /* The user's kafka: map, with bootstrap (when given) replacing a mock cluster setting. */
 static bool apply_user(rd_kafka_conf_t *conf, const struct mcdc_config *cfg, const char *bootstrap,
-                       struct mcdc_error *err)
+                       bool consumer, struct mcdc_error *err)
 {
     for (size_t i = 0; i < cfg->kafka.count; i++) {
         const struct mcdc_kv *kv = &cfg->kafka.items[i];
         if (bootstrap && !strcmp(kv->key, "test.mock.num.brokers"))
             continue;
+        if (consumer && mcdc_kafka_producer_only(kv->key))
+            continue; /* the reader is a consumer: no CONFWARN for the producer's settings */
         if (!strcmp(kv->key, "enable.idempotence"))
             continue; /* forced below */
         if (!conf_set(conf, cfg, kv->key, kv->value, kv->line, kv->col, err))
@@ -245,7 +247,7 @@ static bool kafka_scan(struct offset_store *store, struct offset_entry **entries
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     char errstr[512];
     rd_kafka_conf_set_log_cb(conf, log_cb);
-    if (!apply_user(conf, cfg, ks->bootstrap, err) ||
+    if (!apply_user(conf, cfg, ks->bootstrap, true, err) ||
         !conf_set(conf, cfg, "enable.partition.eof", "true", 0, 0, err) ||
         !conf_set(conf, cfg, "client.id", "mongocdc-offsets-load", 0, 0, err)) {
         rd_kafka_conf_destroy(conf);
@@ -350,7 +352,7 @@ bool store_kafka_open(struct offset_store *store, struct mcdc_error *err)
         /* else the metadata lookup below would let the broker auto-create the
          * topic without compaction */
         !conf_set(conf, cfg, "allow.auto.create.topics", "false", 0, 0, err) ||
-        !apply_user(conf, cfg, NULL, err) ||
+        !apply_user(conf, cfg, NULL, false, err) ||
         /* as the sink (sink_kafka.c): ordered, replicated writes only */
         !conf_set(conf, cfg, "enable.idempotence", "true", 0, 0, err) ||
         !conf_set(conf, cfg, "acks", "all", 0, 0, err)) {

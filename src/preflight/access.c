@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "preflight/preflight_internal.h"
+#include "signals/signals.h"
 
 bool pf_unauthorized(const bson_error_t *error)
 {
@@ -214,8 +215,9 @@ static void check_signal(struct pf *p, mongoc_client_t *c, const char *ns)
     }
     snprintf(db, sizeof db, "%.*s", (int)(dot - ns), ns);
     col = mongoc_client_get_collection(c, db, dot + 1);
-    BSON_APPEND_UTF8(&doc, "_id", "mongocdc-check");
-    BSON_APPEND_UTF8(&doc, "type", "mongocdc-check");
+    /* daemons capturing this collection skip this _id silently */
+    BSON_APPEND_UTF8(&doc, "_id", MCDC_CHECK_PROBE_ID);
+    BSON_APPEND_UTF8(&doc, "type", MCDC_CHECK_PROBE_ID);
     if (!mongoc_collection_insert_one(col, &doc, NULL, NULL, &error)) {
         if (pf_unauthorized(&error)) {
             server_said(&error, said, sizeof said);

@@ -34,8 +34,9 @@ static rd_kafka_t *kafka_client(struct pf *p, const struct mcdc_config *cfg, boo
     bool ok = true;
 
     for (size_t i = 0; ok && i < cfg->kafka.count; i++)
-        ok = conf_set(p, conf, check, "kafka.", cfg->kafka.items[i].key,
-                      cfg->kafka.items[i].value);
+        if (!signal || !mcdc_kafka_producer_only(cfg->kafka.items[i].key))
+            ok = conf_set(p, conf, check, "kafka.", cfg->kafka.items[i].key,
+                          cfg->kafka.items[i].value);
     if (ok && signal && cfg->signal_kafka_bootstrap != NULL)
         ok = conf_set(p, conf, check, "signal.kafka.", "bootstrap.servers",
                       cfg->signal_kafka_bootstrap);

@@ -37,12 +37,32 @@ static struct offset_store *open_for_check(struct pf *p, const struct mcdc_confi
     return store;
 }
 
+/* Whether a key the daemon does not adopt still shares the connector name
+ * or the server_id (topic.prefix) with this configuration: most likely this
+ * source's position under a name or prefix set wrong, so that the start
+ * would snapshot and skip the changes since (a FAIL). An entry sharing
+ * neither is another connector's on a shared offsets topic (a WARN). */
+static bool same_source_hint(const struct mcdc_config *cfg, const char *key)
+{
+    char *name = NULL, *server_id = NULL, *rs = NULL;
+    if (!offsets_parse_key(key, &name, &server_id, &rs))
+        return false;
+    bool hint = !strcmp(server_id, cfg->topic_prefix) ||
+                !strcmp(name, mcdc_config_connector_name(cfg)) ||
+                !strcmp(name, cfg->topic_prefix);
+    free(name);
+    free(server_id);
+    free(rs);
+    return hint;
+}
+
 /*
  * Loads the position of one task as the daemon would (every partition form,
  * both connector names; offsets.h) and reports it. Found: *found, pos filled,
  * and an INFO-like PASS naming the key and its writer is left to the caller;
- * none found but entries of another name or topic.prefix exist: WARN naming
- * them ("is `name` right?") instead of a PASS. what: "rs0", "the merged
+ * none found but entries of another name or topic.prefix exist: a line
+ * naming each ("is `name` right?") instead of a PASS, a FAIL when the entry
+ * shares the name or the prefix (same_source_hint), else a WARN. what: "rs0", "the merged
  * stream".
  */
 static bool load_for_check(struct pf *p, struct offset_store *store,
@@ -81,7 +101,7 @@ static bool load_for_check(struct pf *p, struct offset_store *store,
                                                                : "the offsets file",
                    foreign[i]);
         else
-            pf_say(p, "WARN", "offsets",
+            pf_say(p, same_source_hint(cfg, foreign[i]) ? "FAIL" : "WARN", "offsets",
                    "no position under %s; found one under %s: is `name` (connector name, "
                    "default topic.prefix) or topic.prefix right? Without a match the first "
                    "start follows snapshot.mode",

@@ -88,8 +88,10 @@ mongoc_client_t *pf_direct_seed(struct pf *p, const struct mcdc_config *cfg,
  * the oplog whose oldest entry is at oldest (epoch s; 0 unknown).
  * pf_check_offsets_merged: the merged stream's position (mongodb.connection.mode
  * sharded). Both look every partition form up under both connector names as
- * the daemon does, name the key and writer found, and WARN about entries of
- * another `name` or topic.prefix ("is `name` right?") instead of a PASS.
+ * the daemon does, name the key and writer found, and, with no position,
+ * name entries of another `name` or topic.prefix ("is `name` right?")
+ * instead of a PASS: a FAIL when the entry shares the name or the prefix
+ * (the start would snapshot past this source's position), else a WARN.
  */
 void pf_check_offsets(struct pf *p, const struct mcdc_config *cfg, const char *rs, bool per_shard,
                       int64_t oldest);

@@ -39,6 +39,7 @@ struct signal_channels {
     /* file */
     bool file;
     int64_t next_file_ms;
+    long file_lines; /* lines taken from the file's front since start: messages count on */
 };
 
 static int64_t now_ms(void)
@@ -201,7 +202,7 @@ static void kafka_poll(struct signal_channels *ch)
  * read (FILE_MAX_BYTES): no signal is that large, so once it is complete it
  * is cut from the file with a WARN giving its size, and the lines after it
  * are read at the next poll. Unfinished, it stays (one WARN per size seen). */
-static void file_drop_long_line(int fd, const char *path, size_t size)
+static void file_drop_long_line(struct signal_channels *ch, int fd, const char *path, size_t size)
 {
     static size_t warned_size;
     char chunk[65536];
@@ -221,9 +222,9 @@ static void file_drop_long_line(int fd, const char *path, size_t size)
     }
     if (!found) {
         if (warned_size != size)
-            LOG_WARN("file signal channel: the first line of %s has %zu bytes and no end yet, "
+            LOG_WARN("file signal channel: line %ld of %s has %zu bytes and no end yet, "
                      "over the %d MiB a signal may have; it is cut once complete",
-                     path, size, FILE_MAX_BYTES / (1024 * 1024));
+                     ch->file_lines + 1, path, size, FILE_MAX_BYTES / (1024 * 1024));
         warned_size = size;
         return;
     }
@@ -235,9 +236,10 @@ static void file_drop_long_line(int fd, const char *path, size_t size)
         LOG_WARN("file signal channel: cannot cut the over-long first line of %s: %s", path,
                  strerror(errno));
     } else {
-        LOG_WARN("file signal channel: line 1 of %s has %zu bytes, over the %d MiB a signal may "
+        ch->file_lines++;
+        LOG_WARN("file signal channel: line %ld of %s has %zu bytes, over the %d MiB a signal may "
                  "have: not read as a signal, cut from the file",
-                 path, nl, FILE_MAX_BYTES / (1024 * 1024));
+                 ch->file_lines, path, nl, FILE_MAX_BYTES / (1024 * 1024));
     }
     free(rest);
 }
@@ -303,7 +305,7 @@ static void file_poll(struct signal_channels *ch)
     if (end == buf) {
         free(buf);
         if ((size_t)got == FILE_MAX_BYTES)
-            file_drop_long_line(fd, path, (size_t)st.st_size);
+            file_drop_long_line(ch, fd, path, (size_t)st.st_size);
         close(fd); /* otherwise a line still being written */
         return;
     }
@@ -330,7 +332,9 @@ static void file_poll(struct signal_channels *ch)
     }
     free(rest);
     close(fd); /* releases the lock */
-    int lineno = 0;
+    /* numbered from the first line this run read: consumed lines are cut
+     * from the front, so the file's own line 1 moves on */
+    long lineno = ch->file_lines;
     for (char *line = buf; line < buf + used;) {
         char *nl = memchr(line, '\n', (size_t)(buf + used - line));
         size_t len = (size_t)(nl - line);
@@ -340,14 +344,16 @@ static void file_poll(struct signal_channels *ch)
             k++;
         if (k < len) {
             char what[600];
-            snprintf(what, sizeof what, "file signal channel %s line %d", path, lineno);
+            snprintf(what, sizeof what, "file signal channel %s line %ld", path, lineno);
             if (!publish_json(ch, line, len, MCDC_SIGNAL_CHANNEL_FILE, what)) {
                 file_put_back(path, line, (size_t)(buf + used - line));
+                lineno--; /* back in the file */
                 break;
             }
         }
         line = nl + 1;
     }
+    ch->file_lines = lineno;
     free(buf);
 }
 

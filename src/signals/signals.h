@@ -62,6 +62,14 @@ struct mcdc_snapshot_request {
 };
 
 /*
+ * The _id of the document `mongocdc check` inserts into and deletes from
+ * signal.data.collection to prove the privileges incremental snapshots
+ * need (preflight/access.c). A daemon capturing that collection skips it
+ * without a WARN: it is no signal (docs/OPERATIONS.md).
+ */
+#define MCDC_CHECK_PROBE_ID "mongocdc-check"
+
+/*
  * Parses a signal document positionally (§5.3): exactly three fields, the
  * first the id, the second the type name, the third the data as a
  * sub-document or a JSON string. Returns true and fills *out (caller

@@ -100,6 +100,14 @@ const char *incr_signal_id(const struct incr *s)
     return s->count ? s->queue[0].signal_id : NULL;
 }
 
+bool incr_signal_queued(const struct incr *s, const char *signal_id)
+{
+    for (size_t i = 0; i < s->count; i++)
+        if (!strcmp(s->queue[i].signal_id, signal_id))
+            return true;
+    return false;
+}
+
 void incr_push_item(struct incr *s, const char *db, const char *coll, const bson_t *cond,
                     const char *signal_id)
 {

@@ -141,6 +141,11 @@ void incr_drop_last(struct incr *s, size_t n);
 const char *incr_current(const struct incr *s);
 const char *incr_signal_id(const struct incr *s);
 
+/* Whether a collection of signal signal_id is still queued (the current one
+ * included): when none is, that signal's incremental snapshot is complete,
+ * even while another signal's collections are still read. */
+bool incr_signal_queued(const struct incr *s, const char *signal_id);
+
 /*
  * stop-snapshot: removes every queued collection whose "db.coll" matches one
  * of the n regexes (case-insensitive, anchored; n = 0: all). The current

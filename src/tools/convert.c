@@ -42,7 +42,37 @@
 struct out {
     FILE *f;
     int dropped, unsupported;
+    int refused; /* input mongocdc cannot stand in for: exit 1 */
 };
+
+/* Names the input's setting that makes a conversion wrong rather than
+ * incomplete (a converter other than JsonConverter: consumers would get
+ * different bytes); the YAML is still written, the command exits 1. */
+static void refuse(struct out *o, const char *key, const char *value, const char *why)
+{
+    fprintf(stderr, "mongocdc config convert: ERROR: %s=%s: %s\n", key, value, why);
+    fprintf(o->f, "# ERROR: %s=%s: %s\n", key, value, why);
+    o->refused++;
+}
+
+/* Debezium 1.x's deprecated filter names (MongoDbConnectorConfig 1.9,
+ * Field.withDeprecatedAliases) and the current names Debezium 2.0 kept. */
+static const char *const legacy_names[][2] = {
+    {"database.whitelist", "database.include.list"},
+    {"database.blacklist", "database.exclude.list"},
+    {"collection.whitelist", "collection.include.list"},
+    {"collection.blacklist", "collection.exclude.list"},
+    {"field.blacklist", "field.exclude.list"},
+};
+
+/* The current name of a Debezium 1.x deprecated name, or NULL. */
+static const char *legacy_current(const char *key)
+{
+    for (size_t i = 0; i < sizeof legacy_names / sizeof legacy_names[0]; i++)
+        if (!strcmp(key, legacy_names[i][0]))
+            return legacy_names[i][1];
+    return NULL;
+}
 
 static void yaml_str(FILE *f, const char *s)
 {
@@ -155,41 +185,10 @@ static bool special(const char *k)
         if (!strcmp(k, *p))
             return true;
     return !strncmp(k, "offset.", 7) || !strcmp(k, "offsets.storage.topic") ||
-           !strncmp(k, "producer.override.", 18) || !strncmp(k, "transforms", 10) ||
-           !strncmp(k, "predicates", 10) || !strncmp(k, "key.converter.", 14) ||
-           !strncmp(k, "value.converter.", 16) || !strncmp(k, "header.converter.", 17);
-}
-
-/* Librdkafka properties under the same name as the Java producer's. */
-static bool librdkafka_key(const char *k)
-{
-    static const char *const keys[] = {"bootstrap.servers",
-                                       "client.id",
-                                       "acks",
-                                       "compression.type",
-                                       "linger.ms",
-                                       "batch.size",
-                                       "security.protocol",
-                                       "sasl.mechanism",
-                                       "sasl.username",
-                                       "sasl.password",
-                                       "ssl.endpoint.identification.algorithm",
-                                       "enable.idempotence",
-                                       "retries",
-                                       "retry.backoff.ms",
-                                       "request.timeout.ms",
-                                       "delivery.timeout.ms",
-                                       "max.in.flight.requests.per.connection",
-                                       "message.max.bytes",
-                                       "ssl.ca.location",
-                                       "ssl.certificate.location",
-                                       "ssl.key.location",
-                                       "ssl.key.password",
-                                       NULL};
-    for (const char *const *p = keys; *p; p++)
-        if (!strcmp(k, *p))
-            return true;
-    return false;
+           !strcmp(k, "bootstrap.servers") || !strncmp(k, "producer.override.", 18) ||
+           !strncmp(k, "transforms", 10) || !strncmp(k, "predicates", 10) ||
+           !strncmp(k, "key.converter.", 14) || !strncmp(k, "value.converter.", 16) ||
+           !strncmp(k, "header.converter.", 17);
 }
 
 struct conv {
@@ -197,11 +196,13 @@ struct conv {
     struct props kafka;  /* producer settings */
     struct props worker; /* --worker */
     char *name;
+    const char *cli_name;                    /* --name */
     bool server;                             /* Debezium Server properties */
     const char *key_schemas, *value_schemas; /* as found, or NULL */
     const char *sink_type;                   /* Debezium Server's, or NULL */
     const char *log_level;                   /* quarkus.log.level */
     struct props dropped; /* Debezium Server keys without a counterpart: key -> why */
+    struct props formats; /* Debezium Server's debezium.format.key/value other than json */
 };
 
 static void emit(struct conv *c, struct out *o, const char *input)
@@ -215,9 +216,15 @@ static void emit(struct conv *c, struct out *o, const char *input)
     fputs("# Check with: mongocdc --validate -c FILE; then docs/MIGRATING.md.\n", f);
     for (size_t i = 0; i < c->dropped.count; i++)
         drop(o, c->dropped.keys[i], c->dropped.values[i]);
+    for (size_t i = 0; i < c->formats.count; i++)
+        refuse(o, c->formats.keys[i], c->formats.values[i],
+               "mongocdc writes JsonConverter's JSON only (format json): consumers of these "
+               "topics expect other bytes");
     const char *cls = props_get(s, "connector.class");
     if (cls && strcmp(cls, "io.debezium.connector.mongodb.MongoDbConnector") != 0)
-        drop(o, "connector.class", "not Debezium's MongoDB connector: the rest may not apply");
+        refuse(o, "connector.class", cls,
+               "not Debezium's MongoDB connector (io.debezium.connector.mongodb."
+               "MongoDbConnector): mongocdc cannot take its place");
     /* the layout: 1.x properties mean the 1.9 layout */
     bool v1 = props_get(s, "mongodb.name") || props_get(s, "mongodb.hosts") ||
               props_get(s, "initial.sync.max.threads") ||
@@ -230,7 +237,20 @@ static void emit(struct conv *c, struct out *o, const char *input)
         fprintf(f, "debezium.compatibility: \"%s\"\n", v1 ? "1.9" : "3.x");
     }
     /* the connector's name: the offsets key ["<name>",{...}] */
-    const char *name = c->name ? c->name : props_get(s, "name");
+    const char *name = c->cli_name ? c->cli_name : c->name ? c->name : props_get(s, "name");
+    if (!name && !c->server) {
+        /* PUT/GET /connectors/NAME/config holds no name: without it the
+         * offsets key differs from the connector's and the start snapshots */
+        fputs("# WARNING: the input names no connector: set `name:` to the connector's name\n"
+              "# (the first element of its offsets keys), or the first start takes a new "
+              "snapshot.\n",
+              f);
+        fprintf(stderr,
+                "mongocdc config convert: WARNING: the input holds no connector \"name\" (a "
+                "/connectors/NAME/config body?): set `name:` to the connector's name, or pass "
+                "--name NAME; without it name defaults to topic.prefix, no stored position is "
+                "found and the first start takes a new snapshot\n");
+    }
     if (name) {
         fputs("# The connector's name: the offsets key is [name, partition].\n", f);
         carry(o, "name", name);
@@ -248,9 +268,22 @@ static void emit(struct conv *c, struct out *o, const char *input)
                 "`mongocdc offsets show --from debezium-file:PATH` lists\n",
                 engine);
     }
-    for (size_t i = 0; i < s->count; i++)
-        if (!special(s->keys[i]))
-            carry(o, s->keys[i], s->values[i]);
+    for (size_t i = 0; i < s->count; i++) {
+        const char *k = s->keys[i], *cur = legacy_current(k);
+        if (special(k))
+            continue;
+        if (!cur) {
+            carry(o, k, s->values[i]);
+        } else if (props_get(s, cur)) {
+            /* as Debezium: the current name wins over its deprecated alias */
+            char why[128];
+            snprintf(why, sizeof why, "Debezium 1.x name of %s, which the input also sets", cur);
+            drop(o, k, why);
+        } else {
+            fprintf(f, "# %s: Debezium 1.x name of %s\n", k, cur);
+            carry(o, cur, s->values[i]);
+        }
+    }
     for (size_t i = 0; i < s->count; i++) {
         const char *k = s->keys[i];
         if (!strncmp(k, "transforms", 10) || !strncmp(k, "predicates", 10))
@@ -259,7 +292,9 @@ static void emit(struct conv *c, struct out *o, const char *input)
             fprintf(f, "# tasks.max: mongocdc runs one capture task per replica set or shard\n");
         else if ((!strcmp(k, "key.converter") || !strcmp(k, "value.converter")) &&
                  strcmp(s->values[i], "org.apache.kafka.connect.json.JsonConverter") != 0)
-            drop(o, k, "mongocdc writes JsonConverter's JSON only");
+            refuse(o, k, s->values[i],
+                   "mongocdc writes JsonConverter's JSON only: consumers of these topics "
+                   "expect other bytes");
         else if (!strcmp(k, "header.converter") ||
                  (!strncmp(k, "key.converter.", 14) && strcmp(k, "key.converter.schemas.enable")) ||
                  (!strncmp(k, "value.converter.", 16) &&
@@ -276,8 +311,11 @@ static void emit(struct conv *c, struct out *o, const char *input)
     if (!vs)
         vs = props_get(&c->worker, "value.converter.schemas.enable");
     if (!ks || !vs) {
-        fputs("# schemas.enable not given: JsonConverter's default (true) is what Debezium "
-              "wrote; make it match your Connect worker.\n",
+        fputs(c->server ? "# schemas.enable not given: JsonConverter's default (true) is what "
+                          "Debezium Server\n# wrote; make it match "
+                          "debezium.format.key/value.schemas.enable.\n"
+                        : "# schemas.enable not given: JsonConverter's default (true) is what "
+                          "Debezium wrote; make it match your Connect worker.\n",
               f);
         fprintf(stderr,
                 "mongocdc config convert: note: %s.converter.schemas.enable not found: "
@@ -304,9 +342,39 @@ static void emit(struct conv *c, struct out *o, const char *input)
                 "mongocdc config convert: note: import the offsets with `mongocdc "
                 "offsets copy -c FILE --from debezium-file:%s --to store`\n",
                 file ? file : "PATH");
+    } else if (!c->server && !props_get(s, "offsets.storage.topic") &&
+               !props_get(&c->worker, "offset.storage.topic") &&
+               props_get(&c->worker, "offset.storage.file.filename")) {
+        /* connect-standalone: its offsets file has Debezium Server's format */
+        const char *file = props_get(&c->worker, "offset.storage.file.filename");
+        fputs("# A standalone Kafka Connect worker kept offsets in a file (the same Java format "
+              "as\n# Debezium Server's); import them once with:\n",
+              f);
+        fprintf(f, "#   mongocdc offsets copy -c FILE --from debezium-file:%s --to store\n", file);
+        fputs("offsets.storage: \"file\"\noffsets.file.path: \"mongocdc-offsets.json\"\n", f);
+        fprintf(stderr,
+                "mongocdc config convert: note: the worker keeps offsets in %s: import them "
+                "with `mongocdc offsets copy -c FILE --from debezium-file:%s --to store`\n",
+                file, file);
     } else if (c->server && !strstr(storage, "KafkaOffsetBackingStore")) {
         drop(o, "offset.storage", "only file and Kafka offset stores have a mongocdc counterpart");
     } else {
+        /* Debezium Server's KafkaOffsetBackingStore writes to the cluster of
+         * debezium.source.bootstrap.servers; mongocdc keeps its offsets
+         * topic on the kafka: cluster, the sink's */
+        const char *obs = c->server ? props_get(s, "bootstrap.servers") : NULL;
+        const char *sbs = props_get(&c->kafka, "bootstrap.servers");
+        if (obs && !sbs) {
+            props_add(&c->kafka, "bootstrap.servers", 17, obs, strlen(obs));
+        } else if (obs && strcmp(obs, sbs) != 0) {
+            char why[600];
+            snprintf(why, sizeof why,
+                     "the offsets topic is on %s, not on the sink's cluster %s, where mongocdc "
+                     "keeps its offsets topic: copy the entries over first (offsets export "
+                     "with kafka.bootstrap.servers %s, then offsets import)",
+                     obs, sbs, obs);
+            drop(o, "debezium.source.bootstrap.servers", why);
+        }
         /* Kafka 3.5+ (KIP-618): a connector may name its own offsets topic */
         const char *topic = c->server ? props_get(s, "offset.storage.topic")
                                       : props_get(s, "offsets.storage.topic");
@@ -329,6 +397,22 @@ static void emit(struct conv *c, struct out *o, const char *input)
     }
     if (flush)
         carry(o, "offsets.flush.interval.ms", flush);
+    const char *flush_to = props_get(s, "offset.flush.timeout.ms");
+    if (!flush_to)
+        flush_to = props_get(&c->worker, "offset.flush.timeout.ms");
+    if (flush_to)
+        carry(o, "offsets.flush.timeout.ms", flush_to);
+    for (size_t i = 0; i < s->count; i++) {
+        static const char *const used[] = {
+            "offset.storage",           "offset.storage.file.filename", "offset.storage.topic",
+            "offset.flush.interval.ms", "offset.flush.timeout.ms",      NULL};
+        const char *k = s->keys[i];
+        bool known = false;
+        for (const char *const *u = used; *u; u++)
+            known |= !strcmp(k, *u);
+        if (!known && !strncmp(k, "offset.", 7))
+            drop(o, k, "a Kafka Connect offset store setting without a mongocdc counterpart");
+    }
     /* sink */
     if (c->sink_type && strcmp(c->sink_type, "kafka") != 0) {
         drop(o, "debezium.sink.type",
@@ -367,6 +451,7 @@ static void emit(struct conv *c, struct out *o, const char *input)
         fprintf(stderr, "mongocdc config convert: note: kafka bootstrap.servers not found: "
                         "localhost:9092 written (pass --worker, or edit it)\n");
     }
+    java_producer_keys(o->f, &c->kafka);
     for (size_t i = 0; i < c->kafka.count; i++) {
         if (!librdkafka_key(c->kafka.keys[i])) {
             char key[300];
@@ -405,9 +490,11 @@ static bool load_server(struct conv *c, const struct props *all)
             c->value_schemas = v;
         } else if (!strcmp(k, "quarkus.log.level")) {
             c->log_level = v;
-        } else if ((!strcmp(k, "debezium.format.key") || !strcmp(k, "debezium.format.value")) &&
-                   !strcmp(v, "json")) {
-            /* JsonConverter: what mongocdc writes */
+        } else if (!strcmp(k, "debezium.format.key") || !strcmp(k, "debezium.format.value")) {
+            /* json is JsonConverter: what mongocdc writes; any other format
+             * (avro, protobuf, cloudevents, ...) is refused in emit() */
+            if (strcmp(v, "json") != 0)
+                props_add(&c->formats, k, strlen(k), v, strlen(v));
         } else {
             const char *why =
                 !strncmp(k, "debezium.format.", 16) ? "mongocdc writes JsonConverter's JSON"
@@ -422,20 +509,25 @@ static bool load_server(struct conv *c, const struct props *all)
 
 int config_cli_main(int argc, char **argv)
 {
-    const char *file = NULL, *worker = NULL;
+    const char *file = NULL, *worker = NULL, *cli_name = NULL;
     if (argc < 2 || strcmp(argv[1], "convert") != 0) {
-        fputs("usage: mongocdc config convert FILE [--worker WORKER.properties]\n"
+        fputs("usage: mongocdc config convert FILE [--worker WORKER.properties] [--name NAME]\n"
               "Converts a Kafka Connect connector JSON ({\"name\": ..., \"config\": {...}}) or a\n"
               "Debezium Server application.properties into mongocdc's YAML on stdout; every\n"
               "key it cannot carry is named on stderr. --worker: the Kafka Connect worker's\n"
-              "properties (bootstrap.servers, offset.storage.topic, converters, producer.*).\n"
-              "Exit 0 converted, 1 unreadable input, 2 usage.\n",
+              "properties (bootstrap.servers, offset.storage.topic or a standalone worker's\n"
+              "offset.storage.file.filename, converters, producer.*). --name: the connector's\n"
+              "name, for a bare config object (/connectors/NAME/config) that holds none.\n"
+              "Exit 0 converted; 1 unreadable input, or a setting mongocdc cannot stand in\n"
+              "for (another connector class, a converter other than JsonConverter); 2 usage.\n",
               argc >= 2 && !strcmp(argv[1], "--help") ? stdout : stderr);
         return argc >= 2 && !strcmp(argv[1], "--help") ? 0 : 2;
     }
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--worker") && i + 1 < argc)
             worker = argv[++i];
+        else if (!strcmp(argv[i], "--name") && i + 1 < argc)
+            cli_name = argv[++i];
         else if (argv[i][0] != '-' && !file)
             file = argv[i];
         else {
@@ -454,7 +546,8 @@ int config_cli_main(int argc, char **argv)
         return 1;
     }
     struct conv c = {0};
-    struct out o = {stdout, 0, 0};
+    c.cli_name = cli_name;
+    struct out o = {stdout, 0, 0, 0};
     struct props all = {0};
     struct mcdc_error err = MCDC_ERROR_INIT;
     int rc = 0;
@@ -493,12 +586,20 @@ int config_cli_main(int argc, char **argv)
         fprintf(stderr, "mongocdc config convert: %d key%s not carried%s\n", o.dropped,
                 o.dropped == 1 ? "" : "s",
                 o.unsupported ? "; some carried keys are not supported yet (see above)" : "");
+        if (o.refused) {
+            fprintf(stderr,
+                    "mongocdc config convert: %d setting%s mongocdc cannot stand in for "
+                    "(ERROR above): not converted\n",
+                    o.refused, o.refused == 1 ? "" : "s");
+            rc = 1;
+        }
     }
     props_free(&all);
     props_free(&c.src);
     props_free(&c.kafka);
     props_free(&c.worker);
     props_free(&c.dropped);
+    props_free(&c.formats);
     free(c.name);
     free(text);
     return rc;

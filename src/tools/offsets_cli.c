@@ -24,7 +24,8 @@
  * writer first (a running writer overwrites the change at its next flush).
  *
  * Values written by import and copy must parse as offsets (position_from_json)
- * unless --force. `set` writes mongocdc's value form (position_to_json),
+ * and must not be older than the position the target stores under the same
+ * key, unless --force. `set` writes mongocdc's value form (position_to_json),
  * which Debezium 2.7+ and mongocdc read; `set` and `reset` are the only
  * writes allowed to move a position backwards.
  *
@@ -54,7 +55,7 @@ static void usage(FILE *out)
     fputs("usage: mongocdc offsets show   -c FILE [--from EP]\n"
           "       mongocdc offsets export -c FILE [--from EP] [-o OUT]\n"
           "       mongocdc offsets import -c FILE [--to EP] [-i IN] [--force]\n"
-          "       mongocdc offsets copy   -c FILE --from EP --to EP [--force]\n"
+          "       mongocdc offsets copy   -c FILE --from EP --to EP [--force] [--all]\n"
           "       mongocdc offsets set    -c FILE [--to EP] [--rs RS | --key KEY]\n"
           "                               (--timestamp SEC[:INC] | --timestamp ISO8601 |\n"
           "                                --resume-token TOKEN)\n"
@@ -64,6 +65,8 @@ static void usage(FILE *out)
           "settings) or debezium-file:PATH (Debezium Server's / the embedded engine's\n"
           "offset.storage.file.filename). Entries are keyed [\"<name>\",{partition}] as\n"
           "Kafka Connect writes them, name being the `name` option (default topic.prefix);\n"
+          "show, export and copy take this source's entries (its name or topic.prefix)\n"
+          "and leave other connectors' out unless --all;\n"
           "without --key, set/reset address this configuration's task: --rs RS the\n"
           "partition {rs, server_id} (a shard's task), else the configured layout's\n"
           "partition of the replica set or merged stream (3.x {server_id}; 1.9 {rs,\n"
@@ -78,26 +81,14 @@ static void usage(FILE *out)
 
 /* ---- show ---- */
 
-/* Whether key is one this configuration's tasks look up: a MongoDB
- * partition of server_id topic.prefix under the connector name or (older
- * mongocdc) topic.prefix; which form a task adopts is the newest of them. */
-static bool key_of_config(const struct mcdc_config *cfg, const char *key)
-{
-    char *name = NULL, *server_id = NULL, *rs = NULL;
-    if (!offsets_parse_key(key, &name, &server_id, &rs))
-        return false;
-    bool ours =
-        !strcmp(server_id, cfg->topic_prefix) &&
-        (!strcmp(name, mcdc_config_connector_name(cfg)) || !strcmp(name, cfg->topic_prefix));
-    free(name);
-    free(server_id);
-    free(rs);
-    return ours;
-}
-
 static void show_entry(FILE *out, const struct kv *e, const struct mcdc_config *cfg)
 {
     fprintf(out, "%s\n", e->key);
+    if (!key_of_source(cfg, e->key)) {
+        /* a shared offsets topic: not this source's, never touched */
+        fputs("  another connector's entry, not used\n", out);
+        return;
+    }
     bool rs_partition = strstr(e->key, "{\"rs\":") != NULL;
     bson_error_t berr;
     bson_t *doc = bson_new_from_json((const uint8_t *)e->value, -1, &berr);
@@ -120,8 +111,12 @@ static void show_entry(FILE *out, const struct kv *e, const struct mcdc_config *
                            "per-shard task)"
                          : "3.x: partition {server_id} (Debezium 2.6+; mongocdc 3.x)");
     fprintf(out, "  resume token:  %s\n", token_form);
-    if (key_of_config(cfg, e->key))
+    if (key_adopted(cfg, e->key))
         fputs("  this config:   yes (its tasks adopt the newest of their partition forms)\n", out);
+    else
+        fputs("  this config:   no (not a key its tasks look up: check `name`, topic.prefix, "
+              "the replica set and debezium.compatibility)\n",
+              out);
     struct mcdc_position pos;
     position_init(&pos);
     struct mcdc_error err = MCDC_ERROR_INIT;
@@ -240,7 +235,7 @@ static bool check_values(const struct kvlist *list, bool force)
 
 struct args {
     const char *cmd, *config, *from, *to, *in, *out, *rs, *key, *ts, *token;
-    bool force;
+    bool force, all;
 };
 
 static int parse(int argc, char **argv, struct args *a)
@@ -282,6 +277,9 @@ static int parse(int argc, char **argv, struct args *a)
             dst = &a->token;
         else if (!strcmp(o, "--force")) {
             a->force = true;
+            continue;
+        } else if (!strcmp(o, "--all")) {
+            a->all = true;
             continue;
         } else {
             fprintf(stderr, "mongocdc offsets %s: unknown argument '%s'\n", a->cmd, o);
@@ -327,6 +325,7 @@ static int cmd_show_export(const struct args *a, const struct mcdc_config *cfg,
     struct kvlist list = {0};
     if (!ep_list(ep, &list, &err))
         return fail(&err);
+    size_t others = a->all ? 0 : kvlist_keep_source(cfg, &list);
     int rc = MCDC_EXIT_OK;
     if (!strcmp(a->cmd, "export")) {
         FILE *out = a->out ? fopen(a->out, "w") : stdout;
@@ -348,18 +347,31 @@ static int cmd_show_export(const struct args *a, const struct mcdc_config *cfg,
         for (size_t i = 0; i < list.count; i++)
             show_entry(stdout, &list.items[i], cfg);
     }
+    if (others)
+        fprintf(stderr,
+                "mongocdc offsets: %zu entr%s of other connectors (neither name \"%s\" nor "
+                "topic.prefix \"%s\") left out; --all takes them too\n",
+                others, others == 1 ? "y" : "ies", mcdc_config_connector_name(cfg),
+                cfg->topic_prefix);
     kvlist_free(&list);
     return rc;
 }
 
-static int cmd_import_copy(const struct args *a, const struct endpoint *from,
-                           const struct endpoint *to)
+static int cmd_import_copy(const struct args *a, const struct mcdc_config *cfg,
+                           const struct endpoint *from, const struct endpoint *to)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
     struct kvlist list = {0};
     if (!strcmp(a->cmd, "copy")) {
         if (!ep_list(from, &list, &err))
             return fail(&err);
+        size_t others = a->all ? 0 : kvlist_keep_source(cfg, &list);
+        if (others)
+            fprintf(stderr,
+                    "mongocdc offsets copy: %zu entr%s of other connectors (neither name "
+                    "\"%s\" nor topic.prefix \"%s\") not copied; --all copies them too\n",
+                    others, others == 1 ? "y" : "ies", mcdc_config_connector_name(cfg),
+                    cfg->topic_prefix);
     } else {
         FILE *in = a->in ? fopen(a->in, "r") : stdin;
         if (!in) {
@@ -394,7 +406,7 @@ static int cmd_import_copy(const struct args *a, const struct endpoint *from,
             return MCDC_EXIT_FAILURE;
         }
     }
-    if (!check_values(&list, a->force)) {
+    if (!check_values(&list, a->force) || !check_not_backwards(to, &list, a->force)) {
         kvlist_free(&list);
         return MCDC_EXIT_FAILURE;
     }
@@ -409,19 +421,6 @@ static int cmd_import_copy(const struct args *a, const struct endpoint *from,
     return MCDC_EXIT_OK;
 }
 
-/* The replicaSet option of the connection string, malloc'd, or NULL. */
-static char *uri_replica_set(const char *uri)
-{
-    const char *q = uri ? strchr(uri, '?') : NULL;
-    for (const char *p = q; p; p = strchr(p + 1, '&')) {
-        if (!strncmp(p + 1, "replicaSet=", 11)) {
-            const char *v = p + 12;
-            return xstrndup(v, strcspn(v, "&#"));
-        }
-    }
-    return NULL;
-}
-
 /* The key a task of this configuration stores its position under: [name,
  * the configured layout's partition] (offsets_layout_partition). rs: the
  * replica set (shard) given with --rs, a per-shard task's partition; else the
@@ -434,7 +433,7 @@ static char *task_key(const struct mcdc_config *cfg, const char *rs)
     if (rs)
         return offsets_partition_key(name, cfg->topic_prefix, rs);
     bool merged = cfg->connection_mode == MCDC_CONNECTION_SHARDED;
-    char *set = merged ? NULL : uri_replica_set(cfg->connection_string);
+    char *set = merged ? NULL : config_replica_set(cfg);
     const char *part = offsets_layout_partition(cfg, set, merged, false);
     if (!merged && cfg->dialect == MCDC_DIALECT_1_9 && !set) {
         fputs("mongocdc offsets: the 1.9 layout keys a replica set's position by its name: "
@@ -451,9 +450,44 @@ static int cmd_set_reset(const struct args *a, const struct mcdc_config *cfg,
                          const struct endpoint *to)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
+    if (a->key && !key_well_formed(a->key)) {
+        fprintf(stderr,
+                "mongocdc offsets %s: --key '%s' is not a Kafka Connect partition key "
+                "[\"<name>\",{partition}] (JSON)\n",
+                a->cmd, a->key);
+        return MCDC_EXIT_USAGE;
+    }
     char *key = a->key ? xstrdup(a->key) : task_key(cfg, a->rs);
     if (!key)
         return MCDC_EXIT_USAGE;
+    if (!key_adopted(cfg, key)) {
+        if (!a->key) {
+            /* --rs names no partition of this configuration's tasks */
+            char *set = config_replica_set(cfg);
+            if (cfg->connection_mode == MCDC_CONNECTION_SHARDED)
+                fprintf(stderr,
+                        "mongocdc offsets %s: --rs %s: mongodb.connection.mode sharded keeps "
+                        "one merged stream, without --rs\n",
+                        a->cmd, a->rs);
+            else
+                fprintf(stderr,
+                        "mongocdc offsets %s: --rs %s: the connection string names replicaSet "
+                        "%s, the only replica set of this configuration\n",
+                        a->cmd, a->rs, set ? set : "(none)");
+            fprintf(stderr,
+                    "mongocdc offsets %s: nothing written (--key KEY writes any key "
+                    "on purpose)\n",
+                    a->cmd);
+            free(set);
+            free(key);
+            return MCDC_EXIT_USAGE;
+        }
+        fprintf(stderr,
+                "mongocdc offsets %s: warning: no task of this configuration looks %s up "
+                "(name \"%s\", topic.prefix \"%s\", its layout's partition forms): "
+                "the daemon will not adopt it\n",
+                a->cmd, key, mcdc_config_connector_name(cfg), cfg->topic_prefix);
+    }
     struct kvlist one = {0};
     one.items = xcalloc(1, sizeof *one.items);
     one.count = 1;
@@ -521,7 +555,7 @@ int offsets_cli_main(int argc, char **argv)
     if (!strcmp(a.cmd, "show") || !strcmp(a.cmd, "export"))
         rc = cmd_show_export(&a, cfg, &from);
     else if (!strcmp(a.cmd, "import") || !strcmp(a.cmd, "copy"))
-        rc = cmd_import_copy(&a, &from, &to);
+        rc = cmd_import_copy(&a, cfg, &from, &to);
     else
         rc = cmd_set_reset(&a, cfg, &to);
     mcdc_log_close();

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <bson/bson.h>
 
@@ -119,4 +120,63 @@ bool parse_token(const char *s, bson_t *out)
         bson_copy_to(&view, out);
     free(raw);
     return ok;
+}
+
+/* offset_position_time of a stored value; 0 when it is no position or has
+ * no time. */
+static uint64_t value_time(const char *value)
+{
+    struct mcdc_position pos;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    position_init(&pos);
+    uint64_t t = position_from_json(value, &pos, &err) ? offset_position_time(&pos) : 0;
+    position_clear(&pos);
+    return t;
+}
+
+static void put_ts(FILE *out, uint64_t t)
+{
+    fprintf(out, "Timestamp(%" PRIu64 ", %" PRIu64 ")", t >> 32, t & 0xffffffffu);
+}
+
+bool check_not_backwards(const struct endpoint *to, const struct kvlist *in, bool force)
+{
+    struct kvlist have = {0};
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    if (to->kind == EP_DBZFILE && access(to->path, F_OK) != 0 && errno == ENOENT)
+        return true; /* a new file: nothing to move back */
+    if (!ep_list(to, &have, &err)) {
+        fprintf(stderr, "mongocdc offsets: %s\n", err.msg);
+        return false;
+    }
+    size_t older = 0;
+    for (size_t i = 0; i < in->count; i++) {
+        const struct kv *e = &in->items[i];
+        if (!e->value)
+            continue; /* a deletion: the reset of that partition */
+        for (size_t j = 0; j < have.count; j++) {
+            if (strcmp(have.items[j].key, e->key) != 0)
+                continue;
+            uint64_t tn = value_time(e->value), to_t = value_time(have.items[j].value);
+            if (tn != 0 && to_t != 0 && tn < to_t) {
+                fprintf(stderr, "mongocdc offsets: %s %s: the position written, ",
+                        force ? "warning:" : "refused:", e->key);
+                put_ts(stderr, tn);
+                fputs(", is older than the stored ", stderr);
+                put_ts(stderr, to_t);
+                fputc('\n', stderr);
+                older++;
+            }
+            break;
+        }
+    }
+    kvlist_free(&have);
+    if (older && !force) {
+        fprintf(stderr,
+                "mongocdc offsets: nothing written: %zu position%s would move backwards "
+                "(--force writes them anyway; `offsets set` moves one on purpose)\n",
+                older, older == 1 ? "" : "s");
+        return false;
+    }
+    return true;
 }

@@ -75,6 +75,34 @@ bool parse_timestamp(const char *s, int64_t *sec, int64_t *inc);
  * {"_data": ...} document, into out (initialised by this call). */
 bool parse_token(const char *s, bson_t *out);
 
+/* Refuses (false, unless force; the keys named on stderr) to write any
+ * entry of in whose position is older (offset_position_time) than the one
+ * ep already stores under the same key: only `offsets set` and `reset` move
+ * a position backwards (docs/MIGRATING.md). Deletions are not compared. A
+ * Debezium file that does not exist yet holds nothing. False also when ep
+ * cannot be read (message printed). */
+bool check_not_backwards(const struct endpoint *to, const struct kvlist *in, bool force);
+
+/* Whether key is an entry of this configuration's source: a MongoDB
+ * partition key (offsets_parse_key) whose server_id is topic.prefix or
+ * whose connector name is `name` or topic.prefix. Other entries of a shared
+ * offsets topic (other connectors) are not. */
+bool key_of_source(const struct mcdc_config *cfg, const char *key);
+/* Whether a task of this configuration adopts key on start: byte for byte
+ * one of the keys it looks up (offsets_partition_forms of the task, under
+ * `name` and topic.prefix, written by offsets_partition_key). A replica
+ * set's name is the connection string's replicaSet when given; without it
+ * the key's own rs is taken as the set's or a shard's name. */
+bool key_adopted(const struct mcdc_config *cfg, const char *key);
+/* Whether key is JSON of the form [string, object], a Kafka Connect
+ * partition key [name, {partition}]. */
+bool key_well_formed(const char *key);
+/* The connection string's replicaSet option (malloc'd), or NULL. */
+char *config_replica_set(const struct mcdc_config *cfg);
+/* Removes (and frees) every entry of l that is not this source's
+ * (key_of_source); returns how many. */
+size_t kvlist_keep_source(const struct mcdc_config *cfg, struct kvlist *l);
+
 /* A flat list of properties (key order kept). */
 struct props {
     char **keys, **values;
@@ -98,5 +126,15 @@ void parse_properties(const char *text, size_t len, struct props *out);
  * boolean are named on stderr and left out. */
 bool parse_connector_json(const char *text, size_t len, struct props *out, char **name,
                           struct mcdc_error *err);
+
+/* Whether k is a librdkafka property under the same name as the Java
+ * producer's (convert_kafka.c). */
+bool librdkafka_key(const char *k);
+/* Java producer settings librdkafka spells otherwise, rewritten in p in
+ * place: max.request.size becomes message.max.bytes; a PLAIN or SCRAM
+ * sasl.jaas.config (PlainLoginModule, ScramLoginModule) its sasl.username
+ * and sasl.password (a comment saying so written to f). What stays is
+ * named by the caller. */
+void java_producer_keys(FILE *f, struct props *p);
 
 #endif

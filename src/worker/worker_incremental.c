@@ -288,11 +288,14 @@ static enum phase advance(struct worker *w)
                                      {"total_rows_scanned", rows},
                                      {"status", sent > 0 ? "SUCCEEDED" : "EMPTY"}};
             worker_notify(w, "TABLE_SCAN_COMPLETED", id, kv, 4);
-            if (incr_state(w->inc) == INCR_IDLE) {
+            /* each signal completes when its last collection is read, even
+             * while another signal's (the same collection again) are queued */
+            if (!incr_signal_queued(w->inc, id)) {
                 LOG_INFO("incremental snapshot (signal %s) completed", id);
                 worker_notify(w, "COMPLETED", id, NULL, 0);
-                inflight_advance(w->inf, worker_incremental_stamp(w, &w->stream_pos));
             }
+            if (incr_state(w->inc) == INCR_IDLE)
+                inflight_advance(w->inf, worker_incremental_stamp(w, &w->stream_pos));
             break;
         }
         case INCR_READ_FAILED:

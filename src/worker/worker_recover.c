@@ -65,7 +65,8 @@ enum phase worker_backoff(struct worker *w)
                  (long long)delay);
     /* Records already produced stay with the producer; wait for them so that the
      * resume point is a delivered one. */
-    if (w->sink != NULL && !sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err))
+    if (w->sink != NULL && !sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err) &&
+        sink_in_flight(w->sink) > 0)
         LOG_WARN("%zu records still unacknowledged: %s", sink_in_flight(w->sink), err.msg);
     return worker_pause_ms(w, delay) ? PHASE_OK : PHASE_STOPPED;
 }

@@ -81,15 +81,15 @@ static size_t offset_floor(const struct worker_want *v, size_t n, const char *id
  * is queued, so the offsets stay writable and a restart that reads the
  * signal again refuses it again. */
 static void refuse_too_long(struct worker *w, const struct mcdc_signal *sig, size_t n, size_t bytes,
-                            size_t queued)
+                            bool at_least, size_t queued)
 {
     char msg[600], count[32];
     snprintf(msg, sizeof msg,
              "signal %s refused: its %zu collection(s)%s would make the incremental snapshot "
              "offsets %s%zu bytes, over the limit of %u bytes (the queued list rides in every "
              "offset record); send the collections in several smaller signals",
-             sig->id, n, queued ? " with those already queued" : "", bytes ? "" : "over ",
-             bytes ? bytes : (size_t)INCR_OFFSET_MAX_BYTES, INCR_OFFSET_MAX_BYTES);
+             sig->id, n, queued ? " with those already queued" : "", at_least ? "at least " : "",
+             bytes, INCR_OFFSET_MAX_BYTES);
     LOG_ERROR("%s", msg);
     snprintf(count, sizeof count, "%zu", n);
     struct notify_kv kv[] = {{"connector_name", w->cfg->topic_prefix},
@@ -142,8 +142,10 @@ static enum phase on_execute(struct worker *w, const struct mcdc_signal *sig, bo
     } else {
         const char *before = incr_offset_json(w->inc);
         size_t had = before ? strlen(before) : 0, queued = incr_queued(w->inc);
-        if (had + offset_floor(v, n, sig->id) > INCR_OFFSET_MAX_BYTES) {
-            refuse_too_long(w, sig, n, 0, queued);
+        size_t floor_bytes = had + offset_floor(v, n, sig->id);
+        if (floor_bytes > INCR_OFFSET_MAX_BYTES) {
+            /* the floor, without conditions and escaping: "at least" */
+            refuse_too_long(w, sig, n, floor_bytes, true, queued);
         } else {
             for (size_t i = 0; i < n; i++)
                 incr_enqueue(w->inc, v[i].db, v[i].coll, v[i].cond, sig->id);
@@ -151,7 +153,7 @@ static enum phase on_execute(struct worker *w, const struct mcdc_signal *sig, bo
             size_t bytes = after ? strlen(after) : 0;
             if (bytes > INCR_OFFSET_MAX_BYTES) {
                 incr_drop_last(w->inc, n);
-                refuse_too_long(w, sig, n, bytes, queued);
+                refuse_too_long(w, sig, n, bytes, false, queued);
             } else {
                 LOG_INFO("incremental snapshot (signal %s) of %s%s queued (%s windows, chunks of "
                          "%lld)",
@@ -274,6 +276,13 @@ enum phase worker_signal_event(struct worker *w, const struct mcdc_event *ev,
     if (w->inc == NULL || ev == NULL || !worker_event_in(ev, w->cfg->signal_data_collection) ||
         ev->op != MCDC_OP_INSERT || !ev->has_full_document)
         return PHASE_OK;
+    bson_iter_t id;
+    if (bson_iter_init_find(&id, &ev->full_document, "_id") && BSON_ITER_HOLDS_UTF8(&id) &&
+        !strcmp(bson_iter_utf8(&id, NULL), MCDC_CHECK_PROBE_ID)) {
+        LOG_DEBUG("signal collection %s: the probe of `mongocdc check`, not a signal; skipped",
+                  w->cfg->signal_data_collection);
+        return PHASE_OK;
+    }
     if (!mcdc_signal_parse_doc(&ev->full_document, MCDC_SIGNAL_CHANNEL_SOURCE, &sig, &err)) {
         LOG_WARN("signal collection %s: %s; ignored", w->cfg->signal_data_collection, err.msg);
         return PHASE_OK;

@@ -305,6 +305,27 @@ def test_check_while_the_daemon_runs(tmp_workdir, users_sim, run_mongocdc, start
     assert "cannot open the offset store" not in out
 
 
+def test_check_probe_is_no_signal_to_a_running_daemon(tmp_workdir, users_sim, run_mongocdc,
+                                                       start_mongocdc, wait_until_fn):
+    """check proves the signal collection's privileges with an insert and a delete of
+    {_id: "mongocdc-check"}; a daemon capturing that collection skips it without a WARN
+    (docs/OPERATIONS.md), and later signals still run."""
+    cfg = write_config(tmp_workdir, users_sim.uri,
+                       **{"signal.data.collection": "sample_mflix.signals"})
+    d = start_mongocdc("-c", cfg)
+    wait_until_fn(lambda: "streaming" in d.stderr(), 60, "the daemon streaming")
+    r = run_mongocdc("check", "-c", cfg, timeout_s=60)
+    out = r.stdout.decode()
+    assert "PASS  access: insert and delete on signal.data.collection" in out, out
+    users_sim.client().sample_mflix.signals.insert_one(
+        {"_id": "after-check", "type": "log", "data": {"message": "after-check-marker"}})
+    wait_until_fn(lambda: "after-check-marker" in d.stderr(), 60, "the signal after the check")
+    err = d.stderr()
+    assert d.running()
+    d.stop()
+    assert "mongocdc-check" not in err, err[-3000:]
+
+
 def test_check_names_the_host_it_cannot_reach(tmp_workdir, run_mongocdc):
     """A dead host: the first connection error with the host, not libmongoc's later
     "No servers yet eligible for rescan"."""

@@ -4,6 +4,8 @@ Server application.properties become mongocdc YAML that passes --validate;
 every key that cannot be carried is named on stderr; only unreadable input
 fails (exit 1)."""
 
+import json
+
 import yaml
 
 from conftest import SOURCE_DIR
@@ -35,11 +37,13 @@ def test_connector_json_3x_with_worker(run_mongocdc, tmp_workdir):
     assert y["key.converter.schemas.enable"] is False and y["value.converter.schemas.enable"] is False
     assert y["offsets.storage"] == "kafka" and y["offsets.topic"] == "my-connect-offsets"
     assert y["offsets.flush.interval.ms"] == "10000"
+    # the PLAIN JAAS line's username and password are librdkafka's sasl.username/password
     assert y["kafka"] == {"bootstrap.servers": "kafka1:9092,kafka2:9092",
                           "security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN",
-                          "compression.type": "lz4"}
-    for key in ("errors.tolerance", "transforms", "transforms.unwrap.type",
-                "producer sasl.jaas.config"):
+                          "compression.type": "lz4", "sasl.username": "u",
+                          "sasl.password": "p"}
+    assert "sasl.jaas.config: not carried" not in err
+    for key in ("errors.tolerance", "transforms", "transforms.unwrap.type"):
         assert "%s: not carried" % key in err, key
     assert "mongodb.authentication.class: carried, but" in err
     # the connector's name keys the offsets ["inventory-connector",{...}]
@@ -90,3 +94,133 @@ def test_unreadable_input_fails(run_mongocdc, tmp_workdir):
     assert r.returncode == 1 and b"no debezium.source" in r.stderr
     r = run_mongocdc("config", "convert")
     assert r.returncode == 2
+
+
+def test_debezium_1x_filter_names_carried(run_mongocdc, tmp_workdir):
+    """Debezium 1.x's deprecated filter names become the current ones: dropping
+    them would capture every collection."""
+    src = tmp_workdir / "connect-1x-names.json"
+    src.write_text(json.dumps({"name": "old-mongo", "config": {
+        "connector.class": "io.debezium.connector.mongodb.MongoDbConnector",
+        "mongodb.hosts": "rs0/mongo1:27017", "mongodb.name": "shop1",
+        "collection.whitelist": "shop.products", "database.blacklist": "admin",
+        "field.blacklist": "shop.products.secret"}}))
+    r = run_mongocdc("config", "convert", src)
+    assert r.returncode == 0, r.stderr
+    y = yaml.safe_load(r.stdout)
+    assert y["collection.include.list"] == "shop.products"
+    assert y["database.exclude.list"] == "admin"
+    assert y["field.exclude.list"] == "shop.products.secret"
+    for old in ("collection.whitelist", "database.blacklist", "field.blacklist"):
+        assert old not in y and (old + ": not carried").encode() not in r.stderr
+    # both names given: the current one wins, as in Debezium, and the old is named
+    src.write_text(json.dumps({"name": "old-mongo", "config": {
+        "mongodb.hosts": "rs0/mongo1:27017", "mongodb.name": "shop1",
+        "collection.whitelist": "shop.a", "collection.include.list": "shop.b"}}))
+    r = run_mongocdc("config", "convert", src)
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(r.stdout)["collection.include.list"] == "shop.b"
+    assert b"collection.whitelist: not carried" in r.stderr
+
+
+def test_other_converter_or_connector_refused(run_mongocdc, tmp_workdir):
+    """A converter other than JsonConverter, or another connector class, is an
+    error (exit 1), never a quiet 'not carried'."""
+    base = {"mongodb.connection.string": "mongodb://m:27017/?replicaSet=rs0",
+            "topic.prefix": "p1"}
+    src = tmp_workdir / "c.json"
+    for extra, needle in (
+            ({"value.converter": "io.confluent.connect.avro.AvroConverter"},
+             b"ERROR: value.converter=io.confluent.connect.avro.AvroConverter"),
+            ({"key.converter": "io.confluent.connect.avro.AvroConverter"},
+             b"ERROR: key.converter="),
+            ({"connector.class": "io.debezium.connector.postgresql.PostgresConnector"},
+             b"ERROR: connector.class=io.debezium.connector.postgresql")):
+        src.write_text(json.dumps({"name": "n", "config": dict(base, **extra)}))
+        r = run_mongocdc("config", "convert", src)
+        assert r.returncode == 1 and needle in r.stderr, r.stderr
+    props = tmp_workdir / "application.properties"
+    props.write_text("debezium.sink.type=kafka\n"
+                     "debezium.source.connector.class=io.debezium.connector.mongodb.MongoDbConnector\n"
+                     "debezium.source.topic.prefix=p1\n"
+                     "debezium.source.mongodb.connection.string=mongodb://m:27017/?replicaSet=rs0\n"
+                     "debezium.format.value=avro\n")
+    r = run_mongocdc("config", "convert", props)
+    assert r.returncode == 1 and b"ERROR: debezium.format.value=avro" in r.stderr, r.stderr
+
+
+def test_config_object_without_name_and_standalone_worker(run_mongocdc, tmp_workdir):
+    """The bare config object (GET /connectors/NAME/config) names no connector:
+    a loud warning, or --name NAME. A standalone worker's offsets file means
+    a file store and the copy command, not connect-offsets."""
+    cfg = {"connector.class": "io.debezium.connector.mongodb.MongoDbConnector",
+           "mongodb.connection.string": "mongodb://m:27017/?replicaSet=rs0",
+           "topic.prefix": "p1"}
+    src = tmp_workdir / "config-only.json"
+    src.write_text(json.dumps(cfg))
+    r = run_mongocdc("config", "convert", src)
+    assert r.returncode == 0, r.stderr
+    y = yaml.safe_load(r.stdout)
+    assert "name" not in y
+    assert b"WARNING: the input holds no connector \"name\"" in r.stderr
+    assert b"# WARNING: the input names no connector" in r.stdout
+    r = run_mongocdc("config", "convert", src, "--name", "inventory-connector")
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(r.stdout)["name"] == "inventory-connector"
+    assert b"WARNING" not in r.stderr
+    worker = tmp_workdir / "connect-standalone.properties"
+    worker.write_text("bootstrap.servers=k:9092\n"
+                      "key.converter.schemas.enable=false\nvalue.converter.schemas.enable=false\n"
+                      "offset.storage.file.filename=/var/lib/connect/connect.offsets\n")
+    out = tmp_workdir / "standalone.yaml"
+    r = run_mongocdc("config", "convert", src, "--name", "n", "--worker", worker)
+    assert r.returncode == 0, r.stderr
+    out.write_bytes(r.stdout)
+    y = yaml.safe_load(r.stdout)
+    assert y["offsets.storage"] == "file" and "offsets.topic" not in y
+    assert b"--from debezium-file:/var/lib/connect/connect.offsets --to store" in r.stderr
+    assert b"connect-offsets" not in r.stderr
+    v = run_mongocdc("--validate", "-c", out)
+    assert v.returncode == 0, v.stderr
+
+
+def test_server_kafka_offsets_and_java_producer_names(run_mongocdc, tmp_workdir):
+    """Debezium Server: max.request.size is librdkafka's message.max.bytes; a
+    KafkaOffsetBackingStore's cluster (debezium.source.bootstrap.servers) is
+    carried when the sink names none, named when it differs; its other
+    offset.storage.* settings are named; the schemas note speaks of
+    debezium.format, not of a Connect worker."""
+    head = ("debezium.sink.type=kafka\n"
+            "debezium.source.connector.class=io.debezium.connector.mongodb.MongoDbConnector\n"
+            "debezium.source.topic.prefix=p1\n"
+            "debezium.source.mongodb.connection.string=mongodb://m:27017/?replicaSet=rs0\n"
+            "debezium.source.offset.storage=org.apache.kafka.connect.storage.KafkaOffsetBackingStore\n"
+            "debezium.source.offset.storage.topic=dbz-offsets\n"
+            "debezium.source.offset.storage.partitions=1\n"
+            "debezium.source.offset.storage.replication.factor=1\n"
+            "debezium.source.bootstrap.servers=offs:9092\n"
+            "debezium.sink.kafka.producer.max.request.size=2097152\n")
+    src = tmp_workdir / "application.properties"
+    src.write_text(head)
+    r = run_mongocdc("config", "convert", src)
+    assert r.returncode == 0, r.stderr
+    y = yaml.safe_load(r.stdout)
+    assert y["offsets.storage"] == "kafka" and y["offsets.topic"] == "dbz-offsets"
+    assert y["kafka"]["bootstrap.servers"] == "offs:9092"
+    assert y["kafka"]["message.max.bytes"] == "2097152"
+    assert b"max.request.size" not in r.stderr
+    for key in (b"offset.storage.partitions: not carried",
+                b"offset.storage.replication.factor: not carried"):
+        assert key in r.stderr, key
+    assert b"Connect worker" not in r.stdout and b"debezium.format.key/value" in r.stdout
+    out = tmp_workdir / "s.yaml"
+    out.write_bytes(r.stdout)
+    v = run_mongocdc("--validate", "-c", out)
+    assert v.returncode == 0, v.stderr
+    # the sink on another cluster: the offsets cluster is named, not merged
+    src.write_text(head + "debezium.sink.kafka.producer.bootstrap.servers=sink:9092\n")
+    r = run_mongocdc("config", "convert", src)
+    assert r.returncode == 0, r.stderr
+    assert yaml.safe_load(r.stdout)["kafka"]["bootstrap.servers"] == "sink:9092"
+    assert b"debezium.source.bootstrap.servers: not carried: the offsets topic is on offs:9092" \
+        in r.stderr

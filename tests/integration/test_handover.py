@@ -131,9 +131,10 @@ def test_takes_over_debezium_offsets_file(tmp_workdir, users_sim, start_mongocdc
     out = r.stdout.decode()
     own = ('["typo-connector",{"rs":"rs0","server_id":"%s"}]' % PREFIX if layout == "1.9"
            else '["typo-connector",{"server_id":"%s"}]' % PREFIX)
-    assert ("WARN  offsets: no position under %s; found one under %s: is `name`" % (own, dkey)
-            in out) or re.search(r"WARN\s+offsets: no position under %s; found one under %s"
-                                 % (re.escape(own), re.escape(dkey)), out), out
+    # the start would snapshot past this source's position: a FAIL, exit 1
+    assert re.search(r"FAIL\s+offsets: no position under %s; found one under %s: is `name`"
+                     % (re.escape(own), re.escape(dkey)), out), out
+    assert r.returncode == 1, out
     assert "no stored position for rs0" not in out, out
 
     cfg = write_config(tmp_workdir, sim.uri, name="run2.yaml", sink_path=tmp_workdir / "run2.jsonl",

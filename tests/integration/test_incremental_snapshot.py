@@ -322,6 +322,48 @@ def test_stop_pause_resume(tmp_workdir, sim, start_mongocdc):
     assert d.stop(timeout_s=30) == 0
 
 
+def test_two_signals_for_one_collection_complete_each(tmp_workdir, sim, start_mongocdc):
+    """Two execute-snapshot signals for the same collection: both read it, and
+    each signal gets its own completion (log line and COMPLETED notification)."""
+    c = sim.client()
+    db, coll = "incdb", "twice"
+    c[db][coll].insert_many([{"_id": i} for i in range(300)])
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 5,
+                                                         "notification.enabled.channels": "log"}))
+    streaming(tmp_workdir)
+    first = signal(c, "execute-snapshot", {"data-collections": ["incdb.twice"]})
+    second = signal(c, "execute-snapshot", {"data-collections": ["incdb.twice"]})
+    wait_done(tmp_workdir, second)
+    wait_done(tmp_workdir, first, timeout_s=20)
+    assert len(reads(tmp_workdir / "events.jsonl", db, coll)) == 600  # read twice
+    log = log_text(tmp_workdir)
+    for sid in (first, second):
+        assert log.count("incremental snapshot (signal %s) completed" % sid) == 1, sid
+    assert len(re.findall(r"aggregateType='Incremental Snapshot', type='COMPLETED'", log)) == 2
+    assert d.stop(timeout_s=30) == 0
+
+
+def test_signal_too_large_for_the_offsets_names_its_size(tmp_workdir, sim, start_mongocdc):
+    """A signal whose collections the offsets cannot carry is refused with the
+    size it would take, not the limit twice."""
+    c = sim.client()
+    db = "incbig"
+    # 1000 collections of 240-byte names under a 200-byte signal id (repeated in
+    # every queued entry): over the limit before any condition is counted
+    for i in range(1000):
+        c[db]["long_%04d_%s" % (i, "x" * 230)].insert_one({"_id": 1})
+    d = start_mongocdc("-c", cfg_for(tmp_workdir, sim))
+    streaming(tmp_workdir)
+    sid = signal(c, "execute-snapshot", {"data-collections": ["incbig\\.long_.*"]},
+                 sid="big-" + "i" * 196)
+    wait_until(lambda: "signal %s refused" % sid in log_text(tmp_workdir), 60, "the refusal")
+    line = [ln for ln in log_text(tmp_workdir).splitlines() if "signal %s refused" % sid in ln][0]
+    m = re.search(r"its 1000 collection\(s\) would make the incremental snapshot offsets "
+                  r"at least (\d+) bytes, over the limit of 524288 bytes", line)
+    assert m and int(m.group(1)) > 1000 * (240 + 200), line
+    assert d.stop(timeout_s=30) == 0
+
+
 def test_sigkill_mid_snapshot_then_restart_misses_no_key(tmp_workdir, sim, start_mongocdc):
     c = sim.client()
     db, coll = "incdb", "killed"

@@ -6,8 +6,11 @@ the refusal while a daemon holds the file store's lock. No MongoDB needed:
 the configuration's connection string is never dialled by this command."""
 
 import fcntl
+import os
 import json
 import shutil
+
+import pytest
 
 from conftest import SOURCE_DIR
 
@@ -101,7 +104,11 @@ def test_set_reset_export_import(run_mongocdc, tmp_workdir):
         r = run_mongocdc("offsets", "set", "-c", cfg3, "--key", "[\"x\",{\"server_id\":\"y\"}]",
                          "--resume-token", form)
         assert r.returncode == 0, r.stderr
-        assert _export(run_mongocdc, cfg3)['["x",{"server_id":"y"}]']["resume_token"] == b64
+        # another source's key: warned about, written, listed with --all only
+        assert b"will not adopt it" in r.stderr
+        assert _export(run_mongocdc, cfg3, "--all")['["x",{"server_id":"y"}]']["resume_token"] \
+            == b64
+        assert '["x",{"server_id":"y"}]' not in _export(run_mongocdc, cfg3)
     # an ISO time
     r = run_mongocdc("offsets", "set", "-c", cfg3, "--timestamp", "2026-01-02T03:04:05Z")
     assert r.returncode == 0, r.stderr
@@ -174,7 +181,8 @@ def test_copy_to_and_from_a_kafka_offsets_topic(run_mongocdc, tmp_workdir, kafka
     cfg.write_text("topic.prefix: dbserver1\n"
                    "mongodb.connection.string: \"mongodb://localhost:1/?replicaSet=rs0\"\n"
                    "offsets:\n  storage: kafka\n  topic: %s\n"
-                   "kafka:\n  bootstrap.servers: \"%s\"\n" % (topic, kafka.bootstrap))
+                   "kafka:\n  bootstrap.servers: \"%s\"\n"
+                   "  compression.type: lz4\n" % (topic, kafka.bootstrap))
     shutil.copy(FIXTURES / "three-19.dat", tmp_workdir / "dbz.dat")
     r = run_mongocdc("offsets", "copy", "-c", cfg, "--from", "debezium-file:dbz.dat",
                      "--to", "store", timeout_s=90)
@@ -183,6 +191,9 @@ def test_copy_to_and_from_a_kafka_offsets_topic(run_mongocdc, tmp_workdir, kafka
     assert b"cannot be detected" in r.stderr
     want = _export(run_mongocdc, cfg, "--from", "debezium-file:dbz.dat")
     assert _export(run_mongocdc, cfg) == want
+    # the topic's reader is a consumer: the producer's compression.type is not given to it
+    r = run_mongocdc("offsets", "show", "-c", cfg, timeout_s=90)
+    assert r.returncode == 0 and b"producer property" not in r.stderr, r.stderr
     r = run_mongocdc("offsets", "copy", "-c", cfg, "--from", "store",
                      "--to", "file:%s" % (tmp_workdir / "from-kafka.json"), timeout_s=90)
     assert r.returncode == 0, r.stderr
@@ -239,3 +250,128 @@ def test_set_addresses_the_layouts_partition(run_mongocdc, tmp_workdir):
     r = run_mongocdc("offsets", "set", "-c", p, "--timestamp", "1700000000:3")
     assert r.returncode == 0, r.stderr
     assert _export(run_mongocdc, p)['["inv",{"server_id":"dbserver1"}]']["ord"] == 3
+
+
+def test_import_and_copy_never_move_a_position_backwards(run_mongocdc, tmp_workdir):
+    """import and copy refuse (unless --force) to replace a stored position by
+    an older one under the same key, naming the key; set moves it on purpose."""
+    cfg = _config(tmp_workdir)
+    key = '["dbserver1",{"rs":"rs0","server_id":"dbserver1"}]'
+    r = run_mongocdc("offsets", "set", "-c", cfg, "--timestamp", "1700000100:1")
+    assert r.returncode == 0, r.stderr
+    before = (tmp_workdir / "offsets.json").read_bytes()
+    older = tmp_workdir / "older.jsonl"
+    older.write_text(json.dumps({"key": key, "value": {"sec": 1700000000, "ord": 5}}) + "\n")
+    r = run_mongocdc("offsets", "import", "-c", cfg, "-i", older)
+    assert r.returncode == 1
+    assert b"refused: " + key.encode() in r.stderr and b"Timestamp(1700000000, 5)" in r.stderr
+    assert (tmp_workdir / "offsets.json").read_bytes() == before
+    # copy from a file store holding the older position: refused as well
+    cfg_old = _config(tmp_workdir / "old" if (tmp_workdir / "old").mkdir() is None else None)
+    r = run_mongocdc("offsets", "import", "-c", cfg_old, "-i", older)
+    assert r.returncode == 0, r.stderr
+    r = run_mongocdc("offsets", "copy", "-c", cfg, "--from",
+                     "file:%s" % (tmp_workdir / "old" / "offsets.json"), "--to", "store")
+    assert r.returncode == 1 and b"would move backwards" in r.stderr
+    assert (tmp_workdir / "offsets.json").read_bytes() == before
+    # a newer one is written; --force writes an older one, with a warning
+    newer = tmp_workdir / "newer.jsonl"
+    newer.write_text(json.dumps({"key": key, "value": {"sec": 1700000200, "ord": 1}}) + "\n")
+    r = run_mongocdc("offsets", "import", "-c", cfg, "-i", newer)
+    assert r.returncode == 0, r.stderr
+    r = run_mongocdc("offsets", "import", "-c", cfg, "-i", older, "--force")
+    assert r.returncode == 0 and b"warning: " + key.encode() in r.stderr
+    assert _export(run_mongocdc, cfg)[key]["sec"] == 1700000000
+
+
+def test_shared_offsets_topic_other_connectors_left_alone(run_mongocdc, tmp_workdir):
+    """A Kafka Connect offsets topic shared with other connectors: show, export
+    and copy take this source's entries (--all: every one); show marks another
+    connector's entry as not used and gives no advice to remove it."""
+    cfg = _config(tmp_workdir)
+    pg_key = '["pg-connector",{"server":"pg1"}]'
+    other_mongo = '["billing",{"server_id":"billing1"}]'
+    ours = '["dbserver1",{"rs":"rs0","server_id":"dbserver1"}]'
+    lines = [{"key": pg_key, "value": {"lsn": 123, "txId": 5}},
+             {"key": other_mongo, "value": {"sec": 1700000000, "ord": 1}},
+             {"key": ours, "value": {"sec": 1700000000, "ord": 2}}]
+    (tmp_workdir / "shared.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+    shared = "file:%s" % (tmp_workdir / "shared.json")
+    r = run_mongocdc("offsets", "import", "-c", cfg, "--to", shared, "-i", "shared.jsonl",
+                     "--force")
+    assert r.returncode == 0, r.stderr
+    # copy to a Debezium file: this source's entry only, no refusal
+    r = run_mongocdc("offsets", "copy", "-c", cfg, "--from", shared, "--to",
+                     "debezium-file:x.dat")
+    assert r.returncode == 0, r.stderr
+    assert b"2 entries of other connectors" in r.stderr
+    assert set(_export(run_mongocdc, cfg, "--from", "debezium-file:x.dat", "--all")) == {ours}
+    # show: this source's entry by default
+    r = run_mongocdc("offsets", "show", "-c", cfg, "--from", shared)
+    out = r.stdout.decode()
+    assert r.returncode == 0 and ours in out and pg_key not in out and other_mongo not in out
+    assert b"--all" in r.stderr
+    # --all: the others are marked, not decoded, never "remove the entry"
+    out = run_mongocdc("offsets", "show", "-c", cfg, "--from", shared, "--all").stdout.decode()
+    assert pg_key in out and other_mongo in out
+    assert out.count("another connector's entry, not used") == 2
+    assert "remove the entry" not in out and "UNUSABLE" not in out
+    assert set(_export(run_mongocdc, cfg, "--from", shared, "--all")) == {pg_key, other_mongo, ours}
+    assert set(_export(run_mongocdc, cfg, "--from", shared)) == {ours}
+
+
+def test_set_validates_rs_and_key(run_mongocdc, tmp_workdir):
+    """set/reset: a malformed --key is refused; --rs must be a replica set the
+    configuration can have; show's "this config: yes" follows the daemon's
+    adoption rule byte for byte (field order included)."""
+    cfg = _config(tmp_workdir)
+    for bad in ("notjson", '["x"]', '[1,{}]', '{"a":1}'):
+        r = run_mongocdc("offsets", "set", "-c", cfg, "--key", bad, "--timestamp", "1700000000")
+        assert r.returncode == 2 and b"not a Kafka Connect partition key" in r.stderr, bad
+    r = run_mongocdc("offsets", "set", "-c", cfg, "--rs", "rs9", "--timestamp", "1700000000")
+    assert r.returncode == 2 and b"names replicaSet rs0" in r.stderr, r.stderr
+    assert not (tmp_workdir / "offsets.json").exists()
+    # a key with the partition's fields in another order is not what the daemon looks up
+    swapped = '["dbserver1",{"server_id":"dbserver1","rs":"rs0"}]'
+    r = run_mongocdc("offsets", "set", "-c", cfg, "--key", swapped, "--timestamp", "1700000000")
+    assert r.returncode == 0 and b"will not adopt it" in r.stderr, r.stderr
+    # a replica set the connection string does not name: not adopted either
+    other_rs = '["dbserver1",{"rs":"rs9","server_id":"dbserver1"}]'
+    r = run_mongocdc("offsets", "set", "-c", cfg, "--key", other_rs, "--timestamp", "1700000000")
+    assert r.returncode == 0 and b"will not adopt it" in r.stderr, r.stderr
+    r = run_mongocdc("offsets", "set", "-c", cfg, "--rs", "rs0", "--timestamp", "1700000000")
+    assert r.returncode == 0, r.stderr
+    out = run_mongocdc("offsets", "show", "-c", cfg).stdout.decode()
+    blocks = {b.split("\n")[0]: b for b in out.split("\n[")[1:]}
+    blocks = {"[" + k: v for k, v in blocks.items()}
+    assert "this config:   yes" in blocks['["dbserver1",{"rs":"rs0","server_id":"dbserver1"}]']
+    assert "this config:   no" in blocks[swapped] and "this config:   no" in blocks[other_rs]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the case of `sudo mongocdc offsets`")
+def test_root_keeps_the_daemon_users_ownership(run_mongocdc, tmp_workdir):
+    """Run as root (sudo), set/copy leave the store's files (the offsets file,
+    its lock, a Debezium file) with the owner of the folder or of the file
+    they replace, so that the daemon's user can still open them."""
+    store = tmp_workdir / "store"
+    store.mkdir()
+    os.chown(store, 4242, 4343)
+    cfg = tmp_workdir / "c.yaml"
+    cfg.write_text("topic.prefix: dbserver1\n"
+                   "mongodb.connection.string: \"mongodb://localhost:1/?replicaSet=rs0\"\n"
+                   "sink:\n  type: stdout\noffsets:\n  file.path: %s\n" % (store / "offsets.json"))
+    r = run_mongocdc("offsets", "set", "-c", cfg, "--timestamp", "1700000000:1")
+    assert r.returncode == 0, r.stderr
+    for f in ("offsets.json", "offsets.json.lock"):
+        st = os.stat(store / f)
+        assert (st.st_uid, st.st_gid) == (4242, 4343), f
+    # a Debezium Server file owned by its user, mode 0600: kept on rewrite
+    dbz = store / "dbz.dat"
+    shutil.copy(FIXTURES / "three-19.dat", dbz)
+    os.chown(dbz, 5151, 5252)
+    os.chmod(dbz, 0o600)
+    r = run_mongocdc("offsets", "copy", "-c", cfg, "--from", "store",
+                     "--to", "debezium-file:%s" % dbz)
+    assert r.returncode == 0, r.stderr
+    st = os.stat(dbz)
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (5151, 5252, 0o600)

@@ -189,11 +189,18 @@ def test_file_channel_reads_lines_and_removes_them(tmp_workdir, sim, start_mongo
     # a line over the 16 MiB a signal may have: cut with a WARN, the next line still read
     with open(sigfile, "a") as f:
         f.write('{"id": "huge", "type": "log", "data": {"message": "' + "x" * (17 << 20) + '"}}\n')
+        f.write("not json after huge\n")
         f.write(json.dumps({"id": "after-huge", "type": "log",
                             "data": {"message": "after-huge-marker {}"}}) + "\n")
     wait_log(tmp_workdir, "after-huge-marker", timeout_s=30)
-    assert any("line 1" in ln and "cut from the file" in ln
-               for ln in warn_lines(tmp_workdir, "file signal channel"))
+    # lines are numbered on from the first one this run read (each is cut from
+    # the file's front once read): the huge one is not line 1, the next is one more
+    cut = [int(m.group(1)) for ln in warn_lines(tmp_workdir, "file signal channel")
+           for m in [re.search(r"line (\d+) of .* cut from the file", ln)] if m]
+    assert len(cut) == 1 and cut[0] > 6, cut
+    assert any(("line %d" % (cut[0] + 1)) in ln and "not a JSON object" in ln
+               for ln in warn_lines(tmp_workdir, "file signal channel")), \
+        warn_lines(tmp_workdir, "file signal channel")
     assert d.stop(timeout_s=30) == 0
 
 
