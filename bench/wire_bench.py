@@ -132,7 +132,7 @@ def run(a, mode, tasks, sink, bootstrap, data):
         log = open(os.path.join(work, "daemon.log"), "wb")
         t0 = time.monotonic()
         s0 = cpu_s(srv.pid)
-        p = subprocess.Popen([a.bin, "-c", cfg], stderr=log)
+        p = subprocess.Popen(a.wrap.split() + [a.bin, "-c", cfg], stderr=log)
         done = None
         try:
             n = 0
@@ -187,6 +187,8 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "mongocdc"))
     ap.add_argument("--server", default=os.path.join(ROOT, "build", "bench", "replay_server"))
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
+    ap.add_argument("--wrap", default="", help="command line the daemon runs under, e.g. "
+                    "'perf record -g -o perf.data --' (the CPU and RSS figures are then the wrapper's)")
     a = ap.parse_args()
     data = a.data or [os.path.join(a.datasets, d) for d in DEFAULT_DATA]
     data = [d for d in data if glob.glob(d)]
