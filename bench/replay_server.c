@@ -985,7 +985,7 @@ int main(int argc, char **argv)
     G.batch = 1000;
     G.collections = 1;
     G.docs = 100000;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
@@ -1007,7 +1007,6 @@ int main(int argc, char **argv)
             G.nshards = atoi(v);
         else
             die("unknown option");
-        i++;
     }
     if (G.batch == 0 || G.nshards < 0 || G.nshards > MAX_SHARDS || G.collections < 0)
         die("bad --batch, --collections or --shards");
