@@ -50,20 +50,13 @@
 
 #include <bson/bson.h>
 
+#include "replay.h"
+
 #define OP_REPLY 1
 #define OP_QUERY 2004
 #define OP_MSG 2013
 #define MAX_SHARDS 16
 #define MAX_CURSORS 256
-
-/* one pre-encoded BSON array body (elements keyed "0".."n-1") */
-struct tmpl {
-    uint8_t *elems; /* concatenated elements */
-    size_t *end;    /* end[j] = offset just past element j */
-    size_t *patch;  /* per element: offset of the first patched field */
-    size_t *patch2; /* per element: offset of the second patched field (stream) */
-    size_t n;
-};
 
 enum cursor_kind { CUR_FREE = 0, CUR_STREAM, CUR_SNAPSHOT };
 
@@ -99,213 +92,14 @@ static struct {
     atomic_int conn_ids;
 } G;
 
-static const char TOKEN_TAIL[] = "2B022C0100296E5A10046C6F72656D697073756D646F6C6F7273697461"
-                                 "46645F6964002B020004";
-
-static void die(const char *m)
-{
-    fprintf(stderr, "replay_server: %s\n", m);
-    exit(2);
-}
-
 static void token_hex(char *out, size_t cap, uint64_t n)
 {
-    snprintf(out, cap, "82%08X%08X%s", G.t0, (uint32_t)n, TOKEN_TAIL);
+    snprintf(out, cap, "82%08X%08X%s", G.t0, (uint32_t)n, REPLAY_TOKEN_TAIL);
 }
 
 static void append_ts(bson_t *b, const char *k, uint64_t n)
 {
     bson_append_timestamp(b, k, -1, G.t0, (uint32_t)n);
-}
-
-/* ---------------------------------------------------------------- templates */
-
-static bson_t **load_docs(char **files, int nfiles, char ***nss, size_t *count)
-{
-    bson_t **docs = NULL;
-    char **ns = NULL;
-    size_t n = 0, cap = 0;
-
-    for (int f = 0; f < nfiles; f++) {
-        FILE *fp = fopen(files[f], "r");
-        char *line = NULL, name[256], dbn[256] = "bench", *p;
-        size_t lcap = 0;
-        ssize_t len;
-        bson_error_t err;
-
-        if (!fp)
-            die("cannot open a --data file");
-        /* namespace: <parent folder>.<file name without .json> */
-        snprintf(name, sizeof name, "%s", files[f]);
-        if ((p = strrchr(name, '.')) != NULL && strcmp(p, ".json") == 0)
-            *p = '\0';
-        p = strrchr(name, '/');
-        if (p) {
-            *p = '\0';
-            char *q = strrchr(name, '/');
-            snprintf(dbn, sizeof dbn, "%s", q ? q + 1 : name);
-            p++;
-        } else {
-            p = name;
-        }
-        char full[520];
-        snprintf(full, sizeof full, "%s.%s", dbn, p);
-        while ((len = getline(&line, &lcap, fp)) > 0) {
-            if (len < 2)
-                continue;
-            bson_t *d = bson_new_from_json((const uint8_t *)line, len, &err);
-            if (!d)
-                continue; /* not a document line */
-            if (n == cap) {
-                cap = cap ? cap * 2 : 1024;
-                docs = realloc(docs, cap * sizeof *docs);
-                ns = realloc(ns, cap * sizeof *ns);
-            }
-            docs[n] = d;
-            ns[n++] = strdup(full);
-        }
-        free(line);
-        fclose(fp);
-    }
-    if (n == 0)
-        die("no documents in the --data files");
-    *nss = ns;
-    *count = n;
-    return docs;
-}
-
-static size_t find_bytes(const uint8_t *hay, size_t n, const void *needle, size_t m)
-{
-    const uint8_t *p = memmem(hay, n, needle, m);
-    if (!p)
-        die("template sentinel not found");
-    return (size_t)(p - hay);
-}
-
-static void tmpl_add(struct tmpl *t, size_t j, const bson_t *doc, size_t *cap_bytes, size_t *used)
-{
-    char key[16];
-    int klen = snprintf(key, sizeof key, "%zu", j);
-    size_t need = 1 + (size_t)klen + 1 + doc->len;
-    if (*used + need > *cap_bytes) {
-        *cap_bytes = (*used + need) * 2;
-        t->elems = realloc(t->elems, *cap_bytes);
-    }
-    uint8_t *w = t->elems + *used;
-    *w++ = 0x03;
-    memcpy(w, key, (size_t)klen + 1);
-    w += klen + 1;
-    memcpy(w, bson_get_data(doc), doc->len);
-    *used += need;
-    t->end[j] = *used;
-}
-
-/* the first field of d other than _id whose name has no dot or dollar */
-static bool first_field(const bson_t *d, bson_iter_t *out)
-{
-    bson_iter_t it;
-    if (!bson_iter_init(&it, d))
-        return false;
-    while (bson_iter_next(&it)) {
-        const char *k = bson_iter_key(&it);
-        if (strcmp(k, "_id") && !strchr(k, '.') && k[0] != '$') {
-            *out = it;
-            return true;
-        }
-    }
-    return false;
-}
-
-static void build_stream(bson_t **docs, char **nss, size_t ndocs)
-{
-    struct tmpl *t = &G.stream;
-    size_t cap = 0, used = 0;
-    char tok[160], sentinel_tok[64];
-    const uint32_t SENT = 0xC0FFEE11u;
-
-    t->n = G.batch;
-    t->end = calloc(t->n, sizeof *t->end);
-    t->patch = calloc(t->n, sizeof *t->patch);
-    t->patch2 = calloc(t->n, sizeof *t->patch2);
-    for (size_t j = 0; j < t->n; j++) {
-        const bson_t *d = docs[(j * 7) % ndocs];
-        const char *ns = nss[(j * 7) % ndocs];
-        const char *dot = strchr(ns, '.');
-        bson_t ev = BSON_INITIALIZER, sub, sub2, arr;
-        bson_iter_t it;
-        int kind = (int)(j % 10);
-        const char *op = kind < 6 ? "insert" : kind < 9 ? "update" : "delete";
-
-        snprintf(tok, sizeof tok, "82%08X%08X%s", G.t0, SENT, TOKEN_TAIL);
-        bson_append_document_begin(&ev, "_id", 3, &sub);
-        BSON_APPEND_UTF8(&sub, "_data", tok);
-        bson_append_document_end(&ev, &sub);
-        BSON_APPEND_UTF8(&ev, "operationType", op);
-        bson_append_timestamp(&ev, "clusterTime", 11, G.t0, SENT);
-        BSON_APPEND_DATE_TIME(&ev, "wallTime", (int64_t)G.t0 * 1000);
-        if (kind < 6)
-            BSON_APPEND_DOCUMENT(&ev, "fullDocument", d);
-        bson_append_document_begin(&ev, "ns", 2, &sub);
-        bson_append_utf8(&sub, "db", 2, ns, (int)(dot - ns));
-        BSON_APPEND_UTF8(&sub, "coll", dot + 1);
-        bson_append_document_end(&ev, &sub);
-        bson_append_document_begin(&ev, "documentKey", 11, &sub);
-        if (bson_iter_init_find(&it, d, "_id"))
-            BSON_APPEND_VALUE(&sub, "_id", bson_iter_value(&it));
-        else
-            BSON_APPEND_INT64(&sub, "_id", (int64_t)j);
-        bson_append_document_end(&ev, &sub);
-        if (kind >= 6 && kind < 9) {
-            bson_append_document_begin(&ev, "updateDescription", 17, &sub);
-            bson_append_document_begin(&sub, "updatedFields", 13, &sub2);
-            if (first_field(d, &it))
-                BSON_APPEND_VALUE(&sub2, bson_iter_key(&it), bson_iter_value(&it));
-            bson_append_document_end(&sub, &sub2);
-            bson_append_array_begin(&sub, "removedFields", 13, &arr);
-            bson_append_array_end(&sub, &arr);
-            bson_append_array_begin(&sub, "truncatedArrays", 15, &arr);
-            bson_append_array_end(&sub, &arr);
-            bson_append_document_end(&ev, &sub);
-            BSON_APPEND_DOCUMENT(&ev, "fullDocument", d);
-        }
-        size_t start = used + 1 + (size_t)snprintf(tok, sizeof tok, "%zu", j) + 1;
-        tmpl_add(t, j, &ev, &cap, &used);
-        snprintf(sentinel_tok, sizeof sentinel_tok, "82%08X%08X", G.t0, SENT);
-        t->patch[j] = start + find_bytes(t->elems + start, ev.len, sentinel_tok, 18) + 10;
-        uint8_t ts_bytes[8];
-        uint64_t tsv = ((uint64_t)G.t0 << 32) | SENT;
-        for (int b = 0; b < 8; b++)
-            ts_bytes[b] = (uint8_t)(tsv >> (8 * b));
-        t->patch2[j] = start + find_bytes(t->elems + start, ev.len, ts_bytes, 8);
-        bson_destroy(&ev);
-    }
-}
-
-static void build_snapshot(bson_t **docs, size_t ndocs)
-{
-    struct tmpl *t = &G.snap;
-    size_t cap = 0, used = 0;
-    const int64_t SENT = 0x5EED5EED5EED5EEDll;
-    char key[16];
-
-    t->n = G.batch;
-    t->end = calloc(t->n, sizeof *t->end);
-    t->patch = calloc(t->n, sizeof *t->patch);
-    for (size_t j = 0; j < t->n; j++) {
-        const bson_t *d = docs[(j * 13) % ndocs];
-        bson_t doc = BSON_INITIALIZER;
-        bson_iter_t it;
-
-        BSON_APPEND_INT64(&doc, "_id", SENT);
-        bson_iter_init(&it, d);
-        while (bson_iter_next(&it))
-            if (strcmp(bson_iter_key(&it), "_id"))
-                BSON_APPEND_VALUE(&doc, bson_iter_key(&it), bson_iter_value(&it));
-        size_t start = used + 1 + (size_t)snprintf(key, sizeof key, "%zu", j) + 1;
-        tmpl_add(t, j, &doc, &cap, &used);
-        t->patch[j] = start + find_bytes(t->elems + start, doc.len, &SENT, 8);
-        bson_destroy(&doc);
-    }
 }
 
 /* ---------------------------------------------------------------- replies */
@@ -473,7 +267,7 @@ static void append_batch(bson_t *cur, const char *field, const struct tmpl *t, s
     memcpy(buf + 4, t->elems, len);
     buf[4 + len] = 0;
     if (!bson_init_static(&arr, buf, len + 5))
-        die("bad batch template");
+        replay_die("bad batch template");
     bson_append_array(cur, field, -1, &arr);
     free(buf);
 }
@@ -486,7 +280,7 @@ static uint8_t *batch_at(bson_t *r, const char *field)
     const uint8_t *data;
     if (!bson_iter_init_find(&it, r, "cursor") || !bson_iter_recurse(&it, &sub) ||
         !bson_iter_find(&sub, field))
-        die("batch not found in reply");
+        replay_die("batch not found in reply");
     bson_iter_array(&sub, &len, &data);
     return (uint8_t *)data + 4;
 }
@@ -721,7 +515,7 @@ static void dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
         cu = cursor_new(s, CUR_SNAPSHOT);
         pthread_mutex_unlock(&s->mu);
         if (!cu)
-            die("too many open cursors");
+            replay_die("too many open cursors");
         snprintf(cu->ns, sizeof cu->ns, "%s.%s", db, coll);
         cu->pos = 0;
         cu->end = !strcmp(db, "bench") ? G.docs : 0;
@@ -754,7 +548,7 @@ static void dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
                 cu = cursor_new(s, CUR_STREAM);
                 pthread_mutex_unlock(&s->mu);
                 if (!cu)
-                    die("too many open cursors");
+                    replay_die("too many open cursors");
                 cu->pos = token_pos(&s0);
                 cu->end = G.events;
                 stream_cursor(r, cu, "firstBatch", 0);
@@ -938,7 +732,7 @@ static void *accept_loop(void *arg)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            die("accept failed");
+            replay_die("accept failed");
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -951,7 +745,7 @@ static void *accept_loop(void *arg)
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
         if (pthread_create(&th, &at, serve, c))
-            die("pthread_create failed");
+            replay_die("pthread_create failed");
         pthread_attr_destroy(&at);
     }
     return NULL;
@@ -969,7 +763,7 @@ static void listen_on(struct server *s, int port)
     a.sin_port = htons((uint16_t)port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (bind(s->fd, (struct sockaddr *)&a, sizeof a) || listen(s->fd, 128))
-        die("cannot listen");
+        replay_die("cannot listen");
     getsockname(s->fd, (struct sockaddr *)&a, &alen);
     s->port = ntohs(a.sin_port);
     pthread_mutex_init(&s->mu, NULL);
@@ -989,7 +783,7 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
-            die("usage: replay_server --port P --data FILE... [--events N] [--batch K] "
+            replay_die("usage: replay_server --port P --data FILE... [--events N] [--batch K] "
                 "[--collections C] [--docs M] [--shards S]");
         if (!strcmp(a, "--port"))
             port = atoi(v);
@@ -1006,18 +800,18 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--shards"))
             G.nshards = atoi(v);
         else
-            die("unknown option");
+            replay_die("unknown option");
     }
     if (G.batch == 0 || G.nshards < 0 || G.nshards > MAX_SHARDS || G.collections < 0)
-        die("bad --batch, --collections or --shards");
+        replay_die("bad --batch, --collections or --shards");
     G.events = (G.events + G.batch - 1) / G.batch * G.batch;
     G.t0 = (uint32_t)time(NULL);
 
     char **nss;
     size_t ndocs;
-    bson_t **docs = load_docs(files, nfiles, &nss, &ndocs);
-    build_stream(docs, nss, ndocs);
-    build_snapshot(docs, ndocs);
+    bson_t **docs = replay_load_docs(files, nfiles, &nss, &ndocs);
+    replay_build_stream(&G.stream, G.batch, G.t0, docs, nss, ndocs);
+    replay_build_snapshot(&G.snap, G.batch, docs, ndocs);
 
     G.nsrv = G.nshards ? G.nshards + 1 : 1;
     for (int i = 0; i < G.nsrv; i++) {
@@ -1038,7 +832,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < G.nsrv; i++) {
         pthread_t th;
         if (pthread_create(&th, NULL, accept_loop, &G.srv[i]))
-            die("pthread_create failed");
+            replay_die("pthread_create failed");
     }
     accept_loop(&G.srv[0]);
     return 0;
