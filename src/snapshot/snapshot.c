@@ -21,6 +21,12 @@
 
 #define QUEUE_MAX_DOCS 4096
 #define QUEUE_MAX_BYTES (16u * 1024u * 1024u)
+/* A reader hands documents over in batches of up to this many documents or
+ * bytes (one lock and one wake-up per batch instead of per document); the
+ * task thread reports what it consumed back every CONSUMED_REPORT_DOCS. */
+#define BATCH_MAX_DOCS 256
+#define BATCH_MAX_BYTES (1024u * 1024u)
+#define CONSUMED_REPORT_DOCS 64
 #define PROGRESS_EVERY_MS 10000
 
 static int64_t now_ms(void)
@@ -118,7 +124,17 @@ struct snapshot {
     pthread_mutex_t lock;
     pthread_cond_t not_empty, not_full;
     struct snapshot_doc *head, *tail;
+    /* documents (and their BSON bytes) queued or taken by the task thread
+     * and not yet reported consumed: the bound readers wait on */
     size_t queued, queued_bytes;
+    /* task thread only: the batch taken from the queue, and what it consumed
+     * of it since its last report under the lock */
+    struct snapshot_doc *taken;
+    size_t consumed, consumed_bytes;
+    /* set while the task thread waits on an empty queue: readers then hand
+     * over what they hold at once instead of filling a batch (a slow server
+     * would otherwise keep documents in a reader for several round trips) */
+    bool starving;
     struct snapshot_part *parts;
     size_t nparts;
     size_t next_part; /* next part to hand to a reader */
@@ -154,13 +170,21 @@ static void reader_fail(struct snapshot *s, const bson_error_t *error, const bso
     pthread_mutex_unlock(&s->lock);
 }
 
-/* Queues d; waits while the queue is full. Returns false when the snapshot is ending. */
-static bool reader_push(struct snapshot *s, struct snapshot_doc *d, struct snapshot_coll *c)
+/* A reader's batch not handed over yet: a chain of documents of one collection. */
+struct batch {
+    struct snapshot_doc *head, *tail;
+    size_t n, bytes;
+};
+
+/* Queues the batch b (n documents of c, in order); waits while the queue
+ * would go over QUEUE_MAX_DOCS or QUEUE_MAX_BYTES (an empty queue takes any
+ * batch). Returns false when the snapshot is ending; the batch then stays
+ * with the caller. */
+static bool reader_push(struct snapshot *s, struct batch *b, struct snapshot_coll *c)
 {
-    size_t len = d->doc->len;
     pthread_mutex_lock(&s->lock);
     while (!s->quit && !s->failed && !__atomic_load_n(s->stop, __ATOMIC_ACQUIRE) &&
-           (s->queued >= QUEUE_MAX_DOCS || s->queued_bytes + len > QUEUE_MAX_BYTES) &&
+           (s->queued + b->n > QUEUE_MAX_DOCS || s->queued_bytes + b->bytes > QUEUE_MAX_BYTES) &&
            s->queued > 0) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -175,19 +199,31 @@ static bool reader_push(struct snapshot *s, struct snapshot_doc *d, struct snaps
         pthread_mutex_unlock(&s->lock);
         return false;
     }
-    d->next = NULL;
     if (s->tail != NULL)
-        s->tail->next = d;
+        s->tail->next = b->head;
     else
-        s->head = d;
-    s->tail = d;
-    s->queued++;
-    s->queued_bytes += len;
-    c->done++;
-    s->total_done++;
+        s->head = b->head;
+    s->tail = b->tail;
+    s->queued += b->n;
+    s->queued_bytes += b->bytes;
+    c->done += (int64_t)b->n;
+    s->total_done += (int64_t)b->n;
     pthread_cond_signal(&s->not_empty);
     pthread_mutex_unlock(&s->lock);
+    b->head = b->tail = NULL;
+    b->n = b->bytes = 0;
     return true;
+}
+
+static void batch_free(struct batch *b)
+{
+    while (b->head != NULL) {
+        struct snapshot_doc *d = b->head;
+        b->head = d->next;
+        snapshot_doc_free(d);
+    }
+    b->tail = NULL;
+    b->n = b->bytes = 0;
 }
 
 /*
@@ -249,6 +285,7 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
     const bson_t *reply = NULL;
     bson_error_t error;
     bool ok = true;
+    struct batch b = {NULL, NULL, 0, 0};
 
     mongoc_client_session_t *session;
 
@@ -269,12 +306,24 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
         d->doc = bson_copy(doc);
         d->db = c->db;
         d->coll = c->coll;
-        if (!reader_push(s, d, c)) {
-            snapshot_doc_free(d);
+        if (b.tail != NULL)
+            b.tail->next = d;
+        else
+            b.head = d;
+        b.tail = d;
+        b.n++;
+        b.bytes += d->doc->len;
+        if ((b.n >= BATCH_MAX_DOCS || b.bytes >= BATCH_MAX_BYTES ||
+             __atomic_load_n(&s->starving, __ATOMIC_RELAXED)) &&
+            !reader_push(s, &b, c)) {
             ok = false;
             break;
         }
     }
+    /* the tail of the collection (or range), before it counts as finished */
+    if (ok && b.n > 0 && !reader_push(s, &b, c))
+        ok = false;
+    batch_free(&b);
     if (ok && mongoc_cursor_error_document(cur, &error, &reply)) {
         reader_fail(s, &error, reply, c);
         ok = false;
@@ -507,25 +556,45 @@ enum snapshot_status snapshot_next(struct snapshot *s, int timeout_ms, struct sn
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
+    /* Fast path: the batch taken earlier, without the lock; what it
+     * consumed is reported every CONSUMED_REPORT_DOCS (readers wait on it). */
+    if (s->taken != NULL && s->consumed < CONSUMED_REPORT_DOCS) {
+        *out = s->taken;
+        s->taken = s->taken->next;
+        (*out)->next = NULL;
+        s->consumed++;
+        s->consumed_bytes += (*out)->doc->len;
+        return SNAPSHOT_DOC;
+    }
     pthread_mutex_lock(&s->lock);
-    while (s->head == NULL && !s->failed && s->readers_alive > 0) {
+    if (s->consumed > 0) {
+        s->queued -= s->consumed;
+        s->queued_bytes -= s->consumed_bytes;
+        s->consumed = s->consumed_bytes = 0;
+        pthread_cond_broadcast(&s->not_full);
+    }
+    while (s->taken == NULL && s->head == NULL && !s->failed && s->readers_alive > 0) {
+        __atomic_store_n(&s->starving, true, __ATOMIC_RELAXED);
         if (pthread_cond_timedwait(&s->not_empty, &s->lock, &ts) == ETIMEDOUT)
             break;
+    }
+    __atomic_store_n(&s->starving, false, __ATOMIC_RELAXED);
+    if (s->taken == NULL && s->head != NULL) {
+        /* take the whole queue; it stays counted in queued until consumed */
+        s->taken = s->head;
+        s->head = s->tail = NULL;
     }
     if (s->failed) {
         *fail = s->fail;
         *err = s->err;
         fail->message = err->msg;
         st = SNAPSHOT_FAILED;
-    } else if (s->head != NULL) {
-        *out = s->head;
-        s->head = s->head->next;
-        if (s->head == NULL)
-            s->tail = NULL;
-        s->queued--;
-        s->queued_bytes -= (*out)->doc->len;
+    } else if (s->taken != NULL) {
+        *out = s->taken;
+        s->taken = s->taken->next;
         (*out)->next = NULL;
-        pthread_cond_signal(&s->not_full);
+        s->consumed++;
+        s->consumed_bytes += (*out)->doc->len;
         st = SNAPSHOT_DOC;
     } else if (s->readers_alive == 0) {
         st = __atomic_load_n(s->stop, __ATOMIC_ACQUIRE) ? SNAPSHOT_WAIT : SNAPSHOT_DONE;
@@ -610,6 +679,11 @@ void snapshot_destroy(struct snapshot *s)
     pthread_mutex_unlock(&s->lock);
     for (size_t i = 0; i < s->nthreads; i++)
         pthread_join(s->threads[i], NULL);
+    while (s->taken != NULL) {
+        struct snapshot_doc *d = s->taken;
+        s->taken = d->next;
+        snapshot_doc_free(d);
+    }
     while (s->head != NULL) {
         struct snapshot_doc *d = s->head;
         s->head = d->next;

@@ -17,8 +17,13 @@
  *    then snapshot.max.threads reader threads, each with its own client from
  *    the pool, take the ranges (a whole collection is one range) in plan
  *    order and run find(range AND filter) with batchSize snapshot.fetch.size
- *    and hand copies of the documents to the task thread through a bounded
- *    queue (ownership moves with the item, style.md §4.6.7). The task thread
+ *    and hand copies of the documents to the task thread through a queue
+ *    bounded in documents and bytes, in batches (up to 256 documents or
+ *    1 MiB: one lock and one wake-up per batch; at once while the task
+ *    thread waits on an empty queue; ownership moves with the item,
+ *    style.md §4.6.7). The task thread takes the whole queue at once
+ *    and reports what it consumed every 64 documents, which is when readers
+ *    waiting on the bound resume. The task thread
  *    takes them with snapshot_next(), which also logs progress every 10 s.
  *    The task thread encodes, produces and tracks offsets (single owner).
  *

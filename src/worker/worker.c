@@ -67,8 +67,6 @@ enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
         char key[120];
         void *cookie;
 
-        snprintf(key, sizeof key, "%.*s", (int)(r->key_len < 100 ? r->key_len : 100),
-                 r->key ? r->key : "");
         /* Only an event's last record carries its position: the event is
          * committed once all of its records are acknowledged. */
         cookie = inflight_add(w->inf, i + 1 == recs->count ? pos : NULL);
@@ -93,6 +91,9 @@ enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
                 break;
             }
             w->err = err;
+            /* a failed produce leaves the key with the record (sink.h) */
+            snprintf(key, sizeof key, "%.*s", (int)(r->key_len < 100 ? r->key_len : 100),
+                     r->key ? r->key : "");
             /* A too-large record: the sink's message already names size,
              * topic and key, and a prefix would push its advice out. */
             if (!worker_too_large(&err))

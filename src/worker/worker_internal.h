@@ -82,7 +82,7 @@ struct worker {
     bool has_merged_start;
     bson_t key_patterns; /* event.key.mode document_key: "<db>.<coll>" -> shard key pattern */
     bson_t snap_key;     /* the documentKey built for one snapshot record */
-    struct mcdc_position to_commit; /* gate: committable position not yet stored */
+    struct mcdc_position to_commit; /* committable position not yet stored */
     bool to_commit_dirty;
     int64_t gate_waits;      /* events held by the gate */
     int64_t gate_wait_ms;    /* total ms they were held */

@@ -47,6 +47,16 @@ enum phase worker_pass_position(struct worker *w, const struct mcdc_position *po
  * shard's task has had every earlier event acknowledged. Keeps serving this
  * task's own deliveries while it waits.
  */
+/* dst = the first len bytes of src (NULL: none), cut at a NUL and at cap - 1
+ * bytes, NUL-terminated: snprintf's "%.*s" without the format parsing, on
+ * every event's namespace. */
+static void name_copy(char *dst, size_t cap, const char *src, size_t len)
+{
+    len = src != NULL ? strnlen(src, len < cap - 1 ? len : cap - 1) : 0;
+    memcpy(dst, src != NULL ? src : "", len);
+    dst[len] = '\0';
+}
+
 static enum phase hold_for_donor(struct worker *w, const struct mcdc_event *ev)
 {
     char db[256], coll[256];
@@ -321,8 +331,8 @@ enum phase worker_stream(struct worker *w)
                 break; /* the position stays before the signal */
             if (emit) {
                 char db[256], coll[256];
-                snprintf(db, sizeof db, "%.*s", (int)ev.db_len, ev.db ? ev.db : "");
-                snprintf(coll, sizeof coll, "%.*s", (int)ev.coll_len, ev.coll ? ev.coll : "");
+                name_copy(db, sizeof db, ev.db, ev.db_len);
+                name_copy(coll, sizeof coll, ev.coll, ev.coll_len);
                 emit = encoder_captures(w->enc, db, coll);
             }
             if (emit && w->has_gate)
