@@ -491,7 +491,7 @@ static void dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
         bson_append_document_begin(r, "cursor", 6, &cur);
         bson_append_array_begin(&cur, "firstBatch", 10, &arr);
         for (int i = 0; shards && i < G.nshards; i++) {
-            char k[8], host[96];
+            char k[16], host[96];
             struct server *sh = &G.srv[i + 1];
             snprintf(k, sizeof k, "%d", i);
             snprintf(host, sizeof host, "%s/127.0.0.1:%d", sh->set_name, sh->port);
