@@ -230,13 +230,24 @@ def read_topics(bootstrap, topics, idle_s=3.0, timeout_s=60):
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     c.subscribe(list(topics))
     out = []
-    last = time.monotonic()
+    start = last = time.monotonic()
     deadline = last + timeout_s
-    while time.monotonic() - last < idle_s and time.monotonic() < deadline:
+    assigned = False
+    # The idle window counts from the group's assignment: joining a group can
+    # take seconds on a busy broker (the first join creates __consumer_offsets),
+    # and an idle window counted from the subscribe then read nothing. A topic
+    # that never gets an assignment (it does not exist) is given up after 15 s.
+    while time.monotonic() < deadline:
         m = c.poll(0.5)
+        now = time.monotonic()
+        if not assigned and (c.assignment() or now - start >= 15.0):
+            assigned = True
+            last = now
         if m is None or m.error():
+            if assigned and now - last >= idle_s:
+                break
             continue
-        last = time.monotonic()
+        last = now
         out.append(Rec(m.topic(), (m.key() or b"").decode("utf-8"),
                        None if m.value() is None else m.value().decode("utf-8"),
                        [(k, v.decode("utf-8")) for k, v in (m.headers() or [])]))
