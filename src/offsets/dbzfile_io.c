@@ -17,6 +17,7 @@
 
 #include "common/xalloc.h"
 #include "offsets/offsets_internal.h"
+#include "offsets/offsets_internal.h"
 
 /* The largest file read (bytes). */
 #define DBZFILE_MAX (64u * 1024 * 1024)
@@ -76,19 +77,6 @@ bool dbzfile_read(const char *path, struct dbz_offsets *map, bool *exists, struc
     return ok;
 }
 
-static bool write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return false;
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
 
 bool dbzfile_write(const char *path, const struct dbz_offsets *map, struct mcdc_error *err)
 {
@@ -108,7 +96,7 @@ bool dbzfile_write(const char *path, const struct dbz_offsets *map, struct mcdc_
     }
     /* Debezium Server's user must still read and rewrite it */
     offsets_file_match_owner(fd, tmp, path, dir);
-    if (!write_all(fd, data, len) || fsync(fd) != 0) {
+    if (!offsets_write_all(fd, data, len) || fsync(fd) != 0) {
         int e = errno;
         close(fd);
         unlink(tmp);

@@ -96,4 +96,10 @@ bool store_kafka_open(struct offset_store *store, struct mcdc_error *err);
  */
 void offsets_file_match_owner(int fd, const char *fd_path, const char *replaces, const char *dir);
 
+/* Writes all n bytes of buf to fd, retrying short writes and EINTR. True
+ * when every byte is written; false with errno set on a write error. Used by
+ * the offsets file (store_file.c) and the Debezium offsets file
+ * (dbzfile_io.c), which both write a temp file, fsync and rename. */
+bool offsets_write_all(int fd, const void *buf, size_t n);
+
 #endif

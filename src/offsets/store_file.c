@@ -328,8 +328,12 @@ static bool file_scan(struct offset_store *store, struct offset_entry **entries,
     return true;
 }
 
-static bool write_all(int fd, const char *p, size_t n)
+/* Writes all n bytes of p to fd, retrying short writes and EINTR; false
+ * with errno set on a write error. Shared by the offsets files and the
+ * Debezium offsets file (dbzfile_io.c). */
+bool offsets_write_all(int fd, const void *buf, size_t n)
 {
+    const char *p = buf;
     while (n > 0) {
         ssize_t w = write(fd, p, n);
         if (w < 0 && errno == EINTR)
@@ -351,7 +355,7 @@ static bool replace_file(const struct file_store *fs, const char *text, size_t l
         return mcdc_error_set(err, MCDC_ERR_IO, errno, "offsets file %s: %s", fs->tmp_path,
                               strerror(errno));
     offsets_file_match_owner(fd, fs->tmp_path, fs->path, fs->dir);
-    if (!write_all(fd, text, len) || fsync(fd) != 0) {
+    if (!offsets_write_all(fd, text, len) || fsync(fd) != 0) {
         int e = errno;
         close(fd);
         unlink(fs->tmp_path);
