@@ -17,8 +17,11 @@ Kafka: the key bytes decide the partition and log compaction, so tests compare
 bytes, never re-serialised JSON.
 """
 
+import contextlib
+import fcntl
 import os
 import subprocess
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -269,3 +272,23 @@ def _partitions(c: Consumer, topic: str, deadline: float) -> List[int]:
             err = md.error if md is not None else "no metadata"
             raise TimeoutError("topic %s not found: %s" % (topic, err))
         time.sleep(0.25)
+
+
+@contextlib.contextmanager
+def broker_outage_lock(bootstrap, exclusive):
+    """Orders the tests that freeze the shared broker (SIGSTOP) against the
+    tests of other ctest processes that need it answering the whole time.
+
+    exclusive=True: held by a test that pauses the broker at `bootstrap`;
+    exclusive=False: held by a test that must not see it paused (a Kafka
+    Connect worker gives up after 60 s without metadata). One lock file per
+    broker address in the temporary directory, flock(2): released when the
+    holder exits, also on a crash."""
+    name = "mongocdc-broker-%s.lock" % bootstrap.replace(":", "_").replace("/", "_")
+    path = os.path.join(tempfile.gettempdir(), name)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)

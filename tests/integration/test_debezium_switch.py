@@ -66,6 +66,19 @@ def broker():
     ep.close()
 
 
+@pytest.fixture(autouse=True)
+def _broker_answering(request):
+    """Each case holds the broker's shared outage lock: the integration suite,
+    running beside this test under ctest -j, freezes the broker for up to
+    60 s in test_faults.py, and a Connect worker starting then exits."""
+    if "broker" not in request.fixturenames:
+        yield
+        return
+    import kafka_support
+    with kafka_support.broker_outage_lock(request.getfixturevalue("broker"), exclusive=False):
+        yield
+
+
 def _ident(rec):
     """What makes two records the same event: topic, key, op and the value's payload
     without the wall-clock envelope ts_ms."""

@@ -328,8 +328,17 @@ def _kafka_local_pid(bootstrap):
     return None
 
 
+@pytest.fixture
+def broker_pause_lock(kafka):
+    """Held while a test may freeze the shared broker: other ctest processes
+    using it (the Debezium switch test's Connect workers) wait meanwhile."""
+    import kafka_support
+    with kafka_support.broker_outage_lock(kafka.bootstrap, exclusive=True):
+        yield
+
+
 def test_kafka_broker_paused_mid_stream_loses_nothing(tmp_workdir, users_sim, kafka,
-                                                      start_mongocdc):
+                                                      broker_pause_lock, start_mongocdc):
     if kafka.is_mock:
         pytest.skip("needs the real local broker (the mock cluster cannot be stopped from here)")
     pid = _kafka_local_pid(kafka.bootstrap)
@@ -376,7 +385,7 @@ def test_kafka_broker_paused_mid_stream_loses_nothing(tmp_workdir, users_sim, ka
 
 
 def test_failed_delivery_restarts_from_committed_offsets(tmp_workdir, users_sim, kafka,
-                                                         start_mongocdc):
+                                                         broker_pause_lock, start_mongocdc):
     """A record Kafka refuses for a reason that may pass (here: its
     message.timeout.ms expires while the broker is frozen) restarts the task
     from the committed offsets instead of stopping it; every change still
