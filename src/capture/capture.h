@@ -23,7 +23,7 @@
 #include "capture/resume.h"
 #include "common/error.h"
 #include "config/config.h"
-#include "offsets/offsets.h"
+#include "event/position.h"
 
 struct capture;
 

@@ -38,7 +38,7 @@
 #include "common/error.h"
 #include "config/config.h"
 #include "event/event.h"
-#include "offsets/offsets.h"
+#include "event/position.h"
 
 struct oplog_reader;
 

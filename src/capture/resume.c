@@ -180,37 +180,14 @@ int64_t resume_backoff_ms(int64_t initial_ms, int64_t max_ms, int64_t attempt)
     return d > max_ms ? max_ms : d;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 bool resume_token_time(const bson_t *token, uint32_t *sec, uint32_t *ord)
 {
-    bson_iter_t it;
-    uint32_t len = 0;
-    const char *hex;
-    uint64_t v = 0;
+    uint64_t t;
 
-    if (token == NULL || !bson_iter_init_find(&it, token, "_data") || !BSON_ITER_HOLDS_UTF8(&it))
+    if (!position_token_time(token, &t))
         return false;
-    hex = bson_iter_utf8(&it, &len);
-    if (len < 18 || hex[0] != '8' || hex[1] != '2')
-        return false;
-    for (int i = 2; i < 18; i++) {
-        int h = hexval(hex[i]);
-        if (h < 0)
-            return false;
-        v = (v << 4) | (uint64_t)h;
-    }
-    *sec = (uint32_t)(v >> 32);
-    *ord = (uint32_t)(v & 0xffffffffu);
+    *sec = (uint32_t)(t >> 32);
+    *ord = (uint32_t)(t & 0xffffffffu);
     return true;
 }
 

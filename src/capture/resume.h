@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
-#include "offsets/offsets.h"
+#include "event/position.h"
 
 /* ---- start point (debezium-format.md §4.3) ---- */
 
@@ -127,11 +127,11 @@ int64_t resume_backoff_ms(int64_t initial_ms, int64_t max_ms, int64_t attempt);
 /* ---- tokens ---- */
 
 /*
- * Reads the cluster time a resume token encodes (its `_data` hex starts with
- * KeyString type byte 0x82 and the 8-byte big-endian Timestamp,
- * mongo-sim-spec.md §3.11). Returns false when token has no string `_data` in
- * that layout (e.g. BinData tokens of MongoDB <= 4.0.6). For log messages and
- * the history-lost range only; the token itself stays opaque.
+ * Reads the cluster time a resume token encodes, split into seconds and
+ * increment: position_token_time (event/position.h, which says the layout).
+ * Returns false when token has no string `_data` in that layout (e.g. BinData
+ * tokens of MongoDB <= 4.0.6). For log messages and the history-lost range
+ * only; the token itself stays opaque.
  */
 bool resume_token_time(const bson_t *token, uint32_t *sec, uint32_t *ord);
 

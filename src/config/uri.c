@@ -13,6 +13,7 @@
 
 #include <mongoc/mongoc.h>
 
+#include "common/hex.h"
 #include "common/xalloc.h"
 #include "config/internal.h"
 
@@ -121,25 +122,14 @@ void config_redact_uri(const char *uri, char *out, size_t cap)
     out[o] = '\0';
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* RFC 3986 percent-decoding (a malformed escape is kept as it is). */
 static char *pct_decode(const char *s, size_t len)
 {
     char *out = xmalloc(len + 1), *o = out;
     for (size_t i = 0; i < len; i++) {
         int hi, lo;
-        if (s[i] == '%' && i + 2 < len && (hi = hex_value(s[i + 1])) >= 0 &&
-            (lo = hex_value(s[i + 2])) >= 0) {
+        if (s[i] == '%' && i + 2 < len && (hi = mcdc_hex_digit(s[i + 1])) >= 0 &&
+            (lo = mcdc_hex_digit(s[i + 2])) >= 0) {
             *o++ = (char)(hi * 16 + lo);
             i += 2;
         } else {

@@ -1,6 +1,7 @@
 /*
  * offsets: where each capture task stands (design.md §7, debezium-format.md
- * §4). Two parts:
+ * §4). The position value itself is event's (event/position.h); here: its
+ * offset-value JSON, and two parts:
  *   - inflight: an ordered tracker of produced records; the committed position
  *     advances only over a prefix of acknowledged records (at-least-once).
  *   - store: durable per-replica-set offset values, `file` (temp file, fsync,
@@ -20,42 +21,7 @@
 
 #include "common/error.h"
 #include "config/config.h"
-
-/*
- * A stream position: the Debezium offset value fields (§4.2). Owned values:
- * resume_token is a copy (bson_t) the position owns.
- */
-struct mcdc_position {
-    int64_t sec;         /* clusterTime seconds, -1 when known only from a resume token */
-    int64_t ord;         /* clusterTime increment, -1 when unknown */
-    bson_t resume_token; /* the full resume-token document; empty if none */
-    bool has_resume_token;
-    bool initsync;      /* an initial snapshot is in progress */
-    bool oplog;         /* written by legacy oplog capture mode */
-    int64_t h;          /* oplog h (1.9), valid if has_h */
-    bool has_h;         /* h known; written as null otherwise (1.9 on MongoDB 4.4+) */
-    int64_t tord;       /* oplog transaction order, 0 when none */
-    int64_t t;          /* oplog entry's term, valid if has_t: in memory only (not in offsets):
-                           a rollback check compares it with the entry at sec/ord */
-    bool has_t;
-    char stxnid[96];    /* 1.9 oplog session id "<uuid>:<txnNumber>" (oplog_stxnid), "" when none */
-    char *lsid;         /* STRICT JSON of lsid, NULL when none */
-    int64_t txn_number; /* valid when lsid != NULL */
-    char *extra_json;   /* other keys (transaction, incremental snapshot) as a JSON object text, or
-                           NULL */
-    size_t extra_shared; /* a hint: the first extra_shared bytes of extra_json tend to repeat
-                            from one position to the next (the queued-collections member of an
-                            incremental snapshot), so the in-flight tracker keeps them once;
-                            0: no hint. Never changes what is stored. */
-    int writer;         /* enum offset_writer of the value it was parsed from (0 = mongocdc) */
-};
-
-/* Sets pos to "no position": sec = ord = -1, empty token, no strings. */
-void position_init(struct mcdc_position *pos);
-/* Frees what pos owns and re-initialises it. */
-void position_clear(struct mcdc_position *pos);
-/* Deep copy of src into dst (both initialised; dst's old contents are freed). */
-void position_copy(struct mcdc_position *dst, const struct mcdc_position *src);
+#include "event/position.h" /* struct mcdc_position, its lifecycle and cluster time */
 
 /*
  * The Kafka Connect offset value (debezium-format.md §4.2) as compact JSON,
@@ -163,13 +129,12 @@ enum offset_writer offset_value_writer(const char *value_json);
  */
 char *position_to_json_dialect(const struct mcdc_position *pos, enum mcdc_dialect dialect);
 
-/*
- * The cluster time of a position as a BSON timestamp value (seconds << 32 |
- * increment): sec/ord when sec > 0, else the time inside the resume token
- * (`_data` starts with the hex of type byte 0x82 and the clusterTime,
- * MongoDB's KeyString encoding of a resume token); 0 when neither is known.
- */
-uint64_t offset_position_time(const struct mcdc_position *pos);
+/* The cluster time of a position: position_time (event/position.h), under
+ * the name the offsets' callers have used. */
+static inline uint64_t offset_position_time(const struct mcdc_position *pos)
+{
+    return position_time(pos);
+}
 
 /*
  * Opens the store configured by cfg (borrowed; outlives the store):

@@ -66,7 +66,7 @@ struct offset_store_ops {
 /* The stored time of one key, as this handle last loaded or saved it. */
 struct stored_time {
     char *key;
-    uint64_t time; /* offset_position_time; 0 unknown */
+    uint64_t time; /* position_time; 0 unknown */
     bool present;  /* a value is stored under key */
 };
 

@@ -1,6 +1,6 @@
 /*
- * offsets/position: a stream position and its Kafka Connect offset value
- * (debezium-format.md §4.2).
+ * offsets/position: a stream position's Kafka Connect offset value
+ * (debezium-format.md §4.2); the position itself is event/position.h.
  *
  * Written value, compact JSON, keys in this order:
  *   sec, ord                 clusterTime seconds/increment (-1 when only a token is known)
@@ -35,52 +35,6 @@
 
 #define CAPTURE_MODE_KEY "mongocdc_capture_mode"
 
-void position_init(struct mcdc_position *pos)
-{
-    memset(pos, 0, sizeof *pos);
-    pos->sec = -1;
-    pos->ord = -1;
-    bson_init(&pos->resume_token);
-}
-
-void position_clear(struct mcdc_position *pos)
-{
-    bson_destroy(&pos->resume_token);
-    free(pos->lsid);
-    free(pos->extra_json);
-    position_init(pos);
-}
-
-void position_copy(struct mcdc_position *dst, const struct mcdc_position *src)
-{
-    if (dst == src)
-        return;
-    bson_destroy(&dst->resume_token);
-    free(dst->lsid);
-    free(dst->extra_json);
-    *dst = *src;
-    bson_init(&dst->resume_token);
-    if (src->has_resume_token)
-        bson_concat(&dst->resume_token, &src->resume_token);
-    dst->lsid = src->lsid ? xstrdup(src->lsid) : NULL;
-    dst->extra_json = src->extra_json ? xstrdup(src->extra_json) : NULL;
-}
-
-/* Moves src into dst (dst cleared first); src is left empty. A bson_t that
- * grew onto the heap points into itself, so its bytes are re-appended rather
- * than the struct copied. */
-static void position_move(struct mcdc_position *dst, struct mcdc_position *src)
-{
-    bson_destroy(&dst->resume_token);
-    free(dst->lsid);
-    free(dst->extra_json);
-    memcpy(dst, src, sizeof *dst); /* scalars and the two owned strings */
-    bson_init(&dst->resume_token);
-    bson_concat(&dst->resume_token, &src->resume_token);
-    bson_destroy(&src->resume_token);
-    position_init(src);
-}
-
 static void key(struct jbuf *b, const char *k)
 {
     jbuf_putc(b, ',');
@@ -102,7 +56,7 @@ static char *to_json(const struct mcdc_position *pos, bool v19)
     struct jbuf b;
     int64_t sec = pos->sec, ord = pos->ord;
     uint64_t t;
-    if (v19 && sec <= 0 && (t = offset_position_time(pos)) != 0) {
+    if (v19 && sec <= 0 && (t = position_time(pos)) != 0) {
         /* A token-only position (a post-batch token) carries its time in the
          * 1.9 layout: 1.9 never wrote -1, and reads Timestamp(-1, -1) as
          * older than the oplog, which would make it take a new snapshot
@@ -180,37 +134,6 @@ char *position_to_json(const struct mcdc_position *pos)
 char *position_to_json_dialect(const struct mcdc_position *pos, enum mcdc_dialect dialect)
 {
     return to_json(pos, dialect == MCDC_DIALECT_1_9);
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-uint64_t offset_position_time(const struct mcdc_position *pos)
-{
-    uint32_t len = 0;
-    const char *hex;
-    uint64_t v = 0;
-
-    if (pos->sec > 0)
-        return ((uint64_t)pos->sec << 32) | (uint32_t)(pos->ord > 0 ? pos->ord : 0);
-    if (!pos->has_resume_token || (hex = token_data(&pos->resume_token, &len)) == NULL ||
-        len < 18 || hex[0] != '8' || hex[1] != '2')
-        return 0;
-    for (int i = 2; i < 18; i++) {
-        int h = hexval(hex[i]);
-        if (h < 0)
-            return 0;
-        v = (v << 4) | (uint64_t)h;
-    }
-    return v;
 }
 
 const char *offset_writer_name(enum offset_writer w)

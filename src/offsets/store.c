@@ -258,7 +258,7 @@ bool offset_store_load_forms(struct offset_store *store, const char *const *form
                 ok = false;
                 break;
             }
-            uint64_t t = offset_position_time(&p);
+            uint64_t t = position_time(&p);
             time_note(store, key, true, t);
             if (best_key == NULL || t > best_t) {
                 position_clear(&best);
@@ -316,7 +316,7 @@ static bool stored_time(struct offset_store *store, const char *key, bool *prese
             position_init(&p);
             /* A corrupt stored value does not block a save that replaces it. */
             if (position_from_json(value, &p, &ignored))
-                vt = offset_position_time(&p);
+                vt = position_time(&p);
             position_clear(&p);
         }
         time_note(store, key, value != NULL, vt);
@@ -339,7 +339,7 @@ bool offset_store_save_flags(struct offset_store *store, const char *rs,
 {
     const struct mcdc_config *cfg = store->cfg;
     char *key = offsets_partition_key(mcdc_config_connector_name(cfg), cfg->topic_prefix, rs);
-    uint64_t t = offset_position_time(pos), old = 0;
+    uint64_t t = position_time(pos), old = 0;
     bool present = false, ok;
 
     if (!store->read_only && t != 0 && !stored_time(store, key, &present, &old, err)) {

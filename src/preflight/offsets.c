@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/resume.h"
 #include "common/error.h"
 #include "offsets/offsets.h"
 
@@ -118,7 +117,7 @@ void pf_check_offsets(struct pf *p, const struct mcdc_config *cfg, const char *r
     struct offset_store *store = open_for_check(p, cfg);
     struct mcdc_position pos;
     bool found = false;
-    uint32_t sec = 0, ord = 0;
+    uint32_t sec = 0;
     size_t nforeign = 0;
 
     if (store == NULL)
@@ -134,10 +133,7 @@ void pf_check_offsets(struct pf *p, const struct mcdc_config *cfg, const char *r
                    "snapshot.mode",
                    rs);
     } else {
-        if (pos.sec > 0)
-            sec = (uint32_t)pos.sec;
-        else if (pos.has_resume_token)
-            (void)resume_token_time(&pos.resume_token, &sec, &ord);
+        sec = (uint32_t)(position_time(&pos) >> 32);
         if (sec == 0 || oldest == 0)
             pf_say(p, "WARN", "offsets",
                    "stored position of %s found; its place in the oplog "

@@ -33,25 +33,17 @@ void print_time(FILE *out, int64_t sec)
         fputs("unknown", out);
 }
 
-/* The clusterTime a resume token's _data starts with (KeyString: 0x82, then
- * the Timestamp's 8 big-endian bytes), as MongoDB's ResumeTokenData encodes
- * it; false when the token has no such prefix. */
+/* The clusterTime a resume token's _data starts with
+ * (position_token_time); false when the token has no such prefix. */
 bool token_time(const struct mcdc_position *pos, int64_t *sec, int64_t *inc)
 {
-    bson_iter_t it;
-    if (!pos->has_resume_token || !bson_iter_init_find(&it, &pos->resume_token, "_data") ||
-        !BSON_ITER_HOLDS_UTF8(&it))
+    uint64_t t;
+
+    if (!pos->has_resume_token || !position_token_time(&pos->resume_token, &t))
         return false;
-    const char *d = bson_iter_utf8(&it, NULL);
-    if (strlen(d) < 18 || d[0] != '8' || d[1] != '2')
-        return false;
-    char s[9] = {0}, i[9] = {0};
-    memcpy(s, d + 2, 8);
-    memcpy(i, d + 10, 8);
-    char *e1, *e2;
-    *sec = (int64_t)strtoull(s, &e1, 16);
-    *inc = (int64_t)strtoull(i, &e2, 16);
-    return *e1 == '\0' && *e2 == '\0';
+    *sec = (int64_t)(t >> 32);
+    *inc = (int64_t)(t & 0xffffffffu);
+    return true;
 }
 
 bool parse_timestamp(const char *s, int64_t *sec, int64_t *inc)
@@ -122,14 +114,14 @@ bool parse_token(const char *s, bson_t *out)
     return ok;
 }
 
-/* offset_position_time of a stored value; 0 when it is no position or has
+/* position_time of a stored value; 0 when it is no position or has
  * no time. */
 static uint64_t value_time(const char *value)
 {
     struct mcdc_position pos;
     struct mcdc_error err = MCDC_ERROR_INIT;
     position_init(&pos);
-    uint64_t t = position_from_json(value, &pos, &err) ? offset_position_time(&pos) : 0;
+    uint64_t t = position_from_json(value, &pos, &err) ? position_time(&pos) : 0;
     position_clear(&pos);
     return t;
 }

@@ -7,25 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/resume.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
 bool merged_rs_partition(const struct mcdc_config *cfg)
 {
     return cfg->dialect == MCDC_DIALECT_1_9;
-}
-
-/* The cluster time of a stored position as a BSON timestamp value, 0 when
- * it has none (neither sec/ord nor a token with a readable time). */
-static uint64_t position_time(const struct mcdc_position *pos)
-{
-    uint32_t sec = 0, ord = 0;
-    if (pos->sec > 0)
-        return ((uint64_t)pos->sec << 32) | (uint32_t)(pos->ord > 0 ? pos->ord : 0);
-    if (pos->has_resume_token && resume_token_time(&pos->resume_token, &sec, &ord))
-        return ((uint64_t)sec << 32) | ord;
-    return 0;
 }
 
 /* Appends ", name" (or "name") to a malloc'd list text. */

@@ -24,13 +24,7 @@ bool worker_drained(struct worker *w)
 /* The cluster time of pos as a BSON timestamp value, 0 when it has none. */
 uint64_t worker_position_time(const struct mcdc_position *pos)
 {
-    uint32_t sec = 0, ord = 0;
-
-    if (pos->sec > 0)
-        return ((uint64_t)pos->sec << 32) | (uint64_t)(uint32_t)pos->ord;
-    if (pos->has_resume_token && resume_token_time(&pos->resume_token, &sec, &ord))
-        return ((uint64_t)sec << 32) | ord;
-    return 0;
+    return position_time(pos);
 }
 
 /*

@@ -1,6 +1,7 @@
 /*
  * Unit tests for event: change-stream event documents (mongo-sim-spec.md
- * §3.5-3.9) and snapshot documents parsed into struct mcdc_event views.
+ * §3.5-3.9) and snapshot documents parsed into struct mcdc_event views, and
+ * the stream position's lifecycle and cluster time (event/position.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,7 +15,9 @@
 
 #include <bson/bson.h>
 
+#include "common/xalloc.h"
 #include "event/event.h"
+#include "event/position.h"
 
 static bson_t *from_json(const char *json)
 {
@@ -259,6 +262,78 @@ static void corrupt_embedded_document_is_an_error(void **state)
     assert_non_null(strstr(err.msg, "corrupt BSON"));
 }
 
+/* /position/time: sec/ord first (an unknown ord counts as 0), else the
+ * token's KeyString time (0x82 + 8-byte Timestamp), else 0. */
+static void position_time_from_fields_or_token(void **state)
+{
+    (void)state;
+    struct mcdc_position p;
+    uint64_t t = 7;
+
+    position_init(&p);
+    assert_true(position_time(&p) == 0);
+    p.sec = 1700000000;
+    p.ord = 3;
+    assert_true(position_time(&p) == ((uint64_t)1700000000 << 32 | 3));
+    p.ord = -1;
+    assert_true(position_time(&p) == (uint64_t)1700000000 << 32);
+
+    p.sec = -1;
+    BSON_APPEND_UTF8(&p.resume_token, "_data", "8269B03187000000022B0429296E1404");
+    p.has_resume_token = true;
+    assert_true(position_time(&p) == ((uint64_t)0x69B03187u << 32 | 2));
+    assert_true(position_token_time(&p.resume_token, &t));
+    assert_true(t == ((uint64_t)0x69B03187u << 32 | 2));
+    position_clear(&p);
+
+    /* Not the 0x82 layout, a non-hex digit, a short or non-string _data: no time. */
+    static const char *const bad[] = {"8169B03187000000022B", "8269B0318G000000022B", "8269B031"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        BSON_APPEND_UTF8(&p.resume_token, "_data", bad[i]);
+        p.has_resume_token = true;
+        t = 7;
+        assert_false(position_token_time(&p.resume_token, &t));
+        assert_true(t == 7);
+        assert_true(position_time(&p) == 0);
+        position_clear(&p);
+    }
+    BSON_APPEND_INT32(&p.resume_token, "_data", 5);
+    assert_false(position_token_time(&p.resume_token, &t));
+    assert_false(position_token_time(NULL, &t));
+    position_clear(&p);
+}
+
+/* /position/copy_move: deep copies own their strings and token; a move
+ * leaves the source empty. */
+static void position_copy_and_move_own_their_data(void **state)
+{
+    (void)state;
+    struct mcdc_position a, b, c;
+
+    position_init(&a);
+    position_init(&b);
+    position_init(&c);
+    a.sec = 5;
+    a.ord = 1;
+    a.lsid = xstrdup("{\"id\":1}");
+    a.extra_json = xstrdup("{\"x\":1}");
+    BSON_APPEND_UTF8(&a.resume_token, "_data", "8200000005000000012B");
+    a.has_resume_token = true;
+    position_copy(&b, &a);
+    position_clear(&a);
+    assert_true(b.sec == 5 && b.ord == 1 && b.has_resume_token);
+    assert_string_equal(b.lsid, "{\"id\":1}");
+    assert_string_equal(b.extra_json, "{\"x\":1}");
+    assert_true(position_time(&b) == ((uint64_t)5 << 32 | 1));
+    position_move(&c, &b);
+    assert_true(b.sec == -1 && b.lsid == NULL && !b.has_resume_token);
+    assert_true(bson_empty(&b.resume_token));
+    assert_string_equal(c.lsid, "{\"id\":1}");
+    assert_true(c.has_resume_token && !bson_empty(&c.resume_token));
+    position_clear(&b);
+    position_clear(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -269,6 +344,8 @@ int main(void)
         cmocka_unit_test(non_data_events_are_not_emitted),
         cmocka_unit_test(malformed_events_fail),
         cmocka_unit_test(snapshot_doc_is_a_read),
+        cmocka_unit_test(position_time_from_fields_or_token),
+        cmocka_unit_test(position_copy_and_move_own_their_data),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
