@@ -156,16 +156,6 @@ void records_push(struct mcdc_records *recs, const char *topic, const char *key,
     }
 }
 
-void records_release(struct mcdc_records *out)
-{
-    for (size_t i = 0; i < out->count; i++) {
-        free(out->items[i].key);
-        free(out->items[i].value);
-        memset(&out->items[i], 0, sizeof out->items[i]);
-    }
-    out->count = 0;
-}
-
 /* Joins a and b with the topic delimiter and sanitises the result. */
 static char *other_topic(const struct mcdc_config *cfg, const char *a, const char *b)
 {

@@ -22,7 +22,7 @@
 
 #include "common/error.h"
 #include "config/config.h"
-#include "encode/encode.h"
+#include "event/record.h"
 
 /*
  * Called once per produced record, on the sink's thread, when the record is
