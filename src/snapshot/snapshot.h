@@ -45,7 +45,7 @@
 #include "common/error.h"
 #include "config/config.h"
 #include "encode/encode.h"
-#include "offsets/offsets.h"
+#include "event/position.h"
 
 /* One collection to copy. */
 struct snapshot_coll {

@@ -2,7 +2,9 @@
 # and the split of one collection into ranges.
 mcdc_unit_test(test_keyrange SOURCES test_keyrange.c LIBS mcdc_snapshot)
 # The incremental snapshot engine: offsets, windows, stop, regexes (no server).
-mcdc_unit_test(test_incremental SOURCES test_incremental.c LIBS mcdc_snapshot)
+# Its offsets round trip stores the engine's offset keys through the file
+# store, hence mcdc_offsets beside the module.
+mcdc_unit_test(test_incremental SOURCES test_incremental.c LIBS mcdc_snapshot mcdc_offsets)
 # The key-range walker the integration test runs against the simulator
 # (tests/integration/test_keyrange.py).
 add_executable(mcdc_keyrange_walk keyrange_walk.c)
