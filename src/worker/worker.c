@@ -452,7 +452,7 @@ static void finish(struct worker *w, enum phase ph)
      * task, which is only reaped): as at SIGTERM (main.c), no signal reaches
      * a task any more, so none is handed over to a task past its last
      * drain; the channels keep them for the next run. */
-    if (ph == PHASE_FATAL && !__atomic_load_n(&w->drain_requested, __ATOMIC_ACQUIRE))
+    if (ph == PHASE_FATAL && !atomic_load(&w->drain_requested))
         signal_bus_close(worker_signal_bus());
     if (w->sink != NULL && w->inf != NULL) {
         if (ph == PHASE_STOPPED)
@@ -563,6 +563,9 @@ static struct worker *worker_new(const struct mcdc_config *cfg, mongoc_client_po
     w->ctx = ctx;
     w->exit_code = MCDC_EXIT_FAILURE;
     atomic_init(&w->finished, false);
+    atomic_init(&w->stop, false);
+    atomic_init(&w->drain_requested, false);
+    atomic_init(&w->drained, false);
     position_init(&w->stream_pos);
     position_init(&w->to_commit);
     position_init(&w->inc_pos);
@@ -649,8 +652,9 @@ struct worker *worker_start_merged(const struct mcdc_config *cfg, mongoc_client_
 
 void worker_request_stop(struct worker *w)
 {
-    /* An atomic store: the task thread reads it with worker_stopping(). */
-    __atomic_store_n(&w->stop, true, __ATOMIC_RELEASE);
+    /* The task thread reads it with worker_stopping(), the sink and the
+     * snapshot readers through their atomic_bool pointer. */
+    atomic_store(&w->stop, true);
 }
 
 bool worker_finished(struct worker *w)

@@ -24,15 +24,15 @@ bool worker_too_large(const struct mcdc_error *err)
 }
 
 /* Sink delivery report, on this task's thread (inside sink_poll/produce/flush). */
-void worker_on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
+void worker_on_delivery(void *opaque, const struct mcdc_error *err, int64_t us,
+                        bool dead_lettered, void *ctx)
 {
     struct worker *w = ctx;
-    int64_t us = sink_last_latency_us(w->sink);
     if (us >= 0)
         metrics_observe_delivery_us(w->m, us);
     metrics_add(w->m, err == NULL ? METRICS_RECORDS_ACKED : METRICS_RECORDS_FAILED, 1);
     if (err == NULL) {
-        if (sink_last_dead_lettered(w->sink)) {
+        if (dead_lettered) {
             /* The dead-letter copy stands for the record (sink_kafka.c). */
             w->dead_lettered++;
             metrics_add(w->m, METRICS_RECORDS_DEAD_LETTERED, 1);

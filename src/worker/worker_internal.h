@@ -38,7 +38,7 @@ struct worker {
     worker_exit_cb on_exit;
     void *ctx;
     pthread_t thread;
-    volatile bool stop;
+    atomic_bool stop; /* worker_request_stop(), from the main thread */
     atomic_bool finished;
     int exit_code;
     struct mcdc_error err; /* why the task failed, or the last transient failure */
@@ -116,8 +116,8 @@ struct worker {
     const struct mcdc_position *signal_pos;
     struct mcdc_position inc_pos; /* a position stamped with its progress */
     struct signal_queue *sigq;    /* this task's signal queue on the bus, NULL: none */
-    bool drain_requested; /* worker_request_drain() (atomic access) */
-    bool drained;         /* drained up to drain_until and stopped (atomic access) */
+    atomic_bool drain_requested; /* worker_request_drain(), from the main thread */
+    atomic_bool drained;         /* drained up to drain_until and stopped (read by main) */
     uint64_t drain_until; /* the removed shard's last write (BSON timestamp), 0: not read yet */
     uint64_t drain_events, drain_records; /* the counts when draining began */
 };
@@ -183,10 +183,11 @@ static inline const char *worker_partition(const struct worker *w)
 }
 
 /* The stop flag, read atomically (worker_request_stop() runs on the main
- * thread). The sink polls the same flag through its volatile pointer. */
+ * thread). The sink and the snapshot readers read the same flag through
+ * their const atomic_bool pointer. */
 static inline bool worker_stopping(const struct worker *w)
 {
-    return __atomic_load_n(&w->stop, __ATOMIC_ACQUIRE);
+    return atomic_load(&w->stop);
 }
 
 int64_t worker_now_ms(void);  /* monotonic */
@@ -333,7 +334,8 @@ enum phase worker_service(struct worker *w, bool force_commit);
 
 /* Sink delivery report (sink_delivery_cb), on the task's thread: acknowledges
  * the record's slot in the tracker, or remembers the first failure. */
-void worker_on_delivery(void *opaque, const struct mcdc_error *err, void *ctx);
+void worker_on_delivery(void *opaque, const struct mcdc_error *err, int64_t latency_us,
+                        bool dead_lettered, void *ctx);
 
 /* True for a record over message.max.bytes (retrying cannot help). */
 bool worker_too_large(const struct mcdc_error *err);
