@@ -82,20 +82,20 @@ enum phase worker_drain_step(struct worker *w)
         if (!last_write(w, &w->drain_until))
             return PHASE_RETRY;
         w->drain_events = w->events;
-        w->drain_records = w->records;
+        w->drain_records = pipeline_records(w->pipe);
         LOG_INFO("shard %s removed from the cluster: draining its changes up to its last write "
                  "Timestamp(%u, %u), then stopping",
                  w->rs, (unsigned)(w->drain_until >> 32),
                  (unsigned)(w->drain_until & 0xffffffffu));
     }
     at = worker_position_time(&w->stream_pos);
-    if (at < w->drain_until || inflight_pending(w->inf) > 0)
+    if (at < w->drain_until || pipeline_pending(w->pipe) > 0)
         return PHASE_OK;
     LOG_INFO("shard %s drained up to Timestamp(%u, %u): %llu events read and %llu records "
              "produced (all acknowledged) since its removal; stopping its task",
              w->rs, (unsigned)(w->drain_until >> 32), (unsigned)(w->drain_until & 0xffffffffu),
              (unsigned long long)(w->events - w->drain_events),
-             (unsigned long long)(w->records - w->drain_records));
+             (unsigned long long)(pipeline_records(w->pipe) - w->drain_records));
     atomic_store(&w->drained, true);
     worker_request_stop(w);
     return PHASE_OK;
