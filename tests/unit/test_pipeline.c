@@ -82,8 +82,7 @@ static int teardown(void **state)
 static struct pipeline *open_pipe(struct fixture *f)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
-    struct pipeline *p =
-        pipeline_new(&(struct pipeline_options){.cfg = &f->cfg, .stop = &f->stop});
+    struct pipeline *p = pipeline_new(&(struct pipeline_options){.cfg = &f->cfg, .stop = &f->stop});
 
     if (!pipeline_open(p, RS, RS, NULL, &err))
         fail_msg("pipeline_open: %s", err.msg);
@@ -289,7 +288,7 @@ static void a_restart_resumes_from_the_committed_position(void **state)
     f->cfg.offsets_flush_interval_ms = 3600000; /* no timer commit from here on */
     assert_int_equal(produce_at(p, 6, 10), PIPELINE_OK);
     assert_int_equal(service(p, false), PIPELINE_OK); /* acknowledged, not committed */
-    pipeline_close(p);                                 /* a crash: no finish */
+    pipeline_close(p);                                /* a crash: no finish */
 
     p = open_pipe(f);
     assert_int_equal(stored_sec(p), 5);
@@ -361,6 +360,50 @@ static void the_acked_hook_hears_committable_positions(void **state)
     pipeline_close(p);
 }
 
+/* An event emitted through the pipeline (with a dead-letter topic set, the
+ * path that names each record's namespace and _id): encoded, one line per
+ * record in the lines file, its position committed once the line is
+ * written. */
+static void an_emitted_event_is_written_and_committed(void **state)
+{
+    struct fixture *f = *state;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct mcdc_position pos;
+    struct mcdc_event ev;
+    bool emit = false;
+    char line[4096] = "";
+    struct pipeline *p;
+    FILE *fp;
+    bson_t *doc = bson_new_from_json(
+        (const uint8_t *)"{\"_id\": {\"_data\": \"8200000014\"}, \"operationType\": \"insert\","
+                         " \"clusterTime\": {\"$timestamp\": {\"t\": 20, \"i\": 1}},"
+                         " \"ns\": {\"db\": \"inventory\", \"coll\": \"customers\"},"
+                         " \"documentKey\": {\"_id\": 42},"
+                         " \"fullDocument\": {\"_id\": 42, \"name\": \"Anne\"}}",
+        -1, NULL);
+
+    f->cfg.dlq_topic = (char *)"dlq";
+    p = open_pipe(f);
+    assert_non_null(doc);
+    assert_true(event_from_change(doc, &ev, &emit, &err));
+    assert_true(emit);
+    ev.rs = RS;
+    make_pos(&pos, 20);
+    assert_int_equal(pipeline_emit(p, &ev, &pos, &err), PIPELINE_OK);
+    assert_int_equal(pipeline_records(p), 1);
+    assert_int_equal(service(p, false), PIPELINE_OK);
+    assert_int_equal(stored_sec(p), 20);
+    fp = fopen(f->lines, "r");
+    assert_non_null(fp);
+    assert_non_null(fgets(line, sizeof line, fp));
+    fclose(fp);
+    assert_non_null(strstr(line, "{\"topic\": \"shop.inventory.customers\""));
+    assert_non_null(strstr(line, "Anne"));
+    position_clear(&pos);
+    bson_destroy(doc);
+    pipeline_close(p);
+}
+
 /* A set stop flag ends a pause at once. */
 static void the_stop_flag_ends_a_pause(void **state)
 {
@@ -387,6 +430,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_pass_with_nothing_in_flight_commits, setup, teardown),
         cmocka_unit_test_setup_teardown(the_acked_hook_hears_committable_positions, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(an_emitted_event_is_written_and_committed, setup, teardown),
         cmocka_unit_test_setup_teardown(the_stop_flag_ends_a_pause, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
