@@ -11,7 +11,6 @@
 
 #include "capture/resume.h"
 #include "common/log.h"
-#include "common/xalloc.h"
 
 void worker_gate_publish(struct worker *w, const struct mcdc_position *pos)
 {

@@ -7,13 +7,10 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "capture/capture.h"
 #include "capture/oplog.h"
 #include "common/log.h"
-
-#define SLEEP_STEP_MS 100
 
 /* ---- backoff ---- */
 
