@@ -126,8 +126,10 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
+static void on_delivery(void *opaque, const struct mcdc_error *err, int64_t latency_us,
+                        bool dead_lettered, void *ctx)
 {
+    (void)dead_lettered;
     struct run *r = ctx;
     struct slot *s = opaque;
     if (err != NULL) {
@@ -137,7 +139,7 @@ static void on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
     r->acked++;
     if (mt != NULL) {
         metrics_add(mt, METRICS_RECORDS_ACKED, 1);
-        metrics_observe_delivery_us(mt, sink_last_latency_us(r->sink));
+        metrics_observe_delivery_us(mt, latency_us);
     }
     if (r->inf != NULL && s->cookie != NULL)
         inflight_ack(r->inf, s->cookie);

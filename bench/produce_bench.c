@@ -47,8 +47,11 @@ struct counts {
 
 static double now_s(void);
 
-static void on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
+static void on_delivery(void *opaque, const struct mcdc_error *err, int64_t latency_us,
+                        bool dead_lettered, void *ctx)
 {
+    (void)latency_us;
+    (void)dead_lettered;
     struct counts *c = ctx;
     if (!err) {
         c->ok++;

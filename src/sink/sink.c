@@ -17,7 +17,6 @@ struct sink *sink_new(const struct mcdc_config *cfg, const char *client_tag, sin
 {
     struct sink *sink = xcalloc(1, sizeof *sink);
     sink->cfg = cfg;
-    sink->last_latency_us = -1;
     sink->cb = cb;
     sink->cb_ctx = cb_ctx;
     bool ok = cfg->sink_type == MCDC_SINK_KAFKA ? sink_kafka_open(sink, client_tag, err)
@@ -38,7 +37,7 @@ void sink_destroy(struct sink *sink)
 }
 
 bool sink_produce(struct sink *sink, struct mcdc_record *rec, void *opaque,
-                  const volatile bool *stop, struct mcdc_error *err)
+                  const atomic_bool *stop, struct mcdc_error *err)
 {
     return sink->ops->produce(sink, rec, opaque, stop, err);
 }
@@ -63,11 +62,6 @@ size_t sink_in_flight_bytes(const struct sink *sink)
     return sink->in_flight_bytes;
 }
 
-int64_t sink_last_latency_us(const struct sink *sink)
-{
-    return sink->last_latency_us;
-}
-
 bool sink_fatal(struct sink *sink, struct mcdc_error *err)
 {
     return sink->ops->fatal(sink, err);
@@ -86,9 +80,4 @@ void sink_key_excerpt(const char *key, size_t len, char *out, size_t max)
         out[n++] = '.';
     }
     out[n] = '\0';
-}
-
-bool sink_last_dead_lettered(const struct sink *sink)
-{
-    return sink->last_dead_lettered;
 }

@@ -17,8 +17,10 @@
 #ifndef MCDC_SINK_SINK_H
 #define MCDC_SINK_SINK_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/error.h"
 #include "config/config.h"
@@ -27,9 +29,15 @@
 /*
  * Called once per produced record, on the sink's thread, when the record is
  * acknowledged (err NULL) or has failed permanently (err set). opaque is the
- * value passed to sink_produce().
+ * value passed to sink_produce(). latency_us: the record's produce-to-report
+ * latency in microseconds (librdkafka rd_kafka_message_latency), -1 when the
+ * sink cannot tell (JSON lines, or librdkafka has no timestamp).
+ * dead_lettered: the acknowledged record is the dead-letter copy of a record
+ * Kafka refused as too large (errors.deadletterqueue.topic.name;
+ * sink_kafka.c); always false for the JSON-lines sinks and for failures.
  */
-typedef void (*sink_delivery_cb)(void *opaque, const struct mcdc_error *err, void *cb_ctx);
+typedef void (*sink_delivery_cb)(void *opaque, const struct mcdc_error *err, int64_t latency_us,
+                                 bool dead_lettered, void *cb_ctx);
 
 struct sink;
 
@@ -57,12 +65,13 @@ void sink_destroy(struct sink *sink);
  * MSG_SIZE_TOO_LARGE, naming topic, key and size; with a dead-letter topic
  * configured such a record is sent there instead and acknowledged through
  * the callback once the copy is) or on a fatal producer
- * error; then rec still owns its buffers. A *stop flag (may be NULL) set to
- * true while waiting makes it return false with a retriable error. The
+ * error; then rec still owns its buffers. A *stop flag (may be NULL; read
+ * with atomic_load, another thread sets it) set to true while waiting makes
+ * it return false with a retriable error. The
  * JSON-lines sink buffers the line and may deliver (call the callback) here.
  */
 bool sink_produce(struct sink *sink, struct mcdc_record *rec, void *opaque,
-                  const volatile bool *stop, struct mcdc_error *err);
+                  const atomic_bool *stop, struct mcdc_error *err);
 
 /* Serves delivery reports for up to timeout_ms (JSON lines: writes the
  * buffered lines, no wait). Returns how many delivery reports were served. */
@@ -79,19 +88,6 @@ size_t sink_in_flight(const struct sink *sink);
 
 /* Key + value bytes of the records produced but not yet reported. */
 size_t sink_in_flight_bytes(const struct sink *sink);
-
-/* Inside a delivery callback: the reported record's produce-to-report
- * latency in microseconds (librdkafka rd_kafka_message_latency); -1 when the
- * sink cannot tell (JSON lines, or librdkafka has no timestamp). */
-int64_t sink_last_latency_us(const struct sink *sink);
-
-/*
- * Inside a delivery callback: true when the acknowledged record is the
- * dead-letter copy of a record Kafka refused as too large
- * (errors.deadletterqueue.topic.name; sink_kafka.c). Always false for the
- * JSON-lines sinks. Takes the sink (borrowed); no errors.
- */
-bool sink_last_dead_lettered(const struct sink *sink);
 
 /* A fatal producer error (librdkafka ERR__FATAL) has occurred: fills err and returns true. */
 bool sink_fatal(struct sink *sink, struct mcdc_error *err);

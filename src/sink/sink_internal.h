@@ -11,7 +11,7 @@
 
 struct sink_ops {
     bool (*produce)(struct sink *sink, struct mcdc_record *rec, void *opaque,
-                    const volatile bool *stop, struct mcdc_error *err);
+                    const atomic_bool *stop, struct mcdc_error *err);
     int (*poll)(struct sink *sink, int timeout_ms);
     bool (*flush)(struct sink *sink, int timeout_ms, struct mcdc_error *err);
     bool (*fatal)(struct sink *sink, struct mcdc_error *err);
@@ -25,8 +25,6 @@ struct sink {
     void *cb_ctx;
     size_t in_flight; /* produced, not yet reported */
     size_t in_flight_bytes;  /* their key + value bytes */
-    int64_t last_latency_us; /* of the record just reported (Kafka), else -1 */
-    bool last_dead_lettered; /* the record just reported went to the dead-letter topic */
     void *impl;
 };
 

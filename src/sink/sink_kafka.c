@@ -231,7 +231,7 @@ static bool dl_produce(struct kafka_sink *ks, struct dl_ctx *ctx, const void *ke
  */
 static bool dead_letter(struct kafka_sink *ks, struct dl_ctx *ctx, const struct mcdc_error *err,
                         const void *key, size_t key_len, const void *value, size_t value_len,
-                        bool wait, const volatile bool *stop, rd_kafka_resp_err_t *code)
+                        bool wait, const atomic_bool *stop, rd_kafka_resp_err_t *code)
 {
     char k[KEY_EXCERPT + 4];
     bool ok;
@@ -244,7 +244,7 @@ static bool dead_letter(struct kafka_sink *ks, struct dl_ctx *ctx, const struct 
             ctx->stage = DL_META_ONLY;
             continue;
         }
-        if (ok || *code != RD_KAFKA_RESP_ERR__QUEUE_FULL || !wait || (stop && *stop))
+        if (ok || *code != RD_KAFKA_RESP_ERR__QUEUE_FULL || !wait || (stop && atomic_load(stop)))
             break;
         rd_kafka_poll(ks->rk, 100); /* backpressure, as in kafka_produce */
     }
@@ -278,8 +278,8 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
     void *user = ctx ? ctx->opaque : msg->_private;
     sink->in_flight--;
     sink->in_flight_bytes -= msg->len + msg->key_len;
-    sink->last_latency_us = rd_kafka_message_latency(msg);
-    sink->last_dead_lettered = ctx && ctx->stage != DL_ORIGINAL;
+    int64_t latency_us = rd_kafka_message_latency(msg);
+    bool dead_lettered = ctx && ctx->stage != DL_ORIGINAL;
     ks->served++;
     struct mcdc_error err = MCDC_ERROR_INIT;
     const char *topic = ctx ? ctx->topic : rd_kafka_topic_name(msg->rkt);
@@ -312,11 +312,12 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
                               msg->err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT);
         mcdc_error_prefix(&err, "delivery to %s failed (key %s)", rd_kafka_topic_name(msg->rkt), k);
     }
-    if (!msg->err && sink->last_dead_lettered)
+    if (!msg->err && dead_lettered)
         ks->dead_lettered++;
     free(ctx);
     if (sink->cb)
-        sink->cb(user, msg->err ? &err : NULL, sink->cb_ctx);
+        sink->cb(user, msg->err ? &err : NULL, latency_us, !msg->err && dead_lettered,
+                 sink->cb_ctx);
 }
 
 static rd_kafka_topic_t *topic_get(struct kafka_sink *ks, const char *name)
@@ -360,7 +361,7 @@ static bool fatal_error(struct kafka_sink *ks, struct mcdc_error *err)
 }
 
 static bool kafka_produce(struct sink *sink, struct mcdc_record *rec, void *opaque,
-                          const volatile bool *stop, struct mcdc_error *err)
+                          const atomic_bool *stop, struct mcdc_error *err)
 {
     struct kafka_sink *ks = sink->impl;
     rd_kafka_topic_t *rkt = topic_get(ks, rec->topic);
@@ -410,7 +411,7 @@ static bool kafka_produce(struct sink *sink, struct mcdc_record *rec, void *opaq
         case RD_KAFKA_RESP_ERR__QUEUE_FULL:
             /* Backpressure (librdkafka examples/producer.c): serve delivery
              * reports until there is room; the capture thread waits here. */
-            if (stop && *stop) {
+            if (stop && atomic_load(stop)) {
                 free(ctx);
                 return mcdc_error_set_retriable(err, MCDC_ERR_KAFKA, e,
                                                 "stopped while the producer queue was full");

@@ -155,13 +155,13 @@ static int drain(struct sink *sink)
     for (size_t i = 0; i < n; i++) {
         sink->in_flight--;
         if (sink->cb)
-            sink->cb(ls->opaques[i], i < whole ? NULL : &ls->failed, sink->cb_ctx);
+            sink->cb(ls->opaques[i], i < whole ? NULL : &ls->failed, -1, false, sink->cb_ctx);
     }
     return (int)n;
 }
 
 static bool lines_produce(struct sink *sink, struct mcdc_record *rec, void *opaque,
-                          const volatile bool *stop, struct mcdc_error *err)
+                          const atomic_bool *stop, struct mcdc_error *err)
 {
     (void)stop;
     (void)err;
@@ -174,7 +174,7 @@ static bool lines_produce(struct sink *sink, struct mcdc_record *rec, void *opaq
         free(rec->value);
         rec->key = rec->value = NULL;
         if (sink->cb)
-            sink->cb(opaque, &ls->failed, sink->cb_ctx);
+            sink->cb(opaque, &ls->failed, -1, false, sink->cb_ctx);
         return true;
     }
     put(ls, "{\"topic\": ", 10);

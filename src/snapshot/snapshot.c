@@ -119,7 +119,7 @@ struct snapshot {
     mongoc_client_pool_t *pool;
     struct snapshot_plan *plan;
     const char *rs;
-    const volatile bool *stop;
+    const atomic_bool *stop;
 
     pthread_mutex_t lock;
     pthread_cond_t not_empty, not_full;
@@ -183,7 +183,7 @@ struct batch {
 static bool reader_push(struct snapshot *s, struct batch *b, struct snapshot_coll *c)
 {
     pthread_mutex_lock(&s->lock);
-    while (!s->quit && !s->failed && !__atomic_load_n(s->stop, __ATOMIC_ACQUIRE) &&
+    while (!s->quit && !s->failed && !atomic_load(s->stop) &&
            (s->queued + b->n > QUEUE_MAX_DOCS || s->queued_bytes + b->bytes > QUEUE_MAX_BYTES) &&
            s->queued > 0) {
         struct timespec ts;
@@ -195,7 +195,7 @@ static bool reader_push(struct snapshot *s, struct batch *b, struct snapshot_col
         }
         pthread_cond_timedwait(&s->not_full, &s->lock, &ts);
     }
-    if (s->quit || s->failed || __atomic_load_n(s->stop, __ATOMIC_ACQUIRE)) {
+    if (s->quit || s->failed || atomic_load(s->stop)) {
         pthread_mutex_unlock(&s->lock);
         return false;
     }
@@ -351,7 +351,7 @@ static void *reader_main(void *p)
         bool first = false, last = false;
         int64_t done, orphans;
         pthread_mutex_lock(&s->lock);
-        if (!s->quit && !s->failed && !__atomic_load_n(s->stop, __ATOMIC_ACQUIRE) &&
+        if (!s->quit && !s->failed && !atomic_load(s->stop) &&
             s->next_part < s->nparts) {
             part = &s->parts[s->next_part++];
             if (part->coll->started_ms == 0) {
@@ -462,7 +462,7 @@ static void plan_parts(struct snapshot *s, size_t *cap, struct snapshot_coll *c,
 
 struct snapshot *snapshot_start(mongoc_client_pool_t *pool, const struct mcdc_config *cfg,
                                 struct snapshot_plan *plan, const char *rs,
-                                const volatile bool *stop)
+                                const atomic_bool *stop)
 {
     struct snapshot *s = xcalloc(1, sizeof *s);
     size_t n = cfg->snapshot_max_threads > 0 ? (size_t)cfg->snapshot_max_threads : 1;
@@ -597,7 +597,7 @@ enum snapshot_status snapshot_next(struct snapshot *s, int timeout_ms, struct sn
         s->consumed_bytes += (*out)->doc->len;
         st = SNAPSHOT_DOC;
     } else if (s->readers_alive == 0) {
-        st = __atomic_load_n(s->stop, __ATOMIC_ACQUIRE) ? SNAPSHOT_WAIT : SNAPSHOT_DONE;
+        st = atomic_load(s->stop) ? SNAPSHOT_WAIT : SNAPSHOT_DONE;
     } else {
         st = SNAPSHOT_WAIT;
     }

@@ -35,6 +35,7 @@
 #ifndef MCDC_SNAPSHOT_SNAPSHOT_H
 #define MCDC_SNAPSHOT_SNAPSHOT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -126,7 +127,7 @@ struct snapshot;
  */
 struct snapshot *snapshot_start(mongoc_client_pool_t *pool, const struct mcdc_config *cfg,
                                 struct snapshot_plan *plan, const char *rs,
-                                const volatile bool *stop);
+                                const atomic_bool *stop);
 
 /*
  * Takes the next document, waiting up to timeout_ms. Logs progress every 10 s

@@ -11,8 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <librdkafka/rdkafka.h>
-
 #include "capture/capture.h"
 #include "capture/oversize.h"
 #include "common/log.h"
@@ -40,97 +38,47 @@ int64_t worker_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Produces recs (taking their buffers); the last one carries pos. what names
- * the source of the records in errors. */
-/* The topic is not known to the cluster (yet): librdkafka's local
- * ERR__UNKNOWN_TOPIC or the broker's UNKNOWN_TOPIC_OR_PART. */
-static bool topic_not_ready(const struct mcdc_error *err)
+enum phase worker_phase_of(enum pipeline_status st)
 {
-    return err->domain == MCDC_ERR_KAFKA && (err->code == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
-                                             err->code == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
+    switch (st) {
+    case PIPELINE_OK:
+        return PHASE_OK;
+    case PIPELINE_STOPPED:
+        return PHASE_STOPPED;
+    case PIPELINE_RETRY:
+        return PHASE_RETRY;
+    case PIPELINE_FATAL:
+    default:
+        return PHASE_FATAL;
+    }
+}
+
+/* The phase of st, w->err filled from err when it is a failure. */
+static enum phase phase_from(struct worker *w, enum pipeline_status st,
+                             const struct mcdc_error *err)
+{
+    if (st == PIPELINE_RETRY || st == PIPELINE_FATAL)
+        w->err = *err;
+    return worker_phase_of(st);
 }
 
 enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
                           const struct mcdc_position *pos, const char *what)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
-    enum phase ph = PHASE_OK;
-    int64_t last_warn = 0;
-    bool ok;
 
-    pos = worker_incremental_stamp(w, pos); /* the snapshot's progress rides on the position */
-    if (recs->count == 0 && pos != NULL)
-        inflight_advance(w->inf, pos);
-    for (size_t i = 0; i < recs->count; i++) {
-        struct mcdc_record *r = &recs->items[i];
-        size_t key_len = r->key_len, value_len = r->value_len;
-        char key[120];
-        void *cookie;
-
-        /* Only an event's last record carries its position: the event is
-         * committed once all of its records are acknowledged. */
-        cookie = inflight_add(w->inf, i + 1 == recs->count ? pos : NULL);
-        for (;;) {
-            err = (struct mcdc_error)MCDC_ERROR_INIT;
-            ok = sink_produce(w->sink, r, cookie, &w->stop, &err);
-            if (ok || worker_stopping(w) || !topic_not_ready(&err))
-                break;
-            /* Auto-created topics appear a moment after the first produce, and a
-             * broker outage can leave the topic unknown for a while: wait (the
-             * record keeps its buffers), never drop. */
-            if (worker_now_ms() - last_warn >= 10000) {
-                LOG_WARN("%s: %s; retrying until the topic exists", r->topic, err.msg);
-                last_warn = worker_now_ms();
-            }
-            if (!worker_pause_ms(w, 200))
-                break;
-        }
-        if (!ok) {
-            if (worker_stopping(w)) {
-                ph = PHASE_STOPPED;
-                break;
-            }
-            w->err = err;
-            /* a failed produce leaves the key with the record (sink.h) */
-            snprintf(key, sizeof key, "%.*s", (int)(r->key_len < 100 ? r->key_len : 100),
-                     r->key ? r->key : "");
-            /* A too-large record: the sink's message already names size,
-             * topic and key, and a prefix would push its advice out. */
-            if (!worker_too_large(&err))
-                mcdc_error_prefix(&w->err,
-                                  "record for %s key %s (%zu bytes key, %zu bytes value) cannot "
-                                  "be delivered",
-                                  what, key, key_len, value_len);
-            ph = PHASE_FATAL;
-            break;
-        }
-        w->records++;
-        metrics_add(w->m, METRICS_RECORDS_PRODUCED, 1);
-    }
-    records_release(recs);
-    return ph;
+    /* the snapshot's progress rides on the position */
+    pos = worker_incremental_stamp(w, pos);
+    return phase_from(w, pipeline_produce(w->pipe, recs, pos, what, &err), &err);
 }
 
 enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
                        const struct mcdc_position *pos)
 {
-    struct mcdc_records recs = {.count = 0};
     struct mcdc_error err = MCDC_ERROR_INIT;
-    char what[300], id[200] = "";
 
-    snprintf(what, sizeof what, "%.*s.%.*s", (int)ev->db_len, ev->db ? ev->db : "",
-             (int)ev->coll_len, ev->coll ? ev->coll : "");
-    if (!encoder_encode(w->enc, ev, worker_wall_us(), &recs, &err))
-        return worker_event_failed(w, ev, pos, &err);
-    if (w->cfg->dlq_topic && *w->cfg->dlq_topic) {
-        /* What a dead-letter copy's metadata names (sink_kafka.c). */
-        worker_event_id(ev, id, sizeof id);
-        for (size_t i = 0; i < recs.count; i++) {
-            recs.items[i].ns = what;
-            recs.items[i].id = id;
-        }
-    }
-    return worker_produce(w, &recs, pos, what);
+    pos = worker_incremental_stamp(w, pos);
+    return phase_from(w, pipeline_emit(w->pipe, ev, pos, &err), &err);
 }
 
 /* ---- discovery ---- */
@@ -200,7 +148,7 @@ static bool build_pipeline(struct worker *w, struct mcdc_error *err)
         BSON_APPEND_DOCUMENT(&w->pipeline, key, &stage);
         bson_destroy(&stage);
     }
-    if (!encoder_build_stream_match(w->enc, &stage, err))
+    if (!encoder_build_stream_match(pipeline_encoder(w->pipe), &stage, err))
         return false;
     bson_uint32_to_string(n++, &key, idx, sizeof idx);
     BSON_APPEND_DOCUMENT(&w->pipeline, key, &stage);
@@ -239,25 +187,18 @@ static enum phase setup(struct worker *w, bool *proceed)
     char d[128];
 
     *proceed = false;
-    w->enc = encoder_new(w->cfg, &err);
-    if (w->enc == NULL)
+    if (!pipeline_open(w->pipe, w->rs, worker_partition(w), w->m, &err))
         goto fail;
     if (!build_pipeline(w, &err))
         goto fail;
     if (w->cfg->capture_mode == MCDC_CAPTURE_OPLOG) {
         if (w->has_oplog_query)
             bson_destroy(&w->oplog_query);
-        w->has_oplog_query = encoder_build_oplog_query(w->enc, &w->oplog_query, &err);
+        w->has_oplog_query =
+            encoder_build_oplog_query(pipeline_encoder(w->pipe), &w->oplog_query, &err);
         if (!w->has_oplog_query)
             goto fail;
     }
-    w->inf = inflight_new();
-    w->sink = sink_new(w->cfg, w->rs, worker_on_delivery, w, &err);
-    if (w->sink == NULL)
-        goto fail;
-    w->store = offset_store_open(w->cfg, &err);
-    if (w->store == NULL)
-        goto fail;
     if (!worker_load_stored(w, &found, &err))
         goto fail;
     plan = resume_plan_start(w->cfg->snapshot_mode, found, &w->stream_pos, &warn);
@@ -283,7 +224,7 @@ static enum phase setup(struct worker *w, bool *proceed)
         w->snapshot_only = false;
         w->have_stored = true;
         /* Deliberately older than a stale merged entry it replaces. */
-        if (!offset_store_save_flags(w->store, worker_partition(w), &w->stream_pos,
+        if (!offset_store_save_flags(pipeline_store(w->pipe), worker_partition(w), &w->stream_pos,
                                      OFFSET_SAVE_ALLOW_BACKWARDS, &err)) {
             mcdc_error_prefix(&err, "cannot store the start position of %s", w->rs);
             goto fail;
@@ -313,7 +254,8 @@ static enum phase setup(struct worker *w, bool *proceed)
         w->need_snapshot = false;
         w->snapshot_only = false;
         w->have_stored = true;
-        if (!offset_store_save(w->store, worker_partition(w), &w->stream_pos, &err)) {
+        if (!offset_store_save(pipeline_store(w->pipe), worker_partition(w), &w->stream_pos,
+                               &err)) {
             mcdc_error_prefix(&err, "cannot store the start position of %s", w->rs);
             goto fail;
         }
@@ -336,8 +278,9 @@ fail:
 
 /*
  * After a failed delivery: drops the producer (its queued records go with
- * it), the in-flight tracker, the offset store and the encoder, so that run()
- * sets the task up again from the stored offsets, as a restart would.
+ * it), the in-flight tracker, the offset store and the encoder
+ * (pipeline_drop), so that run() sets the task up again from the stored
+ * offsets, as a restart would.
  */
 static void restart_from_offsets(struct worker *w)
 {
@@ -345,20 +288,8 @@ static void restart_from_offsets(struct worker *w)
     LOG_INFO("restarting capture of %s from its last committed offsets; records after them are "
              "produced again",
              w->rs);
-    sink_destroy(w->sink);
-    w->sink = NULL;
-    inflight_destroy(w->inf);
-    w->inf = NULL;
-    offset_store_close(w->store);
-    w->store = NULL;
-    encoder_destroy(w->enc);
-    w->enc = NULL; /* run() calls setup() again */
+    pipeline_drop(w->pipe); /* run() calls setup() again */
     position_clear(&w->stream_pos);
-    w->to_commit_dirty = false;
-    w->delivery_failed = false;
-    w->restart_from_offsets = false;
-    w->ack_stalled = false;
-    w->ack_wait_since_ms = 0;
 }
 
 static enum phase run(struct worker *w)
@@ -369,11 +300,11 @@ static enum phase run(struct worker *w)
         /* A task that knows its set runs setup first, before it looks for a
          * primary: setup publishes the stored position to the order gate,
          * which other shards' tasks go by while this shard is unreachable. */
-        if (w->need_primary && (w->enc != NULL || !w->rs_known))
+        if (w->need_primary && (pipeline_is_open(w->pipe) || !w->rs_known))
             ph = worker_primary_connect(w);
         else if (!w->rs_known)
             ph = discover(w);
-        else if (w->enc == NULL) {
+        else if (!pipeline_is_open(w->pipe)) {
             char name[16];
             snprintf(name, sizeof name, "%.15s", w->rs);
             pthread_setname_np(pthread_self(), name);
@@ -423,7 +354,7 @@ static enum phase run(struct worker *w)
             ph = worker_backoff(w);
             if (ph != PHASE_OK)
                 return ph;
-            if (w->restart_from_offsets)
+            if (pipeline_must_restart(w->pipe))
                 restart_from_offsets(w);
             w->need_primary = w->has_primary;
             continue;
@@ -452,29 +383,18 @@ static void finish(struct worker *w, enum phase ph)
      * task, which is only reaped): as at SIGTERM (main.c), no signal reaches
      * a task any more, so none is handed over to a task past its last
      * drain; the channels keep them for the next run. */
-    if (ph == PHASE_FATAL && !__atomic_load_n(&w->drain_requested, __ATOMIC_ACQUIRE))
+    if (ph == PHASE_FATAL && !atomic_load(&w->drain_requested))
         signal_bus_close(worker_signal_bus());
-    if (w->sink != NULL && w->inf != NULL) {
+    if (pipeline_is_open(w->pipe)) {
         if (ph == PHASE_STOPPED)
             worker_signals_at_stop(w); /* recorded by the final commit below */
-        if (!sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err)) {
-            unacked = sink_in_flight(w->sink);
-            if (unacked > 0)
-                LOG_WARN("%zu records not acknowledged within offsets.flush.timeout.ms (%lld "
-                         "ms): %s; the stored position stays before them",
-                         unacked, (long long)w->cfg->offsets_flush_timeout_ms, err.msg);
-            else
-                LOG_WARN("the final flush of the sink failed: %s", err.msg);
-        }
-        struct mcdc_error keep = w->err;
-        enum phase sp = worker_service(w, true);
-        if (sp == PHASE_FATAL || sp == PHASE_RETRY) { /* a record failed: not a clean stop */
-            if (ph == PHASE_FATAL)
-                w->err = keep; /* report the first failure */
+        enum pipeline_status st = pipeline_finish(w->pipe, &unacked, &err);
+        worker_metrics_service(w);
+        if (st == PIPELINE_FATAL || st == PIPELINE_RETRY) { /* a record failed: not a clean stop */
+            if (ph != PHASE_FATAL)
+                w->err = err; /* else report the first failure */
             ph = PHASE_FATAL;
         }
-        if (unacked > 0) /* late reports served by the final commit */
-            unacked = sink_in_flight(w->sink);
     }
     if (ph != PHASE_FATAL && unacked > 0) {
         /* Not a clean stop: a supervisor must know that records are pending. */
@@ -494,8 +414,9 @@ static void finish(struct worker *w, enum phase ph)
         LOG_INFO("capture of %s stopped cleanly: %llu events read, %llu records produced, %llu "
                  "skipped, %llu not encodable and moved past, %llu oversized skipped, %llu "
                  "reassembled from fragments; final offsets written in %lld ms",
-                 w->rs, (unsigned long long)w->events, (unsigned long long)w->records,
-                 (unsigned long long)w->skipped, (unsigned long long)w->failed_events,
+                 w->rs, (unsigned long long)w->events,
+                 (unsigned long long)pipeline_records(w->pipe), (unsigned long long)w->skipped,
+                 (unsigned long long)pipeline_failed_events(w->pipe),
                  (unsigned long long)w->oversize_skipped, (unsigned long long)w->split_events,
                  (long long)(worker_now_ms() - t0));
     if (w->gate_checked > 0)
@@ -532,7 +453,6 @@ static void *worker_main(void *arg)
         snprintf(w->rs, sizeof w->rs, "%s",
                  want != NULL && want[0] != '\0' ? want : "(unknown replica set)");
     }
-    w->last_commit_ms = worker_now_ms();
     ph = run(w);
     finish(w, ph);
     metrics_set_state(w->m, w->exit_code == MCDC_EXIT_OK ? METRICS_STATE_STOPPED
@@ -546,6 +466,13 @@ static void *worker_main(void *arg)
     if (w->on_exit != NULL)
         w->on_exit(w, w->ctx);
     return NULL;
+}
+
+/* The pipeline's acked hook: a new committable position is this task's
+ * order-gate watermark. */
+static void on_acked(void *ctx, const struct mcdc_position *pos)
+{
+    worker_gate_publish(ctx, pos);
 }
 
 /* The state every task starts from (worker_start, worker_start_merged). */
@@ -563,8 +490,15 @@ static struct worker *worker_new(const struct mcdc_config *cfg, mongoc_client_po
     w->ctx = ctx;
     w->exit_code = MCDC_EXIT_FAILURE;
     atomic_init(&w->finished, false);
+    atomic_init(&w->stop, false);
+    atomic_init(&w->drain_requested, false);
+    atomic_init(&w->drained, false);
     position_init(&w->stream_pos);
-    position_init(&w->to_commit);
+    w->pipe = pipeline_new(&(struct pipeline_options){.cfg = cfg,
+                                                      .stop = &w->stop,
+                                                      .read_pos = &w->stream_pos,
+                                                      .acked = on_acked,
+                                                      .ctx = w});
     position_init(&w->inc_pos);
     position_init(&w->merged_start);
     bson_init(&w->pipeline);
@@ -579,7 +513,7 @@ static struct worker *worker_launch(struct worker *w, struct mcdc_error *err)
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
         mcdc_error_set(err, MCDC_ERR_INTERNAL, 0, "cannot start the capture thread");
         position_clear(&w->stream_pos);
-        position_clear(&w->to_commit);
+        pipeline_close(w->pipe);
         position_clear(&w->inc_pos);
         position_clear(&w->merged_start);
         bson_destroy(&w->pipeline);
@@ -649,8 +583,9 @@ struct worker *worker_start_merged(const struct mcdc_config *cfg, mongoc_client_
 
 void worker_request_stop(struct worker *w)
 {
-    /* An atomic store: the task thread reads it with worker_stopping(). */
-    __atomic_store_n(&w->stop, true, __ATOMIC_RELEASE);
+    /* The task thread reads it with worker_stopping(), the sink and the
+     * snapshot readers through their atomic_bool pointer. */
+    atomic_store(&w->stop, true);
 }
 
 bool worker_finished(struct worker *w)
@@ -680,16 +615,10 @@ void worker_destroy(struct worker *w)
 {
     if (w == NULL)
         return;
-    sink_destroy(w->sink);
-    inflight_destroy(w->inf);
-    offset_store_close(w->store);
-    encoder_destroy(w->enc);
+    pipeline_close(w->pipe);
     position_clear(&w->stream_pos);
-    position_clear(&w->to_commit);
     worker_incremental_teardown(w);
     position_clear(&w->merged_start);
-    free(w->stored_json);
-    free(w->sink_failed_at);
     bson_destroy(&w->pipeline);
     bson_destroy(&w->key_patterns);
     bson_destroy(&w->snap_key);

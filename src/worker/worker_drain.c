@@ -13,12 +13,12 @@
 
 void worker_request_drain(struct worker *w)
 {
-    __atomic_store_n(&w->drain_requested, true, __ATOMIC_RELEASE);
+    atomic_store(&w->drain_requested, true);
 }
 
 bool worker_drained(struct worker *w)
 {
-    return __atomic_load_n(&w->drained, __ATOMIC_ACQUIRE);
+    return atomic_load(&w->drained);
 }
 
 /* The cluster time of pos as a BSON timestamp value, 0 when it has none. */
@@ -70,27 +70,27 @@ enum phase worker_drain_step(struct worker *w)
 {
     uint64_t at;
 
-    if (!__atomic_load_n(&w->drain_requested, __ATOMIC_ACQUIRE) || w->client == NULL)
+    if (!atomic_load(&w->drain_requested) || w->client == NULL)
         return PHASE_OK;
     if (w->drain_until == 0) {
         if (!last_write(w, &w->drain_until))
             return PHASE_RETRY;
         w->drain_events = w->events;
-        w->drain_records = w->records;
+        w->drain_records = pipeline_records(w->pipe);
         LOG_INFO("shard %s removed from the cluster: draining its changes up to its last write "
                  "Timestamp(%u, %u), then stopping",
                  w->rs, (unsigned)(w->drain_until >> 32),
                  (unsigned)(w->drain_until & 0xffffffffu));
     }
     at = worker_position_time(&w->stream_pos);
-    if (at < w->drain_until || inflight_pending(w->inf) > 0)
+    if (at < w->drain_until || pipeline_pending(w->pipe) > 0)
         return PHASE_OK;
     LOG_INFO("shard %s drained up to Timestamp(%u, %u): %llu events read and %llu records "
              "produced (all acknowledged) since its removal; stopping its task",
              w->rs, (unsigned)(w->drain_until >> 32), (unsigned)(w->drain_until & 0xffffffffu),
              (unsigned long long)(w->events - w->drain_events),
-             (unsigned long long)(w->records - w->drain_records));
-    __atomic_store_n(&w->drained, true, __ATOMIC_RELEASE);
+             (unsigned long long)(pipeline_records(w->pipe) - w->drain_records));
+    atomic_store(&w->drained, true);
     worker_request_stop(w);
     return PHASE_OK;
 }
@@ -99,7 +99,7 @@ void worker_drain_failed(struct worker *w)
 {
     char d[128];
 
-    if (!__atomic_load_n(&w->drain_requested, __ATOMIC_ACQUIRE) || worker_drained(w))
+    if (!atomic_load(&w->drain_requested) || worker_drained(w))
         return;
     resume_describe_position(&w->stream_pos, d, sizeof d);
     if (w->drain_until != 0)

@@ -6,58 +6,28 @@
  */
 #include "worker/worker_internal.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "capture/capture.h"
 #include "common/log.h"
-#include "encode/ejson.h"
 
 void worker_event_id(const struct mcdc_event *ev, char *out, size_t size)
 {
-    bson_iter_t it;
-
-    if (ev->has_document_key && bson_iter_init_find(&it, &ev->document_key, "_id")) {
-        /* {"_id": <relaxed extended JSON>}, the project's writer (the same
-         * bytes with every libbson version) */
-        bson_t one = BSON_INITIALIZER;
-        struct ejson_buf b = {0};
-        bson_append_iter(&one, "_id", 3, &it);
-        ejson_write_document(&b, &one, EJSON_RELAXED, EJSON_SEP_DEFAULT);
-        snprintf(out, size, "%.*s", (int)(b.len < (size_t)INT_MAX ? b.len : (size_t)INT_MAX),
-                 b.data ? b.data : "");
-        ejson_buf_free(&b);
-        bson_destroy(&one);
-    }
+    pipeline_event_id(ev, out, size);
 }
 
 enum phase worker_event_failed(struct worker *w, const struct mcdc_event *ev,
                                const struct mcdc_position *pos, const struct mcdc_error *err)
 {
-    char what[300], id[200] = "unknown";
+    struct mcdc_error out = MCDC_ERROR_INIT;
+    enum pipeline_status st =
+        pipeline_event_failed(w->pipe, ev, worker_incremental_stamp(w, pos), err, &out);
 
-    snprintf(what, sizeof what, "%.*s.%.*s", (int)ev->db_len, ev->db ? ev->db : "",
-             (int)ev->coll_len, ev->coll ? ev->coll : "");
-    worker_event_id(ev, id, sizeof id);
-    if (w->cfg->failure_mode == MCDC_FAILURE_FAIL) {
-        w->err = *err;
-        mcdc_error_prefix(&w->err,
-                          "cannot encode a change of %s %s (event.processing.failure.handling."
-                          "mode warn or skip moves past it)",
-                          what, id);
-        return PHASE_FATAL;
-    }
-    w->failed_events++;
-    if (w->cfg->failure_mode == MCDC_FAILURE_WARN)
-        LOG_WARN("skipping a change of %s %s that cannot be encoded: %s (%llu so far)", what, id,
-                 err->msg, (unsigned long long)w->failed_events);
-    else
-        LOG_INFO("skipping a change of %s %s that cannot be encoded: %s (%llu so far)", what, id,
-                 err->msg, (unsigned long long)w->failed_events);
-    inflight_advance(w->inf, worker_incremental_stamp(w, pos));
-    return PHASE_OK;
+    if (st != PIPELINE_OK)
+        w->err = out;
+    return worker_phase_of(st);
 }
 
 /*

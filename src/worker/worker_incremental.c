@@ -247,7 +247,7 @@ static enum phase emit_window(struct worker *w)
     }
     incr_window_done(w->inc);
     /* The chunk's end (or the next collection) is the progress now. */
-    inflight_advance(w->inf, worker_incremental_stamp(w, &w->stream_pos));
+    pipeline_pass(w->pipe, worker_incremental_stamp(w, &w->stream_pos));
     return PHASE_OK;
 }
 
@@ -295,7 +295,7 @@ static enum phase advance(struct worker *w)
                 worker_notify(w, "COMPLETED", id, NULL, 0);
             }
             if (incr_state(w->inc) == INCR_IDLE)
-                inflight_advance(w->inf, worker_incremental_stamp(w, &w->stream_pos));
+                pipeline_pass(w->pipe, worker_incremental_stamp(w, &w->stream_pos));
             break;
         }
         case INCR_READ_FAILED:
@@ -318,7 +318,7 @@ static enum phase advance(struct worker *w)
                                          {"data_collection", ns}};
                 worker_notify(w, "ABORTED", id, kv, 2);
             }
-            inflight_advance(w->inf, worker_incremental_stamp(w, &w->stream_pos));
+            pipeline_pass(w->pipe, worker_incremental_stamp(w, &w->stream_pos));
             break;
         }
         bson_destroy(&owned);

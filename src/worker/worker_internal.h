@@ -15,6 +15,7 @@
 #include "event/event.h"
 #include "metrics/metrics.h"
 #include "offsets/offsets.h"
+#include "pipeline/pipeline.h"
 #include "sink/sink.h"
 #include "worker/worker.h"
 
@@ -38,16 +39,13 @@ struct worker {
     worker_exit_cb on_exit;
     void *ctx;
     pthread_t thread;
-    volatile bool stop;
+    atomic_bool stop; /* worker_request_stop(), from the main thread */
     atomic_bool finished;
     int exit_code;
     struct mcdc_error err; /* why the task failed, or the last transient failure */
 
     mongoc_client_t *client; /* popped from pool, this thread only */
-    struct encoder *enc;
-    struct sink *sink;
-    struct inflight *inf;
-    struct offset_store *store;
+    struct pipeline *pipe; /* encoder, sink, tracker, store, commits (pipeline.h) */
     bson_t pipeline; /* stages after $changeStream */
     bool has_pipeline;
     bson_t oplog_query; /* capture.mode oplog: namespace/operation conditions on entries */
@@ -82,32 +80,14 @@ struct worker {
     bool has_merged_start;
     bson_t key_patterns; /* event.key.mode document_key: "<db>.<coll>" -> shard key pattern */
     bson_t snap_key;     /* the documentKey built for one snapshot record */
-    struct mcdc_position to_commit; /* committable position not yet stored */
-    bool to_commit_dirty;
     int64_t gate_waits;      /* events held by the gate */
     int64_t gate_wait_ms;    /* total ms they were held */
     uint64_t gate_hist[WORKER_GATE_BUCKETS]; /* added latency per checked event (worker_stream.c) */
     uint64_t gate_checked;                   /* events the gate looked at */
-    int64_t last_commit_ms;
-    int64_t last_ack_ms;       /* monotonic ms of the last acknowledgement */
-    int64_t ack_wait_since_ms; /* records in flight since (0: none in flight) */
-    bool ack_stalled;          /* WARN given for the current stall */
-    bool delivery_failed;
-    struct mcdc_error delivery_err;
-    bool restart_from_offsets; /* PHASE_RETRY must rebuild sink and tracker from the store */
-    int64_t sink_failures; /* delivery failures in a row with the stored offsets unmoved */
-    char *sink_failed_at;  /* JSON of the stored position at the last of them ("" none) */
-    char *stored_json;     /* JSON of the last position this task stored, NULL none */
-    uint64_t events, records, skipped;
+    uint64_t events, skipped;
     struct metrics_task *m;     /* this task's metrics slot (NULL: registry full) */
-    int64_t stored_sec;         /* time (epoch s) of the last stored position, 0 none */
-    uint64_t stall_stored_t;    /* offset_position_time of the stored position, 0 none */
-    int64_t stall_since_ms;     /* monotonic ms it was last seen to move (0: not yet) */
-    bool stall_warned;          /* WARN given for the current stall */
     int64_t last_headroom_ms;   /* monotonic ms of the last oplog headroom check */
     bool headroom_warned;       /* WARN given while the headroom is under the threshold */
-    uint64_t failed_events; /* moved past under event.processing.failure.handling.mode */
-    uint64_t dead_lettered; /* too-large records acknowledged in the dead-letter topic */
     uint64_t oversize_skipped; /* cursor.oversize.handling.mode skip: stubs moved past */
     uint64_t split_events;     /* events reassembled from split fragments */
     bool split_checked;        /* the server was found to support the split stage */
@@ -116,8 +96,8 @@ struct worker {
     const struct mcdc_position *signal_pos;
     struct mcdc_position inc_pos; /* a position stamped with its progress */
     struct signal_queue *sigq;    /* this task's signal queue on the bus, NULL: none */
-    bool drain_requested; /* worker_request_drain() (atomic access) */
-    bool drained;         /* drained up to drain_until and stopped (atomic access) */
+    atomic_bool drain_requested; /* worker_request_drain(), from the main thread */
+    atomic_bool drained;         /* drained up to drain_until and stopped (read by main) */
     uint64_t drain_until; /* the removed shard's last write (BSON timestamp), 0: not read yet */
     uint64_t drain_events, drain_records; /* the counts when draining began */
 };
@@ -159,16 +139,6 @@ enum phase worker_oversize_skipped(struct worker *w, const bson_t *doc,
  */
 bool worker_load_stored(struct worker *w, bool *found, struct mcdc_error *err);
 
-/*
- * Stalled offsets (offsets.stall.threshold.ms; worker_commit.c).
- * worker_stall_stored: pos was just stored. worker_stall_check, at every
- * service: when the stored position has not moved for the threshold while
- * the stream position is past it, one WARN per episode and the gauge
- * mongocdc_offset_stalled_seconds; an INFO when it moves again.
- */
-void worker_stall_stored(struct worker *w, const struct mcdc_position *pos);
-void worker_stall_check(struct worker *w);
-
 /* The q-quantile (0..1) of the order gate's added latency per checked event,
  * µs (bucket lower bound, ~9 % resolution); 0 when none was checked. */
 double worker_gate_percentile_us(const struct worker *w, double q);
@@ -183,10 +153,11 @@ static inline const char *worker_partition(const struct worker *w)
 }
 
 /* The stop flag, read atomically (worker_request_stop() runs on the main
- * thread). The sink polls the same flag through its volatile pointer. */
+ * thread). The sink and the snapshot readers read the same flag through
+ * their const atomic_bool pointer. */
 static inline bool worker_stopping(const struct worker *w)
 {
-    return __atomic_load_n(&w->stop, __ATOMIC_ACQUIRE);
+    return atomic_load(&w->stop);
 }
 
 int64_t worker_now_ms(void);  /* monotonic */
@@ -194,14 +165,17 @@ int64_t worker_wall_ms(void); /* epoch */
 int64_t worker_wall_us(void); /* epoch, µs: one read gives ts_ms and ts_us (§1.5) */
 
 /*
- * Produces recs (taking their buffers) through the sink, each registered in
- * the in-flight tracker; only the last carries pos (NULL: none). what names
- * the records' source in errors. PHASE_OK, PHASE_STOPPED or PHASE_FATAL.
+ * Produces recs (taking their buffers) through the pipeline
+ * (pipeline_produce), each registered in the in-flight tracker; only the
+ * last carries pos (NULL: none), stamped with the incremental snapshot's
+ * progress. what names the records' source in errors. PHASE_OK,
+ * PHASE_STOPPED or PHASE_FATAL (w->err).
  */
 enum phase worker_produce(struct worker *w, struct mcdc_records *recs,
                           const struct mcdc_position *pos, const char *what);
 
-/* Sleeps ms while serving delivery reports; false if stop was requested. */
+/* Sleeps ms while serving delivery reports (pipeline_pause_ms); false if
+ * stop was requested. */
 bool worker_pause_ms(struct worker *w, int64_t ms);
 
 /*
@@ -228,8 +202,9 @@ enum phase worker_await_server(struct worker *w);
 #define WORKER_FUTURE_TOLERANCE_S 60
 enum phase worker_check_stored_time(struct worker *w);
 
-/* After PHASE_RETRY: counts the attempt (a delivery failure: sink_failures,
- * failures in a row with the stored offsets unmoved; otherwise attempts),
+/* After PHASE_RETRY: counts the attempt (a delivery failure: the pipeline's
+ * failure streak, failures in a row with the stored offsets unmoved;
+ * otherwise attempts),
  * waits the backoff delay; PHASE_OK to reconnect, PHASE_FATAL after
  * connect.max.attempts (worker_recover.c). */
 enum phase worker_backoff(struct worker *w);
@@ -258,11 +233,10 @@ enum phase worker_stream(struct worker *w);
 /* The metrics op label of a change (worker_metrics.c). */
 enum metrics_op worker_metrics_op(enum mcdc_op op);
 
-/* Updates the queue gauges and, every oplog.headroom.check.interval.ms,
- * reads the oplog's oldest entry for the headroom of the last stored
- * position (pos: the one just stored, or NULL) and WARNs under
- * oplog.headroom.warn.seconds (worker_metrics.c). */
-void worker_metrics_service(struct worker *w, const struct mcdc_position *pos);
+/* Every oplog.headroom.check.interval.ms, reads the oplog's oldest entry
+ * for the headroom of the last stored position (the pipeline's) and WARNs
+ * under oplog.headroom.warn.seconds (worker_metrics.c). */
+void worker_metrics_service(struct worker *w);
 
 /*
  * capture.mode oplog streaming (worker_oplog.c): tails local.oplog.rs from
@@ -304,39 +278,29 @@ enum phase worker_hold_for_donor(struct worker *w, const struct mcdc_event *ev);
 void worker_gate_publish(struct worker *w, const struct mcdc_position *pos);
 
 /*
- * Encodes ev and produces its records, each registered in the in-flight
- * tracker with pos (the position reached once it is acknowledged). An event
- * that yields no record advances the position. Returns PHASE_OK,
+ * Encodes ev and produces its records through the pipeline (pipeline_emit),
+ * pos stamped with the incremental snapshot's progress. Returns PHASE_OK,
  * PHASE_STOPPED or PHASE_FATAL (w->err names the namespace, key and size).
  */
-/*
- * An event that cannot be encoded (err says why), per
- * event.processing.failure.handling.mode (Debezium's
- * EventProcessingFailureHandlingMode): fail = PHASE_FATAL with w->err naming
- * the namespace, _id and the setting; warn (WARN) / skip, ignore (INFO) = log
- * the namespace, _id and reason, count it in w->failed_events and advance the
- * position past it (pos borrowed, NULL = no move), PHASE_OK.
- */
-/* Writes ev's document _id as relaxed extended JSON (`{"_id": ...}`, the
- * project's writer, encode/ejson.h) to out (size bytes, cut to fit); leaves
- * out untouched when ev has none (worker_fail.c). */
-void worker_event_id(const struct mcdc_event *ev, char *out, size_t size);
-enum phase worker_event_failed(struct worker *w, const struct mcdc_event *ev,
-                               const struct mcdc_position *pos, const struct mcdc_error *err);
 enum phase worker_emit(struct worker *w, const struct mcdc_event *ev,
                        const struct mcdc_position *pos);
 
-/* Serves delivery reports and commits offsets when the flush interval has
- * passed (or force). Returns PHASE_FATAL on a delivery error or an offset
- * store failure, else PHASE_OK. */
+/* An event that cannot be encoded (err says why): pipeline_event_failed
+ * with pos stamped (NULL: no move); PHASE_OK or PHASE_FATAL (w->err). */
+enum phase worker_event_failed(struct worker *w, const struct mcdc_event *ev,
+                               const struct mcdc_position *pos, const struct mcdc_error *err);
+
+/* pipeline_event_id (worker_fail.c). */
+void worker_event_id(const struct mcdc_event *ev, char *out, size_t size);
+
+/* pipeline_service, then the oplog headroom check (worker_metrics_service).
+ * PHASE_OK; PHASE_RETRY (w->err) after a failed delivery a restart from the
+ * stored offsets may pass; PHASE_FATAL (w->err) on a delivery error that
+ * cannot pass or an offset store failure (worker_commit.c). */
 enum phase worker_service(struct worker *w, bool force_commit);
 
-/* Sink delivery report (sink_delivery_cb), on the task's thread: acknowledges
- * the record's slot in the tracker, or remembers the first failure. */
-void worker_on_delivery(void *opaque, const struct mcdc_error *err, void *ctx);
-
-/* True for a record over message.max.bytes (retrying cannot help). */
-bool worker_too_large(const struct mcdc_error *err);
+/* The phase of a pipeline status. */
+enum phase worker_phase_of(enum pipeline_status st);
 
 /* Converts a capture/snapshot failure into a phase, filling w->err. */
 enum phase worker_phase_from_failure(struct worker *w, const struct resume_failure *fail,

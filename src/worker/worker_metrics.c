@@ -66,22 +66,18 @@ static bool oplog_is_full(mongoc_client_t *client)
     return size < 0 || max <= 0 || size >= 0.9 * max;
 }
 
-void worker_metrics_service(struct worker *w, const struct mcdc_position *pos)
+void worker_metrics_service(struct worker *w)
 {
     int64_t now = worker_now_ms(), oldest, stored, headroom;
 
-    if (pos != NULL && position_sec(pos) > 0)
-        w->stored_sec = position_sec(pos);
-    if (w->sink != NULL)
-        metrics_set_queue(w->m, (int64_t)sink_in_flight(w->sink),
-                          (int64_t)sink_in_flight_bytes(w->sink));
     if (w->cfg->oplog_headroom_interval_ms <= 0 || w->client == NULL ||
         (w->last_headroom_ms != 0 &&
          now - w->last_headroom_ms < w->cfg->oplog_headroom_interval_ms))
         return;
     w->last_headroom_ms = now;
     /* Nothing stored yet: the stream's own position is what a restart uses. */
-    stored = w->stored_sec > 0 ? w->stored_sec : position_sec(&w->stream_pos);
+    stored = pipeline_stored_sec(w->pipe) > 0 ? pipeline_stored_sec(w->pipe)
+                                           : position_sec(&w->stream_pos);
     if (stored == 0)
         return;
     {

@@ -84,7 +84,7 @@ enum phase worker_stream_oplog(struct worker *w)
         /* Store where tailing starts before producing anything, so a restart
          * without acknowledged records resumes here, not at a later "now". */
         oplog_start_position(r, &item.pos);
-        inflight_advance(w->inf, &item.pos);
+        pipeline_pass(w->pipe, &item.pos);
         position_copy(&w->stream_pos, &item.pos);
         ph = worker_service(w, true);
     }
@@ -114,7 +114,7 @@ enum phase worker_stream_oplog(struct worker *w)
                 char db[256], coll[256];
                 snprintf(db, sizeof db, "%.*s", (int)item.ev.db_len, item.ev.db);
                 snprintf(coll, sizeof coll, "%.*s", (int)item.ev.coll_len, item.ev.coll);
-                item.emit = encoder_captures(w->enc, db, coll);
+                item.emit = encoder_captures(pipeline_encoder(w->pipe), db, coll);
             }
             if (item.emit && w->has_gate)
                 ph = worker_hold_for_donor(w, &item.ev);

@@ -7,38 +7,25 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "capture/capture.h"
 #include "capture/oplog.h"
 #include "common/log.h"
 
-#define SLEEP_STEP_MS 100
-
 /* ---- backoff ---- */
 
-/* Sleeps ms while serving delivery reports; returns false if stop was requested. */
 bool worker_pause_ms(struct worker *w, int64_t ms)
 {
-    int64_t end = worker_now_ms() + ms;
-    while (!worker_stopping(w) && worker_now_ms() < end) {
-        int64_t left = end - worker_now_ms();
-        int64_t step = left < SLEEP_STEP_MS ? left : SLEEP_STEP_MS;
-        struct timespec ts = {0, (long)step * 1000000L};
-        if (w->sink != NULL)
-            sink_poll(w->sink, 0);
-        nanosleep(&ts, NULL);
-    }
-    return !worker_stopping(w);
+    return pipeline_pause_ms(w->pipe, ms);
 }
 
 enum phase worker_backoff(struct worker *w)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
     int64_t delay, n;
-    bool sink = w->restart_from_offsets; /* a delivery failure (worker_commit.c) */
+    bool sink = pipeline_must_restart(w->pipe); /* a delivery failure (pipeline_service) */
 
-    n = sink ? w->sink_failures : ++w->attempts;
+    n = sink ? pipeline_failure_streak(w->pipe) : ++w->attempts;
     if (n >= w->cfg->connect_max_attempts) {
         if (sink)
             mcdc_error_prefix(&w->err,
@@ -65,9 +52,8 @@ enum phase worker_backoff(struct worker *w)
                  (long long)delay);
     /* Records already produced stay with the producer; wait for them so that the
      * resume point is a delivered one. */
-    if (w->sink != NULL && !sink_flush(w->sink, (int)w->cfg->offsets_flush_timeout_ms, &err) &&
-        sink_in_flight(w->sink) > 0)
-        LOG_WARN("%zu records still unacknowledged: %s", sink_in_flight(w->sink), err.msg);
+    if (!pipeline_flush(w->pipe, &err) && pipeline_in_flight(w->pipe) > 0)
+        LOG_WARN("%zu records still unacknowledged: %s", pipeline_in_flight(w->pipe), err.msg);
     return worker_pause_ms(w, delay) ? PHASE_OK : PHASE_STOPPED;
 }
 
@@ -98,8 +84,7 @@ enum phase worker_await_server(struct worker *w)
             }
             return PHASE_OK;
         }
-        if (w->sink != NULL)
-            sink_poll(w->sink, 0);
+        pipeline_poll(w->pipe);
         if (worker_now_ms() >= end)
             break;
         /* A slice can end early (e.g. a refused connection): do not spin. */

@@ -141,7 +141,8 @@ static enum phase captured(struct worker *w, struct nslist *l, bool stoppable)
             LOG_WARN("signal resolution: cannot list the collections of %s on %s: %s", dbs[d],
                      w->rs, be.message);
         for (size_t c = 0; colls && colls[c]; c++) {
-            if (!strncmp(colls[c], "system.", 7) || !encoder_captures(w->enc, dbs[d], colls[c]))
+            if (!strncmp(colls[c], "system.", 7) ||
+                !encoder_captures(pipeline_encoder(w->pipe), dbs[d], colls[c]))
                 continue;
             if (l->n == l->cap) {
                 l->cap = l->cap ? l->cap * 2 : 64;
@@ -302,7 +303,7 @@ enum phase worker_resolve(struct worker *w, const struct mcdc_snapshot_request *
         }
         char ldb[256];
         snprintf(ldb, sizeof ldb, "%.*s", (int)(dot - re), re);
-        if (!encoder_captures(w->enc, ldb, dot + 1)) {
+        if (!encoder_captures(pipeline_encoder(w->pipe), ldb, dot + 1)) {
             note(&not_captured, re);
             continue;
         }

@@ -329,7 +329,7 @@ void worker_signals_at_stop(struct worker *w)
      * short, so the stream position stays before it). The tracker commits
      * this only once every earlier record is acknowledged. */
     if (pos->has_resume_token || pos->sec > 0)
-        inflight_advance(w->inf, worker_incremental_stamp(w, pos));
+        pipeline_pass(w->pipe, worker_incremental_stamp(w, pos));
 }
 
 enum phase worker_signals_drain(struct worker *w)
@@ -340,6 +340,6 @@ enum phase worker_signals_drain(struct worker *w)
     /* What the signals asked for is recorded at once, not only with the
      * next event: a stop may come first. */
     if (ph == PHASE_OK && handled > 0 && (w->stream_pos.has_resume_token || w->stream_pos.sec > 0))
-        inflight_advance(w->inf, worker_incremental_stamp(w, &w->stream_pos));
+        pipeline_pass(w->pipe, worker_incremental_stamp(w, &w->stream_pos));
     return ph;
 }

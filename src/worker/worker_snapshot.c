@@ -373,7 +373,7 @@ static enum phase initial_row(struct worker *w, const struct snapshot_doc *d, bo
 {
     const struct initial_rows *ir = ctx;
     if (d == NULL) {
-        inflight_advance(w->inf, ir->resume);
+        pipeline_pass(w->pipe, ir->resume);
         return PHASE_OK;
     }
     if (last)
@@ -450,7 +450,7 @@ enum phase worker_snapshot(struct worker *w)
         goto cleanup;
     }
     snapshot_source_ts(w, &start, &src);
-    if (!snapshot_plan(w->client, cfg, w->enc, &plan, &fail, &err)) {
+    if (!snapshot_plan(w->client, cfg, pipeline_encoder(w->pipe), &plan, &fail, &err)) {
         if (err.domain == MCDC_ERR_CONFIG) {
             w->err = err;
             ph = PHASE_FATAL;
@@ -486,7 +486,7 @@ enum phase worker_snapshot(struct worker *w)
     started = true;
     position_copy(&during, &resume);
     during.initsync = true;
-    inflight_advance(w->inf, &during);
+    pipeline_pass(w->pipe, &during);
     ph = worker_service(w, true);
     if (ph != PHASE_OK)
         goto cleanup;

@@ -32,9 +32,10 @@ enum phase worker_pass_position(struct worker *w, const struct mcdc_position *po
     } else if (pos->has_resume_token) {
         have = resume_token_time(&pos->resume_token, &sec, &ord);
     }
-    if (have && encoder_transaction_passed(w->enc, sec, ord, (int64_t)sec * 1000, &recs))
+    if (have && encoder_transaction_passed(pipeline_encoder(w->pipe), sec, ord,
+                                           (int64_t)sec * 1000, &recs))
         return worker_produce(w, &recs, pos, "a transaction END");
-    inflight_advance(w->inf, worker_incremental_stamp(w, pos));
+    pipeline_pass(w->pipe, worker_incremental_stamp(w, pos));
     return PHASE_OK;
 }
 
@@ -89,7 +90,7 @@ static enum phase hold_for_donor(struct worker *w, const struct mcdc_event *ev)
          * for ever: every need is before its held event, so the holder of
          * the earliest one is released, whether it waits for one donor or
          * for every other shard (topology/gate.c, gate_task_passed). */
-        if (inflight_pending(w->inf) == 0)
+        if (pipeline_pending(w->pipe) == 0)
             w->gate.publish(w->gate.ctx, (((uint64_t)ev->ts_sec << 32) | ev->ts_inc) - 1);
         if (!told && worker_now_ms() - since >= GATE_LOG_MS) {
             LOG_INFO("%s.%s: a document that moved here waits until the events of %s up to "
@@ -167,7 +168,7 @@ enum phase worker_maybe_heartbeat(struct worker *w, int64_t *last_ms)
     *last_ms = worker_now_ms();
     if (w->stream_pos.has_resume_token || w->stream_pos.sec > 0)
         pos = &w->stream_pos;
-    if (!encoder_heartbeat(w->enc, worker_wall_ms(), &recs, &err)) {
+    if (!encoder_heartbeat(pipeline_encoder(w->pipe), worker_wall_ms(), &recs, &err)) {
         w->err = err;
         return PHASE_FATAL;
     }
@@ -191,7 +192,7 @@ static void log_namespace_event(struct worker *w, const bson_t *doc, const struc
         LOG_INFO("database %s was dropped (its captured collections emit nothing more)", db);
         return;
     }
-    if (ev->coll == NULL || !encoder_captures(w->enc, db, coll))
+    if (ev->coll == NULL || !encoder_captures(pipeline_encoder(w->pipe), db, coll))
         return;
     if (!strcmp(t, "drop")) {
         LOG_INFO("captured collection %s.%s was dropped", db, coll);
@@ -204,7 +205,7 @@ static void log_namespace_event(struct worker *w, const bson_t *doc, const struc
             BSON_ITER_HOLDS_UTF8(&it))
             to_coll = bson_iter_utf8(&it, NULL);
         LOG_INFO("captured collection %s.%s was renamed to %s.%s%s", db, coll, to_db, to_coll,
-                 encoder_captures(w->enc, to_db, to_coll) ? ""
+                 encoder_captures(pipeline_encoder(w->pipe), to_db, to_coll) ? ""
                                                           : " (not captured under its new name)");
     }
 }
@@ -273,7 +274,7 @@ enum phase worker_stream(struct worker *w)
             bson_destroy(&pos.resume_token);
             bson_copy_to(start, &pos.resume_token);
             pos.has_resume_token = true;
-            inflight_advance(w->inf, &pos);
+            pipeline_pass(w->pipe, &pos);
             position_copy(&w->stream_pos, &pos);
             ph = worker_service(w, true);
             position_clear(&pos);
@@ -333,7 +334,7 @@ enum phase worker_stream(struct worker *w)
                 char db[256], coll[256];
                 name_copy(db, sizeof db, ev.db, ev.db_len);
                 name_copy(coll, sizeof coll, ev.coll, ev.coll_len);
-                emit = encoder_captures(w->enc, db, coll);
+                emit = encoder_captures(pipeline_encoder(w->pipe), db, coll);
             }
             if (emit && w->has_gate)
                 ph = worker_hold_for_donor(w, &ev);

@@ -29,8 +29,11 @@ struct counts {
     unsigned long ok, failed;
 };
 
-static void on_delivery(void *opaque, const struct mcdc_error *err, void *ctx)
+static void on_delivery(void *opaque, const struct mcdc_error *err, int64_t latency_us,
+                        bool dead_lettered, void *ctx)
 {
+    (void)latency_us;
+    (void)dead_lettered;
     (void)opaque;
     struct counts *c = ctx;
     if (!err) {

@@ -37,8 +37,10 @@ struct reports {
     int last_code;
 };
 
-static void on_delivery(void *opaque, const struct mcdc_error *err, void *cb_ctx)
+static void on_delivery(void *opaque, const struct mcdc_error *err, int64_t latency_us,
+                        bool dead_lettered, void *cb_ctx)
 {
+    (void)latency_us;
     struct reports *r = cb_ctx;
     if (r->n < sizeof r->order / sizeof r->order[0])
         r->order[r->n++] = (uintptr_t)opaque;
@@ -48,7 +50,7 @@ static void on_delivery(void *opaque, const struct mcdc_error *err, void *cb_ctx
         r->last_code = err->code;
     } else {
         r->ok++;
-        if (r->sink && sink_last_dead_lettered(r->sink))
+        if (dead_lettered)
             r->dead_lettered++;
     }
 }
@@ -608,11 +610,11 @@ static void sink_kafka_backpressure_with_tiny_queue(void **state)
     memset(value, 'x', 1024);
     value[0] = value[1023] = '"';
     value[1024] = '\0';
-    volatile bool stop = false;
+    atomic_bool stop;
     uintptr_t next = 2;
     int queued = 0;
     /* Fill the queue until a produce would block: with stop set it returns at once. */
-    stop = true;
+    atomic_init(&stop, true);
     for (;;) {
         record(&rec, "bp", "{\"id\":\"1\"}", value);
         if (!sink_produce(sink, &rec, (void *)next, &stop, &err))
