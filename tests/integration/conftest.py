@@ -20,13 +20,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 import kafka_support
 from kafka_support import KafkaEndpoint
+from pipeline_support import Sim, dataset_loads, wait_until  # noqa: F401 (wait_until: re-exported)
 
 SOURCE_DIR = Path(os.environ.get("MCDC_SOURCE_DIR") or Path(__file__).resolve().parents[2])
 BUILD_DIR = Path(os.environ.get("MCDC_BUILD_DIR") or SOURCE_DIR / "build")
@@ -117,6 +117,25 @@ def import_mongosim():
 @pytest.fixture(scope="session")
 def mongosim_module():
     return import_mongosim()
+
+
+def start_sharded_sim(shards=2, members=1, noop_interval=0.3):
+    """A started sharded simulator (mongosim.MongoSim: config server, shards of
+    members each, mongos) whose primaries write a no-op every noop_interval
+    seconds. The caller stops it."""
+    sim = import_mongosim().MongoSim(topology="sharded", shards=shards, members=members,
+                                     noop_interval=noop_interval)
+    sim.start()
+    return sim
+
+
+@pytest.fixture
+def users_sim(tmp_workdir, shared_dir):
+    """A three-member replica-set simulator (pipeline_support.Sim) holding the
+    shared dataset sample_mflix.users; stopped when the test ends."""
+    sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users"}))
+    yield sim
+    sim.stop()
 
 
 # ---------------------------------------------------------------- mongocdc
@@ -230,18 +249,5 @@ def run_mongocdc(mongocdc_bin, tmp_workdir):
 
 @pytest.fixture
 def wait_until_fn():
-    """The wait_until() helper below, for tests that prefer a fixture."""
+    """The wait_until() helper (pipeline_support), for tests that prefer a fixture."""
     return wait_until
-
-
-def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.1):
-    """Polls predicate() until it returns a true value (returned) or
-    timeout_s seconds pass (TimeoutError naming `what`)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        v = predicate()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise TimeoutError("timed out after %.0fs waiting for %s" % (timeout_s, what))
-        time.sleep(interval_s)

@@ -1,6 +1,8 @@
 """Helpers for the capture pipeline's integration tests: the simulator as a
 process, mongocdc configs, reading JSON-lines sink files and Kafka topics
-byte-exactly, Debezium keys, and the replay checker of the crash test.
+byte-exactly, Debezium keys, the replay checker of the crash test, and the
+waits on mongocdc's log (wait_until, wait_log, wait_streaming) that every
+test file shares. The pytest fixtures built on them are in conftest.py.
 """
 
 import json
@@ -320,3 +322,62 @@ def offsets_value(workdir):
     if not p.exists():
         return None
     return p.read_text()
+
+
+# ---------------------------------------------------------------- shared test setup and waits
+
+STREAM_OPS = ("c", "u", "d")  # the ops of change events (snapshot reads are "r")
+
+
+def wait_until(predicate, timeout_s: float, what: str, interval_s: float = 0.1):
+    """Polls predicate() until it returns a true value (returned) or
+    timeout_s seconds pass (TimeoutError naming `what`)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        v = predicate()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise TimeoutError("timed out after %.0fs waiting for %s" % (timeout_s, what))
+        time.sleep(interval_s)
+
+
+def wait_log(workdir, text, timeout_s=60, daemon=None, n=1):
+    """Waits until mongocdc's log in workdir (mongocdc.stderr) holds text at
+    least n times. With daemon (a conftest Daemon), its exit first is an
+    AssertionError carrying the log's tail; timeout_s passing is a TimeoutError."""
+    def check():
+        if daemon is not None and not daemon.running():
+            raise AssertionError("mongocdc exited: %s" % log_text(workdir)[-3000:])
+        return log_text(workdir).count(text) >= n
+    what = "log line %r" % text if n == 1 else "%d log lines %r" % (n, text)
+    wait_until(check, timeout_s, what)
+
+
+def wait_streaming(workdir, daemon=None, timeout_s=60):
+    """wait_log for the first "streaming changes from" line: the daemon's
+    initial snapshot (if any) is over and its change stream is open."""
+    wait_log(workdir, "streaming changes from", timeout_s, daemon)
+
+
+def sink_records(path, ops=None, prefix="it"):
+    """The data-topic records (<prefix>.<db>.<coll>) of a JSON-lines sink file
+    (or of a work folder's events.jsonl, write_config's default sink), in file
+    order; with ops, only those whose op is one of them (tombstones have none)."""
+    if Path(path).is_dir():
+        path = Path(path) / "events.jsonl"
+    recs = data_records(read_jsonl(path), prefix)
+    return recs if ops is None else [r for r in recs if r.op in ops]
+
+
+def stream_records(path, prefix="it"):
+    """sink_records of the change events only (ops c, u, d)."""
+    return sink_records(path, STREAM_OPS, prefix)
+
+
+def fast_retry(**more):
+    """Config options making mongocdc's reconnect backoff short (100 to 400 ms),
+    with the options in more added."""
+    opts = {"connect.backoff.initial.delay.ms": 100, "connect.backoff.max.delay.ms": 400}
+    opts.update(more)
+    return opts

@@ -9,23 +9,16 @@ import json
 import pytest
 
 from conftest import wait_until
-from pipeline_support import Sim, dataset_loads, log_text, offsets_value, read_jsonl, write_config
+from pipeline_support import log_text, offsets_value, read_jsonl, wait_streaming, write_config
 
 PREFIX = "it"
-
-
-@pytest.fixture
-def users_sim(tmp_workdir, shared_dir):
-    sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users"}))
-    yield sim
-    sim.stop()
 
 
 def _stored_key(tmp_workdir, sim, start_mongocdc):
     """Runs once to completion of the snapshot and returns the offsets key."""
     cfg = write_config(tmp_workdir, sim.uri, name="run1.yaml", sink_path=tmp_workdir / "run1.jsonl")
     d = start_mongocdc("-c", cfg)
-    wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60, "streaming")
+    wait_streaming(tmp_workdir)
     assert d.stop(timeout_s=30) == 0
     doc = json.loads((tmp_workdir / "offsets.json").read_text())
     return next(iter(doc))

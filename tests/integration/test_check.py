@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from pipeline_support import Sim, dataset_loads, write_config
+from pipeline_support import Sim, write_config
 
 
 def lines(r):
@@ -15,13 +15,6 @@ def lines(r):
 def verdict(r, check):
     """Verdicts (PASS/FAIL/WARN/SKIP) of every line of one check."""
     return [ln.split()[0] for ln in lines(r) if re.match(r"^\w+\s+%s:" % re.escape(check), ln)]
-
-
-@pytest.fixture
-def users_sim(tmp_workdir, shared_dir):
-    sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users"}))
-    yield sim
-    sim.stop()
 
 
 def test_check_passes_on_a_good_setup(tmp_workdir, users_sim, kafka, run_mongocdc):

@@ -18,15 +18,7 @@ import pytest
 
 from conftest import wait_until
 from kafka_support import create_topic
-from pipeline_support import (Sim, dataset_loads, key_id_text, log_text, offsets_value,
-                              read_topics, write_config)
-
-
-@pytest.fixture
-def users_sim(tmp_workdir, shared_dir):
-    sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users"}))
-    yield sim
-    sim.stop()
+from pipeline_support import key_id_text, log_text, offsets_value, read_topics, write_config
 
 
 def _setup(tmp_workdir, sim, kafka, prefix, **opts):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_support import Sim, write_config
+from pipeline_support import Sim, fast_retry, write_config
 
 N_DOCS = 200
 
@@ -29,19 +29,13 @@ def items_sim(tmp_workdir):
     sim.stop()
 
 
-def _fast_retry(**more):
-    opts = {"connect.backoff.initial.delay.ms": 100, "connect.backoff.max.delay.ms": 400}
-    opts.update(more)
-    return opts
-
-
 def test_snapshot_read_failing_every_time_is_counted(tmp_workdir, items_sim, run_mongocdc):
     """A find that fails every time with an error classified as transient: each failure redoes
     the whole snapshot, so the failures count against connect.max.attempts (with backoff)
     and the daemon stops, instead of redoing it for ever at "attempt 1"."""
     items_sim.control("fail", commands=["find"], code=12345, errmsg="injected read failure",
                       times=100000)
-    cfg = write_config(tmp_workdir, items_sim.uri, **_fast_retry(**{"connect.max.attempts": 4}))
+    cfg = write_config(tmp_workdir, items_sim.uri, **fast_retry(**{"connect.max.attempts": 4}))
     r = run_mongocdc("-c", cfg, timeout_s=120)
     err = r.stderr.decode(errors="replace")
     assert r.returncode == 1, err[-3000:]
@@ -58,7 +52,7 @@ def test_history_lost_after_every_snapshot_stops(tmp_workdir, items_sim, run_mon
                       errmsg="Resume of change stream was not possible, as the resume point may "
                              "no longer be in the oplog.", times=100000)
     cfg = write_config(tmp_workdir, items_sim.uri,
-                       **_fast_retry(**{"connect.max.attempts": 3, "snapshot.mode": "when_needed"}))
+                       **fast_retry(**{"connect.max.attempts": 3, "snapshot.mode": "when_needed"}))
     r = run_mongocdc("-c", cfg, timeout_s=120)
     err = r.stderr.decode(errors="replace")
     assert r.returncode == 1, err[-3000:]

@@ -29,7 +29,7 @@ import base64
 
 from conftest import BUILD_DIR, SOURCE_DIR, wait_until
 from pipeline_support import (Sim, data_records, dataset_loads, key_id_text, log_text,
-                              offsets_value, read_jsonl, read_topics, write_config)
+                              offsets_value, read_jsonl, read_topics, wait_streaming, write_config)
 
 PREFIX = "it"
 
@@ -45,14 +45,6 @@ def ids(recs, op=None):
     return [json.loads(key_id_text(r)) for r in recs if op is None or r.op == op]
 
 
-def wait_streaming(workdir, d, timeout_s=60):
-    def ok():
-        if not d.running():
-            raise AssertionError("mongocdc exited: " + log_text(workdir)[-3000:])
-        return "streaming changes from" in log_text(workdir)
-    wait_until(ok, timeout_s, "streaming to start")
-
-
 def insert_retrying(coll, doc, attempts=60):
     """insert_one that survives elections and dropped connections; a
     duplicate-key error after a lost reply means the first try was applied."""
@@ -66,13 +58,6 @@ def insert_retrying(coll, doc, attempts=60):
         except PyMongoError:
             time.sleep(0.25)
     raise AssertionError("insert of %r kept failing" % (doc,))
-
-
-@pytest.fixture
-def users_sim(tmp_workdir, shared_dir):
-    sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users"}))
-    yield sim
-    sim.stop()
 
 
 def test_stepdown_and_dropped_connections_lose_nothing(tmp_workdir, users_sim, start_mongocdc):
@@ -545,7 +530,7 @@ def test_started_before_mongodb_is_up(tmp_workdir, start_mongocdc):
     wait_until(lambda: "reconnecting in" in log_text(tmp_workdir), 30, "a reconnect")
     sim = Sim(tmp_workdir, (), extra=("--base-port", str(base)))
     try:
-        wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60, "streaming")
+        wait_streaming(tmp_workdir)
         sim.client().itdb.late.insert_one({"_id": 1})
         wait_until(lambda: ids(streamed(tmp_workdir / "events.jsonl")) == [1], 30, "the insert")
         assert "[rs0]" in log_text(tmp_workdir)
@@ -565,7 +550,7 @@ def test_offsets_in_kafka_resume_after_restart(tmp_workdir, users_sim, kafka, st
     def records():
         return read_topics(kafka.bootstrap, topics, idle_s=1.5, timeout_s=30)
     d = start_mongocdc("-c", cfg)
-    wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60, "run 1")
+    wait_streaming(tmp_workdir)
     c = sim.client()
     c.itdb.koff.insert_one({"_id": 1})
     wait_until(lambda: [r.op for r in records() if r.topic == topics[0]] == ["c"], 60, "run 1")

@@ -24,26 +24,11 @@ import bson
 import pytest
 
 from conftest import wait_until
-from pipeline_support import Sim, data_records, dataset_loads, key_id_text, log_text, \
-    read_jsonl, read_topics, write_config
+from pipeline_support import (data_records, key_id_text, log_text, read_jsonl, read_topics,
+                              wait_streaming, write_config)
 
 PREFIX = "dbserver1"
 NAME = "inventory-connector"
-
-
-@pytest.fixture
-def users_sim(tmp_workdir, shared_dir):
-    sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users"}))
-    yield sim
-    sim.stop()
-
-
-def wait_streaming(workdir, d, timeout_s=60):
-    def ok():
-        if not d.running():
-            raise AssertionError("mongocdc exited: " + log_text(workdir)[-3000:])
-        return "streaming changes from" in log_text(workdir)
-    wait_until(ok, timeout_s, "streaming to start")
 
 
 def debezium_entry(layout, token_doc, sec, ord_, prefix=PREFIX):

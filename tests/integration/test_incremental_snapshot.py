@@ -24,7 +24,8 @@ UUID_REP = UuidRepresentation.UNSPECIFIED  # Binary stays Binary, whatever its s
 from bson.codec_options import CodecOptions
 
 from conftest import wait_until
-from pipeline_support import Sim, log_text, offsets_value, read_jsonl, read_topics, write_config
+from pipeline_support import (Sim, log_text, offsets_value, read_jsonl, read_topics,
+                              wait_streaming, write_config)
 
 PREFIX = "it"
 SIGNALS = "sigdb.signals"
@@ -131,10 +132,6 @@ def wait_done(workdir, sid, timeout_s=60):
                timeout_s, "incremental snapshot %s to complete" % sid)
 
 
-def streaming(workdir):
-    wait_until(lambda: "streaming changes from" in log_text(workdir), 60, "streaming")
-
-
 @pytest.mark.parametrize("strategy", ["insert_insert", "insert_delete"])
 def test_heavy_writes_during_the_snapshot_replay_to_the_final_state(tmp_workdir, sim,
                                                                     start_mongocdc, strategy):
@@ -146,7 +143,7 @@ def test_heavy_writes_during_the_snapshot_replay_to_the_final_state(tmp_workdir,
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{
         "incremental.snapshot.chunk.size": 8,
         "incremental.snapshot.watermarking.strategy": strategy}))
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     stop = threading.Event()
     wrote = {"n": 0}
 
@@ -218,7 +215,7 @@ def test_every_id_type_in_one_mixed_collection(tmp_workdir, sim, start_mongocdc,
     c[db][coll].insert_many([{"_id": v, "n": i} for i, v in enumerate(ALL_IDS)])
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, dialect=dialect,
                                      **{"incremental.snapshot.chunk.size": 3}))
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sid = signal(c, "execute-snapshot", {"data-collections": ["%s.%s" % (db, coll)]})
     wait_done(tmp_workdir, sid)
     rs = reads(tmp_workdir / "events.jsonl", db, coll)
@@ -241,7 +238,7 @@ def test_additional_conditions_filter_every_chunk_and_the_maximum(tmp_workdir, s
     c[db][coll].insert_many([{"_id": i, "k": "A" if i % 3 == 0 else "B"} for i in range(60)])
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"metrics.enabled": True,
                                                           "metrics.http.port": 0}))
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sid = signal(c, "execute-snapshot", {
         "data-collections": ["incdb.cond"],
         "additional-conditions": [{"data-collection": "incdb\\.COND", "filter": '{"k": "A"}'}]})
@@ -265,7 +262,7 @@ def test_insert_delete_watermarking(tmp_workdir, sim, start_mongocdc):
     c[db][coll].insert_many([{"_id": "k%03d" % i} for i in range(40)])
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{
         "incremental.snapshot.watermarking.strategy": "insert_delete"}))
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sdb, scoll = SIGNALS.split(".")
     before = {d["_id"] for d in c[sdb][scoll].find({}, {"_id": 1})}  # other tests' markers
     sid = signal(c, "execute-snapshot", {"data-collections": ["incdb.insdel"]})
@@ -293,7 +290,7 @@ def test_stop_pause_resume(tmp_workdir, sim, start_mongocdc):
     c[db].big2.insert_many([{"_id": i} for i in range(50)])
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 5,
                                                          "notification.enabled.channels": "log"}))
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sid = signal(c, "execute-snapshot", {"data-collections": ["incdb\\.big[12]"]})
     wait_until(lambda: len(reads(tmp_workdir / "events.jsonl", db, "big1")) >= 20, 30, "rows")
     signal(c, "pause-snapshot", {})
@@ -330,7 +327,7 @@ def test_two_signals_for_one_collection_complete_each(tmp_workdir, sim, start_mo
     c[db][coll].insert_many([{"_id": i} for i in range(300)])
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 5,
                                                          "notification.enabled.channels": "log"}))
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     first = signal(c, "execute-snapshot", {"data-collections": ["incdb.twice"]})
     second = signal(c, "execute-snapshot", {"data-collections": ["incdb.twice"]})
     wait_done(tmp_workdir, second)
@@ -353,7 +350,7 @@ def test_signal_too_large_for_the_offsets_names_its_size(tmp_workdir, sim, start
     for i in range(1000):
         c[db]["long_%04d_%s" % (i, "x" * 230)].insert_one({"_id": 1})
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim))
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sid = signal(c, "execute-snapshot", {"data-collections": ["incbig\\.long_.*"]},
                  sid="big-" + "i" * 196)
     wait_until(lambda: "signal %s refused" % sid in log_text(tmp_workdir), 60, "the refusal")
@@ -371,7 +368,7 @@ def test_sigkill_mid_snapshot_then_restart_misses_no_key(tmp_workdir, sim, start
     c[db][coll].insert_many([{"_id": i, "p": "y" * 200} for i in range(n)])
     cfg = cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 10})
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sid = signal(c, "execute-snapshot", {"data-collections": ["incdb.killed"]})
     wait_until(lambda: "mongocdc_incremental_snapshot_primary_key" in json.dumps(
         stored_offset(tmp_workdir) or {}), 60, "progress in the offsets")
@@ -400,7 +397,7 @@ def test_blocking_snapshot(tmp_workdir, sim, start_mongocdc):
     c[db][coll].insert_many([{"_id": i, "t": i % 2} for i in range(30)])
     c[db].blocking2.insert_many([{"_id": "b%d" % i} for i in range(12)])
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"snapshot.max.threads": 2}))
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     signal(c, "execute-snapshot", {
         "data-collections": ["incdb.blocking", "incdb.blocking2"], "type": "BLOCKING",
         "additional-conditions": [{"data-collection": "incdb.blocking", "filter": '{"t": 1}'}]})
@@ -453,7 +450,7 @@ def test_read_only_mode_writes_nothing(tmp_workdir, start_mongocdc):
             "signal.data.collection": SIGNALS, "snapshot.mode": "no_data", "read.only": True,
             "incremental.snapshot.chunk.size": 9})
         d = start_mongocdc("-c", cfg)
-        streaming(tmp_workdir)
+        wait_streaming(tmp_workdir)
         stop = threading.Event()
 
         def writer():
@@ -484,7 +481,7 @@ def test_read_only_mode_writes_nothing(tmp_workdir, start_mongocdc):
 def test_bad_signals_are_ignored_and_streaming_goes_on(tmp_workdir, sim, start_mongocdc):
     c = sim.client()
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim))
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     signal(c, "execute-snapshot", {"data-collections": []}, sid="bad-empty")
     signal(c, "no-such-type", {}, sid="bad-type")
     signal(c, "execute-snapshot", {"data-collections": ["incdb.no_such_coll"]}, sid="bad-unknown")
@@ -581,7 +578,7 @@ def test_through_kafka_the_topic_replays_to_the_final_state(tmp_workdir, sim, ka
         "topic.prefix": prefix, "signal.data.collection": SIGNALS, "snapshot.mode": "no_data",
         "debezium.compatibility": dialect, "incremental.snapshot.chunk.size": 32})
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     stop = threading.Event()
 
     def writer():
@@ -634,7 +631,7 @@ def test_refused_marker_write_aborts_the_snapshot_not_streaming(tmp_workdir, sim
     db, coll = "incdb", "refused"
     c[db][coll].insert_many([{"_id": i} for i in range(10)])
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim))
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sim.control("fail", commands=["insert"], code=13, codeName="Unauthorized",
                 errmsg="not authorized on sigdb to execute command { insert: \"signals\" }",
                 appName="mongocdc", times=1)
@@ -663,7 +660,7 @@ def test_stop_arriving_while_a_chunk_is_read_stops_between_chunks(tmp_workdir, s
     db, coll = "incdb", "stop_mid_read"
     c[db][coll].insert_many([{"_id": i} for i in range(100)])
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 10}))
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sim.control("fail", commands=["find"], blockTimeMS=1500, appName="mongocdc", times=1)
     try:
         signal(c, "execute-snapshot", {"data-collections": ["incdb.stop_mid_read"]})
@@ -689,7 +686,7 @@ def test_graceful_restart_resumes_after_the_last_row_without_repeats(tmp_workdir
     c[db][coll].insert_many([{"_id": "k%05d" % i} for i in range(n)])
     cfg = cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 10})
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sid = signal(c, "execute-snapshot", {"data-collections": ["incdb.graceful"]})
     wait_until(lambda: len(reads(tmp_workdir / "events.jsonl", db, coll)) >= 100, 60, "rows")
     assert d.stop(timeout_s=30) == 0

@@ -12,7 +12,7 @@ import json
 import time
 
 from conftest import import_mongosim, wait_until
-from pipeline_support import data_records, key_id_text, log_text, read_jsonl, write_config
+from pipeline_support import key_id_text, log_text, sink_records, write_config
 
 PREFIX = "it"
 UNRESOLVABLE = "member.invalid"  # RFC 6761: .invalid never resolves
@@ -23,12 +23,8 @@ def direct(addr):
     return pymongo.MongoClient(addr, directConnection=True, serverSelectionTimeoutMS=10000)
 
 
-def records(path):
-    return data_records(read_jsonl(path), PREFIX)
-
-
 def ids(path, op):
-    return [json.loads(key_id_text(r)) for r in records(path) if r.op == op]
+    return [json.loads(key_id_text(r)) for r in sink_records(path) if r.op == op]
 
 
 def test_replica_set_behind_nat_snapshot_stream_and_stepdown(tmp_workdir, start_mongocdc,

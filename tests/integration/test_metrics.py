@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 
 from conftest import wait_until
-from pipeline_support import Sim, dataset_loads, log_text, write_config
+from pipeline_support import Sim, log_text, write_config
 
 PROMTOOL = shutil.which("promtool")
 
@@ -50,13 +50,6 @@ def promtool_ok(body):
     r = subprocess.run([PROMTOOL, "check", "metrics"], input=body.encode(), capture_output=True,
                        timeout=30)
     assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()
-
-
-@pytest.fixture
-def users_sim(tmp_workdir, shared_dir):
-    sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users"}))
-    yield sim
-    sim.stop()
 
 
 def test_metrics_during_snapshot_and_streaming(tmp_workdir, users_sim, kafka, start_mongocdc):

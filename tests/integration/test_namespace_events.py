@@ -3,27 +3,19 @@ Debezium), but an INFO line each, and capture goes on."""
 
 import json
 
-import pytest
 
 from conftest import wait_until
-from pipeline_support import (Sim, data_records, dataset_loads, key_id_text, log_text,
-                              read_jsonl, write_config)
+from pipeline_support import (data_records, key_id_text, log_text, read_jsonl, wait_streaming,
+                              write_config)
 
 PREFIX = "it"
-
-
-@pytest.fixture
-def users_sim(tmp_workdir, shared_dir):
-    sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users"}))
-    yield sim
-    sim.stop()
 
 
 def test_drop_rename_drop_database_are_logged(tmp_workdir, users_sim, start_mongocdc):
     sink = tmp_workdir / "run.jsonl"
     cfg = write_config(tmp_workdir, users_sim.uri, sink_path=sink)
     d = start_mongocdc("-c", cfg)
-    wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60, "streaming")
+    wait_streaming(tmp_workdir)
     c = users_sim.client()
     c.nsdb.a.insert_one({"_id": 1})
     c.nsdb.b.insert_one({"_id": 2})
@@ -46,7 +38,7 @@ def test_two_namespaces_sharing_a_topic_are_warned(tmp_workdir, users_sim, start
     sink = tmp_workdir / "run.jsonl"
     cfg = write_config(tmp_workdir, users_sim.uri, sink_path=sink)
     d = start_mongocdc("-c", cfg)
-    wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60, "streaming")
+    wait_streaming(tmp_workdir)
     c = users_sim.client()
     c.nsdb["a b"].insert_one({"_id": 1})
     c.nsdb["a_b"].insert_one({"_id": 2})

@@ -17,21 +17,10 @@ import pytest
 from bson.timestamp import Timestamp
 
 from conftest import wait_until
-from pipeline_support import Sim, data_records, log_text, offsets_value, read_jsonl, write_config
+from pipeline_support import (Sim, data_records, log_text, offsets_value, read_jsonl,
+                              stream_records, wait_log, write_config)
 
 PREFIX = "it"
-
-
-def wait_log(workdir, text, timeout_s, daemon=None):
-    def check():
-        if daemon is not None and not daemon.running():
-            raise AssertionError("mongocdc exited: %s" % log_text(workdir)[-3000:])
-        return text in log_text(workdir)
-    wait_until(check, timeout_s, "log line %r" % text)
-
-
-def records(path):
-    return [r for r in data_records(read_jsonl(path), PREFIX) if r.op in ("c", "u", "d")]
 
 
 def oplog_cfg(workdir, uri, name="cfg.yaml", sink=None, **opts):
@@ -134,8 +123,8 @@ def test_oplog_events_and_v2_diffs_decode_to_v1(tmp_workdir, start_mongocdc):
         coll.delete_one({"_id": 1})
         c.itdb.other.insert_one({"_id": "o"})  # another collection
         n = 1 + len(updates) + 2 + 1
-        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= n, 30, "%d events" % n)
-        recs = records(tmp_workdir / "events.jsonl")
+        wait_until(lambda: len(stream_records(tmp_workdir)) >= n, 30, "%d events" % n)
+        recs = stream_records(tmp_workdir)
         ins = recs[0]
         assert ins.op == "c" and json.loads(ins.payload["after"])["a"] == 1
         assert ins.payload["patch"] is None and ins.payload["filter"] is None
@@ -201,8 +190,8 @@ def test_oplog_raw_diff_option_and_truncation(tmp_workdir, start_mongocdc):
         c = sim.client()
         c.itdb.raw.insert_one({"_id": 1, "a": 1})
         c.itdb.raw.update_one({"_id": 1}, {"$set": {"a": 2}})
-        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 2, 30, "2 events")
-        patch = json.loads(records(tmp_workdir / "events.jsonl")[1].payload["patch"])
+        wait_until(lambda: len(stream_records(tmp_workdir)) >= 2, 30, "2 events")
+        patch = json.loads(stream_records(tmp_workdir)[1].payload["patch"])
         assert patch["$v"] == 2 and patch["diff"] == {"u": {"a": 2}}
         assert d.stop(timeout_s=30) == 0
         c.close()
@@ -219,8 +208,8 @@ def test_oplog_v1_updates_on_4_4(tmp_workdir, start_mongocdc):
         c = sim.client()
         c.itdb.v1.insert_one({"_id": 1, "a": 1})
         c.itdb.v1.update_one({"_id": 1}, {"$set": {"a": 2}})
-        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 2, 30, "2 events")
-        patch = json.loads(records(tmp_workdir / "events.jsonl")[1].payload["patch"])
+        wait_until(lambda: len(stream_records(tmp_workdir)) >= 2, 30, "2 events")
+        patch = json.loads(stream_records(tmp_workdir)[1].payload["patch"])
         assert patch.get("$v") == 1 and patch["$set"] == {"a": 2}
         assert d.stop(timeout_s=30) == 0
         c.close()
@@ -244,12 +233,12 @@ def test_oplog_transactions(tmp_workdir, start_mongocdc, split):
                 c.itdb.t.insert_one({"_id": 1}, session=s)
                 c.itdb.t.update_one({"_id": 0}, {"$set": {"x": 1}}, session=s)
                 c.itdb.t.delete_one({"_id": 1}, session=s)
-        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 4, 30, "4 events")
+        wait_until(lambda: len(stream_records(tmp_workdir)) >= 4, 30, "4 events")
         time.sleep(0.5)
-        plain = records(tmp_workdir / "events.jsonl")[0]
+        plain = stream_records(tmp_workdir)[0]
         # a retryable write: a stxnid (as 1.9 gives it) but no tord and no BEGIN/END
         assert plain.payload["source"]["tord"] is None and plain.payload["source"]["stxnid"]
-        txn = records(tmp_workdir / "events.jsonl")[1:]
+        txn = stream_records(tmp_workdir)[1:]
         assert [r.op for r in txn] == ["c", "u", "d"]
         assert [r.payload["source"]["tord"] for r in txn] == [1, 2, 3]
         ids = {r.payload["source"]["stxnid"] for r in txn}
@@ -291,7 +280,7 @@ def test_oplog_history_lost_at_start(tmp_workdir, start_mongocdc, run_mongocdc, 
         d = start_mongocdc("-c", cfg)
         wait_log(tmp_workdir, "tailing local.oplog.rs", 30, d)
         c.itdb.h.insert_one({"_id": "first"})
-        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 1, 30, "first")
+        wait_until(lambda: len(stream_records(tmp_workdir)) >= 1, 30, "first")
         assert d.stop(timeout_s=30) == 0
         for i in range(10):
             c.itdb.h.insert_one({"_id": "gone%d" % i})
@@ -342,9 +331,9 @@ def test_resume_inside_a_transaction_skips_only_emitted_ops(tmp_workdir, start_m
                                     "mongocdc_capture_mode": "oplog"})
         cfg = oplog_cfg(tmp_workdir, sim.uri, **{"capture.mode": mode})
         d = start_mongocdc("-c", cfg)
-        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 2, 30, "2 events")
+        wait_until(lambda: len(stream_records(tmp_workdir)) >= 2, 30, "2 events")
         time.sleep(1.0)
-        assert key_ids(records(tmp_workdir / "events.jsonl")) == [2, "after"]
+        assert key_ids(stream_records(tmp_workdir)) == [2, "after"]
         if mode == "change_streams":
             assert "written by oplog capture: switching to change streams" in log_text(tmp_workdir)
             wait_until(lambda: "resume_token" in stored_value(tmp_workdir), 10, "token stored")
@@ -361,16 +350,16 @@ def test_oplog_offsets_then_change_streams_no_duplicate(tmp_workdir, start_mongo
         wait_log(tmp_workdir, "tailing local.oplog.rs", 30, d)
         c.itdb.m.insert_one({"_id": "a"})
         c.itdb.m.insert_one({"_id": "b"})
-        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 2, 30, "2 events")
+        wait_until(lambda: len(stream_records(tmp_workdir)) >= 2, 30, "2 events")
         assert d.stop(timeout_s=30) == 0
         assert stored_value(tmp_workdir)["mongocdc_capture_mode"] == "oplog"
         c.itdb.m.insert_one({"_id": "c"})
         cfg2 = oplog_cfg(tmp_workdir, sim.uri, name="run2.yaml", sink=tmp_workdir / "run2.jsonl",
                          **{"capture.mode": "change_streams"})
         d2 = start_mongocdc("-c", cfg2)
-        wait_until(lambda: len(records(tmp_workdir / "run2.jsonl")) >= 1, 30, "c")
+        wait_until(lambda: len(stream_records(tmp_workdir / "run2.jsonl")) >= 1, 30, "c")
         time.sleep(1.0)
-        assert key_ids(records(tmp_workdir / "run2.jsonl")) == ["c"]
+        assert key_ids(stream_records(tmp_workdir / "run2.jsonl")) == ["c"]
         assert d2.stop(timeout_s=30) == 0
     finally:
         sim.stop()
@@ -385,14 +374,14 @@ def test_change_stream_offsets_with_oplog_mode_keep_change_streams(tmp_workdir, 
         d = start_mongocdc("-c", cfg1)
         wait_log(tmp_workdir, "streaming changes from", 30, d)
         c.itdb.k.insert_one({"_id": "a"})
-        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 1, 30, "a")
+        wait_until(lambda: len(stream_records(tmp_workdir)) >= 1, 30, "a")
         assert d.stop(timeout_s=30) == 0
         c.itdb.k.insert_one({"_id": "b"})
         cfg2 = oplog_cfg(tmp_workdir, sim.uri, name="run2.yaml", sink=tmp_workdir / "run2.jsonl")
         d2 = start_mongocdc("-c", cfg2)
-        wait_until(lambda: len(records(tmp_workdir / "run2.jsonl")) >= 1, 30, "b")
+        wait_until(lambda: len(stream_records(tmp_workdir / "run2.jsonl")) >= 1, 30, "b")
         time.sleep(0.5)
-        assert key_ids(records(tmp_workdir / "run2.jsonl")) == ["b"]
+        assert key_ids(stream_records(tmp_workdir / "run2.jsonl")) == ["b"]
         log = log_text(tmp_workdir)
         assert log.count("was written by change streams: capture keeps using change streams") == 1
         assert "resume_token" in stored_value(tmp_workdir)
@@ -429,13 +418,13 @@ def test_oplog_repeated_sigkill_loses_nothing(tmp_workdir, start_mongocdc):
                 d.proc.kill()
                 d.proc.wait(timeout=10)
             else:
-                wait_until(lambda: len(records(sink)) > 0 and
-                           max(key_ids(records(sink))) == n_total - 1, 60,
+                wait_until(lambda: len(stream_records(sink)) > 0 and
+                           max(key_ids(stream_records(sink))) == n_total - 1, 60,
                            "the last insert")
                 assert d.stop(timeout_s=30) == 0
         seen = set()
         for s in sinks:
-            seen.update(key_ids(records(s)))
+            seen.update(key_ids(stream_records(s)))
         lost = set(range(n_total)) - seen
         print("oplog SIGKILL x3: %d inserts, %d lost" % (n_total, len(lost)))
         assert not lost, "lost after SIGKILL: %s" % sorted(lost)[:20]
@@ -471,7 +460,7 @@ def test_oplog_stepdown_dropped_connections_and_killed_cursors_lose_nothing(tmp_
         batch(20)
         sim.control("kill_cursors")
         batch(20)
-        wait_until(lambda: set(key_ids(records(tmp_workdir / "events.jsonl"))) >= set(range(n)),
+        wait_until(lambda: set(key_ids(stream_records(tmp_workdir))) >= set(range(n)),
                    90, "all %d inserts" % n)
         assert d.running()
         assert d.stop(timeout_s=30) == 0
@@ -492,7 +481,7 @@ def test_oplog_capped_position_lost_while_tailing(tmp_workdir, start_mongocdc, m
         d = start_mongocdc("-c", cfg)
         wait_log(tmp_workdir, "tailing local.oplog.rs", 30, d)
         c.itdb.cap.insert_one({"_id": "first"})
-        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 1, 30, "first")
+        wait_until(lambda: len(stream_records(tmp_workdir)) >= 1, 30, "first")
         sim.control("delay", command="getMore", ms=2500)
         time.sleep(0.5)  # the next getMore is now held
         for i in range(10):
@@ -539,9 +528,9 @@ def test_oplog_filters_go_into_the_server_query(tmp_workdir, start_mongocdc, lit
         c.itdb.keep.insert_one({"_id": "k"})
         c.itdb.keep.update_one({"_id": "k"}, {"$set": {"a": 1}})
         c.itdb.keep.delete_one({"_id": "k"})
-        wait_until(lambda: len(records(tmp_workdir / "events.jsonl")) >= 2, 30, "2 events")
+        wait_until(lambda: len(stream_records(tmp_workdir)) >= 2, 30, "2 events")
         time.sleep(1.0)
-        recs = records(tmp_workdir / "events.jsonl")
+        recs = stream_records(tmp_workdir)
         assert [(r.op, r.payload["source"]["collection"]) for r in recs] == [
             ("c", "keep"), ("d", "keep")]
         assert d.stop(timeout_s=30) == 0

@@ -18,21 +18,10 @@ from bson import BSON
 
 from conftest import wait_until
 from pipeline_support import (Sim, data_records, dataset_docs, dataset_loads, expected_key,
-                              key_id_text, log_text, offsets_value, read_jsonl, write_config)
+                              key_id_text, offsets_value, read_jsonl, stream_records, wait_log,
+                              write_config)
 
 PREFIX = "it"
-
-
-def wait_log(workdir, text, timeout_s, daemon=None):
-    def check():
-        if daemon is not None and not daemon.running():
-            raise AssertionError("mongocdc exited: %s" % log_text(workdir)[-3000:])
-        return text in log_text(workdir)
-    wait_until(check, timeout_s, "log line %r" % text)
-
-
-def stream_records(path):
-    return [r for r in data_records(read_jsonl(path), PREFIX) if r.op in ("c", "u", "d")]
 
 
 def token_time(offsets_json):

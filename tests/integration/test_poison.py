@@ -10,17 +10,9 @@ import json
 import pytest
 
 from conftest import wait_until
-from pipeline_support import (Sim, data_records, dataset_loads, key_id_text, log_text,
-                              read_jsonl, write_config)
+from pipeline_support import data_records, key_id_text, log_text, read_jsonl, write_config
 
 PREFIX = "it"
-
-
-@pytest.fixture
-def users_sim(tmp_workdir, shared_dir):
-    sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users"}))
-    yield sim
-    sim.stop()
 
 
 def poison_ids(path):

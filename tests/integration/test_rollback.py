@@ -11,13 +11,14 @@ entries past the commit point are held, and a stored position that a rollback re
 The file sink stands in for Kafka (each record line holds key and value bytes).
 """
 
+import functools
 import json
 import time
 
 import pytest
 
 from conftest import import_mongosim, wait_until
-from pipeline_support import data_records, log_text, read_jsonl, write_config
+from pipeline_support import log_text, sink_records, write_config
 
 PREFIX = "it"
 COMMITTED = list(range(10))
@@ -25,8 +26,8 @@ ROLLED_BACK_INSERTS = [100, 101, 102, 105, 106]
 AFTER = list(range(200, 210))
 
 
-def records(path):
-    return [r for r in data_records(read_jsonl(path), PREFIX) if r.op in ("c", "u", "d", "r")]
+# Records with an op: snapshot reads and changes (tombstones have none).
+records = functools.partial(sink_records, ops=("c", "u", "d", "r"))
 
 
 def key_id(r):

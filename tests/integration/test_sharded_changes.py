@@ -10,16 +10,15 @@ the file sink stands in for Kafka.
 
 import json
 
-from conftest import wait_until
-from pipeline_support import key_id_text, log_text, write_config
-from test_sharded import (ids_of, populate, records, shard_partitions, start_cluster,
-                          wait_log_count)
+from conftest import start_sharded_sim, wait_until
+from pipeline_support import key_id_text, log_text, sink_records, wait_log, write_config
+from test_sharded import ids_of, populate, shard_partitions
 
 ON_SHARD02 = list(range(100, 200, 10))  # shop.orders [100, max) is on shard02 (populate)
 
 
 def changes_of(workdir, rs):
-    return [r for r in records(workdir / "events.jsonl")
+    return [r for r in sink_records(workdir / "events.jsonl")
             if r.op in ("c", "u", "d") and r.payload["source"]["rs"] == rs]
 
 
@@ -34,21 +33,21 @@ def test_removed_shard_that_lags_delivers_its_tail(tmp_workdir, start_mongocdc):
     """shard02's task is slowed (every getMore on shard02 delayed) when the
     shard is removed: every change written to it before the removal is
     delivered, then its task stops with its final offsets."""
-    sim = start_cluster()
+    sim = start_sharded_sim()
     try:
         c = populate(sim)
         cfg = write_config(tmp_workdir, sim.uri, **{"mongodb.poll.interval.ms": 300,
                                                     "capture.mode": "change_streams"})
         d = start_mongocdc("-c", cfg)
-        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
+        wait_log(tmp_workdir, "streaming changes from", 120, d, n=2)
         sim.control("delay", shard="shard02", command="getMore", ms=1500)
         for v in (1, 2, 3):
             for i in ON_SHARD02:
                 c.shop.orders.update_one({"_id": i}, {"$set": {"v": v}})
         empty_shard02(c)
-        wait_log_count(tmp_workdir, "shard shard02 removed from the cluster", 1, 30, d)
-        wait_log_count(tmp_workdir, "shard shard02 drained up to", 1, 120, d)
-        wait_log_count(tmp_workdir, "capture of shard02 stopped cleanly", 1, 30, d)
+        wait_log(tmp_workdir, "shard shard02 removed from the cluster", 30, d)
+        wait_log(tmp_workdir, "shard shard02 drained up to", 120, d)
+        wait_log(tmp_workdir, "capture of shard02 stopped cleanly", 30, d)
         got = [r for r in changes_of(tmp_workdir, "shard02") if r.op == "u"]
         for i in ON_SHARD02:
             vs = [r.updated_fields()["v"] for r in got if json.loads(key_id_text(r)) == i]
@@ -70,19 +69,19 @@ def test_shard_removed_and_added_again_gets_a_new_task(tmp_workdir, start_mongoc
     """shard02 is removed, written to directly while it is no shard (not a
     cluster change: not delivered), added again under its name: a new task
     streams from its new topologyTime, without a restart."""
-    sim = start_cluster()
+    sim = start_sharded_sim()
     try:
         c = populate(sim)
         cfg = write_config(tmp_workdir, sim.uri, **{"mongodb.poll.interval.ms": 300})
         d = start_mongocdc("-c", cfg)
-        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
+        wait_log(tmp_workdir, "streaming changes from", 120, d, n=2)
         empty_shard02(c)
-        wait_log_count(tmp_workdir, "the capture task of removed shard shard02", 1, 60, d)
+        wait_log(tmp_workdir, "the capture task of removed shard shard02", 60, d)
         sim.control("write", shard="shard02", op="insert", ns="shop.orders",
                     doc={"_id": 5000, "v": "not a cluster change"})
         assert sim.control("add_shard", name="shard02")["shardAdded"] == "shard02"
-        wait_log_count(tmp_workdir, "shard shard02 added to the cluster", 1, 30, d)
-        wait_log_count(tmp_workdir, "[shard02] streaming changes from", 2, 30, d)
+        wait_log(tmp_workdir, "shard shard02 added to the cluster", 30, d)
+        wait_log(tmp_workdir, "[shard02] streaming changes from", 30, d, n=2)
         c.admin.command("moveChunk", "shop.orders", find={"_id": 150}, to="shard02")
         for i in ON_SHARD02:
             c.shop.orders.update_one({"_id": i}, {"$set": {"v": 4}})
@@ -106,14 +105,14 @@ def test_discovery_unreachable_tasks_go_on_and_sigterm_writes_offsets(tmp_workdi
     away: the shards' tasks go on streaming, a WARN says how long
     discovery has failed, and SIGTERM exits 0 with every task's final offsets
     written although a config.shards read may be in flight."""
-    sim = start_cluster()
+    sim = start_sharded_sim()
     try:
         c = populate(sim)
         cfg = write_config(tmp_workdir, sim.uri, **{"mongodb.poll.interval.ms": 300})
         d = start_mongocdc("-c", cfg)
-        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
+        wait_log(tmp_workdir, "streaming changes from", 120, d, n=2)
         sim.control("unreachable", shard="mongos", member=0)
-        wait_log_count(tmp_workdir, "shard discovery has failed for", 1, 60, d)
+        wait_log(tmp_workdir, "shard discovery has failed for", 60, d)
         direct = {rs: sim.control("write", shard=rs, op="update", ns="shop.orders",
                                   q={"_id": i}, u={"$set": {"v": 8}})
                   for rs, i in (("shard01", 0), ("shard02", 100))}

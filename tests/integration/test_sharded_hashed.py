@@ -4,7 +4,7 @@ debezium-format.md §6.1): chunk bounds of a collection sharded on
 find cannot filter by, so each shard's snapshot reads all its documents and
 drops those hashing outside the chunks it owns (orphans, unowned copies); the
 cross-shard order gate looks documents up by their hash, so a migration of a
-hashed chunk keeps each document's events in order.
+hashed chunk keeps each document's events in order (test_sharded_gate.py).
 
 Runs on the simulator's sharded topology, which places documents by the same
 hash64 as real MongoDB (tests/mongosim/simhash.py, proven against MongoDB's
@@ -13,23 +13,15 @@ hasher_test.cpp values).
 
 import json
 import re
-import time
 
 from bson.int64 import Int64
 
-from conftest import import_mongosim, wait_until
-from pipeline_support import data_records, key_id_text, log_text, read_jsonl, write_config
+from conftest import start_sharded_sim
+from pipeline_support import key_id_text, log_text, sink_records, wait_log, write_config
 
 PREFIX = "it"
 N = 200
 MID = Int64(1 << 62)  # chunks: [MinKey, 0) [0, 2^62) [2^62, MaxKey) of hash64(_id)
-
-
-def start_cluster():
-    mongosim = import_mongosim()
-    sim = mongosim.MongoSim(topology="sharded", shards=2, members=1, noop_interval=0.3)
-    sim.start()
-    return sim
 
 
 def hash64(v):
@@ -55,18 +47,6 @@ def populate(sim):
     return c, mid, high
 
 
-def records(path):
-    return data_records(read_jsonl(path), PREFIX)
-
-
-def wait_log_count(workdir, text, n, timeout_s, daemon):
-    def check():
-        if not daemon.running():
-            raise AssertionError("mongocdc exited: %s" % log_text(workdir)[-3000:])
-        return log_text(workdir).count(text) >= n
-    wait_until(check, timeout_s, "%d log lines %r" % (n, text))
-
-
 def test_hashed_snapshot_with_orphans_reads_every_document_once(tmp_workdir, start_mongocdc):
     """The chunk [0, 2^62) moves back to shard01 with range deletion deferred:
     shard02 keeps its documents as orphans, and holds an unowned copy of a
@@ -74,7 +54,7 @@ def test_hashed_snapshot_with_orphans_reads_every_document_once(tmp_workdir, sta
     drops what hashes outside its chunks: every document exactly once, in its
     owner's version, and the count of dropped orphans logged per collection."""
     import pymongo
-    sim = start_cluster()
+    sim = start_sharded_sim()
     try:
         c, mid, high = populate(sim)
         sim.control("orphans", keep=True)
@@ -90,8 +70,8 @@ def test_hashed_snapshot_with_orphans_reads_every_document_once(tmp_workdir, sta
 
         cfg = write_config(tmp_workdir, sim.uri)
         d = start_mongocdc("-c", cfg)
-        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
-        recs = [r for r in records(tmp_workdir / "events.jsonl") if r.op == "r"]
+        wait_log(tmp_workdir, "streaming changes from", 120, d, n=2)
+        recs = [r for r in sink_records(tmp_workdir) if r.op == "r"]
         ids = sorted(json.loads(key_id_text(r)) for r in recs)
         assert ids == list(range(N)), "hashed collection not read exactly once"
         by_id = {json.loads(key_id_text(r)): r for r in recs}
@@ -109,59 +89,13 @@ def test_hashed_snapshot_with_orphans_reads_every_document_once(tmp_workdir, sta
         sim.stop()
 
 
-def test_hashed_chunk_migration_keeps_order_per_document(tmp_workdir, kafka, start_mongocdc):
-    """The hashed chunk [MinKey, 0) moves from shard01 to shard02 while its
-    documents are written, with shard01's task slowed (every getMore delayed):
-    each document's events reach its Kafka partition in cluster-time order,
-    those written on shard01 before the move first."""
-    from pipeline_support import read_topics
-    prefix = "shhash%d" % int(time.time() * 1000)
-    sim = start_cluster()
-    try:
-        c, _, _ = populate(sim)
-        cfg = write_config(tmp_workdir, sim.uri, kafka={"bootstrap.servers": kafka.bootstrap},
-                           **{"topic.prefix": prefix, "offsets.flush.interval.ms": 500,
-                              "capture.mode": "change_streams"})
-        d = start_mongocdc("-c", cfg)
-        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
-        sim.control("delay", shard="shard01", command="getMore", ms=1500)
-        moved = [i for i in range(N) if hash64(i) < 0][:10]  # chunk [MinKey, 0) of shard01
-        for v in range(1, 4):
-            for i in moved:
-                c.hash.h.update_one({"_id": i}, {"$set": {"v": v}})
-        c.admin.command("moveChunk", "hash.h", find={"_id": moved[0]}, to="shard02")
-        for v in range(4, 7):
-            for i in moved:
-                c.hash.h.update_one({"_id": i}, {"$set": {"v": v}})
-        topic = "%s.hash.h" % prefix
-
-        def updates():
-            recs = read_topics(kafka.bootstrap, [topic], idle_s=1.0, timeout_s=30)
-            return [r for r in recs if r.value is not None and r.op == "u"]
-        got = wait_until(lambda: (lambda u: u if len(u) >= 6 * len(moved) else None)(updates()),
-                         120, "every update in Kafka")
-        sim.control("delay", shard="shard01", command="getMore", ms=0)
-        for i in moved:
-            seq = [r.updated_fields()["v"] for r in got if json.loads(key_id_text(r)) == i]
-            assert seq == sorted(seq), "document %d out of order: %r" % (i, seq)
-            assert sorted(set(seq)) == list(range(1, 7)), "document %d: %r" % (i, seq)
-            shards = [r.payload["source"]["rs"] for r in got if json.loads(key_id_text(r)) == i]
-            assert shards[:3] == ["shard01"] * 3 and shards[-3:] == ["shard02"] * 3
-        assert "waits until the events of shard0" in log_text(tmp_workdir), \
-            "the gate never held an event: the test did not exercise it"
-        assert d.stop(timeout_s=30) == 0
-        c.close()
-    finally:
-        sim.stop()
-
-
 def test_hashed_signal_snapshots_drop_orphans(tmp_workdir, start_mongocdc):
     """execute-snapshot signals on a hashed-sharded collection with orphans:
     the incremental snapshot (each shard's task reads its chunks in windows)
     and then a blocking one both give every document exactly once, none from
     an orphan or an unowned copy."""
     import pymongo
-    sim = start_cluster()
+    sim = start_sharded_sim()
     try:
         c, mid, high = populate(sim)
         sim.control("orphans", keep=True)
@@ -174,21 +108,21 @@ def test_hashed_signal_snapshots_drop_orphans(tmp_workdir, start_mongocdc):
             "signal.data.collection": "hash.signals", "snapshot.mode": "no_data",
             "incremental.snapshot.chunk.size": 16})
         d = start_mongocdc("-c", cfg)
-        wait_log_count(tmp_workdir, "streaming changes from", 2, 120, d)
+        wait_log(tmp_workdir, "streaming changes from", 120, d, n=2)
         c.hash.signals.insert_one({"_id": "inc-h", "type": "execute-snapshot",
                                    "data": {"data-collections": ["hash.h"]}})
-        wait_log_count(tmp_workdir, "incremental snapshot (signal inc-h) completed", 2, 120, d)
+        wait_log(tmp_workdir, "incremental snapshot (signal inc-h) completed", 120, d, n=2)
         topic = "%s.hash.h" % PREFIX
 
         def rows():
-            return [r for r in records(tmp_workdir / "events.jsonl") if r.op == "r" and r.topic == topic]
+            return [r for r in sink_records(tmp_workdir) if r.op == "r" and r.topic == topic]
         got = rows()
         assert sorted(json.loads(key_id_text(r)) for r in got) == list(range(N)), \
             "incremental snapshot: not every document exactly once"
         assert all("stale copy" not in r.payload["after"] for r in got)
         c.hash.signals.insert_one({"_id": "blk-h", "type": "execute-snapshot",
                                    "data": {"data-collections": ["hash.h"], "type": "blocking"}})
-        wait_log_count(tmp_workdir, "blocking snapshot (signal blk-h) done", 2, 120, d)
+        wait_log(tmp_workdir, "blocking snapshot (signal blk-h) done", 120, d, n=2)
         blocking = rows()[len(got):]
         assert sorted(json.loads(key_id_text(r)) for r in blocking) == list(range(N)), \
             "blocking snapshot: not every document exactly once"

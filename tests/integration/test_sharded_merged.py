@@ -22,8 +22,9 @@ import time
 
 import pytest
 
-from conftest import import_mongosim, wait_until
-from pipeline_support import data_records, expected_key, key_id_text, log_text, read_jsonl, write_config
+from conftest import start_sharded_sim, wait_until
+from pipeline_support import (expected_key, key_id_text, log_text, sink_records, wait_log,
+                              write_config)
 
 PREFIX = "it"
 N = 120  # documents per test collection, split at 60: [min, 60) on shard01, [60, max) on shard02
@@ -31,9 +32,7 @@ N = 120  # documents per test collection, split at 60: [min, 60) on shard01, [60
 
 @pytest.fixture(scope="module")
 def sim():
-    mongosim = import_mongosim()
-    s = mongosim.MongoSim(topology="sharded", shards=2, members=1, noop_interval=0.3)
-    s.start()
+    s = start_sharded_sim()
     try:
         yield s
     finally:
@@ -65,10 +64,6 @@ def config(workdir, sim, db, mode="sharded", dialect="3.x", **raw):
     return write_config(workdir, sim.uri, raw=conf)
 
 
-def records(workdir):
-    return data_records(read_jsonl(workdir / "events.jsonl"), PREFIX)
-
-
 def partitions(workdir):
     p = workdir / "offsets.json"
     out = {}
@@ -77,14 +72,6 @@ def partitions(workdir):
         assert name == PREFIX and part["server_id"] == PREFIX
         out[part.get("rs")] = v
     return out
-
-
-def wait_log(workdir, text, daemon, timeout_s=60, n=1):
-    def check():
-        if not daemon.running():
-            raise AssertionError("mongocdc exited: %s" % log_text(workdir)[-3000:])
-        return log_text(workdir).count(text) >= n
-    wait_until(check, timeout_s, "log line %r" % text)
 
 
 def ids(recs, ops, topic=None):
@@ -107,11 +94,11 @@ def test_merged_stream_end_to_end(sim, tmp_workdir, start_mongocdc, dialect):
         sim.control("orphans", keep=False)
     cfg = config(tmp_workdir, sim, db, dialect=dialect)
     d = start_mongocdc("-c", cfg)
-    wait_log(tmp_workdir, "streaming changes from", d)
+    wait_log(tmp_workdir, "streaming changes from", daemon=d)
     log = log_text(tmp_workdir)
     assert "one change stream through mongos for the whole cluster" in log
     assert "[cluster]" in log, "the task's log lines name it"
-    recs = records(tmp_workdir)
+    recs = sink_records(tmp_workdir)
     topic = "%s.%s.orders" % (PREFIX, db)
     assert sorted(ids(recs, ("r",), topic)) == list(range(N)), "snapshot not exactly once"
     assert len(ids(recs, ("r",), "%s.%s.plain" % (PREFIX, db))) == 10
@@ -134,7 +121,7 @@ def test_merged_stream_end_to_end(sim, tmp_workdir, start_mongocdc, dialect):
         order.append(i)
 
     def streamed():
-        return [r for r in records(tmp_workdir) if r.op in ("c", "u", "d")]
+        return [r for r in sink_records(tmp_workdir) if r.op in ("c", "u", "d")]
     wait_until(lambda: len(streamed()) >= len(order), 60, "%d streamed events" % len(order))
     time.sleep(1.0)
     got = streamed()
@@ -153,11 +140,12 @@ def test_merged_stream_end_to_end(sim, tmp_workdir, start_mongocdc, dialect):
 
     c[db].orders.insert_one({"_id": 5000, "v": 0})  # while stopped
     d2 = start_mongocdc("-c", cfg)
-    wait_until(lambda: 5000 in ids(records(tmp_workdir), ("c",)), 60, "the insert made while stopped")
+    wait_until(lambda: 5000 in ids(sink_records(tmp_workdir), ("c",)), 60,
+               "the insert made while stopped")
     c[db].orders.delete_one({"_id": 1})
-    wait_until(lambda: 1 in ids(records(tmp_workdir), ("d",)), 60, "the delete")
+    wait_until(lambda: 1 in ids(sink_records(tmp_workdir), ("d",)), 60, "the delete")
     assert d2.stop() == 0
-    recs = records(tmp_workdir)
+    recs = sink_records(tmp_workdir)
     assert len(ids(recs, ("r",))) == N + 10, "no snapshot after the restart"
     assert ids(recs, ("u",)) == order, "nothing repeated after the restart"
     assert ids(recs, ("c",)) == [5000]
@@ -172,10 +160,10 @@ def test_switch_per_shard_to_merged_starts_at_the_oldest_shard(sim, tmp_workdir,
     c = populate(sim, db)
     cfg = config(tmp_workdir, sim, db, mode="replica_set")
     d = start_mongocdc("-c", cfg)
-    wait_log(tmp_workdir, "streaming changes from", d, n=2)
+    wait_log(tmp_workdir, "streaming changes from", daemon=d, n=2)
     c[db].orders.update_one({"_id": 1}, {"$set": {"v": 1}})    # shard01
     c[db].orders.update_one({"_id": 61}, {"$set": {"v": 1}})   # shard02
-    wait_until(lambda: len(ids(records(tmp_workdir), ("u",))) >= 2, 60, "2 updates")
+    wait_until(lambda: len(ids(sink_records(tmp_workdir), ("u",))) >= 2, 60, "2 updates")
     time.sleep(1.0)  # offsets flushed
     assert d.stop() == 0
     assert sorted(partitions(tmp_workdir)) == ["shard01", "shard02"]
@@ -185,17 +173,18 @@ def test_switch_per_shard_to_merged_starts_at_the_oldest_shard(sim, tmp_workdir,
         c[db].orders.update_one({"_id": i}, {"$set": {"v": 2}})
     cfg = config(tmp_workdir, sim, db, mode="sharded")
     d = start_mongocdc("-c", cfg)
-    wait_log(tmp_workdir, "streaming changes from", d)
+    wait_log(tmp_workdir, "streaming changes from", daemon=d)
     log = log_text(tmp_workdir)
     warn = [l for l in log.splitlines() if "switching from per-shard offsets of 2 shards" in l]
     assert len(warn) == 1 and " WARN " in warn[0], warn
     c[db].orders.update_one({"_id": 4}, {"$set": {"v": 3}})
-    wait_until(lambda: 4 in ids(records(tmp_workdir), ("u",)), 60, "the update after the switch")
+    wait_until(lambda: 4 in ids(sink_records(tmp_workdir), ("u",)), 60,
+               "the update after the switch")
     assert d.stop() == 0
-    upd = ids(records(tmp_workdir), ("u",))
+    upd = ids(sink_records(tmp_workdir), ("u",))
     for i in while_stopped:
         assert i in upd, "update of %d made between the runs was lost" % i
-    assert len(ids(records(tmp_workdir), ("r",))) == N + 10, "no second snapshot"
+    assert len(ids(sink_records(tmp_workdir), ("r",))) == N + 10, "no second snapshot"
     parts = partitions(tmp_workdir)
     assert None in parts, "the merged partition {server_id} is stored"
 
@@ -208,7 +197,7 @@ def test_switch_merged_to_per_shard_refused_unless_allowed(sim, tmp_workdir, sta
     populate(sim, db)
     cfg = config(tmp_workdir, sim, db, mode="sharded")
     d = start_mongocdc("-c", cfg)
-    wait_log(tmp_workdir, "streaming changes from", d)
+    wait_log(tmp_workdir, "streaming changes from", daemon=d)
     time.sleep(1.0)
     assert d.stop() == 0
     assert list(partitions(tmp_workdir)) == [None]
@@ -221,26 +210,26 @@ def test_switch_merged_to_per_shard_refused_unless_allowed(sim, tmp_workdir, sta
 
     cfg = config(tmp_workdir, sim, db, mode="replica_set",
                  **{"internal.mongodb.allow.offset.invalidation": True})
-    before = len(ids(records(tmp_workdir), ("r",)))
+    before = len(ids(sink_records(tmp_workdir), ("r",)))
     d = start_mongocdc("-c", cfg)
-    wait_log(tmp_workdir, "streaming changes from", d, n=2)
+    wait_log(tmp_workdir, "streaming changes from", daemon=d, n=2)
     assert "are ignored" in log_text(tmp_workdir)
     assert d.stop() == 0
-    assert len(ids(records(tmp_workdir), ("r",))) - before == N + 10, "shards snapshot afresh"
+    assert len(ids(sink_records(tmp_workdir), ("r",))) - before == N + 10, "shards snapshot afresh"
     assert {"shard01", "shard02"} <= set(partitions(tmp_workdir))
 
     # The shards' offsets are now newer than the merged stream's: per-shard
     # capture continues from them without the option ...
     cfg = config(tmp_workdir, sim, db, mode="replica_set")
     d = start_mongocdc("-c", cfg)
-    wait_log(tmp_workdir, "streaming changes from", d, n=2)
+    wait_log(tmp_workdir, "streaming changes from", daemon=d, n=2)
     assert "are ignored" not in log_text(tmp_workdir)
     assert d.stop() == 0
     # ... and a switch to the merged stream again starts from the shards'
     # positions, not from the stale merged offsets.
     cfg = config(tmp_workdir, sim, db, mode="sharded")
     d = start_mongocdc("-c", cfg)
-    wait_log(tmp_workdir, "streaming changes from", d)
+    wait_log(tmp_workdir, "streaming changes from", daemon=d)
     log = log_text(tmp_workdir)
     assert "newer than the merged stream's" in log and "switching from per-shard offsets" in log
     assert d.stop() == 0
@@ -253,12 +242,12 @@ def test_switch_back_after_a_switch_is_refused(sim, tmp_workdir, start_mongocdc,
     db = "sw3"
     c = populate(sim, db)
     d = start_mongocdc("-c", config(tmp_workdir, sim, db, mode="replica_set"))
-    wait_log(tmp_workdir, "streaming changes from", d, n=2)
+    wait_log(tmp_workdir, "streaming changes from", daemon=d, n=2)
     assert d.stop() == 0
     d = start_mongocdc("-c", config(tmp_workdir, sim, db, mode="sharded"))
-    wait_log(tmp_workdir, "streaming changes from", d)
+    wait_log(tmp_workdir, "streaming changes from", daemon=d)
     c[db].orders.update_one({"_id": 3}, {"$set": {"v": 5}})
-    wait_until(lambda: any(r.op == "u" for r in records(tmp_workdir)), 60, "an update")
+    wait_until(lambda: any(r.op == "u" for r in sink_records(tmp_workdir)), 60, "an update")
     assert d.stop() == 0
     r = run_mongocdc("-c", config(tmp_workdir, sim, db, mode="replica_set"), timeout_s=60)
     err = r.stderr.decode()
@@ -280,13 +269,13 @@ def test_key_by_whole_document_key(sim, tmp_workdir, start_mongocdc, mode):
         raw["mongodb.members.auto.discover"] = False
     cfg = config(tmp_workdir, sim, db, mode=mode, **raw)
     d = start_mongocdc("-c", cfg)
-    wait_log(tmp_workdir, "streaming changes from", d, n=1 if mode == "sharded" else 2)
+    wait_log(tmp_workdir, "streaming changes from", daemon=d, n=1 if mode == "sharded" else 2)
     c[db].orders.update_one({"_id": 7, "region": "a"}, {"$set": {"v": 1}})
     c[db].orders.update_one({"_id": 8, "region": "z"}, {"$set": {"v": 1}})
     c[db].plain.update_one({"_id": "p1"}, {"$set": {"v": 1}})
-    wait_until(lambda: len([r for r in records(tmp_workdir) if r.op == "u"]) >= 3, 60, "3 updates")
+    wait_until(lambda: len(sink_records(tmp_workdir, ("u",))) >= 3, 60, "3 updates")
     assert d.stop() == 0
-    recs = records(tmp_workdir)
+    recs = sink_records(tmp_workdir)
     topic = "%s.%s.orders" % (PREFIX, db)
 
     def want(i):
@@ -312,25 +301,26 @@ def test_merged_stream_survives_mongos_outage_and_shard_election(sim, tmp_workdi
     c = populate(sim, db)
     cfg = config(tmp_workdir, sim, db)
     d = start_mongocdc("-c", cfg)
-    wait_log(tmp_workdir, "streaming changes from", d)
+    wait_log(tmp_workdir, "streaming changes from", daemon=d)
     c[db].orders.update_one({"_id": 1}, {"$set": {"v": 1}})
-    wait_until(lambda: ids(records(tmp_workdir), ("u",)) == [1], 60, "first update")
+    wait_until(lambda: ids(sink_records(tmp_workdir), ("u",)) == [1], 60, "first update")
     sim.control("unreachable", shard="mongos", member=0)
     time.sleep(2.5)
     sim.control("reachable", shard="mongos", member=0)
     c = sim.client()
     c[db].orders.update_one({"_id": 61}, {"$set": {"v": 1}})
-    wait_until(lambda: 61 in ids(records(tmp_workdir), ("u",)), 60, "update after the outage")
+    wait_until(lambda: 61 in ids(sink_records(tmp_workdir), ("u",)), 60, "update after the outage")
     sim.control("stepdown", shard="shard02", elect=None)
     time.sleep(0.5)
     sim.control("elect", shard="shard02", member=0)
     c[db].orders.update_one({"_id": 62}, {"$set": {"v": 1}})
     c[db].orders.update_one({"_id": 2}, {"$set": {"v": 1}})
-    wait_until(lambda: len(ids(records(tmp_workdir), ("u",))) >= 4, 60, "updates after the election")
+    wait_until(lambda: len(ids(sink_records(tmp_workdir), ("u",))) >= 4, 60,
+               "updates after the election")
     time.sleep(1.0)
     assert d.running()
     assert d.stop() == 0
-    assert ids(records(tmp_workdir), ("u",)) == [1, 61, 62, 2]
+    assert ids(sink_records(tmp_workdir), ("u",)) == [1, 61, 62, 2]
     log = log_text(tmp_workdir)
     assert "reconnect" in log.lower() or "retry" in log.lower(), log[-2000:]
 
@@ -377,7 +367,7 @@ def test_incremental_snapshot_through_mongos(sim, tmp_workdir, start_mongocdc):
                                           "signal.data.collection": "%s.signals" % db,
                                           "incremental.snapshot.chunk.size": 16})
     d = start_mongocdc("-c", cfg)
-    wait_log(tmp_workdir, "streaming changes from", d)
+    wait_log(tmp_workdir, "streaming changes from", daemon=d)
     c[db].signals.insert_one({"_id": "inc-1", "type": "execute-snapshot",
                               "data": {"data-collections": ["%s.orders" % db]}})
     for i in range(0, N, 5):
@@ -385,7 +375,7 @@ def test_incremental_snapshot_through_mongos(sim, tmp_workdir, start_mongocdc):
     wait_until(lambda: "incremental snapshot (signal inc-1) completed" in log_text(tmp_workdir),
                90, "the incremental snapshot")
     topic = "%s.%s.orders" % (PREFIX, db)
-    recs = records(tmp_workdir)
+    recs = sink_records(tmp_workdir)
     rows = ids(recs, ("r",), topic)
     assert len(rows) == len(set(rows)), "a row read twice (orphans?)"
     streamed = set(ids(recs, ("u",), topic))
@@ -450,7 +440,7 @@ def test_sigkill_loop_with_kafka_and_chunk_moves_loses_nothing(sim, tmp_workdir,
         d = start_mongocdc("-c", cfg)
         if k == 0:
             try:
-                wait_log(tmp_workdir, "initial snapshot starting", d)
+                wait_log(tmp_workdir, "initial snapshot starting", daemon=d)
                 time.sleep(0.8)
                 assert "streaming changes from" not in log_text(tmp_workdir), \
                     "the snapshot ended before the kill"
@@ -460,7 +450,7 @@ def test_sigkill_loop_with_kafka_and_chunk_moves_loses_nothing(sim, tmp_workdir,
             if k == 1:
                 # Changes before a snapshot's start are in the snapshot, not in
                 # the stream: write once the redone snapshot is complete.
-                wait_log(tmp_workdir, "streaming changes from", d)
+                wait_log(tmp_workdir, "streaming changes from", daemon=d)
                 t.start()
             time.sleep(1.5)
         d.proc.kill()

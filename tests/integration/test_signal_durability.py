@@ -24,7 +24,7 @@ import pytest
 
 import kafka_support
 from conftest import wait_until
-from pipeline_support import Sim, log_text, offsets_value, read_jsonl, write_config
+from pipeline_support import Sim, log_text, offsets_value, read_jsonl, wait_streaming, write_config
 
 PREFIX = "it"
 SIGNALS = "sigdb.signals"
@@ -42,10 +42,6 @@ def cfg_for(workdir, sim, kafka=None, **raw):
             "debezium.compatibility": "3.x", "incremental.snapshot.chunk.size": 50}
     base.update(raw)
     return write_config(workdir, sim.uri, kafka=kafka, raw=base)
-
-
-def streaming(workdir):
-    wait_until(lambda: "streaming changes from" in log_text(workdir), 60, "streaming")
 
 
 def signal(c, kind, data, sid=None):
@@ -89,7 +85,7 @@ def test_sigterm_right_after_a_source_signal_still_snapshots_after_restart(
     c[db][coll].insert_many([{"_id": i} for i in range(300)])
     cfg = cfg_for(tmp_workdir, sim)
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sid = signal(c, "execute-snapshot", {"data-collections": ["%s.%s" % (db, coll)]})
     time.sleep(delay_s)
     assert d.stop(timeout_s=30) == 0
@@ -100,7 +96,7 @@ def test_sigterm_right_after_a_source_signal_still_snapshots_after_restart(
             not lines_with(tmp_workdir, sid, "queued"), \
             "the signal was queued but the stored offsets do not carry it"
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     wait_until(lambda: len(set(snapshot_keys(events, db, coll))) >= 300, 60,
                "every document snapshotted after the restart")
     assert sorted(set(snapshot_keys(events, db, coll))) == list(range(300))
@@ -119,7 +115,7 @@ def test_sigterm_right_after_a_file_signal_still_snapshots_after_restart(
                                        "signal.file": str(sigfile),
                                        "signal.poll.interval.ms": 100})
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sid = "file-" + uuid.uuid4().hex[:6]
     sigfile.write_text(json.dumps({"id": sid, "type": "execute-snapshot",
                                    "data": {"data-collections": ["%s.%s" % (db, coll)]}}) + "\n")
@@ -127,7 +123,7 @@ def test_sigterm_right_after_a_file_signal_still_snapshots_after_restart(
     assert d.stop(timeout_s=30) == 0
     events = tmp_workdir / "events.jsonl"
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     wait_until(lambda: len(set(snapshot_keys(events, db, coll))) >= 300, 60,
                "every document snapshotted after the restart")
     assert sorted(set(snapshot_keys(events, db, coll))) == list(range(300))
@@ -142,7 +138,7 @@ def test_a_second_signal_for_a_queued_collection_is_queued_again(tmp_workdir, si
     c[db][coll].insert_many([{"_id": i, "g": i % 15} for i in range(1500)])
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim,
                                      **{"notification.enabled.channels": "log"}))
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     ns = "%s.%s" % (db, coll)
     first = signal(c, "execute-snapshot", {
         "data-collections": [ns],
@@ -178,7 +174,7 @@ def test_a_signal_too_long_for_the_offsets_is_refused_and_capture_goes_on(
     c[db][coll].insert_many([{"_id": i} for i in range(20)])
     cfg = cfg_for(tmp_workdir, sim, **{"notification.enabled.channels": "log"})
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sdb, scoll = SIGNALS.split(".")
     sid = "long-" + uuid.uuid4().hex[:6]
     c[sdb][scoll].insert_one(big_signal_doc(sid, 8001, "durdb.missing_collection_%05d"))
@@ -196,7 +192,7 @@ def test_a_signal_too_long_for_the_offsets_is_refused_and_capture_goes_on(
     assert d.stop(timeout_s=30) == 0
     # a restart does not die on it either
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     c[db][coll].insert_one({"_id": 1000})
     wait_until(lambda: any(r.topic == "%s.%s.%s" % (PREFIX, db, coll) and '1000' in (r.key or "")
                            for r in read_jsonl(tmp_workdir / "events.jsonl")), 30, "streaming")
@@ -221,7 +217,7 @@ def test_a_signal_too_long_for_the_offsets_topic_leaves_kafka_offsets_writable(
                      "incremental.snapshot.chunk.size": 20,
                      "offsets.topic": "mongocdc-offsets-" + prefix})
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sdb, scoll = SIGNALS.split(".")
     sid = "klong-" + uuid.uuid4().hex[:6]
     c[sdb][scoll].insert_one(big_signal_doc(sid, 8001, "durdb.missing_collection_%05d",
@@ -235,7 +231,7 @@ def test_a_signal_too_long_for_the_offsets_topic_leaves_kafka_offsets_writable(
     assert not lines_with(tmp_workdir, "cannot store the offsets")
     assert d.stop(timeout_s=30) == 0
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     time.sleep(1.0)
     assert d.running(), log_text(tmp_workdir)[-3000:]
     assert d.stop(timeout_s=30) == 0
@@ -246,7 +242,7 @@ def test_a_long_signal_then_sigterm_stops_promptly_with_one_warn(tmp_workdir, si
     c = sim.client()
     cfg = cfg_for(tmp_workdir, sim)
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sdb, scoll = SIGNALS.split(".")
     sid = "wide-" + uuid.uuid4().hex[:6]
     # names with no '.' resolve to nothing: one summary WARN, nothing queued
@@ -280,7 +276,7 @@ def test_a_paused_snapshot_stays_paused_across_a_restart(tmp_workdir, sim, start
     c[db][coll].insert_many([{"_id": i} for i in range(3000)])
     cfg = cfg_for(tmp_workdir, sim, **{"incremental.snapshot.chunk.size": 10})
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     events = tmp_workdir / "events.jsonl"
     sid = signal(c, "execute-snapshot", {"data-collections": ["%s.%s" % (db, coll)]})
     signal(c, "pause-snapshot", {})
@@ -316,7 +312,7 @@ def test_sigterm_right_after_a_kafka_signal_still_snapshots_after_restart(
                                        "signal.kafka.bootstrap.servers": kafka.bootstrap,
                                        "signal.kafka.groupId": "g-" + uuid.uuid4().hex[:8]})
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sid = "kafka-" + uuid.uuid4().hex[:6]
     kafka_support.produce(kafka, topic, [(PREFIX.encode(), json.dumps(
         {"id": sid, "type": "execute-snapshot",
@@ -325,7 +321,7 @@ def test_sigterm_right_after_a_kafka_signal_still_snapshots_after_restart(
     assert d.stop(timeout_s=30) == 0
     events = tmp_workdir / "events.jsonl"
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     wait_until(lambda: len(set(snapshot_keys(events, db, coll))) >= 300, 60,
                "every document snapshotted after the restart")
     assert sorted(set(snapshot_keys(events, db, coll))) == list(range(300))

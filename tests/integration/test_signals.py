@@ -24,7 +24,7 @@ import pytest
 
 import kafka_support
 from conftest import wait_until
-from pipeline_support import Sim, log_text, offsets_value, read_jsonl, write_config
+from pipeline_support import Sim, log_text, offsets_value, read_jsonl, wait_streaming, write_config
 
 PREFIX = "it"
 SIGNALS = "sigdb.signals"
@@ -42,10 +42,6 @@ def cfg_for(workdir, sim, kafka=None, **raw):
             "debezium.compatibility": "3.x"}
     base.update(raw)
     return write_config(workdir, sim.uri, kafka=kafka, raw=base)
-
-
-def streaming(workdir):
-    wait_until(lambda: "streaming changes from" in log_text(workdir), 60, "streaming")
 
 
 def warn_lines(workdir, needle):
@@ -105,7 +101,7 @@ def test_bad_signals_warn_once_each_and_streaming_goes_on(tmp_workdir, sim, star
     c = sim.client()
     c.sigdata.rows.insert_one({"_id": 0, "v": "before"})
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim))
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     db, coll = SIGNALS.split(".")
     for doc, _ in BAD_SIGNALS:
         c[db][coll].insert_one(doc)
@@ -137,7 +133,7 @@ def test_log_signal_through_the_source_channel_and_the_command(tmp_workdir, sim,
     c = sim.client()
     cfg = cfg_for(tmp_workdir, sim)
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     db, coll = SIGNALS.split(".")
     c[db][coll].insert_one({"_id": "log-src-1", "type": "log",
                             "data": {"message": "source-log-marker {}"}})
@@ -164,7 +160,7 @@ def test_file_channel_reads_lines_and_removes_them(tmp_workdir, sim, start_mongo
                                        "signal.file": str(sigfile),
                                        "signal.poll.interval.ms": 200})
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     sigfile.write_text(
         json.dumps({"id": "file-1", "type": "log", "data": {"message": "file-log-marker {}"}})
         + "\n" + "this is not json\n" + "\n"
@@ -223,7 +219,7 @@ def test_kafka_channel_keyed_records_only_and_committed(tmp_workdir, sim, start_
         (PREFIX.encode(), b"{broken"),
     ], partition=0)
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     assert_offset_substituted(wait_log(tmp_workdir, "kafka-log-marker", 60), "kafka-log-marker")
     wait_until(lambda: warn_lines(tmp_workdir, "kafka signal channel"), 20, "the broken record")
     assert "doesn't match the connector's name" in log_text(tmp_workdir)
@@ -302,7 +298,7 @@ def test_notifications_on_the_sink_topic_and_the_log(tmp_workdir, sim, start_mon
                      "key.converter.schemas.enable": schemas,
                      "value.converter.schemas.enable": schemas})
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     db, coll = SIGNALS.split(".")
     sid = "notify-" + uuid.uuid4().hex[:6]
     c[db][coll].insert_one({"_id": sid, "type": "execute-snapshot",
@@ -339,7 +335,7 @@ def test_initial_snapshot_notifications_on_the_log(tmp_workdir, sim, start_mongo
     d = start_mongocdc("-c", cfg_for(tmp_workdir, sim, **{
         "snapshot.mode": "initial", "notification.enabled.channels": "log",
         "collection.include.list": "initnote.rows"}))
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     head = "[Notification Service]  {aggregateType='Initial Snapshot', type="
     started = wait_log(tmp_workdir, head + "'STARTED'")
     assert started.endswith("additionalData={connector_name=it}}"), started
@@ -354,7 +350,7 @@ def test_unreachable_signal_broker_never_stops_capture(tmp_workdir, sim, start_m
                                        "signal.kafka.bootstrap.servers": "127.0.0.1:1",
                                        "signal.kafka.topic": "nowhere-signal"})
     d = start_mongocdc("-c", cfg)
-    streaming(tmp_workdir)
+    wait_streaming(tmp_workdir)
     wait_until(lambda: warn_lines(tmp_workdir, "kafka signal channel"), 30, "the outage WARN")
     db, coll = SIGNALS.split(".")
     c[db][coll].insert_one({"_id": "log-outage", "type": "log",

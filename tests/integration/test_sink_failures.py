@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import wait_until
-from pipeline_support import Sim, log_text, read_jsonl, write_config
+from pipeline_support import Sim, fast_retry, log_text, read_jsonl, write_config
 
 N_DOCS = 400
 
@@ -40,14 +40,8 @@ def items_sim(tmp_workdir):
     sim.stop()
 
 
-def _fast_retry(**more):
-    opts = {"connect.backoff.initial.delay.ms": 100, "connect.backoff.max.delay.ms": 400}
-    opts.update(more)
-    return opts
-
-
 def test_stdout_reader_gone_is_final(tmp_workdir, items_sim, mongocdc_bin):
-    cfg = write_config(tmp_workdir, items_sim.uri, **_fast_retry(**{"sink.type": "stdout"}))
+    cfg = write_config(tmp_workdir, items_sim.uri, **fast_retry(**{"sink.type": "stdout"}))
     err_path = Path(tmp_workdir) / "stderr.log"
     with open(err_path, "wb") as err:
         proc = subprocess.Popen([str(mongocdc_bin), "-c", str(cfg)], cwd=tmp_workdir,
@@ -73,7 +67,7 @@ def test_always_full_device_counts_attempts_then_stops(tmp_workdir, items_sim, r
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full on this system")
     cfg = write_config(tmp_workdir, items_sim.uri, sink_path="/dev/full",
-                       **_fast_retry(**{"connect.max.attempts": 4}))
+                       **fast_retry(**{"connect.max.attempts": 4}))
     r = run_mongocdc("-c", cfg, timeout_s=120)
     err = r.stderr.decode(errors="replace")
     assert r.returncode == 1, err[-3000:]
@@ -114,7 +108,7 @@ def test_full_file_system_leaves_whole_lines_and_resumes(tmp_workdir, items_sim,
                                                          run_mongocdc, start_mongocdc):
     out = small_fs / "events.jsonl"
     cfg = write_config(tmp_workdir, items_sim.uri, sink_path=str(out),
-                       **_fast_retry(**{"connect.max.attempts": 3}))
+                       **fast_retry(**{"connect.max.attempts": 3}))
     r = run_mongocdc("-c", cfg, timeout_s=120)
     err = r.stderr.decode(errors="replace")
     assert r.returncode == 1, err[-3000:]

@@ -18,7 +18,8 @@ import pytest
 
 from conftest import wait_until
 from pipeline_support import (Sim, data_records, dataset_docs, dataset_loads, expected_key,
-                              key_id_text, log_text, offsets_value, read_jsonl, write_config)
+                              key_id_text, log_text, offsets_value, read_jsonl, wait_streaming,
+                              write_config)
 
 PREFIX = "it"
 
@@ -85,7 +86,7 @@ def test_always_resnapshots_and_streams_what_happened_meanwhile(tmp_workdir, thr
     cfg1 = write_config(tmp_workdir, sim.uri, name="run1.yaml", sink_path=tmp_workdir / "run1.jsonl",
                         **{"snapshot.mode": "always"})
     d = start_mongocdc("-c", cfg1)
-    wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60, "run 1")
+    wait_streaming(tmp_workdir)
     assert d.stop(timeout_s=30) == 0
     c = sim.client()
     c.itdb.meanwhile.insert_one({"_id": "m1"})
@@ -105,7 +106,7 @@ def test_always_resnapshots_and_streams_what_happened_meanwhile(tmp_workdir, thr
 def test_no_data_streams_without_copying(tmp_workdir, three_sim, start_mongocdc):
     cfg = write_config(tmp_workdir, three_sim.uri, **{"snapshot.mode": "no_data"})
     d = start_mongocdc("-c", cfg)
-    wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60, "streaming")
+    wait_streaming(tmp_workdir)
     three_sim.client().itdb.nodata.insert_one({"_id": 1})
     wait_until(lambda: recs_of(tmp_workdir / "events.jsonl"), 30, "the insert")
     recs = recs_of(tmp_workdir / "events.jsonl")
@@ -318,7 +319,7 @@ def test_context_headers_reach_kafka(tmp_workdir, three_sim, kafka, start_mongoc
                        **{"topic.prefix": prefix, "snapshot.mode": "no_data",
                           "debezium.compatibility": "3.x"})
     d = start_mongocdc("-c", cfg)
-    wait_until(lambda: "streaming changes from" in log_text(tmp_workdir), 60, "streaming")
+    wait_streaming(tmp_workdir)
     c = three_sim.client()
     c.itdb.hdr.insert_one({"_id": 1})
     c.itdb.hdr.delete_one({"_id": 1})

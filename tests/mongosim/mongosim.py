@@ -20,7 +20,9 @@ Behaviour follows mongo-sim-spec.md (repository's shared docs); where it and rea
 disagree, real MongoDB wins and SPEC-NOTES.md says so. Implementation: simvalue (codec, BSON
 order, dotted paths), simquery (matching, sort, projection), simupdate (update operators,
 oplog diffs), simtoken (resume tokens), simserver (replica set, store, oplog, writes), simstream
-(change streams), simcommands (commands), simwire (framing, envelope, faults, control API).
+(change streams), simcommands and simcmd_* (commands), simwire (framing, envelope, faults),
+simdeploy (the deployment's servers and control API), simshard / simmongos / simmerged
+(sharded clusters).
 """
 
 import argparse
@@ -73,7 +75,7 @@ def _parse_args(argv):
 def build(args):
     """Create and start a Sim from parsed arguments; returns it after loading data."""
     import simserver
-    import simwire
+    import simdeploy
     if args.topology == "sharded":
         return build_sharded(args)
     ports = None
@@ -86,7 +88,7 @@ def build(args):
     cl.max_event_bytes = args.max_event_bytes
     for m in cl.members:
         m.advertise_host = args.advertise_host
-    sim = simwire.Sim([cl], control_port=(args.base_port + args.members) if args.base_port else 0)
+    sim = simdeploy.Sim([cl], control_port=(args.base_port + args.members) if args.base_port else 0)
     sim.start()
     for spec in args.load:
         path, ns = spec, None
@@ -110,14 +112,14 @@ def build_sharded(args):
     """Config server replica set + N shard replica sets + mongos routers (spec §6.1)."""
     import simserver
     import simshard
-    import simwire
+    import simdeploy
     shared = simserver.Shared(args.data_seed)
     common = dict(server_version=args.server_version, oplog_size_mb=args.oplog_size_mb, seed=args.data_seed,
                   noop_interval=args.noop_interval, pre_images=args.pre_images, shared=shared)
     cfg = simserver.Cluster(members=args.config_members, set_name="configRepl", configsvr=True, **common)
     shards = [simserver.Cluster(members=args.members, set_name="shard%02d" % (i + 1), **common)
               for i in range(args.shards)]
-    sim = simwire.Sim([cfg] + shards, control_port=0)
+    sim = simdeploy.Sim([cfg] + shards, control_port=0)
 
     # --auth: one user table for mongos, the config servers and every shard (the same
     # credentials work on a shard directly, as capture tasks connect)
@@ -231,7 +233,7 @@ class MongoSim(object):
         return self
 
     def control(self, action, timeout=30, **kw):
-        """POST a control action (see simwire.Sim.act_*); returns the decoded JSON reply.
+        """POST a control action (see simdeploy.Sim.act_*); returns the decoded JSON reply.
         Raises RuntimeError with the simulator's message on a 4xx/5xx answer."""
         from bson import json_util
         data = json_util.dumps(kw).encode()

@@ -1,6 +1,6 @@
 """The replica-set part of the simulator's HTTP control API (README "Control API"): status,
 counters, elections and rollbacks, members leaving and joining, faults, the oplog, the clock.
-A mixin of simwire.Sim (which holds cl, servers and dispatcher); split out of simwire."""
+A mixin of simdeploy.Sim (which holds cl, servers and dispatcher)."""
 
 import time
 

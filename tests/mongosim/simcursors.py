@@ -11,6 +11,7 @@ import simrollback
 from simbson import SimError
 
 MAX_BATCH_BYTES = 16 * 1024 * 1024
+DEFAULT_BATCH = 101  # documents in a first batch when the command names no batchSize
 
 
 class ListCursor(object):
