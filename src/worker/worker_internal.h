@@ -116,6 +116,8 @@ struct worker {
     const struct mcdc_position *signal_pos;
     struct mcdc_position inc_pos; /* a position stamped with its progress */
     struct signal_queue *sigq;    /* this task's signal queue on the bus, NULL: none */
+    struct signal_bus *bus;       /* the daemon's signal bus (worker_options), NULL: none */
+    struct notifier *notifier;    /* the daemon's notifier (worker_options), NULL: none */
     bool drain_requested; /* worker_request_drain() (atomic access) */
     bool drained;         /* drained up to drain_until and stopped (atomic access) */
     uint64_t drain_until; /* the removed shard's last write (BSON timestamp), 0: not read yet */
@@ -397,9 +399,6 @@ enum phase worker_signals_drain(struct worker *w);
 struct notify_kv;
 void worker_notify(struct worker *w, const char *type, const char *id, const struct notify_kv *kv,
                    size_t n);
-
-/* The daemon's signal bus (worker_signals_attach), or NULL. */
-struct signal_bus *worker_signal_bus(void);
 
 /* Whether ev is a change of the namespace ns ("db.coll"; NULL: false). */
 bool worker_event_in(const struct mcdc_event *ev, const char *ns);
