@@ -267,11 +267,17 @@ enum metrics_op worker_metrics_op(enum mcdc_op op);
 void worker_metrics_service(struct worker *w, const struct mcdc_position *pos);
 
 /*
- * capture.mode oplog streaming (worker_oplog.c): tails local.oplog.rs from
- * w->stream_pos (debezium-format.md §1.4, §3.5). Same contract as
- * worker_stream.
+ * The sources of worker_stream's loop (capture/source.h). worker_oplog_open
+ * (worker_oplog.c): capture.mode oplog, tailing local.oplog.rs from
+ * w->stream_pos (debezium-format.md §1.4, §3.5); worker_store_start
+ * (worker_stream.c): with nothing stored, the source's start stored before
+ * anything is produced, so a restart without acknowledged records resumes
+ * there. Both: PHASE_OK or the phase of a failure (w->err); *out is the
+ * opened source (NULL: it could not open).
  */
-enum phase worker_stream_oplog(struct worker *w);
+struct mcdc_source;
+enum phase worker_oplog_open(struct worker *w, struct mcdc_source **out);
+enum phase worker_store_start(struct worker *w, struct mcdc_source *src);
 
 /*
  * The migration table of debezium-format.md §4.4 for this task: true when
