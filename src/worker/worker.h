@@ -81,8 +81,8 @@ struct worker_order_gate {
  * client first); false with err when no address is primary (retriable: the
  * task backs off and calls find again; *pool is still one to use) or, with
  * *pool NULL, when no pool can be opened (fatal). lost (task thread): true
- * when client's server is no longer primary; the streaming loops ask it
- * between batches and reconnect through find.
+ * when client's server is no longer primary; the streaming loop asks it
+ * between batches and the task reconnects through find.
  */
 struct worker_primary {
     void *ctx;
