@@ -222,8 +222,6 @@ struct daemon_signals {
 static void daemon_signals_stop(struct daemon_signals *sg)
 {
     signal_channels_stop(sg->channels);
-    worker_signals_attach(NULL, NULL);
-    notify_set_daemon(NULL);
     notify_destroy(sg->notifier);
     signal_bus_destroy(sg->bus);
     memset(sg, 0, sizeof *sg);
@@ -241,8 +239,6 @@ static bool daemon_signals_start(const struct mcdc_config *cfg, struct daemon_si
         daemon_signals_stop(sg);
         return false;
     }
-    worker_signals_attach(sg->bus, sg->notifier);
-    notify_set_daemon(sg->notifier);
     sg->channels = signal_channels_start(cfg, sg->bus, err);
     if (sg->channels == NULL && err->domain != MCDC_ERR_NONE) {
         daemon_signals_stop(sg);
@@ -293,7 +289,7 @@ static int run_capture(const struct mcdc_config *cfg)
         return MCDC_EXIT_FAILURE;
     }
     dm.bus = sg.bus;
-    dm.topo = topology_start(cfg, loop, &err);
+    dm.topo = topology_start(cfg, loop, sg.bus, sg.notifier, &err);
     if (!dm.topo) {
         LOG_ERROR("cannot start: %s", err.msg);
         daemon_signals_stop(&sg);

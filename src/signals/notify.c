@@ -184,21 +184,8 @@ void notify_send(struct notifier *n, const char *aggregate_type, const char *typ
     }
 }
 
-static struct notifier *_Atomic daemon_notifier;
-
-void notify_set_daemon(struct notifier *n)
+void notify_initial_snapshot(struct notifier *n, const char *type, const char *connector_name)
 {
-    atomic_store(&daemon_notifier, n);
-}
-
-struct notifier *notify_daemon(void)
-{
-    return atomic_load(&daemon_notifier);
-}
-
-void notify_initial_snapshot(const char *type, const char *connector_name)
-{
-    struct notifier *n = notify_daemon();
     if (!n)
         return;
     char id[37];

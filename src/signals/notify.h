@@ -46,19 +46,13 @@ struct notifier *notify_new(const struct mcdc_config *cfg, struct mcdc_error *er
  * delivered) and frees n. NULL is a no-op. */
 void notify_destroy(struct notifier *n);
 
-/* The daemon's notifier (NULL: none), for code without a notifier handed
- * to it, such as the initial snapshot of a task. Set by main before tasks
- * start; read from any thread. */
-void notify_set_daemon(struct notifier *n);
-struct notifier *notify_daemon(void);
-
 /*
  * Debezium's InitialSnapshotNotificationService: type STARTED, COMPLETED,
  * ABORTED or SKIPPED, aggregateType "Initial Snapshot", a new random id,
- * additionalData {connector_name: topic.prefix}. Sent on the daemon's
- * notifier; nothing when there is none.
+ * additionalData {connector_name: topic.prefix}. Sent on n (the daemon's
+ * notifier); nothing when n is NULL.
  */
-void notify_initial_snapshot(const char *type, const char *connector_name);
+void notify_initial_snapshot(struct notifier *n, const char *type, const char *connector_name);
 
 /*
  * Sends one notification on every enabled channel. id: the correlation id

@@ -52,6 +52,8 @@ struct task {
 struct topology {
     const struct mcdc_config *cfg;
     struct ev_loop *loop;
+    struct signal_bus *bus;    /* handed to every task (worker_options) */
+    struct notifier *notifier; /* handed to every task (worker_options) */
     ev_async notice;
     bool notice_started;
     struct task *tasks;
@@ -300,8 +302,23 @@ static bool start_shard_task(struct topology *t, const struct shard_info *s, int
             primary_as_given(t->cfg, s->hosts)
                 ? use_finder(t, task, s->hosts, s->rs, t->cfg->shard_params, &prim)
                 : NULL;
-        task->w = worker_start(t->cfg, task->pool, s->rs, true, selection_ms, start_at,
-                               owned_filters, task->owned, g, p, task_ended, t, err);
+        struct worker_options opt = {
+            .cfg = t->cfg,
+            .pool = task->pool,
+            .expected_rs = s->rs,
+            .per_shard = true,
+            .selection_timeout_ms = selection_ms,
+            .start_at = start_at,
+            .snapshot_filters = owned_filters,
+            .filters_ctx = task->owned,
+            .gate = g,
+            .primary = p,
+            .bus = t->bus,
+            .notifier = t->notifier,
+            .on_exit = task_ended,
+            .ctx = t,
+        };
+        task->w = worker_start(&opt, err);
     }
     return task->w != NULL;
 }
@@ -484,7 +501,17 @@ static bool start_merged_task(struct topology *t, struct task *task, int64_t sel
         return false;
     }
     m.start = has_start ? &start : NULL;
-    task->w = worker_start_merged(t->cfg, task->pool, selection_ms, &m, task_ended, t, err);
+    struct worker_options opt = {
+        .cfg = t->cfg,
+        .pool = task->pool,
+        .selection_timeout_ms = selection_ms,
+        .start_at = -1,
+        .bus = t->bus,
+        .notifier = t->notifier,
+        .on_exit = task_ended,
+        .ctx = t,
+    };
+    task->w = worker_start_merged(&opt, &m, err);
     position_clear(&start);
     return task->w != NULL;
 }
@@ -522,6 +549,7 @@ static bool probe_as_given(struct topology *t, const char *hosts, enum seed_kind
 }
 
 struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *loop,
+                                struct signal_bus *bus, struct notifier *notifier,
                                 struct mcdc_error *err)
 {
     struct topology *t;
@@ -541,6 +569,8 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
     t = xcalloc(1, sizeof *t);
     t->cfg = cfg;
     t->loop = loop;
+    t->bus = bus;
+    t->notifier = notifier;
     if (!seed_open_pool(cfg, cfg->connection_string, &seed.uri, &seed.pool, &selection_ms, err))
         goto fail;
 
@@ -631,8 +661,19 @@ struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *l
                              rs != NULL ? rs : mongoc_uri_get_replica_set(t->tasks[0].uri), NULL,
                              &prim)
                 : NULL;
-        t->tasks[0].w = worker_start(cfg, t->tasks[0].pool, rs, false, selection_ms, -1, NULL, NULL,
-                                     NULL, p, task_ended, t, err);
+        struct worker_options opt = {
+            .cfg = cfg,
+            .pool = t->tasks[0].pool,
+            .expected_rs = rs,
+            .selection_timeout_ms = selection_ms,
+            .start_at = -1,
+            .primary = p,
+            .bus = t->bus,
+            .notifier = t->notifier,
+            .on_exit = task_ended,
+            .ctx = t,
+        };
+        t->tasks[0].w = worker_start(&opt, err);
     }
     free(as_given);
     as_given = NULL;

@@ -24,11 +24,16 @@ struct topology;
 /*
  * Discovers the deployment behind cfg->connection_string and starts its
  * capture tasks. cfg is borrowed and must outlive the topology. loop is the
- * main libev loop. The caller has called mongoc_init(). Returns NULL and fills err when the deployment cannot be
+ * main libev loop. bus and notifier (borrowed, may be NULL; they must outlive
+ * every task) are handed to each task (worker_options). The caller has
+ * called mongoc_init(). Returns NULL and fills err when the deployment cannot be
  * used (e.g. a standalone server: no oplog) or discovery fails after the
  * configured retries.
  */
+struct signal_bus;
+struct notifier;
 struct topology *topology_start(const struct mcdc_config *cfg, struct ev_loop *loop,
+                                struct signal_bus *bus, struct notifier *notifier,
                                 struct mcdc_error *err);
 
 /*

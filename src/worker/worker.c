@@ -384,7 +384,7 @@ static void finish(struct worker *w, enum phase ph)
      * a task any more, so none is handed over to a task past its last
      * drain; the channels keep them for the next run. */
     if (ph == PHASE_FATAL && !atomic_load(&w->drain_requested))
-        signal_bus_close(worker_signal_bus());
+        signal_bus_close(w->bus);
     if (pipeline_is_open(w->pipe)) {
         if (ph == PHASE_STOPPED)
             worker_signals_at_stop(w); /* recorded by the final commit below */
@@ -476,18 +476,20 @@ static void on_acked(void *ctx, const struct mcdc_position *pos)
 }
 
 /* The state every task starts from (worker_start, worker_start_merged). */
-static struct worker *worker_new(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
-                                 int64_t selection_timeout_ms, worker_exit_cb on_exit, void *ctx)
+static struct worker *worker_new(const struct worker_options *opt)
 {
+    const struct mcdc_config *cfg = opt->cfg;
     struct worker *w = xcalloc(1, sizeof *w);
 
-    w->selection_timeout_ms =
-        selection_timeout_ms > 0 ? selection_timeout_ms : cfg->server_selection_timeout_ms;
+    w->selection_timeout_ms = opt->selection_timeout_ms > 0 ? opt->selection_timeout_ms
+                                                            : cfg->server_selection_timeout_ms;
     w->start_at = -1;
     w->cfg = cfg;
-    w->pool = pool;
-    w->on_exit = on_exit;
-    w->ctx = ctx;
+    w->pool = opt->pool;
+    w->bus = opt->bus;
+    w->notifier = opt->notifier;
+    w->on_exit = opt->on_exit;
+    w->ctx = opt->ctx;
     w->exit_code = MCDC_EXIT_FAILURE;
     atomic_init(&w->finished, false);
     atomic_init(&w->stop, false);
@@ -525,25 +527,21 @@ static struct worker *worker_launch(struct worker *w, struct mcdc_error *err)
     return w;
 }
 
-struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
-                            const char *expected_rs, bool per_shard, int64_t selection_timeout_ms,
-                            int64_t start_at, worker_snapshot_filters_fn snapshot_filters,
-                            void *filters_ctx, const struct worker_order_gate *gate,
-                            const struct worker_primary *primary, worker_exit_cb on_exit,
-                            void *ctx, struct mcdc_error *err)
+struct worker *worker_start(const struct worker_options *opt, struct mcdc_error *err)
 {
-    struct worker *w = worker_new(cfg, pool, selection_timeout_ms, on_exit, ctx);
+    struct worker *w = worker_new(opt);
+    const char *expected_rs = opt->expected_rs;
 
-    w->start_at = start_at;
-    w->per_shard = per_shard;
-    w->snapshot_filters = snapshot_filters;
-    w->filters_ctx = filters_ctx;
-    if (gate != NULL) {
-        w->gate = *gate;
+    w->start_at = opt->start_at;
+    w->per_shard = opt->per_shard;
+    w->snapshot_filters = opt->snapshot_filters;
+    w->filters_ctx = opt->filters_ctx;
+    if (opt->gate != NULL) {
+        w->gate = *opt->gate;
         w->has_gate = true;
     }
-    if (primary != NULL) {
-        w->primary = *primary;
+    if (opt->primary != NULL) {
+        w->primary = *opt->primary;
         w->has_primary = true;
         w->need_primary = true;
         w->pool = NULL;
@@ -553,7 +551,7 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
         w->rs_known = true;
     } else {
         /* Until hello answers, the task goes by the set the URI names. */
-        mongoc_uri_t *uri = mongoc_uri_new(cfg->connection_string);
+        mongoc_uri_t *uri = mongoc_uri_new(opt->cfg->connection_string);
         const char *want = uri != NULL ? mongoc_uri_get_replica_set(uri) : NULL;
         if (want != NULL && want[0] != '\0') {
             snprintf(w->rs, sizeof w->rs, "%s", want);
@@ -564,11 +562,10 @@ struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t 
     return worker_launch(w, err);
 }
 
-struct worker *worker_start_merged(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
-                                   int64_t selection_timeout_ms, const struct worker_merged *merged,
-                                   worker_exit_cb on_exit, void *ctx, struct mcdc_error *err)
+struct worker *worker_start_merged(const struct worker_options *opt,
+                                   const struct worker_merged *merged, struct mcdc_error *err)
 {
-    struct worker *w = worker_new(cfg, pool, selection_timeout_ms, on_exit, ctx);
+    struct worker *w = worker_new(opt);
 
     w->merged = true;
     w->rs_partition = merged->rs_partition;

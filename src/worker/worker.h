@@ -81,8 +81,8 @@ struct worker_order_gate {
  * client first); false with err when no address is primary (retriable: the
  * task backs off and calls find again; *pool is still one to use) or, with
  * *pool NULL, when no pool can be opened (fatal). lost (task thread): true
- * when client's server is no longer primary; the streaming loops ask it
- * between batches and reconnect through find.
+ * when client's server is no longer primary; the streaming loop asks it
+ * between batches and the task reconnects through find.
  */
 struct worker_primary {
     void *ctx;
@@ -94,41 +94,70 @@ struct worker_primary {
 /* Called on the worker's thread once, just before it ends (e.g. ev_async_send). */
 typedef void (*worker_exit_cb)(struct worker *w, void *ctx);
 
+struct signal_bus;
+struct notifier;
+
 /*
- * Starts a task on pool (borrowed; must outlive the worker) for cfg
- * (borrowed). expected_rs is the replica-set name topology already knows, or
- * NULL to discover it (messages before discovery use the URI's replicaSet).
- * per_shard: the task reads one shard of a sharded cluster (its offsets stay
- * in the per-replica-set partition {rs, server_id} whatever the layout;
- * offsets_layout_partition), false for a replica set.
- * selection_timeout_ms is the overall server-selection budget of one
- * connection attempt (mongodb.server.selection.timeout.ms, or the URI's
- * serverSelectionTimeoutMS): the pool's URI carries only a short slice of it
- * (WORKER_SELECTION_SLICE_MS) and the task waits slice by slice, checking
- * its stop flag in between, so a stop is never held up by an unreachable
- * server. start_at is a BSON timestamp value (seconds in the high 32 bits,
- * increment low) or -1: when it is set and the task has no stored offset, it
- * takes no snapshot and streams from that cluster time (startAtOperationTime,
- * inclusive), storing that position before anything else; a stored offset
- * older than start_at is passed over the same way (a shard removed and
- * re-added under its name: writes to its replica set in between were not
- * cluster changes). This is how a
- * shard added to a running cluster is read from the moment it joined
- * (`topologyTime` of config.shards, mongo-sim-spec.md §6.5 item 6): it holds
- * only migrated documents, which are not changes. snapshot_filters (may be
- * NULL) and filters_ctx: see worker_snapshot_filters_fn. gate (may be NULL;
- * copied) orders a document's events across shards. primary (may be NULL;
- * copied): the task gets its pool from primary->find before connecting and
- * after every backoff, and pool is then ignored (may be NULL). on_exit is called
- * from the task's thread when it ends. Returns NULL and fills err if the thread cannot
- * start.
+ * What a task starts with (worker_start, worker_start_merged). Everything
+ * borrowed must outlive the worker; gate and primary are copied.
+ *   cfg:        the configuration (borrowed).
+ *   pool:       the pool the task pops its client from (borrowed; ignored,
+ *               may be NULL, with primary).
+ *   expected_rs: the replica-set name topology already knows, or NULL to
+ *               discover it (messages before discovery use the URI's
+ *               replicaSet).
+ *   per_shard:  the task reads one shard of a sharded cluster: its offsets
+ *               stay in the per-replica-set partition {rs, server_id}
+ *               whatever the layout (offsets_layout_partition).
+ *   selection_timeout_ms: the overall server-selection budget of one
+ *               connection attempt (mongodb.server.selection.timeout.ms, or
+ *               the URI's serverSelectionTimeoutMS; <= 0: the config's). The
+ *               pool's URI carries only a slice of it
+ *               (WORKER_SELECTION_SLICE_MS), so a stop is never held up by
+ *               an unreachable server.
+ *   start_at:   a BSON timestamp value or -1. Set and nothing stored: no
+ *               snapshot, streaming from that cluster time (inclusive), that
+ *               position stored first; a stored offset older than it is
+ *               passed over the same way. How a shard added to a running
+ *               cluster is read from the moment it joined (`topologyTime`,
+ *               mongo-sim-spec.md §6.5 item 6): it holds only migrated
+ *               documents, which are not changes.
+ *   snapshot_filters, filters_ctx: see worker_snapshot_filters_fn (NULL:
+ *               collections are read whole).
+ *   gate:       orders a document's events across shards (NULL: none).
+ *   primary:    the task gets its pool from primary->find before connecting
+ *               and after every backoff (NULL: pool as given).
+ *   bus:        the daemon's signal bus (signals/signals.h; NULL: the task
+ *               handles the signals of its own stream only). The task
+ *               subscribes under its replica-set name and drains its queue
+ *               between events; source-channel signals it sees in its stream
+ *               are published on it, so every shard's task gets them.
+ *   notifier:   the daemon's notifier (signals/notify.h; NULL: no
+ *               notification is sent).
+ *   on_exit, ctx: called on the task's thread once, just before it ends.
  */
-struct worker *worker_start(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
-                            const char *expected_rs, bool per_shard, int64_t selection_timeout_ms,
-                            int64_t start_at, worker_snapshot_filters_fn snapshot_filters,
-                            void *filters_ctx, const struct worker_order_gate *gate,
-                            const struct worker_primary *primary, worker_exit_cb on_exit,
-                            void *ctx, struct mcdc_error *err);
+struct worker_options {
+    const struct mcdc_config *cfg;
+    mongoc_client_pool_t *pool;
+    const char *expected_rs;
+    bool per_shard;
+    int64_t selection_timeout_ms;
+    int64_t start_at;
+    worker_snapshot_filters_fn snapshot_filters;
+    void *filters_ctx;
+    const struct worker_order_gate *gate;
+    const struct worker_primary *primary;
+    struct signal_bus *bus;
+    struct notifier *notifier;
+    worker_exit_cb on_exit;
+    void *ctx;
+};
+
+/*
+ * Starts a replica set's (or one shard's) task as opt says (opt borrowed for
+ * the call). Returns NULL and fills err if the thread cannot start.
+ */
+struct worker *worker_start(const struct worker_options *opt, struct mcdc_error *err);
 
 /*
  * mongodb.connection.mode sharded: one change stream through mongos for the
@@ -149,16 +178,15 @@ struct worker_merged {
 };
 
 /*
- * Starts the merged task on pool (a mongos; borrowed, outlives the worker)
- * as worker_start() does for a replica set, with no discovery (mongos
- * answers hello without a set name), no snapshot filters (reads through
- * mongos never return orphans) and no order gate (mongos merges the shards'
- * events by cluster time). Returns NULL and fills err if the thread cannot
- * start.
+ * Starts the merged task on opt->pool (a mongos) as worker_start() does for
+ * a replica set, with no discovery (mongos answers hello without a set
+ * name), no snapshot filters (reads through mongos never return orphans),
+ * no order gate (mongos merges the shards' events by cluster time) and no
+ * start_at or primary: those members of opt are ignored. Returns NULL and
+ * fills err if the thread cannot start.
  */
-struct worker *worker_start_merged(const struct mcdc_config *cfg, mongoc_client_pool_t *pool,
-                                   int64_t selection_timeout_ms, const struct worker_merged *merged,
-                                   worker_exit_cb on_exit, void *ctx, struct mcdc_error *err);
+struct worker *worker_start_merged(const struct worker_options *opt,
+                                   const struct worker_merged *merged, struct mcdc_error *err);
 
 /* The longest single blocking server selection (ms); see worker_start(). */
 #define WORKER_SELECTION_SLICE_MS 1000
@@ -199,20 +227,6 @@ const char *worker_name(struct worker *w);
  * NULL) gets the task's error.
  */
 int worker_join(struct worker *w, struct mcdc_error *err);
-
-struct signal_bus;
-struct notifier;
-
-/*
- * Attaches the daemon's signal bus and notifier (signals/signals.h,
- * signals/notify.h) for every task started afterwards: each subscribes to
- * the bus under its replica-set name and drains its queue between events;
- * source-channel signals a task sees in its stream are published on the bus
- * (so every shard's task gets them). Call once before the first
- * worker_start. Without a bus a task handles the signals of its own stream
- * only; without a notifier no notification is sent.
- */
-void worker_signals_attach(struct signal_bus *bus, struct notifier *n);
 
 /* Frees the worker (after worker_join). NULL is a no-op. */
 void worker_destroy(struct worker *w);

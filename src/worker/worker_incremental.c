@@ -30,7 +30,7 @@
 enum phase worker_incremental_setup(struct worker *w)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
-    struct signal_bus *bus = worker_signal_bus();
+    struct signal_bus *bus = w->bus;
 
     incr_destroy(w->inc);
     w->inc = incr_new(w->cfg, w->rs, w->cfg->read_only || w->snapshot_filters != NULL);

@@ -96,6 +96,8 @@ struct worker {
     const struct mcdc_position *signal_pos;
     struct mcdc_position inc_pos; /* a position stamped with its progress */
     struct signal_queue *sigq;    /* this task's signal queue on the bus, NULL: none */
+    struct signal_bus *bus;       /* the daemon's signal bus (worker_options), NULL: none */
+    struct notifier *notifier;    /* the daemon's notifier (worker_options), NULL: none */
     atomic_bool drain_requested; /* worker_request_drain(), from the main thread */
     atomic_bool drained;         /* drained up to drain_until and stopped (read by main) */
     uint64_t drain_until; /* the removed shard's last write (BSON timestamp), 0: not read yet */
@@ -239,11 +241,17 @@ enum metrics_op worker_metrics_op(enum mcdc_op op);
 void worker_metrics_service(struct worker *w);
 
 /*
- * capture.mode oplog streaming (worker_oplog.c): tails local.oplog.rs from
- * w->stream_pos (debezium-format.md §1.4, §3.5). Same contract as
- * worker_stream.
+ * The sources of worker_stream's loop (capture/source.h). worker_oplog_open
+ * (worker_oplog.c): capture.mode oplog, tailing local.oplog.rs from
+ * w->stream_pos (debezium-format.md §1.4, §3.5); worker_store_start
+ * (worker_stream.c): with nothing stored, the source's start stored before
+ * anything is produced, so a restart without acknowledged records resumes
+ * there. Both: PHASE_OK or the phase of a failure (w->err); *out is the
+ * opened source (NULL: it could not open).
  */
-enum phase worker_stream_oplog(struct worker *w);
+struct mcdc_source;
+enum phase worker_oplog_open(struct worker *w, struct mcdc_source **out);
+enum phase worker_store_start(struct worker *w, struct mcdc_source *src);
 
 /*
  * The migration table of debezium-format.md §4.4 for this task: true when
@@ -361,9 +369,6 @@ enum phase worker_signals_drain(struct worker *w);
 struct notify_kv;
 void worker_notify(struct worker *w, const char *type, const char *id, const struct notify_kv *kv,
                    size_t n);
-
-/* The daemon's signal bus (worker_signals_attach), or NULL. */
-struct signal_bus *worker_signal_bus(void);
 
 /* Whether ev is a change of the namespace ns ("db.coll"; NULL: false). */
 bool worker_event_in(const struct mcdc_event *ev, const char *ns);

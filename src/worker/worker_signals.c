@@ -28,27 +28,11 @@
 
 #define AGG "Incremental Snapshot"
 
-static struct signal_bus *g_bus; /* set once before tasks start */
-static struct notifier *g_notifier;
-
-void worker_signals_attach(struct signal_bus *bus, struct notifier *n)
-{
-    __atomic_store_n(&g_bus, bus, __ATOMIC_RELEASE);
-    __atomic_store_n(&g_notifier, n, __ATOMIC_RELEASE);
-}
-
-struct signal_bus *worker_signal_bus(void)
-{
-    return __atomic_load_n(&g_bus, __ATOMIC_ACQUIRE);
-}
-
 void worker_notify(struct worker *w, const char *type, const char *id, const struct notify_kv *kv,
                    size_t n)
 {
-    struct notifier *nf = __atomic_load_n(&g_notifier, __ATOMIC_ACQUIRE);
-    (void)w;
-    if (nf != NULL)
-        notify_send(nf, AGG, type, id ? id : "", kv, n);
+    if (w->notifier != NULL)
+        notify_send(w->notifier, AGG, type, id ? id : "", kv, n);
 }
 
 /* ---- signals ----------------------------------------------------------- */
@@ -249,7 +233,7 @@ static enum phase drain_queue(struct worker *w, bool at_stop, size_t *handled)
  * task handles it directly. Either way before the position passes it. */
 static enum phase source_signal(struct worker *w, const struct mcdc_signal *sig)
 {
-    struct signal_bus *bus = __atomic_load_n(&g_bus, __ATOMIC_ACQUIRE);
+    struct signal_bus *bus = w->bus;
     size_t handled = 0;
 
     if (bus == NULL || w->sigq == NULL)

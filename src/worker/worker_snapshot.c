@@ -482,7 +482,7 @@ enum phase worker_snapshot(struct worker *w)
     resume_describe_position(&resume, d, sizeof d);
     LOG_INFO("initial snapshot starting; streaming will resume from %s%s", d,
              w->have_stored ? " (the stored position, older than the snapshot's start)" : "");
-    notify_initial_snapshot("STARTED", cfg->topic_prefix);
+    notify_initial_snapshot(w->notifier, "STARTED", cfg->topic_prefix);
     started = true;
     position_copy(&during, &resume);
     during.initsync = true;
@@ -513,13 +513,13 @@ enum phase worker_snapshot(struct worker *w)
         /* Store "snapshot complete" promptly: a restart then streams instead of
          * copying everything again. */
         ph = worker_service(w, true);
-        notify_initial_snapshot("COMPLETED", cfg->topic_prefix);
+        notify_initial_snapshot(w->notifier, "COMPLETED", cfg->topic_prefix);
     } else if (ph != PHASE_STOPPED) {
         LOG_WARN("initial snapshot failed: %s; it is not marked complete", w->err.msg);
     }
 cleanup:
     if (started && !done)
-        notify_initial_snapshot("ABORTED", cfg->topic_prefix);
+        notify_initial_snapshot(w->notifier, "ABORTED", cfg->topic_prefix);
     snapshot_destroy(snap);
     snapshot_plan_free(plan);
     position_clear(&start);

@@ -1,8 +1,11 @@
 /*
- * worker_stream: the streaming phase of a capture task: change events ->
- * encode -> sink, filtered events and post-batch resume tokens advancing the
- * position, eager transaction END and heartbeats (debezium-format.md §1.9,
- * §3.4, §4.3; design.md §3).
+ * worker_stream: the streaming phase of a capture task, one loop for both
+ * capture modes over a source (capture/source.h: a change stream, or the
+ * oplog opened by worker_oplog.c): changes -> signals -> order gate ->
+ * encode -> sink; filtered changes, no-ops and post-batch resume tokens
+ * advancing the position; eager transaction END, heartbeats, deliveries
+ * and offsets, the primary check and draining between steps
+ * (debezium-format.md §1.9, §3.4, §4.3; design.md §3).
  */
 #include "worker/worker_internal.h"
 
@@ -10,8 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "capture/capture.h"
-#include "capture/oversize.h"
+#include "capture/source.h"
 #include "common/log.h"
 
 /*
@@ -177,7 +179,8 @@ enum phase worker_maybe_heartbeat(struct worker *w, int64_t *last_ms)
 
 /* INFO for a drop, rename or dropDatabase of a captured namespace: no record
  * is produced for them (Debezium emits none), but an operator must be able
- * to see why a captured collection went quiet. */
+ * to see why a captured collection went quiet. doc: the change event (NULL:
+ * none, the new name of a rename is then "?"). */
 static void log_namespace_event(struct worker *w, const bson_t *doc, const struct mcdc_event *ev)
 {
     const char *t = ev->op_type;
@@ -198,10 +201,10 @@ static void log_namespace_event(struct worker *w, const bson_t *doc, const struc
         LOG_INFO("captured collection %s.%s was dropped", db, coll);
     } else if (!strcmp(t, "rename")) {
         const char *to_db = "?", *to_coll = "?";
-        if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, "to.db", &it) &&
+        if (doc != NULL && bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, "to.db", &it) &&
             BSON_ITER_HOLDS_UTF8(&it))
             to_db = bson_iter_utf8(&it, NULL);
-        if (bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, "to.coll", &it) &&
+        if (doc != NULL && bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, "to.coll", &it) &&
             BSON_ITER_HOLDS_UTF8(&it))
             to_coll = bson_iter_utf8(&it, NULL);
         LOG_INFO("captured collection %s.%s was renamed to %s.%s%s", db, coll, to_db, to_coll,
@@ -210,37 +213,30 @@ static void log_namespace_event(struct worker *w, const bson_t *doc, const struc
     }
 }
 
-enum phase worker_stream(struct worker *w)
+enum phase worker_store_start(struct worker *w, struct mcdc_source *src)
+{
+    struct mcdc_position pos;
+    enum phase ph = PHASE_OK;
+
+    position_init(&pos);
+    if (source_start_position(src, &pos)) {
+        pipeline_pass(w->pipe, &pos);
+        position_copy(&w->stream_pos, &pos);
+        ph = worker_service(w, true);
+    }
+    position_clear(&pos);
+    return ph;
+}
+
+/* The change-stream source from w->stream_pos, after the checks it needs;
+ * the start stored when nothing was. */
+static enum phase open_change_stream(struct worker *w, struct mcdc_source **out)
 {
     struct resume_failure fail;
     struct mcdc_error err = MCDC_ERROR_INIT;
-    struct mcdc_position pos;
-    struct capture *cap;
-    enum phase ph = PHASE_OK;
+    enum phase ph;
     char d[128];
     bool from_stored = w->stream_pos.has_resume_token || w->stream_pos.sec > 0;
-    int64_t last_heartbeat_ms = worker_now_ms();
-    /* A stored oplog position under a change_streams mode (§4.4): the stream
-     * starts at its operation time (inclusive); the operations at that time
-     * already emitted (the entry itself, or the first tord operations of its
-     * transaction) are skipped, the rest of such a transaction is not
-     * (Debezium's $ne clusterTime would drop it). */
-    bool migrate = from_stored && w->stream_pos.oplog && !w->stream_pos.has_resume_token;
-    uint32_t skip_sec = 0, skip_ord = 0;
-    int64_t skip_left = 0;
-
-    if (worker_uses_oplog(w))
-        return worker_stream_oplog(w);
-    if (migrate) {
-        skip_sec = (uint32_t)w->stream_pos.sec;
-        skip_ord = (uint32_t)w->stream_pos.ord;
-        skip_left = w->stream_pos.tord > 0 ? w->stream_pos.tord : 1;
-        resume_describe_position(&w->stream_pos, d, sizeof d);
-        LOG_INFO("the stored position %s was written by oplog capture: switching to change "
-                 "streams from its operation time, skipping the %lld operation(s) at that time "
-                 "already emitted",
-                 d, (long long)skip_left);
-    }
 
     ph = worker_await_server(w);
     if (ph == PHASE_OK && from_stored)
@@ -250,9 +246,9 @@ enum phase worker_stream(struct worker *w)
     if (ph != PHASE_OK)
         return ph;
     /* No stored position: capture.start.op.time when set, else now (§4.3). */
-    cap = capture_open(w->client, w->cfg, w->has_pipeline ? &w->pipeline : NULL, &w->stream_pos,
-                       &fail, &err);
-    if (cap == NULL)
+    *out = source_stream_open(w->client, w->cfg, w->has_pipeline ? &w->pipeline : NULL,
+                              &w->stream_pos, &fail, &err);
+    if (*out == NULL)
         return worker_phase_from_failure(w, &fail, &err);
     resume_describe_position(&w->stream_pos, d, sizeof d);
     metrics_set_state(w->m, METRICS_STATE_STREAMING);
@@ -264,134 +260,135 @@ enum phase worker_stream(struct worker *w)
                  (unsigned)((uint64_t)w->cfg->capture_start_op_time & 0xffffffffu));
     else
         LOG_INFO("streaming changes from now (no stored position)");
-    position_init(&pos);
-    if (!from_stored) {
-        /* Store where this stream starts before any record is produced: if no
-         * record is acknowledged before a restart (a broker outage, a crash),
-         * the task must resume here, not from a later "now". */
-        const bson_t *start = capture_resume_token(cap);
-        if (start != NULL && !bson_empty(start)) {
-            bson_destroy(&pos.resume_token);
-            bson_copy_to(start, &pos.resume_token);
-            pos.has_resume_token = true;
-            pipeline_pass(w->pipe, &pos);
-            position_copy(&w->stream_pos, &pos);
-            ph = worker_service(w, true);
-            position_clear(&pos);
-        }
-    }
-    while (!worker_stopping(w) && ph == PHASE_OK && (ph = worker_primary_check(w)) == PHASE_OK) {
-        const bson_t *doc = NULL, *token;
-        struct mcdc_event ev;
-        bool emit = false, seen = false, idle = false;
-        int64_t full_size = -1, before_size = -1;
+    /* Store where this stream starts before any record is produced: if no
+     * record is acknowledged before a restart (a broker outage, a crash),
+     * the task must resume here, not from a later "now". */
+    return from_stored ? PHASE_OK : worker_store_start(w, *out);
+}
 
-        switch (capture_next(cap, &doc)) {
-        case CAPTURE_EVENT:
-            w->attempts = 0;
-            w->history_lost_runs = 0; /* the stream reads: its history is there */
-            w->events++;
-            if (!capture_event_position(doc, &pos)) {
-                ph = PHASE_FATAL;
-                mcdc_error_set(&w->err, MCDC_ERR_MONGO, 0, "change event without a resume token");
-                break;
-            }
-            if (oversize_is_stub(doc, &full_size, &before_size)) {
-                ph = worker_oversize_skipped(w, doc, &pos, full_size, before_size);
-                position_copy(&w->stream_pos, &pos);
-                break;
-            }
-            if (capture_last_was_split(cap, NULL)) {
-                w->split_events++;
-                metrics_add(w->m, METRICS_EVENTS_SPLIT, 1);
-            }
-            event_init(&ev);
-            if (!event_from_change(doc, &ev, &emit, &err)) {
-                mcdc_error_prefix(&err, "unreadable change event");
-                ph = worker_event_failed(w, &ev, &pos, &err);
-                position_copy(&w->stream_pos, &pos);
-                break;
-            }
-            ev.rs = w->rs;
-            metrics_progress(w->m);
-            metrics_event_seen(w->m, worker_metrics_op(ev.op));
-            metrics_set_source_time_ms(w->m, ev.has_wall_time        ? ev.wall_time_ms
-                                             : ev.has_cluster_time ? (int64_t)ev.ts_sec * 1000
-                                                                   : 0);
-            if (skip_left > 0 && ev.has_cluster_time && ev.ts_sec == skip_sec &&
-                ev.ts_inc == skip_ord) {
-                skip_left--; /* emitted by oplog capture before the switch */
-                emit = false;
-            } else if (skip_left > 0 && ev.has_cluster_time) {
-                skip_left = 0;
-            }
-            /* A signal is handled before its position is passed, so no stored
-             * position is past a signal whose request is not in it. */
-            ph = worker_signal_event(w, &ev, &pos);
-            if (ph != PHASE_OK)
-                break; /* the position stays before the signal */
-            if (emit) {
-                char db[256], coll[256];
-                name_copy(db, sizeof db, ev.db, ev.db_len);
-                name_copy(coll, sizeof coll, ev.coll, ev.coll_len);
-                emit = encoder_captures(pipeline_encoder(w->pipe), db, coll);
-            }
-            if (emit && w->has_gate)
-                ph = worker_hold_for_donor(w, &ev);
-            if (emit && ph == PHASE_OK) {
-                metrics_event_emitted(w->m, worker_metrics_op(ev.op));
-                metrics_collection_event(w->m, ev.db, ev.db_len, ev.coll, ev.coll_len,
-                                         worker_metrics_op(ev.op));
-                ph = worker_emit(w, &ev, &pos);
-            } else if (ph == PHASE_OK) {
-                log_namespace_event(w, doc, &ev);
-                /* Not captured: no record, but the position moves past it. */
-                metrics_event_filtered(w->m, worker_metrics_op(ev.op));
-                w->skipped++;
-                ph = worker_pass_position(w, &pos);
-            }
-            position_copy(&w->stream_pos, &pos);
-            seen = true;
-            break;
-        case CAPTURE_IDLE:
-            w->attempts = 0;
-            w->history_lost_runs = 0; /* the stream reads: its history is there */
-            idle = true;
-            /* An empty batch answered: the stream is alive, only quiet. */
-            metrics_progress(w->m);
-            /* The post-batch resume token moves on while captured collections are
-             * idle, so the stored position never ages out of the oplog. */
-            token = capture_resume_token(cap);
-            if (token != NULL && !bson_empty(token) &&
-                !(w->stream_pos.has_resume_token &&
-                  bson_equal(token, &w->stream_pos.resume_token))) {
-                position_clear(&pos);
-                bson_destroy(&pos.resume_token);
-                bson_copy_to(token, &pos.resume_token);
-                pos.has_resume_token = true;
-                ph = worker_pass_position(w, &pos);
-                position_copy(&w->stream_pos, &pos);
-                uint32_t sec = 0, ord = 0;
-                if (resume_token_time(token, &sec, &ord))
-                    metrics_set_source_time_ms(w->m, (int64_t)sec * 1000);
-            }
-            break;
-        case CAPTURE_ERROR:
-        default:
-            capture_failure(cap, &fail, &err);
-            ph = worker_phase_from_failure(w, &fail, &err);
-            break;
-        }
-        if (ph == PHASE_OK) /* signals, incremental snapshot windows */
-            ph = worker_incremental(w, seen ? &ev : NULL, idle);
-        if (ph == PHASE_OK)
-            ph = worker_maybe_heartbeat(w, &last_heartbeat_ms);
-        if (ph == PHASE_OK)
-            ph = worker_service(w, false);
-        if (ph == PHASE_OK)
-            ph = worker_drain_step(w);
+/* A change the source yielded (SOURCE_CHANGE): counted, handed to the
+ * signals, then emitted or only its position passed. */
+static enum phase on_change(struct worker *w, struct source_change *ch)
+{
+    struct mcdc_event *ev = ch->ev;
+    bool emit = ch->emit;
+    enum phase ph;
+
+    ev->rs = w->rs;
+    metrics_progress(w->m);
+    metrics_event_seen(w->m, worker_metrics_op(ev->op));
+    metrics_set_source_time_ms(w->m, ev->has_wall_time      ? ev->wall_time_ms
+                                     : ev->has_cluster_time ? (int64_t)ev->ts_sec * 1000
+                                                            : 0);
+    /* A signal is handled before its position is passed, so no stored
+     * position is past a signal whose request is not in it. */
+    ph = worker_signal_event(w, ev, ch->pos);
+    if (ph != PHASE_OK)
+        return ph; /* the position stays before the signal */
+    if (emit) {
+        char db[256], coll[256];
+        name_copy(db, sizeof db, ev->db, ev->db_len);
+        name_copy(coll, sizeof coll, ev->coll, ev->coll_len);
+        emit = encoder_captures(pipeline_encoder(w->pipe), db, coll);
     }
-    position_clear(&pos);
-    capture_destroy(cap);
+    if (emit && w->has_gate)
+        ph = worker_hold_for_donor(w, ev);
+    if (emit && ph == PHASE_OK) {
+        metrics_event_emitted(w->m, worker_metrics_op(ev->op));
+        metrics_collection_event(w->m, ev->db, ev->db_len, ev->coll, ev->coll_len,
+                                 worker_metrics_op(ev->op));
+        ph = worker_emit(w, ev, ch->pos);
+    } else if (ph == PHASE_OK) {
+        log_namespace_event(w, ch->raw, ev);
+        /* Not captured: no record, but the position moves past it. */
+        metrics_event_filtered(w->m, worker_metrics_op(ev->op));
+        w->skipped++;
+        ph = worker_pass_position(w, ch->pos);
+    }
+    position_copy(&w->stream_pos, ch->pos);
+    return ph;
+}
+
+/* The end of a batch: the stream is alive, only quiet; a position the
+ * source moved on to without a change (a post-batch resume token) is
+ * passed, so the stored position never ages out of the oplog. */
+static enum phase on_idle(struct worker *w, const struct source_change *ch)
+{
+    enum phase ph = PHASE_OK;
+    uint32_t sec = 0, ord = 0;
+
+    metrics_progress(w->m);
+    if (!ch->has_pos)
+        return PHASE_OK;
+    ph = worker_pass_position(w, ch->pos);
+    position_copy(&w->stream_pos, ch->pos);
+    if (ch->pos->has_resume_token && resume_token_time(&ch->pos->resume_token, &sec, &ord))
+        metrics_set_source_time_ms(w->m, (int64_t)sec * 1000);
+    return ph;
+}
+
+/* One step of the source, then the work between steps: signals and
+ * incremental snapshot windows, heartbeat, deliveries and offsets, drain. */
+static enum phase stream_step(struct worker *w, struct mcdc_source *src, int64_t *last_heartbeat_ms)
+{
+    struct source_change *ch;
+    enum source_step step = source_next(src, &ch);
+    enum phase ph = PHASE_OK;
+
+    if (step != SOURCE_FAILED) {
+        w->attempts = 0;
+        w->history_lost_runs = 0; /* the source reads: its history is there */
+    }
+    if (step == SOURCE_CHANGE || step == SOURCE_OVERSIZE || step == SOURCE_UNREADABLE)
+        w->events++;
+    if (ch->split) {
+        w->split_events++;
+        metrics_add(w->m, METRICS_EVENTS_SPLIT, 1);
+    }
+    switch (step) {
+    case SOURCE_CHANGE:
+        ph = on_change(w, ch);
+        break;
+    case SOURCE_OVERSIZE:
+        ph = worker_oversize_skipped(w, ch->raw, ch->pos, ch->full_size, ch->before_size);
+        position_copy(&w->stream_pos, ch->pos);
+        break;
+    case SOURCE_UNREADABLE:
+        ph = worker_event_failed(w, ch->ev, ch->pos, &ch->err);
+        position_copy(&w->stream_pos, ch->pos);
+        break;
+    case SOURCE_IDLE:
+        ph = on_idle(w, ch);
+        break;
+    case SOURCE_FAILED:
+    default:
+        if (ch->fatal) {
+            w->err = ch->err;
+            return PHASE_FATAL;
+        }
+        return worker_phase_from_failure(w, &ch->fail, &ch->err);
+    }
+    if (ph == PHASE_OK) /* signals, incremental snapshot windows */
+        ph = worker_incremental(w, step == SOURCE_CHANGE ? ch->ev : NULL, step == SOURCE_IDLE);
+    if (ph == PHASE_OK)
+        ph = worker_maybe_heartbeat(w, last_heartbeat_ms);
+    if (ph == PHASE_OK)
+        ph = worker_service(w, false);
+    if (ph == PHASE_OK)
+        ph = worker_drain_step(w);
+    return ph;
+}
+
+enum phase worker_stream(struct worker *w)
+{
+    struct mcdc_source *src = NULL;
+    int64_t last_heartbeat_ms = worker_now_ms();
+    enum phase ph = worker_uses_oplog(w) ? worker_oplog_open(w, &src) : open_change_stream(w, &src);
+
+    if (src == NULL)
+        return ph;
+    while (!worker_stopping(w) && ph == PHASE_OK && (ph = worker_primary_check(w)) == PHASE_OK)
+        ph = stream_step(w, src, &last_heartbeat_ms);
+    source_close(src);
     return ph == PHASE_OK && worker_stopping(w) ? PHASE_STOPPED : ph;
 }
