@@ -247,6 +247,28 @@ static bool daemon_signals_start(const struct mcdc_config *cfg, struct daemon_si
     return true;
 }
 
+/*
+ * A stop signal (SIGINT, SIGTERM) that arrives before the loop's watchers
+ * exist, while the configuration loads and the log opens: remembered by
+ * on_early_signal and fed to the loop once its watchers run, so a daemon
+ * told to stop during its start-up stops cleanly (exit 0, offsets stored)
+ * instead of being killed by the signal's default action.
+ */
+static volatile sig_atomic_t early_signal;
+
+static void on_early_signal(int sig)
+{
+    early_signal = sig;
+}
+
+static void catch_early_signals(void)
+{
+    struct sigaction sa = {.sa_handler = on_early_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 /* Watchers start before topology_start so a signal during discovery is kept
  * pending and handled as soon as the loop runs. */
 static int run_capture(const struct mcdc_config *cfg)
@@ -267,6 +289,8 @@ static int run_capture(const struct mcdc_config *cfg)
     ev_signal_start(loop, &sigint_w);
     ev_signal_start(loop, &sigterm_w);
     ev_signal_start(loop, &sighup_w);
+    if (early_signal != 0)
+        ev_feed_signal_event(loop, early_signal);
 
     struct metrics_http *mh = NULL;
     /* Per-collection counters cost a lookup per event: only when served. */
@@ -434,6 +458,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return MCDC_EXIT_USAGE;
     }
+    if (!cli.validate && !cli.check)
+        catch_early_signals(); /* the daemon: a stop during start-up is a clean stop */
     struct mcdc_error err = MCDC_ERROR_INIT;
     /* libmongoc's shared-memory counters (/dev/shm/mongoc-<pid>, read only by
      * its mongoc-stat debugging tool) outlive a SIGKILLed process; a later

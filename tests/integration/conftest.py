@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -191,6 +192,7 @@ class Daemon:
         """SIGTERM, then wait up to timeout_s seconds; returns the exit status
         (negative: killed by that signal). Raises TimeoutError if it hangs."""
         if self.proc.poll() is None:
+            self._await_handlers()
             self.proc.send_signal(signal.SIGTERM)
         try:
             return self.proc.wait(timeout=timeout_s)
@@ -201,6 +203,24 @@ class Daemon:
         finally:
             self._out.close()
             self._err.close()
+
+    def _await_handlers(self, limit_s: float = 10) -> None:
+        """Waits (up to limit_s) until the process handles SIGTERM: caught or
+        blocked for the event loop, from /proc/PID/status. A SIGTERM sent
+        while the program is still being loaded, before its main() runs,
+        takes the default action (killed, -15): no program can stop cleanly
+        then, and it is not what these tests check."""
+        bit = 1 << (signal.SIGTERM - 1)
+        end = time.monotonic() + limit_s
+        while time.monotonic() < end and self.proc.poll() is None:
+            try:
+                status = Path("/proc/%d/status" % self.proc.pid).read_text()
+            except OSError:
+                return
+            masks = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            if any(int(masks.get(k, "0").strip(), 16) & bit for k in ("SigCgt", "SigBlk")):
+                return
+            time.sleep(0.005)
 
     def stderr(self) -> str:
         self._err.flush()
