@@ -40,15 +40,11 @@
 #include <time.h>
 
 #include "capture/oplog_internal.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 #define HOLD_BACKOFF_MAX_MS 50
 #define HOLD_AWAIT_DEFAULT_MS 1000
-
-int64_t oplog_now_ms(void)
-{
-    return bson_get_monotonic_time() / 1000;
-}
 
 static void sleep_ms(int64_t ms)
 {
@@ -245,7 +241,7 @@ enum capture_status oplog_release_held(struct oplog_reader *r, struct oplog_item
 {
     int64_t await_ms = r->cfg->cursor_max_await_time_ms > 0 ? r->cfg->cursor_max_await_time_ms
                                                             : HOLD_AWAIT_DEFAULT_MS;
-    int64_t deadline = oplog_now_ms() + await_ms;
+    int64_t deadline = mcdc_clock_mono_ms() + await_ms;
     uint32_t sec, ord;
 
     oplog_ts_of(&r->held, "ts", &sec, &ord);
@@ -267,7 +263,7 @@ enum capture_status oplog_release_held(struct oplog_reader *r, struct oplog_item
             r->has_held = false;
             return st;
         }
-        now = oplog_now_ms();
+        now = mcdc_clock_mono_ms();
         if (now >= deadline)
             return CAPTURE_IDLE;
         sleep_ms(r->hold_backoff_ms < deadline - now ? r->hold_backoff_ms : deadline - now);

@@ -29,6 +29,7 @@
  * Thread: worker (each task has its own producer; load builds a short-lived
  * consumer).
  */
+#include "common/clock.h"
 #include "offsets/offsets.h"
 
 #include <stdio.h>
@@ -165,13 +166,6 @@ static bool ensure_topic(struct kafka_store *ks)
     return ok;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Sets the value of key (klen bytes) in the scan's entries, adding it when new. */
 static void entry_set(struct offset_entry **entries, size_t *n, size_t *cap, const char *key,
                       size_t klen, const char *value, size_t vlen)
@@ -202,7 +196,7 @@ static bool read_partition(rd_kafka_topic_t *rkt, int32_t p, int64_t hi,
             err, MCDC_ERR_KAFKA, rd_kafka_last_error(), "offsets topic %s [%d]: consume: %s",
             rd_kafka_topic_name(rkt), (int)p, rd_kafka_err2str(rd_kafka_last_error()));
     bool ok = false, failed = false;
-    while (now_ms() < deadline) {
+    while (mcdc_clock_mono_ms() < deadline) {
         rd_kafka_message_t *m = rd_kafka_consume(rkt, p, 200);
         if (!m)
             continue;
@@ -260,7 +254,7 @@ static bool kafka_scan(struct offset_store *store, struct offset_entry **entries
     }
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, ks->topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
-    int64_t deadline = now_ms() + (ks->timeout_ms < 30000 ? 30000 : 4LL * ks->timeout_ms);
+    int64_t deadline = mcdc_clock_mono_ms() + (ks->timeout_ms < 30000 ? 30000 : 4LL * ks->timeout_ms);
     bool ok = true;
     rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, rkt, &md, ks->timeout_ms);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {

@@ -3,6 +3,7 @@
  * KafkaSignalChannel and FileSignalChannel) on one thread publishing on the
  * bus. See signal_channels_start() for what each does better than Debezium.
  */
+#include "common/clock.h"
 #include "signals/signals.h"
 
 #include <errno.h>
@@ -41,13 +42,6 @@ struct signal_channels {
     int64_t next_file_ms;
     long file_lines; /* lines taken from the file's front since start: messages count on */
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static bool has(const struct mcdc_strlist *l, const char *name)
 {
@@ -370,9 +364,9 @@ static void *channels_main(void *arg)
             wait = 100;
             goto sleep;
         }
-        if (ch->file && now_ms() >= ch->next_file_ms) {
+        if (ch->file && mcdc_clock_mono_ms() >= ch->next_file_ms) {
             file_poll(ch);
-            ch->next_file_ms = now_ms() + ch->cfg->signal_poll_interval_ms;
+            ch->next_file_ms = mcdc_clock_mono_ms() + ch->cfg->signal_poll_interval_ms;
         }
         if (ch->rk) {
             kafka_poll(ch); /* waits up to signal.kafka.poll.timeout.ms */
@@ -380,20 +374,13 @@ static void *channels_main(void *arg)
                 continue;
         }
         /* sleep until the next file read (or 100 ms with a non-blocking kafka poll) */
-        wait = ch->file ? ch->next_file_ms - now_ms() : 100;
+        wait = ch->file ? ch->next_file_ms - mcdc_clock_mono_ms() : 100;
         if (ch->rk && wait > 100)
             wait = 100;
         if (wait <= 0)
             continue;
     sleep:;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += wait / 1000;
-        ts.tv_nsec += (wait % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = mcdc_clock_deadline(CLOCK_REALTIME, wait);
         pthread_mutex_lock(&ch->mu);
         if (!atomic_load(&ch->stop))
             pthread_cond_timedwait(&ch->cv, &ch->mu, &ts);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/uuid.h"
 #include "common/xalloc.h"
@@ -114,13 +115,6 @@ void notify_destroy(struct notifier *n)
     free(n);
 }
 
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void notify_send(struct notifier *n, const char *aggregate_type, const char *type, const char *id,
                  const struct notify_kv *kv, size_t count)
 {
@@ -169,7 +163,7 @@ void notify_send(struct notifier *n, const char *aggregate_type, const char *typ
             sig_put_json(&v, kv[i].value ? kv[i].value : "");
         }
         char tail[64];
-        int tn = snprintf(tail, sizeof tail, "},\"timestamp\":%lld}%s", (long long)wall_ms(),
+        int tn = snprintf(tail, sizeof tail, "},\"timestamp\":%lld}%s", (long long)mcdc_clock_wall_ms(),
                           n->value_schema ? "}" : "");
         ejson_buf_append(&v, tail, (size_t)tn);
         rd_kafka_resp_err_t e = rd_kafka_producev(

@@ -4,6 +4,7 @@
  * portable values (canonical extended JSON of {"_id": key}, a compact JSON
  * list of the queued collections), and their restore at start.
  */
+#include "common/clock.h"
 #include "snapshot/incremental_internal.h"
 
 #include <errno.h>
@@ -349,7 +350,7 @@ bool incr_restore(struct incr *s, const char *extra_json, struct mcdc_error *err
         s->paused = bson_iter_bool(&it);
     if (s->count > 0) {
         s->state = INCR_READY;
-        s->started_ms = s->last_log_ms = incr_now_ms();
+        s->started_ms = s->last_log_ms = mcdc_clock_mono_ms();
         LOG_INFO("incremental snapshot resumed from the offsets: %zu collection(s) left, %s "
                  "from %s%s",
                  s->count, s->queue[0].ns,

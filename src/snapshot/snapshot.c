@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "capture/capture.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "snapshot/hashkey.h"
@@ -28,13 +29,6 @@
 #define BATCH_MAX_BYTES (1024u * 1024u)
 #define CONSUMED_REPORT_DOCS 64
 #define PROGRESS_EVERY_MS 10000
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- start position ---- */
 
@@ -186,13 +180,7 @@ static bool reader_push(struct snapshot *s, struct batch *b, struct snapshot_col
     while (!s->quit && !s->failed && !__atomic_load_n(s->stop, __ATOMIC_ACQUIRE) &&
            (s->queued + b->n > QUEUE_MAX_DOCS || s->queued_bytes + b->bytes > QUEUE_MAX_BYTES) &&
            s->queued > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = mcdc_clock_deadline(CLOCK_REALTIME, 200);
         pthread_cond_timedwait(&s->not_full, &s->lock, &ts);
     }
     if (s->quit || s->failed || __atomic_load_n(s->stop, __ATOMIC_ACQUIRE)) {
@@ -355,7 +343,7 @@ static void *reader_main(void *p)
             s->next_part < s->nparts) {
             part = &s->parts[s->next_part++];
             if (part->coll->started_ms == 0) {
-                part->coll->started_ms = now_ms();
+                part->coll->started_ms = mcdc_clock_mono_ms();
                 first = true;
             }
         }
@@ -373,7 +361,7 @@ static void *reader_main(void *p)
             break;
         pthread_mutex_lock(&s->lock);
         if (--c->parts_left == 0) {
-            __atomic_store_n(&c->finished_ms, now_ms(), __ATOMIC_RELAXED);
+            __atomic_store_n(&c->finished_ms, mcdc_clock_mono_ms(), __ATOMIC_RELAXED);
             last = true;
         }
         done = c->done;
@@ -481,7 +469,7 @@ struct snapshot *snapshot_start(mongoc_client_pool_t *pool, const struct mcdc_co
     if (n > s->nparts)
         n = s->nparts;
     s->threads = xcalloc(n ? n : 1, sizeof *s->threads);
-    s->started_ms = s->last_progress_ms = now_ms();
+    s->started_ms = s->last_progress_ms = mcdc_clock_mono_ms();
     if (s->nparts > plan->count)
         LOG_INFO("snapshot: %zu collections in %zu parts with %zu reader threads", plan->count,
                  s->nparts, n);
@@ -514,7 +502,7 @@ struct snapshot *snapshot_start(mongoc_client_pool_t *pool, const struct mcdc_co
 
 static void log_progress(struct snapshot *s, bool final)
 {
-    int64_t t = now_ms();
+    int64_t t = mcdc_clock_mono_ms();
     for (size_t i = 0; i < s->plan->count; i++) {
         struct snapshot_coll *c = &s->plan->colls[i];
         int64_t end = c->finished_ms ? c->finished_ms : t;
@@ -547,15 +535,8 @@ enum snapshot_status snapshot_next(struct snapshot *s, int timeout_ms, struct sn
                                    struct resume_failure *fail, struct mcdc_error *err)
 {
     enum snapshot_status st;
-    struct timespec ts;
+    struct timespec ts = mcdc_clock_deadline(CLOCK_REALTIME, timeout_ms);
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
     /* Fast path: the batch taken earlier, without the lock; what it
      * consumed is reported every CONSUMED_REPORT_DOCS (readers wait on it). */
     if (s->taken != NULL && s->consumed < CONSUMED_REPORT_DOCS) {
@@ -603,8 +584,8 @@ enum snapshot_status snapshot_next(struct snapshot *s, int timeout_ms, struct sn
     }
     if (st == SNAPSHOT_DONE)
         log_progress(s, true);
-    else if (now_ms() - s->last_progress_ms >= PROGRESS_EVERY_MS) {
-        s->last_progress_ms = now_ms();
+    else if (mcdc_clock_mono_ms() - s->last_progress_ms >= PROGRESS_EVERY_MS) {
+        s->last_progress_ms = mcdc_clock_mono_ms();
         log_progress(s, false);
     }
     pthread_mutex_unlock(&s->lock);

@@ -15,29 +15,24 @@
 
 #include "capture/capture.h"
 #include "capture/oversize.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "signals/signals.h"
 
 int64_t worker_wall_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return mcdc_clock_wall_ms();
 }
 
 int64_t worker_wall_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return mcdc_clock_wall_us();
 }
 
 int64_t worker_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return mcdc_clock_mono_ms();
 }
 
 /* Produces recs (taking their buffers); the last one carries pos. what names

@@ -12,6 +12,7 @@
 
 #include "capture/capture.h"
 #include "capture/oversize.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 /*
@@ -107,9 +108,7 @@ static enum phase hold_for_donor(struct worker *w, const struct mcdc_event *ev)
 
 static int64_t now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return mcdc_clock_mono_ns();
 }
 
 /* Histogram bucket of a duration: 8 buckets per power of two of nanoseconds
