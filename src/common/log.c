@@ -18,7 +18,7 @@
 
 #define LOG_LINE_MAX 8192
 
-volatile int mcdc_log_level_current = MCDC_LOG_INFO;
+_Atomic int mcdc_log_level_current = MCDC_LOG_INFO;
 
 static atomic_int log_fd = STDERR_FILENO;
 static enum mcdc_log_format log_format = MCDC_LOG_FORMAT_TEXT;

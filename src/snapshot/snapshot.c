@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -128,7 +129,7 @@ struct snapshot {
     /* set while the task thread waits on an empty queue: readers then hand
      * over what they hold at once instead of filling a batch (a slow server
      * would otherwise keep documents in a reader for several round trips) */
-    bool starving;
+    atomic_bool starving;
     struct snapshot_part *parts;
     size_t nparts;
     size_t next_part; /* next part to hand to a reader */
@@ -302,7 +303,7 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
         b.n++;
         b.bytes += d->doc->len;
         if ((b.n >= BATCH_MAX_DOCS || b.bytes >= BATCH_MAX_BYTES ||
-             __atomic_load_n(&s->starving, __ATOMIC_RELAXED)) &&
+             atomic_load_explicit(&s->starving, memory_order_relaxed)) &&
             !reader_push(s, &b, c)) {
             ok = false;
             break;
@@ -361,7 +362,7 @@ static void *reader_main(void *p)
             break;
         pthread_mutex_lock(&s->lock);
         if (--c->parts_left == 0) {
-            __atomic_store_n(&c->finished_ms, mcdc_clock_mono_ms(), __ATOMIC_RELAXED);
+            atomic_store_explicit(&c->finished_ms, mcdc_clock_mono_ms(), memory_order_relaxed);
             last = true;
         }
         done = c->done;
@@ -555,11 +556,11 @@ enum snapshot_status snapshot_next(struct snapshot *s, int timeout_ms, struct sn
         pthread_cond_broadcast(&s->not_full);
     }
     while (s->taken == NULL && s->head == NULL && !s->failed && s->readers_alive > 0) {
-        __atomic_store_n(&s->starving, true, __ATOMIC_RELAXED);
+        atomic_store_explicit(&s->starving, true, memory_order_relaxed);
         if (pthread_cond_timedwait(&s->not_empty, &s->lock, &ts) == ETIMEDOUT)
             break;
     }
-    __atomic_store_n(&s->starving, false, __ATOMIC_RELAXED);
+    atomic_store_explicit(&s->starving, false, memory_order_relaxed);
     if (s->taken == NULL && s->head != NULL) {
         /* take the whole queue; it stays counted in queued until consumed */
         s->taken = s->head;
