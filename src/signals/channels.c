@@ -3,7 +3,6 @@
  * KafkaSignalChannel and FileSignalChannel) on one thread publishing on the
  * bus. See signal_channels_start() for what each does better than Debezium.
  */
-#include "common/clock.h"
 #include "signals/signals.h"
 
 #include <errno.h>
@@ -18,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "config/config.h"
@@ -97,25 +97,11 @@ static bool kafka_open(struct signal_channels *ch, struct mcdc_error *err)
     char errstr[512];
     char tbuf[512];
     snprintf(ch->topic, sizeof ch->topic, "%s", sig_kafka_topic(cfg, tbuf, sizeof tbuf));
-    rd_kafka_conf_t *conf = sig_kafka_conf(cfg, err);
-    if (!conf)
-        return false;
     char cid[64];
     snprintf(cid, sizeof cid, "mongocdc-signal-%ld", (long)getpid());
-    bool ok = (!cfg->signal_kafka_bootstrap ||
-               sig_kafka_set(conf, "bootstrap.servers", cfg->signal_kafka_bootstrap, err)) &&
-              sig_kafka_set(conf, "group.id", cfg->signal_kafka_group, err) &&
-              sig_kafka_set(conf, "client.id", cid, err) &&
-              sig_kafka_set(conf, "enable.auto.commit", "false", err) &&
-              sig_kafka_set(conf, "auto.offset.reset", "earliest", err) &&
-              sig_kafka_set(conf, "session.timeout.ms", "10000", err) &&
-              sig_kafka_set(conf, "fetch.wait.max.ms", "100", err);
-    for (size_t i = 0; ok && i < cfg->signal_consumer.count; i++)
-        ok = sig_kafka_set(conf, cfg->signal_consumer.items[i].key,
-                           cfg->signal_consumer.items[i].value, err);
-    if (!ok) {
+    rd_kafka_conf_t *conf = mcdc_kafka_signal_consumer_conf(cfg, cid, err);
+    if (!conf) {
         mcdc_error_prefix(err, "kafka signal channel");
-        rd_kafka_conf_destroy(conf);
         return false;
     }
     rd_kafka_conf_set_error_cb(conf, kafka_error_cb);

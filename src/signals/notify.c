@@ -75,13 +75,13 @@ struct notifier *notify_new(const struct mcdc_config *cfg, struct mcdc_error *er
     n->value_schema = cfg->value_schemas_enable;
     if (sink) {
         char errstr[512];
-        rd_kafka_conf_t *conf = sig_kafka_conf(cfg, err);
+        rd_kafka_conf_t *conf = mcdc_kafka_client_conf(cfg, err);
         if (!conf) {
             free(n);
             return NULL;
         }
-        if (!sig_kafka_set(conf, "client.id", "mongocdc-notifications", err) ||
-            !sig_kafka_set(conf, "linger.ms", "10", err)) {
+        if (!mcdc_kafka_set(conf, cfg, "", "client.id", "mongocdc-notifications", NULL, err) ||
+            !mcdc_kafka_set(conf, cfg, "", "linger.ms", "10", NULL, err)) {
             rd_kafka_conf_destroy(conf);
             free(n);
             return NULL;

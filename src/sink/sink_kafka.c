@@ -1,8 +1,8 @@
 /*
  * sink/sink_kafka: the Kafka sink, one librdkafka producer per capture task
  * (design.md §6, style.md §4.9). The producer's settings (defaults, the
- * `kafka:` map, the two locked keys) and its log callback are in
- * sink_kafka_conf.c.
+ * `kafka:` map, the two locked keys) and its log callback are
+ * kafka/kafka_conf.h's mcdc_kafka_producer_conf.
  *
  * Flow: sink_produce() hands the value with RD_KAFKA_MSG_F_FREE (librdkafka
  * frees it after delivery; the key is always copied by librdkafka, so the
@@ -46,8 +46,8 @@
 
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "kafka/kafka_conf.h"
 #include "sink/sink_internal.h"
-#include "sink/sink_kafka_internal.h"
 
 #define KEY_EXCERPT 64
 
@@ -508,16 +508,14 @@ bool sink_kafka_open(struct sink *sink, const char *client_tag, struct mcdc_erro
     const struct mcdc_config *cfg = sink->cfg;
     struct kafka_sink *ks = xcalloc(1, sizeof *ks);
     ks->sink = sink;
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    rd_kafka_conf_set_log_cb(conf, sink_kafka_log_cb);
-    rd_kafka_conf_set_error_cb(conf, error_cb);
-    rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
-    rd_kafka_conf_set_opaque(conf, ks);
-    if (!sink_kafka_conf_apply(conf, cfg, client_tag, err)) {
-        rd_kafka_conf_destroy(conf);
+    rd_kafka_conf_t *conf = mcdc_kafka_producer_conf(cfg, client_tag, err);
+    if (!conf) {
         free(ks);
         return false;
     }
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+    rd_kafka_conf_set_opaque(conf, ks);
     char errstr[512];
     ks->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
     if (!ks->rk) {

@@ -3,7 +3,6 @@
  * snapshot engine (incremental.h; debezium-format.md §4.2, §5.4). The reads
  * are in incremental_read.c.
  */
-#include "common/clock.h"
 #include "snapshot/incremental_internal.h"
 
 #include <stdio.h>
@@ -14,6 +13,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 

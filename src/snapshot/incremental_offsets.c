@@ -4,13 +4,13 @@
  * portable values (canonical extended JSON of {"_id": key}, a compact JSON
  * list of the queued collections), and their restore at start.
  */
-#include "common/clock.h"
 #include "snapshot/incremental_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "encode/ejson.h"
