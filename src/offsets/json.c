@@ -68,48 +68,14 @@ void jbuf_i64(struct jbuf *b, int64_t v)
     jbuf_putn(b, tmp, (size_t)n);
 }
 
+/* Jackson's escaping (Kafka Connect's JsonConverter writes the offsets):
+ * encode's writer of that dialect. */
 void jbuf_str(struct jbuf *b, const char *s, size_t n)
 {
-    jbuf_putc(b, '"');
-    size_t run = 0; /* start of the pending verbatim run */
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
-        jbuf_putn(b, s + run, i - run);
-        run = i + 1;
-        switch (c) {
-        case '"':
-            jbuf_puts(b, "\\\"");
-            break;
-        case '\\':
-            jbuf_puts(b, "\\\\");
-            break;
-        case '\n':
-            jbuf_puts(b, "\\n");
-            break;
-        case '\r':
-            jbuf_puts(b, "\\r");
-            break;
-        case '\t':
-            jbuf_puts(b, "\\t");
-            break;
-        case '\b':
-            jbuf_puts(b, "\\b");
-            break;
-        case '\f':
-            jbuf_puts(b, "\\f");
-            break;
-        default: {
-            char tmp[8];
-            /* Jackson (Kafka Connect's JsonConverter) writes upper-case hex. */
-            snprintf(tmp, sizeof tmp, "\\u%04X", c);
-            jbuf_puts(b, tmp);
-        }
-        }
-    }
-    jbuf_putn(b, s + run, n - run);
-    jbuf_putc(b, '"');
+    struct ejson_buf tmp = {0};
+    json_append_string(&tmp, s, n);
+    jbuf_putn(b, tmp.data, tmp.len);
+    ejson_buf_free(&tmp);
 }
 
 static void put_container(struct jbuf *b, const bson_iter_t *iter, bool array)

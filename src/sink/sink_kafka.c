@@ -44,6 +44,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "common/jsonesc.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "kafka/kafka_conf.h"
@@ -136,35 +137,14 @@ static struct dl_ctx *dl_ctx_new(void *opaque, const char *topic, const char *ns
     return c;
 }
 
-/* Appends s as a JSON string (quoted, escaped) to out (holds cap bytes). */
+/* Appends s as a JSON string (quoted, escaped) to out, which holds cap bytes,
+ * at least at + 6 * len + 2. Returns the new end. */
 static size_t json_str(char *out, size_t at, size_t cap, const char *s, size_t len)
 {
-    static const char hex[] = "0123456789abcdef";
-    if (at < cap)
-        out[at] = '"';
-    at++;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        char esc[7];
-        size_t n = 0;
-        if (ch == '"' || ch == '\\') {
-            esc[n++] = '\\';
-            esc[n++] = (char)ch;
-        } else if (ch < 0x20) {
-            memcpy(esc, "\\u00", 4);
-            n = 4;
-            esc[n++] = hex[ch >> 4];
-            esc[n++] = hex[ch & 15];
-        } else {
-            esc[n++] = (char)ch;
-        }
-        for (size_t j = 0; j < n; j++, at++)
-            if (at < cap)
-                out[at] = esc[j];
-    }
-    if (at < cap)
-        out[at] = '"';
-    return at + 1;
+    out[at++] = '"';
+    at += mcdc_json_escape(MCDC_JSON_MINIMAL, out + at, cap - at, s, len, NULL);
+    out[at++] = '"';
+    return at;
 }
 
 /*
