@@ -39,6 +39,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "capture/hello.h"
 #include "capture/oplog_internal.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -75,18 +76,14 @@ static bool optime_of(const bson_t *lw, const char *key, uint32_t *sec, uint32_t
 static bool run_hello(mongoc_client_t *client, uint32_t server_id, struct oplog_commit_point *cp,
                       bson_error_t *error, bson_t *reply)
 {
-    bson_t *cmd = BCON_NEW("hello", BCON_INT32(1));
+    struct mcdc_hello h;
     bson_iter_t it;
     bson_t lw;
-    bool ok;
+    bool ok = mcdc_hello_run(client, server_id, &h, error);
 
     memset(cp, 0, sizeof *cp);
-    if (server_id != 0)
-        ok = mongoc_client_command_simple_with_server_id(client, "admin", cmd, NULL, server_id,
-                                                         reply, error);
-    else
-        ok = mongoc_client_command_simple(client, "admin", cmd, NULL, reply, error);
-    bson_destroy(cmd);
+    bson_copy_to(&h.reply, reply);
+    mcdc_hello_destroy(&h);
     if (!ok)
         return false;
     if (bson_iter_init_find(&it, reply, "lastWrite") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
