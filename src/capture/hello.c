@@ -10,7 +10,7 @@ static void classify(struct mcdc_hello *h)
     if (bson_iter_init_find(&it, &h->reply, "setName") && BSON_ITER_HOLDS_UTF8(&it)) {
         h->set_name = bson_iter_utf8(&it, NULL);
         h->kind = bson_iter_init_find(&it, &h->reply, "configsvr") ? MCDC_SERVER_CONFIG_SERVER
-                                                                    : MCDC_SERVER_REPLICA_SET;
+                                                                   : MCDC_SERVER_REPLICA_SET;
     } else if (bson_iter_init_find(&it, &h->reply, "msg") && BSON_ITER_HOLDS_UTF8(&it) &&
                strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0) {
         h->kind = MCDC_SERVER_MONGOS;

@@ -100,15 +100,15 @@ rd_kafka_conf_t *mcdc_kafka_signal_consumer_conf(const struct mcdc_config *cfg,
     rd_kafka_conf_t *conf = mcdc_kafka_client_conf(cfg, err);
     if (!conf)
         return NULL;
-    bool ok = (!cfg->signal_kafka_bootstrap ||
-               mcdc_kafka_set(conf, cfg, "", "bootstrap.servers", cfg->signal_kafka_bootstrap,
-                              NULL, err)) &&
-              mcdc_kafka_set(conf, cfg, "", "group.id", cfg->signal_kafka_group, NULL, err) &&
-              mcdc_kafka_set(conf, cfg, "", "client.id", client_id, NULL, err) &&
-              mcdc_kafka_set(conf, cfg, "", "enable.auto.commit", "false", NULL, err) &&
-              mcdc_kafka_set(conf, cfg, "", "auto.offset.reset", "earliest", NULL, err) &&
-              mcdc_kafka_set(conf, cfg, "", "session.timeout.ms", "10000", NULL, err) &&
-              mcdc_kafka_set(conf, cfg, "", "fetch.wait.max.ms", "100", NULL, err);
+    bool ok =
+        (!cfg->signal_kafka_bootstrap || mcdc_kafka_set(conf, cfg, "", "bootstrap.servers",
+                                                        cfg->signal_kafka_bootstrap, NULL, err)) &&
+        mcdc_kafka_set(conf, cfg, "", "group.id", cfg->signal_kafka_group, NULL, err) &&
+        mcdc_kafka_set(conf, cfg, "", "client.id", client_id, NULL, err) &&
+        mcdc_kafka_set(conf, cfg, "", "enable.auto.commit", "false", NULL, err) &&
+        mcdc_kafka_set(conf, cfg, "", "auto.offset.reset", "earliest", NULL, err) &&
+        mcdc_kafka_set(conf, cfg, "", "session.timeout.ms", "10000", NULL, err) &&
+        mcdc_kafka_set(conf, cfg, "", "fetch.wait.max.ms", "100", NULL, err);
     for (size_t i = 0; ok && i < cfg->signal_consumer.count; i++) {
         const struct mcdc_kv *kv = &cfg->signal_consumer.items[i];
         ok = mcdc_kafka_set(conf, cfg, "signal.consumer.", kv->key, kv->value, kv, err);

@@ -38,8 +38,7 @@ void mcdc_kafka_log_cb_quiet(const rd_kafka_t *rk, int level, const char *fac, c
 }
 
 bool mcdc_kafka_set(rd_kafka_conf_t *conf, const struct mcdc_config *cfg, const char *prefix,
-                    const char *k, const char *v, const struct mcdc_kv *kv,
-                    struct mcdc_error *err)
+                    const char *k, const char *v, const struct mcdc_kv *kv, struct mcdc_error *err)
 {
     char errstr[512];
     if (rd_kafka_conf_set(conf, k, v, errstr, sizeof errstr) == RD_KAFKA_CONF_OK)

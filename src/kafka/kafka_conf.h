@@ -45,8 +45,7 @@ void mcdc_kafka_log_cb_quiet(const rd_kafka_t *rk, int level, const char *fac, c
  * Returns false with the CONFIG error described above.
  */
 bool mcdc_kafka_set(rd_kafka_conf_t *conf, const struct mcdc_config *cfg, const char *prefix,
-                    const char *k, const char *v, const struct mcdc_kv *kv,
-                    struct mcdc_error *err);
+                    const char *k, const char *v, const struct mcdc_kv *kv, struct mcdc_error *err);
 
 /*
  * The record producer (the Kafka sink's; `mongocdc check` tests this one).

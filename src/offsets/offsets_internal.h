@@ -42,7 +42,6 @@ void jbuf_bson_members(struct jbuf *b, const bson_t *doc, bool *first);
 /* Hands the text over to the caller (malloc'd) and resets b. */
 char *jbuf_steal(struct jbuf *b);
 
-
 /* Parses an offset value already in BSON form (see position_from_json). */
 bool position_from_bson(const bson_t *doc, struct mcdc_position *pos, struct mcdc_error *err);
 

@@ -147,7 +147,8 @@ static char *to_json(const struct mcdc_position *pos, bool v19)
              * {_data: s}; Base64 there fails with FailedToParse). */
             jbuf_str(&b, data, dlen);
         } else {
-            char *b64 = mcdc_base64_encode(bson_get_data(&pos->resume_token), pos->resume_token.len);
+            char *b64 =
+                mcdc_base64_encode(bson_get_data(&pos->resume_token), pos->resume_token.len);
             jbuf_str(&b, b64, strlen(b64));
             free(b64);
         }

@@ -205,7 +205,8 @@ static bool kafka_scan(struct offset_store *store, struct offset_entry **entries
     }
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, ks->topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
-    int64_t deadline = mcdc_clock_mono_ms() + (ks->timeout_ms < 30000 ? 30000 : 4LL * ks->timeout_ms);
+    int64_t deadline =
+        mcdc_clock_mono_ms() + (ks->timeout_ms < 30000 ? 30000 : 4LL * ks->timeout_ms);
     bool ok = true;
     rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, rkt, &md, ks->timeout_ms);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {

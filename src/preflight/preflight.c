@@ -319,7 +319,8 @@ static void check_shards(struct pf *p, const mongoc_uri_t *uri, const struct mcd
         if (sc == NULL) {
             pf_say(p, "FAIL", "shards", "shard %s: cannot build its connection: %s", s->name,
                    cs == NULL || as_given ? err.msg : error.message);
-        } else if (check_server(p, sc, &major, &minor, rs, sizeof rs, &kind) && kind == MCDC_SERVER_REPLICA_SET) {
+        } else if (check_server(p, sc, &major, &minor, rs, sizeof rs, &kind) &&
+                   kind == MCDC_SERVER_REPLICA_SET) {
             check_replica_set(p, sc, cfg, s->rs, major, false);
         }
         if (direct.client != NULL)

@@ -169,9 +169,8 @@ static bool send_kafka(const struct mcdc_config *cfg, const char *json, struct m
     rd_kafka_conf_t *conf = mcdc_kafka_client_conf(cfg, err);
     if (!conf)
         return false;
-    if ((cfg->signal_kafka_bootstrap &&
-         !mcdc_kafka_set(conf, cfg, "", "bootstrap.servers", cfg->signal_kafka_bootstrap, NULL,
-                         err)) ||
+    if ((cfg->signal_kafka_bootstrap && !mcdc_kafka_set(conf, cfg, "", "bootstrap.servers",
+                                                        cfg->signal_kafka_bootstrap, NULL, err)) ||
         !mcdc_kafka_set(conf, cfg, "", "message.timeout.ms", "15000", NULL, err)) {
         rd_kafka_conf_destroy(conf);
         return false;

@@ -163,8 +163,8 @@ void notify_send(struct notifier *n, const char *aggregate_type, const char *typ
             sig_put_json(&v, kv[i].value ? kv[i].value : "");
         }
         char tail[64];
-        int tn = snprintf(tail, sizeof tail, "},\"timestamp\":%lld}%s", (long long)mcdc_clock_wall_ms(),
-                          n->value_schema ? "}" : "");
+        int tn = snprintf(tail, sizeof tail, "},\"timestamp\":%lld}%s",
+                          (long long)mcdc_clock_wall_ms(), n->value_schema ? "}" : "");
         ejson_buf_append(&v, tail, (size_t)tn);
         rd_kafka_resp_err_t e = rd_kafka_producev(
             n->rk, RD_KAFKA_V_TOPIC(n->topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),

@@ -57,8 +57,7 @@ static bool last_write(struct worker *w, uint64_t *out)
         uint32_t sec, inc;
         bson_iter_timestamp(&it, &sec, &inc);
         *out = ((uint64_t)sec << 32) | inc;
-    } else if (bson_iter_init_find(&it, reply, "operationTime") &&
-               BSON_ITER_HOLDS_TIMESTAMP(&it)) {
+    } else if (bson_iter_init_find(&it, reply, "operationTime") && BSON_ITER_HOLDS_TIMESTAMP(&it)) {
         uint32_t sec, inc;
         bson_iter_timestamp(&it, &sec, &inc);
         *out = ((uint64_t)sec << 32) | inc;
