@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "capture/capture.h"
+#include "capture/hello.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -36,26 +37,22 @@
 static bool start_from_hello(mongoc_client_t *client, struct mcdc_position *pos,
                              struct resume_failure *fail, struct mcdc_error *err)
 {
-    bson_t cmd = BSON_INITIALIZER, reply;
+    struct mcdc_hello h;
     bson_error_t error;
     bson_iter_t it;
-    bool ok;
 
-    BSON_APPEND_INT32(&cmd, "hello", 1);
-    ok = mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply, &error);
-    bson_destroy(&cmd);
-    if (!ok) {
-        capture_failure_from(&error, &reply, fail, err);
-        bson_destroy(&reply);
+    if (!mcdc_hello_run(client, 0, &h, &error)) {
+        capture_failure_from(&error, &h.reply, fail, err);
+        mcdc_hello_destroy(&h);
         return false;
     }
-    if (bson_iter_init_find(&it, &reply, "operationTime") && BSON_ITER_HOLDS_TIMESTAMP(&it)) {
+    if (bson_iter_init_find(&it, &h.reply, "operationTime") && BSON_ITER_HOLDS_TIMESTAMP(&it)) {
         uint32_t t, i;
         bson_iter_timestamp(&it, &t, &i);
         pos->sec = t;
         pos->ord = i;
     }
-    bson_destroy(&reply);
+    mcdc_hello_destroy(&h);
     return true;
 }
 
