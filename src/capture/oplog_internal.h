@@ -100,9 +100,6 @@ enum capture_status oplog_take_entry(struct oplog_reader *r, const bson_t *doc,
  * oplog_entry.c. */
 enum capture_status oplog_next_txn_op(struct oplog_reader *r, struct oplog_item *item);
 
-/* Monotonic milliseconds (libbson's clock). oplog_majority.c. */
-int64_t oplog_now_ms(void);
-
 /* (s1, o1) > (s2, o2) in Timestamp order. */
 static inline bool oplog_ts_after(uint32_t s1, uint32_t o1, uint32_t s2, uint32_t o2)
 {

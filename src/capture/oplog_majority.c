@@ -39,16 +39,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "capture/hello.h"
 #include "capture/oplog_internal.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 #define HOLD_BACKOFF_MAX_MS 50
 #define HOLD_AWAIT_DEFAULT_MS 1000
-
-int64_t oplog_now_ms(void)
-{
-    return bson_get_monotonic_time() / 1000;
-}
 
 static void sleep_ms(int64_t ms)
 {
@@ -79,18 +76,14 @@ static bool optime_of(const bson_t *lw, const char *key, uint32_t *sec, uint32_t
 static bool run_hello(mongoc_client_t *client, uint32_t server_id, struct oplog_commit_point *cp,
                       bson_error_t *error, bson_t *reply)
 {
-    bson_t *cmd = BCON_NEW("hello", BCON_INT32(1));
+    struct mcdc_hello h;
     bson_iter_t it;
     bson_t lw;
-    bool ok;
+    bool ok = mcdc_hello_run(client, server_id, &h, error);
 
     memset(cp, 0, sizeof *cp);
-    if (server_id != 0)
-        ok = mongoc_client_command_simple_with_server_id(client, "admin", cmd, NULL, server_id,
-                                                         reply, error);
-    else
-        ok = mongoc_client_command_simple(client, "admin", cmd, NULL, reply, error);
-    bson_destroy(cmd);
+    bson_copy_to(&h.reply, reply);
+    mcdc_hello_destroy(&h);
     if (!ok)
         return false;
     if (bson_iter_init_find(&it, reply, "lastWrite") && BSON_ITER_HOLDS_DOCUMENT(&it)) {
@@ -245,7 +238,7 @@ enum capture_status oplog_release_held(struct oplog_reader *r, struct oplog_item
 {
     int64_t await_ms = r->cfg->cursor_max_await_time_ms > 0 ? r->cfg->cursor_max_await_time_ms
                                                             : HOLD_AWAIT_DEFAULT_MS;
-    int64_t deadline = oplog_now_ms() + await_ms;
+    int64_t deadline = mcdc_clock_mono_ms() + await_ms;
     uint32_t sec, ord;
 
     oplog_ts_of(&r->held, "ts", &sec, &ord);
@@ -267,7 +260,7 @@ enum capture_status oplog_release_held(struct oplog_reader *r, struct oplog_item
             r->has_held = false;
             return st;
         }
-        now = oplog_now_ms();
+        now = mcdc_clock_mono_ms();
         if (now >= deadline)
             return CAPTURE_IDLE;
         sleep_ms(r->hold_backoff_ms < deadline - now ? r->hold_backoff_ms : deadline - now);

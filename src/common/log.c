@@ -16,9 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/jsonesc.h"
+
 #define LOG_LINE_MAX 8192
 
-volatile int mcdc_log_level_current = MCDC_LOG_INFO;
+_Atomic int mcdc_log_level_current = MCDC_LOG_INFO;
 
 static atomic_int log_fd = STDERR_FILENO;
 static enum mcdc_log_format log_format = MCDC_LOG_FORMAT_TEXT;
@@ -111,33 +113,12 @@ const char *mcdc_log_component(void)
     return log_component_buf[0] ? log_component_buf : "main";
 }
 
-/* Appends s to buf[*len..cap) as JSON string content (no quotes), truncating. */
+/* Appends s to buf[*len..cap) as JSON string content (no quotes), truncating
+ * before the first escape that does not fit. */
 static void append_json_escaped(char *buf, size_t *len, size_t cap, const char *s)
 {
-    static const char hex[] = "0123456789abcdef";
-    for (const unsigned char *p = (const unsigned char *)s; *p && *len + 7 < cap; p++) {
-        unsigned char c = *p;
-        if (c == '"' || c == '\\') {
-            buf[(*len)++] = '\\';
-            buf[(*len)++] = (char)c;
-        } else if (c == '\n') {
-            buf[(*len)++] = '\\';
-            buf[(*len)++] = 'n';
-        } else if (c == '\t') {
-            buf[(*len)++] = '\\';
-            buf[(*len)++] = 't';
-        } else if (c == '\r') {
-            buf[(*len)++] = '\\';
-            buf[(*len)++] = 'r';
-        } else if (c < 0x20) {
-            memcpy(buf + *len, "\\u00", 4);
-            *len += 4;
-            buf[(*len)++] = hex[c >> 4];
-            buf[(*len)++] = hex[c & 15];
-        } else {
-            buf[(*len)++] = (char)c;
-        }
-    }
+    if (*len < cap)
+        *len += mcdc_json_escape(MCDC_JSON_LOG, buf + *len, cap - *len, s, strlen(s), NULL);
 }
 
 static void append_str(char *buf, size_t *len, size_t cap, const char *s)

@@ -16,6 +16,7 @@
 #ifndef MCDC_COMMON_LOG_H
 #define MCDC_COMMON_LOG_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "common/error.h"
@@ -34,8 +35,8 @@ enum mcdc_log_format {
     MCDC_LOG_FORMAT_COUNT
 };
 
-/* Current level; read without a lock (an int, set at start-up). */
-extern volatile int mcdc_log_level_current;
+/* Current level; set at start-up, read by every thread without a lock. */
+extern _Atomic int mcdc_log_level_current;
 
 /*
  * Configures the logger. path NULL or "" logs to stderr; otherwise the file is
@@ -72,7 +73,8 @@ void mcdc_log(enum mcdc_log_level level, const char *fmt, ...) MCDC_PRINTF(2, 3)
  */
 void mcdc_log_write(enum mcdc_log_level level, const char *component, const char *msg);
 
-#define MCDC_LOG_ENABLED(lvl) ((int)(lvl) <= mcdc_log_level_current)
+#define MCDC_LOG_ENABLED(lvl)                                                                      \
+    ((int)(lvl) <= atomic_load_explicit(&mcdc_log_level_current, memory_order_relaxed))
 #define MCDC_LOG(lvl, ...)                                                                         \
     do {                                                                                           \
         if (MCDC_LOG_ENABLED(lvl))                                                                 \

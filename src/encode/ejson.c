@@ -23,6 +23,7 @@
 
 #include <string.h>
 
+#include "common/base64.h"
 #include "encode/ejson_internal.h"
 
 static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
@@ -128,37 +129,10 @@ static void put_double(struct ejson_buf *buf, double v, enum ejson_mode mode)
     buf->len += ejson_java_double(v, buf->data + buf->len);
 }
 
-static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 static void put_base64(struct ejson_buf *buf, const uint8_t *d, uint32_t n)
 {
-    reserve(buf, ((size_t)n + 2) / 3 * 4);
-    char *p = buf->data + buf->len;
-    uint32_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t w = (uint32_t)d[i] << 16 | (uint32_t)d[i + 1] << 8 | d[i + 2];
-        p[0] = b64chars[w >> 18];
-        p[1] = b64chars[(w >> 12) & 63];
-        p[2] = b64chars[(w >> 6) & 63];
-        p[3] = b64chars[w & 63];
-        p += 4;
-    }
-    if (n - i == 1) {
-        uint32_t w = (uint32_t)d[i] << 16;
-        p[0] = b64chars[w >> 18];
-        p[1] = b64chars[(w >> 12) & 63];
-        p[2] = '=';
-        p[3] = '=';
-        p += 4;
-    } else if (n - i == 2) {
-        uint32_t w = (uint32_t)d[i] << 16 | (uint32_t)d[i + 1] << 8;
-        p[0] = b64chars[w >> 18];
-        p[1] = b64chars[(w >> 12) & 63];
-        p[2] = b64chars[(w >> 6) & 63];
-        p[3] = '=';
-        p += 4;
-    }
-    buf->len = (size_t)(p - buf->data);
+    reserve(buf, mcdc_base64_len(n));
+    buf->len += mcdc_base64_encode_to(d, n, buf->data + buf->len);
 }
 
 static void put_oid(struct ejson_buf *buf, const bson_oid_t *oid)

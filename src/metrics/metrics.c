@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/xalloc.h"
 #include "metrics/metrics_internal.h"
 
@@ -28,20 +29,6 @@ const char *const metrics_op_labels[METRICS_OP_COUNT] = {"c", "u", "d", "r", "ot
 static const char *const state_labels[METRICS_STATE_COUNT] = {
     "starting", "snapshotting", "streaming", "reconnecting", "stopped", "failed"};
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 struct metrics_task *metrics_task_register(const char *name)
 {
     struct metrics_task *t = NULL;
@@ -53,7 +40,7 @@ struct metrics_task *metrics_task_register(const char *name)
     if (t == NULL && ntasks < METRICS_MAX_TASKS) {
         t = xcalloc(1, sizeof *t);
         snprintf(t->name, sizeof t->name, "%s", name);
-        atomic_store(&t->progress_ms, mono_ms());
+        atomic_store(&t->progress_ms, mcdc_clock_mono_ms());
         atomic_store(&t->snap_docs_est, -1);
         t->colls = metrics_colls_new();
         tasks[ntasks++] = t;
@@ -103,7 +90,7 @@ void metrics_add(struct metrics_task *t, enum metrics_counter c, uint64_t n)
 void metrics_progress(struct metrics_task *t)
 {
     if (t != NULL)
-        atomic_store_explicit(&t->progress_ms, mono_ms(), memory_order_relaxed);
+        atomic_store_explicit(&t->progress_ms, mcdc_clock_mono_ms(), memory_order_relaxed);
 }
 
 void metrics_set_state(struct metrics_task *t, enum metrics_state s)
@@ -124,7 +111,7 @@ void metrics_offset_stored(struct metrics_task *t)
 {
     if (t == NULL)
         return;
-    atomic_store_explicit(&t->offset_ms, wall_ms(), memory_order_relaxed);
+    atomic_store_explicit(&t->offset_ms, mcdc_clock_wall_ms(), memory_order_relaxed);
     bump(&t->counters[METRICS_OFFSET_COMMITS], 1);
 }
 
@@ -341,7 +328,7 @@ static bool v_docs_remaining(const struct metrics_task *t, int64_t now, double *
 static bool v_progress_age(const struct metrics_task *t, int64_t now, double *v)
 {
     (void)now;
-    *v = (double)(mono_ms() - atomic_load(&t->progress_ms)) / 1000.0;
+    *v = (double)(mcdc_clock_mono_ms() - atomic_load(&t->progress_ms)) / 1000.0;
     return true;
 }
 
@@ -385,7 +372,7 @@ static bool proc_stat(double *cpu_s, double *rss_bytes, double *start_s)
 char *metrics_render(size_t *len)
 {
     struct out o = {.buf = xmalloc(8192), .len = 0, .cap = 8192};
-    int64_t now = wall_ms();
+    int64_t now = mcdc_clock_wall_ms();
     double cpu, rss, start;
     char nm[300];
 
@@ -533,7 +520,7 @@ bool metrics_healthy(char *why, size_t n)
 bool metrics_ready(int64_t window_ms, char *why, size_t n)
 {
     bool ok = true;
-    int64_t now = mono_ms();
+    int64_t now = mcdc_clock_mono_ms();
 
     pthread_mutex_lock(&reg_mu);
     if (ntasks == 0) {

@@ -1,5 +1,5 @@
 /*
- * offsets/json: the small JSON writer and Base64 codec behind the offset
+ * offsets/json: the small JSON writer behind the offset
  * values (debezium-format.md §4.2) and the Kafka Connect partition keys
  * (§4.1). Parsing goes through libbson (bson_new_from_json), which takes any
  * JSON spacing, so values written by other versions or other writers read the
@@ -68,48 +68,14 @@ void jbuf_i64(struct jbuf *b, int64_t v)
     jbuf_putn(b, tmp, (size_t)n);
 }
 
+/* Jackson's escaping (Kafka Connect's JsonConverter writes the offsets):
+ * encode's writer of that dialect. */
 void jbuf_str(struct jbuf *b, const char *s, size_t n)
 {
-    jbuf_putc(b, '"');
-    size_t run = 0; /* start of the pending verbatim run */
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\')
-            continue;
-        jbuf_putn(b, s + run, i - run);
-        run = i + 1;
-        switch (c) {
-        case '"':
-            jbuf_puts(b, "\\\"");
-            break;
-        case '\\':
-            jbuf_puts(b, "\\\\");
-            break;
-        case '\n':
-            jbuf_puts(b, "\\n");
-            break;
-        case '\r':
-            jbuf_puts(b, "\\r");
-            break;
-        case '\t':
-            jbuf_puts(b, "\\t");
-            break;
-        case '\b':
-            jbuf_puts(b, "\\b");
-            break;
-        case '\f':
-            jbuf_puts(b, "\\f");
-            break;
-        default: {
-            char tmp[8];
-            /* Jackson (Kafka Connect's JsonConverter) writes upper-case hex. */
-            snprintf(tmp, sizeof tmp, "\\u%04X", c);
-            jbuf_puts(b, tmp);
-        }
-        }
-    }
-    jbuf_putn(b, s + run, n - run);
-    jbuf_putc(b, '"');
+    struct ejson_buf tmp = {0};
+    json_append_string(&tmp, s, n);
+    jbuf_putn(b, tmp.data, tmp.len);
+    ejson_buf_free(&tmp);
 }
 
 static void put_container(struct jbuf *b, const bson_iter_t *iter, bool array)
@@ -199,79 +165,6 @@ char *jbuf_steal(struct jbuf *b)
     b->data = NULL;
     b->len = b->cap = 0;
     return s;
-}
-
-static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-char *base64_encode(const uint8_t *data, size_t len)
-{
-    char *out = xmalloc(((len + 2) / 3) * 4 + 1);
-    size_t o = 0, i = 0;
-    for (; i + 3 <= len; i += 3) {
-        uint32_t v = (uint32_t)data[i] << 16 | (uint32_t)data[i + 1] << 8 | data[i + 2];
-        out[o++] = B64[v >> 18];
-        out[o++] = B64[(v >> 12) & 63];
-        out[o++] = B64[(v >> 6) & 63];
-        out[o++] = B64[v & 63];
-    }
-    if (len - i == 1) {
-        uint32_t v = (uint32_t)data[i] << 16;
-        out[o++] = B64[v >> 18];
-        out[o++] = B64[(v >> 12) & 63];
-        out[o++] = '=';
-        out[o++] = '=';
-    } else if (len - i == 2) {
-        uint32_t v = (uint32_t)data[i] << 16 | (uint32_t)data[i + 1] << 8;
-        out[o++] = B64[v >> 18];
-        out[o++] = B64[(v >> 12) & 63];
-        out[o++] = B64[(v >> 6) & 63];
-        out[o++] = '=';
-    }
-    out[o] = '\0';
-    return out;
-}
-
-static int b64_value(char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-bool base64_decode(const char *s, size_t n, uint8_t **out, size_t *out_len)
-{
-    while (n > 0 && s[n - 1] == '=')
-        n--;
-    if (n % 4 == 1)
-        return false;
-    uint8_t *buf = xmalloc(n * 3 / 4 + 1);
-    size_t o = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n; i++) {
-        int v = b64_value(s[i]);
-        if (v < 0) {
-            free(buf);
-            return false;
-        }
-        acc = acc << 6 | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            buf[o++] = (uint8_t)(acc >> bits);
-        }
-    }
-    *out = buf;
-    *out_len = o;
-    return true;
 }
 
 char *offsets_partition_key(const char *name, const char *server_id, const char *rs)

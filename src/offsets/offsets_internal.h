@@ -1,6 +1,6 @@
 /*
  * offsets internals shared by the offsets module's files (not a public
- * contract): a growable text buffer with a compact JSON writer, Base64, the
+ * contract): a growable text buffer with a compact JSON writer, the
  * BSON form of an offset value and the store back-ends' table.
  *
  * Thread: any (no shared state).
@@ -41,12 +41,6 @@ void jbuf_bson_value(struct jbuf *b, const bson_iter_t *iter);
 void jbuf_bson_members(struct jbuf *b, const bson_t *doc, bool *first);
 /* Hands the text over to the caller (malloc'd) and resets b. */
 char *jbuf_steal(struct jbuf *b);
-
-/* Standard Base64 with padding (java.util.Base64.getEncoder()). Caller frees. */
-char *base64_encode(const uint8_t *data, size_t len);
-/* Decodes standard Base64 (padding optional); returns false on a bad
- * character or length. *out is malloc'd (caller frees) on success. */
-bool base64_decode(const char *s, size_t n, uint8_t **out, size_t *out_len);
 
 /* Parses an offset value already in BSON form (see position_from_json). */
 bool position_from_bson(const bson_t *doc, struct mcdc_position *pos, struct mcdc_error *err);

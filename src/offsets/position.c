@@ -30,6 +30,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "common/base64.h"
 #include "common/xalloc.h"
 #include "offsets/offsets_internal.h"
 
@@ -100,7 +101,8 @@ static char *to_json(const struct mcdc_position *pos, bool v19)
              * {_data: s}; Base64 there fails with FailedToParse). */
             jbuf_str(&b, data, dlen);
         } else {
-            char *b64 = base64_encode(bson_get_data(&pos->resume_token), pos->resume_token.len);
+            char *b64 =
+                mcdc_base64_encode(bson_get_data(&pos->resume_token), pos->resume_token.len);
             jbuf_str(&b, b64, strlen(b64));
             free(b64);
         }
@@ -195,7 +197,7 @@ static void parse_token(const char *s, uint32_t n, bson_t *out)
     uint8_t *raw = NULL;
     size_t raw_len = 0;
     bson_t tmp;
-    if (base64_decode(s, n, &raw, &raw_len) && bson_init_static(&tmp, raw, raw_len) &&
+    if (mcdc_base64_decode(s, n, &raw, &raw_len) && bson_init_static(&tmp, raw, raw_len) &&
         bson_validate(&tmp, BSON_VALIDATE_NONE, NULL)) {
         bson_concat(out, &tmp);
     } else {

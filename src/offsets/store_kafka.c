@@ -38,8 +38,10 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "kafka/kafka_conf.h"
 #include "offsets/offsets_internal.h"
 
 struct kafka_store {
@@ -52,19 +54,6 @@ struct kafka_store {
     bool dr_done;
     rd_kafka_resp_err_t dr_err;
 };
-
-static void log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
-{
-    enum mcdc_log_level lvl = level <= 3   ? MCDC_LOG_ERROR
-                              : level == 4 ? MCDC_LOG_WARN
-                              : level <= 6 ? MCDC_LOG_INFO
-                                           : MCDC_LOG_DEBUG;
-    if (!MCDC_LOG_ENABLED(lvl))
-        return;
-    char line[1024];
-    snprintf(line, sizeof line, "%s: %s: %s", rd_kafka_name(rk), fac, buf);
-    mcdc_log_write(lvl, "rdkafka", line);
-}
 
 static void error_cb(rd_kafka_t *rk, int code, const char *reason, void *opaque)
 {
@@ -79,38 +68,6 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
     struct kafka_store *ks = opaque;
     ks->dr_done = true;
     ks->dr_err = msg->err;
-}
-
-static bool conf_set(rd_kafka_conf_t *conf, const struct mcdc_config *cfg, const char *k,
-                     const char *v, int line, int col, struct mcdc_error *err)
-{
-    char errstr[512];
-    if (rd_kafka_conf_set(conf, k, v, errstr, sizeof errstr) == RD_KAFKA_CONF_OK)
-        return true;
-    if (line > 0)
-        return mcdc_error_set(err, MCDC_ERR_CONFIG, 0, "%s:%d:%d: kafka.%s: %s",
-                              cfg->path ? cfg->path : "config", line, col, k, errstr);
-    return mcdc_error_set(err, MCDC_ERR_CONFIG, 0, "kafka %s=%s: %s", k, v, errstr);
-}
-
-/* The user's kafka: map, with bootstrap (when given) replacing a mock cluster setting. */
-static bool apply_user(rd_kafka_conf_t *conf, const struct mcdc_config *cfg, const char *bootstrap,
-                       bool consumer, struct mcdc_error *err)
-{
-    for (size_t i = 0; i < cfg->kafka.count; i++) {
-        const struct mcdc_kv *kv = &cfg->kafka.items[i];
-        if (bootstrap && !strcmp(kv->key, "test.mock.num.brokers"))
-            continue;
-        if (consumer && mcdc_kafka_producer_only(kv->key))
-            continue; /* the reader is a consumer: no CONFWARN for the producer's settings */
-        if (!strcmp(kv->key, "enable.idempotence"))
-            continue; /* forced below */
-        if (!conf_set(conf, cfg, kv->key, kv->value, kv->line, kv->col, err))
-            return false;
-    }
-    if (bootstrap && !conf_set(conf, cfg, "bootstrap.servers", bootstrap, 0, 0, err))
-        return false;
-    return true;
 }
 
 static bool ensure_topic(struct kafka_store *ks)
@@ -165,13 +122,6 @@ static bool ensure_topic(struct kafka_store *ks)
     return ok;
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Sets the value of key (klen bytes) in the scan's entries, adding it when new. */
 static void entry_set(struct offset_entry **entries, size_t *n, size_t *cap, const char *key,
                       size_t klen, const char *value, size_t vlen)
@@ -202,7 +152,7 @@ static bool read_partition(rd_kafka_topic_t *rkt, int32_t p, int64_t hi,
             err, MCDC_ERR_KAFKA, rd_kafka_last_error(), "offsets topic %s [%d]: consume: %s",
             rd_kafka_topic_name(rkt), (int)p, rd_kafka_err2str(rd_kafka_last_error()));
     bool ok = false, failed = false;
-    while (now_ms() < deadline) {
+    while (mcdc_clock_mono_ms() < deadline) {
         rd_kafka_message_t *m = rd_kafka_consume(rkt, p, 200);
         if (!m)
             continue;
@@ -244,15 +194,10 @@ static bool kafka_scan(struct offset_store *store, struct offset_entry **entries
     size_t cap = 0;
     *entries = NULL;
     *n = 0;
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_t *conf = mcdc_kafka_store_conf(cfg, true, ks->bootstrap, err);
     char errstr[512];
-    rd_kafka_conf_set_log_cb(conf, log_cb);
-    if (!apply_user(conf, cfg, ks->bootstrap, true, err) ||
-        !conf_set(conf, cfg, "enable.partition.eof", "true", 0, 0, err) ||
-        !conf_set(conf, cfg, "client.id", "mongocdc-offsets-load", 0, 0, err)) {
-        rd_kafka_conf_destroy(conf);
+    if (!conf)
         return false;
-    }
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
     if (!rk) {
         rd_kafka_conf_destroy(conf);
@@ -260,7 +205,8 @@ static bool kafka_scan(struct offset_store *store, struct offset_entry **entries
     }
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, ks->topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
-    int64_t deadline = now_ms() + (ks->timeout_ms < 30000 ? 30000 : 4LL * ks->timeout_ms);
+    int64_t deadline =
+        mcdc_clock_mono_ms() + (ks->timeout_ms < 30000 ? 30000 : 4LL * ks->timeout_ms);
     bool ok = true;
     rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, rkt, &md, ks->timeout_ms);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -339,27 +285,17 @@ bool store_kafka_open(struct offset_store *store, struct mcdc_error *err)
         cfg->offsets_topic && cfg->offsets_topic[0] ? cfg->offsets_topic : "mongocdc-offsets";
     ks->timeout_ms = cfg->offsets_flush_timeout_ms > 0 ? (int)cfg->offsets_flush_timeout_ms : 5000;
 
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    /* allow.auto.create.topics is false there: else the metadata lookup
+     * below would let the broker auto-create the topic without compaction */
+    rd_kafka_conf_t *conf = mcdc_kafka_store_conf(cfg, false, NULL, err);
     char errstr[512];
-    rd_kafka_conf_set_log_cb(conf, log_cb);
-    rd_kafka_conf_set_error_cb(conf, error_cb);
-    rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
-    rd_kafka_conf_set_opaque(conf, ks);
-    char client_id[256];
-    snprintf(client_id, sizeof client_id, "mongocdc-offsets-%s", cfg->topic_prefix);
-    if (!conf_set(conf, cfg, "client.id", client_id, 0, 0, err) ||
-        !conf_set(conf, cfg, "partitioner", "murmur2_random", 0, 0, err) ||
-        /* else the metadata lookup below would let the broker auto-create the
-         * topic without compaction */
-        !conf_set(conf, cfg, "allow.auto.create.topics", "false", 0, 0, err) ||
-        !apply_user(conf, cfg, NULL, false, err) ||
-        /* as the sink (sink_kafka.c): ordered, replicated writes only */
-        !conf_set(conf, cfg, "enable.idempotence", "true", 0, 0, err) ||
-        !conf_set(conf, cfg, "acks", "all", 0, 0, err)) {
-        rd_kafka_conf_destroy(conf);
+    if (!conf) {
         kafka_close(store);
         return false;
     }
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+    rd_kafka_conf_set_opaque(conf, ks);
     ks->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
     if (!ks->rk) {
         rd_kafka_conf_destroy(conf);

@@ -9,44 +9,35 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kafka/kafka_conf.h"
+
 /* Milliseconds a Kafka metadata or DescribeConfigs request may take. */
 #define KAFKA_TIMEOUT_MS 10000
 
-static bool conf_set(struct pf *p, rd_kafka_conf_t *conf, const char *check, const char *shown,
-                     const char *k, const char *v)
-{
-    char errstr[512];
-    if (rd_kafka_conf_set(conf, k, v, errstr, sizeof errstr) == RD_KAFKA_CONF_OK)
-        return true;
-    pf_say(p, "FAIL", check, "%s%s: %s", shown, k, errstr);
-    return false;
-}
-
-/* A client of the kafka: cluster; for the signal check (signal true) a
- * consumer with signal.kafka.bootstrap.servers and signal.consumer.* on
- * top, as the Kafka signal channel builds it (signals/channels.c). */
+/*
+ * The client the daemon itself would run, from the same builder
+ * (kafka/kafka_conf.h), so the check tests the daemon's settings: with signal
+ * false the record producer (the Kafka sink's: defaults, the `kafka:` map,
+ * the locked keys) or, when only the offsets store uses Kafka, the store's
+ * writer; with signal true the Kafka signal channel's consumer. librdkafka's
+ * own log is silenced: the verdicts say what failed.
+ */
 static rd_kafka_t *kafka_client(struct pf *p, const struct mcdc_config *cfg, bool signal)
 {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
     const char *check = signal ? "kafka-signal" : "kafka";
+    struct mcdc_error err = {0};
     char errstr[512];
+    rd_kafka_conf_t *conf;
     rd_kafka_t *rk;
-    bool ok = true;
 
-    for (size_t i = 0; ok && i < cfg->kafka.count; i++)
-        if (!signal || !mcdc_kafka_producer_only(cfg->kafka.items[i].key))
-            ok = conf_set(p, conf, check, "kafka.", cfg->kafka.items[i].key,
-                          cfg->kafka.items[i].value);
-    if (ok && signal && cfg->signal_kafka_bootstrap != NULL)
-        ok = conf_set(p, conf, check, "signal.kafka.", "bootstrap.servers",
-                      cfg->signal_kafka_bootstrap);
-    if (ok && signal)
-        ok = conf_set(p, conf, check, "", "group.id", cfg->signal_kafka_group);
-    for (size_t i = 0; ok && signal && i < cfg->signal_consumer.count; i++)
-        ok = conf_set(p, conf, check, "signal.consumer.", cfg->signal_consumer.items[i].key,
-                      cfg->signal_consumer.items[i].value);
-    if (!ok) {
-        rd_kafka_conf_destroy(conf);
+    if (signal)
+        conf = mcdc_kafka_signal_consumer_conf(cfg, "mongocdc-check", &err);
+    else if (cfg->sink_type == MCDC_SINK_KAFKA)
+        conf = mcdc_kafka_producer_conf(cfg, "check", &err);
+    else
+        conf = mcdc_kafka_store_conf(cfg, false, NULL, &err);
+    if (conf == NULL) {
+        pf_say(p, "FAIL", check, "%s", err.msg);
         return NULL;
     }
     rd_kafka_conf_set(conf, "log_level", "0", errstr, sizeof errstr);

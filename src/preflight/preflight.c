@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "capture/hello.h"
 #include "capture/oplog.h"
 #include "capture/resume.h"
 #include "common/error.h"
@@ -46,15 +47,13 @@ static bool command(mongoc_client_t *c, const char *db, const bson_t *cmd, bson_
 
 /* ---- mongodb: version and topology ---- */
 
-/* What `hello` says the seed is (the topology module decides the same way). */
-enum seed_kind { SEED_RS, SEED_CONFIG_SERVER, SEED_MONGOS, SEED_STANDALONE };
-
 static bool check_server(struct pf *p, mongoc_client_t *c, int *major, int *minor, char *rs,
-                         size_t rs_cap, enum seed_kind *kind)
+                         size_t rs_cap, enum mcdc_server_kind *kind)
 {
-    bson_t cmd = BSON_INITIALIZER, reply, first;
+    bson_t cmd = BSON_INITIALIZER, first;
     bson_error_t error, first_error;
     bson_iter_t it;
+    struct mcdc_hello h;
     char version[64] = "unknown";
     bool ok, first_ok;
 
@@ -66,51 +65,42 @@ static bool check_server(struct pf *p, mongoc_client_t *c, int *major, int *mino
     if (!first_ok)
         first_error = error; /* the hello right after only says "No servers yet eligible
                               * for rescan": libmongoc's cooldown after a failed scan */
-    bson_reinit(&cmd);
+    bson_destroy(&cmd);
     *major = *minor = 0;
     sscanf(version, "%d.%d", major, minor);
-    BSON_APPEND_INT32(&cmd, "hello", 1);
-    ok = command(c, "admin", &cmd, &reply, &error);
-    bson_destroy(&cmd);
+    ok = mcdc_hello_run(c, 0, &h, &error);
     if (!ok) {
         char hosts[256] = "";
-        for (const mongoc_host_list_t *h = mongoc_uri_get_hosts(mongoc_client_get_uri(c));
-             h != NULL; h = h->next) {
-            size_t n = strlen(hosts), add = strlen(h->host_and_port) + (n ? 1 : 0);
+        for (const mongoc_host_list_t *hl = mongoc_uri_get_hosts(mongoc_client_get_uri(c));
+             hl != NULL; hl = hl->next) {
+            size_t n = strlen(hosts), add = strlen(hl->host_and_port) + (n ? 1 : 0);
             if (n + add >= sizeof hosts)
                 break; /* the hosts that fit are named */
             if (n)
                 hosts[n++] = ',';
-            memcpy(hosts + n, h->host_and_port, strlen(h->host_and_port) + 1);
+            memcpy(hosts + n, hl->host_and_port, strlen(hl->host_and_port) + 1);
         }
         pf_say(p, "FAIL", "mongodb", "cannot connect or authenticate to %s: %s",
                hosts[0] ? hosts : "the configured hosts",
                first_ok ? error.message : first_error.message);
-        bson_destroy(&reply);
+        mcdc_hello_destroy(&h);
         return false;
     }
-    *kind = SEED_STANDALONE;
-    if (bson_iter_init_find(&it, &reply, "setName") && BSON_ITER_HOLDS_UTF8(&it) &&
-        bson_iter_init_find(&it, &reply, "configsvr")) {
-        *kind = SEED_CONFIG_SERVER;
-        bson_iter_init_find(&it, &reply, "setName");
+    *kind = h.kind;
+    if (h.kind == MCDC_SERVER_CONFIG_SERVER) {
         pf_say(p, "PASS", "mongodb",
                "MongoDB %s, config server replica set %s (sharded cluster): every shard is "
                "checked below",
-               version, bson_iter_utf8(&it, NULL));
-    } else if (bson_iter_init_find(&it, &reply, "setName") && BSON_ITER_HOLDS_UTF8(&it)) {
-        *kind = SEED_RS;
-        snprintf(rs, rs_cap, "%s", bson_iter_utf8(&it, NULL));
+               version, h.set_name);
+    } else if (h.kind == MCDC_SERVER_REPLICA_SET) {
+        snprintf(rs, rs_cap, "%s", h.set_name);
         if (*major > 0 && (*major < 3 || (*major == 3 && *minor < 6)))
             pf_say(p, "FAIL", "mongodb",
                    "MongoDB %s, replica set %s: change streams need 3.6 or later", version,
-                   bson_iter_utf8(&it, NULL));
+                   h.set_name);
         else
-            pf_say(p, "PASS", "mongodb", "MongoDB %s, replica set %s", version,
-                   bson_iter_utf8(&it, NULL));
-    } else if (bson_iter_init_find(&it, &reply, "msg") && BSON_ITER_HOLDS_UTF8(&it) &&
-               strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0) {
-        *kind = SEED_MONGOS;
+            pf_say(p, "PASS", "mongodb", "MongoDB %s, replica set %s", version, h.set_name);
+    } else if (h.kind == MCDC_SERVER_MONGOS) {
         pf_say(p, "PASS", "mongodb",
                "MongoDB %s through mongos (sharded cluster): every shard is checked below",
                version);
@@ -119,7 +109,7 @@ static bool check_server(struct pf *p, mongoc_client_t *c, int *major, int *mino
                "MongoDB %s standalone: no oplog and so no change streams; run it as a replica set",
                version);
     }
-    bson_destroy(&reply);
+    mcdc_hello_destroy(&h);
     return true;
 }
 
@@ -320,7 +310,7 @@ static void check_shards(struct pf *p, const mongoc_uri_t *uri, const struct mcd
         bool as_given = cs != NULL && primary_as_given(cfg, s->hosts);
         mongoc_uri_t *su = cs != NULL && !as_given ? mongoc_uri_new_with_error(cs, &error) : NULL;
         mongoc_client_t *sc = su != NULL ? mongoc_client_new_from_uri_with_error(su, &error) : NULL;
-        enum seed_kind kind = SEED_STANDALONE;
+        enum mcdc_server_kind kind = MCDC_SERVER_STANDALONE;
         int major = 0, minor = 0;
         char rs[128] = "";
 
@@ -329,7 +319,8 @@ static void check_shards(struct pf *p, const mongoc_uri_t *uri, const struct mcd
         if (sc == NULL) {
             pf_say(p, "FAIL", "shards", "shard %s: cannot build its connection: %s", s->name,
                    cs == NULL || as_given ? err.msg : error.message);
-        } else if (check_server(p, sc, &major, &minor, rs, sizeof rs, &kind) && kind == SEED_RS) {
+        } else if (check_server(p, sc, &major, &minor, rs, sizeof rs, &kind) &&
+                   kind == MCDC_SERVER_REPLICA_SET) {
             check_replica_set(p, sc, cfg, s->rs, major, false);
         }
         if (direct.client != NULL)
@@ -377,7 +368,7 @@ int preflight_run(const struct mcdc_config *cfg, FILE *out)
     bson_error_t error;
     mongoc_uri_t *uri = mongoc_uri_new_with_error(cfg->connection_string, &error);
     mongoc_client_t *c = NULL;
-    enum seed_kind kind = SEED_STANDALONE;
+    enum mcdc_server_kind kind = MCDC_SERVER_STANDALONE;
     int major = 0, minor = 0;
     char rs[128] = "";
     struct pf_direct direct = {0};
@@ -393,11 +384,11 @@ int preflight_run(const struct mcdc_config *cfg, FILE *out)
     if (c == NULL) {
         pf_say(&p, "FAIL", "mongodb", "mongodb.connection.string: %s", error.message);
     } else if (check_server(&p, c, &major, &minor, rs, sizeof rs, &kind)) {
-        if (kind == SEED_RS)
+        if (kind == MCDC_SERVER_REPLICA_SET)
             check_replica_set(&p, c, cfg, rs, major, true);
-        else if (kind == SEED_MONGOS && cfg->connection_mode == MCDC_CONNECTION_SHARDED)
+        else if (kind == MCDC_SERVER_MONGOS && cfg->connection_mode == MCDC_CONNECTION_SHARDED)
             check_merged(&p, c, cfg, major);
-        else if (kind == SEED_CONFIG_SERVER || kind == SEED_MONGOS)
+        else if (kind == MCDC_SERVER_CONFIG_SERVER || kind == MCDC_SERVER_MONGOS)
             check_shards(&p, uri, cfg);
     }
     pf_check_kafka(&p, cfg);

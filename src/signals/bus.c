@@ -10,6 +10,7 @@
 #include "signals/signals.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +23,8 @@ struct signal_queue {
     struct signal_queue *next;
     char task[128];
     struct mcdc_signal ring[SIGNAL_QUEUE_MAX];
-    size_t head, count;
+    size_t head;
+    _Atomic size_t count; /* written under the bus lock, read without it */
     uint64_t dropped;
     void (*wake)(void *ctx);
     void *wake_ctx;
@@ -130,7 +132,7 @@ bool signal_bus_publish(struct signal_bus *bus, const struct mcdc_signal *sig)
             continue;
         }
         mcdc_signal_copy(sig, &q->ring[(q->head + q->count) % SIGNAL_QUEUE_MAX]);
-        __atomic_store_n(&q->count, q->count + 1, __ATOMIC_RELEASE);
+        atomic_store_explicit(&q->count, q->count + 1, memory_order_release);
         if (q->wake)
             q->wake(q->wake_ctx);
     }
@@ -145,7 +147,7 @@ bool signal_queue_pop(struct signal_queue *q, struct mcdc_signal *out)
     /* Called between every two events of a task: the bus lock is taken
      * only when the queue holds something (count is written under the lock,
      * read here without it; a signal pushed meanwhile is seen next time). */
-    if (__atomic_load_n(&q->count, __ATOMIC_ACQUIRE) == 0)
+    if (atomic_load_explicit(&q->count, memory_order_acquire) == 0)
         return false;
     bool got = false;
     pthread_mutex_lock(&q->bus->mu);
@@ -154,7 +156,7 @@ bool signal_queue_pop(struct signal_queue *q, struct mcdc_signal *out)
         mcdc_signal_copy(&q->ring[q->head], out);
         mcdc_signal_destroy(&q->ring[q->head]);
         q->head = (q->head + 1) % SIGNAL_QUEUE_MAX;
-        __atomic_store_n(&q->count, q->count - 1, __ATOMIC_RELEASE);
+        atomic_store_explicit(&q->count, q->count - 1, memory_order_release);
         got = true;
     }
     pthread_mutex_unlock(&q->bus->mu);

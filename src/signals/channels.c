@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "config/config.h"
@@ -41,13 +42,6 @@ struct signal_channels {
     int64_t next_file_ms;
     long file_lines; /* lines taken from the file's front since start: messages count on */
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static bool has(const struct mcdc_strlist *l, const char *name)
 {
@@ -103,25 +97,11 @@ static bool kafka_open(struct signal_channels *ch, struct mcdc_error *err)
     char errstr[512];
     char tbuf[512];
     snprintf(ch->topic, sizeof ch->topic, "%s", sig_kafka_topic(cfg, tbuf, sizeof tbuf));
-    rd_kafka_conf_t *conf = sig_kafka_conf(cfg, err);
-    if (!conf)
-        return false;
     char cid[64];
     snprintf(cid, sizeof cid, "mongocdc-signal-%ld", (long)getpid());
-    bool ok = (!cfg->signal_kafka_bootstrap ||
-               sig_kafka_set(conf, "bootstrap.servers", cfg->signal_kafka_bootstrap, err)) &&
-              sig_kafka_set(conf, "group.id", cfg->signal_kafka_group, err) &&
-              sig_kafka_set(conf, "client.id", cid, err) &&
-              sig_kafka_set(conf, "enable.auto.commit", "false", err) &&
-              sig_kafka_set(conf, "auto.offset.reset", "earliest", err) &&
-              sig_kafka_set(conf, "session.timeout.ms", "10000", err) &&
-              sig_kafka_set(conf, "fetch.wait.max.ms", "100", err);
-    for (size_t i = 0; ok && i < cfg->signal_consumer.count; i++)
-        ok = sig_kafka_set(conf, cfg->signal_consumer.items[i].key,
-                           cfg->signal_consumer.items[i].value, err);
-    if (!ok) {
+    rd_kafka_conf_t *conf = mcdc_kafka_signal_consumer_conf(cfg, cid, err);
+    if (!conf) {
         mcdc_error_prefix(err, "kafka signal channel");
-        rd_kafka_conf_destroy(conf);
         return false;
     }
     rd_kafka_conf_set_error_cb(conf, kafka_error_cb);
@@ -370,9 +350,9 @@ static void *channels_main(void *arg)
             wait = 100;
             goto sleep;
         }
-        if (ch->file && now_ms() >= ch->next_file_ms) {
+        if (ch->file && mcdc_clock_mono_ms() >= ch->next_file_ms) {
             file_poll(ch);
-            ch->next_file_ms = now_ms() + ch->cfg->signal_poll_interval_ms;
+            ch->next_file_ms = mcdc_clock_mono_ms() + ch->cfg->signal_poll_interval_ms;
         }
         if (ch->rk) {
             kafka_poll(ch); /* waits up to signal.kafka.poll.timeout.ms */
@@ -380,20 +360,13 @@ static void *channels_main(void *arg)
                 continue;
         }
         /* sleep until the next file read (or 100 ms with a non-blocking kafka poll) */
-        wait = ch->file ? ch->next_file_ms - now_ms() : 100;
+        wait = ch->file ? ch->next_file_ms - mcdc_clock_mono_ms() : 100;
         if (ch->rk && wait > 100)
             wait = 100;
         if (wait <= 0)
             continue;
     sleep:;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += wait / 1000;
-        ts.tv_nsec += (wait % 1000) * 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = mcdc_clock_deadline(CLOCK_REALTIME, wait);
         pthread_mutex_lock(&ch->mu);
         if (!atomic_load(&ch->stop))
             pthread_cond_timedwait(&ch->cv, &ch->mu, &ts);

@@ -166,12 +166,12 @@ static bool send_kafka(const struct mcdc_config *cfg, const char *json, struct m
     char tbuf[512], errstr[512];
     const char *topic = sig_kafka_topic(cfg, tbuf, sizeof tbuf);
     rd_kafka_resp_err_t result = RD_KAFKA_RESP_ERR__IN_PROGRESS;
-    rd_kafka_conf_t *conf = sig_kafka_conf(cfg, err);
+    rd_kafka_conf_t *conf = mcdc_kafka_client_conf(cfg, err);
     if (!conf)
         return false;
-    if ((cfg->signal_kafka_bootstrap &&
-         !sig_kafka_set(conf, "bootstrap.servers", cfg->signal_kafka_bootstrap, err)) ||
-        !sig_kafka_set(conf, "message.timeout.ms", "15000", err)) {
+    if ((cfg->signal_kafka_bootstrap && !mcdc_kafka_set(conf, cfg, "", "bootstrap.servers",
+                                                        cfg->signal_kafka_bootstrap, NULL, err)) ||
+        !mcdc_kafka_set(conf, cfg, "", "message.timeout.ms", "15000", NULL, err)) {
         rd_kafka_conf_destroy(conf);
         return false;
     }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/uuid.h"
 #include "common/xalloc.h"
@@ -74,13 +75,13 @@ struct notifier *notify_new(const struct mcdc_config *cfg, struct mcdc_error *er
     n->value_schema = cfg->value_schemas_enable;
     if (sink) {
         char errstr[512];
-        rd_kafka_conf_t *conf = sig_kafka_conf(cfg, err);
+        rd_kafka_conf_t *conf = mcdc_kafka_client_conf(cfg, err);
         if (!conf) {
             free(n);
             return NULL;
         }
-        if (!sig_kafka_set(conf, "client.id", "mongocdc-notifications", err) ||
-            !sig_kafka_set(conf, "linger.ms", "10", err)) {
+        if (!mcdc_kafka_set(conf, cfg, "", "client.id", "mongocdc-notifications", NULL, err) ||
+            !mcdc_kafka_set(conf, cfg, "", "linger.ms", "10", NULL, err)) {
             rd_kafka_conf_destroy(conf);
             free(n);
             return NULL;
@@ -112,13 +113,6 @@ void notify_destroy(struct notifier *n)
     }
     free(n->topic);
     free(n);
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void notify_send(struct notifier *n, const char *aggregate_type, const char *type, const char *id,
@@ -169,8 +163,8 @@ void notify_send(struct notifier *n, const char *aggregate_type, const char *typ
             sig_put_json(&v, kv[i].value ? kv[i].value : "");
         }
         char tail[64];
-        int tn = snprintf(tail, sizeof tail, "},\"timestamp\":%lld}%s", (long long)wall_ms(),
-                          n->value_schema ? "}" : "");
+        int tn = snprintf(tail, sizeof tail, "},\"timestamp\":%lld}%s",
+                          (long long)mcdc_clock_wall_ms(), n->value_schema ? "}" : "");
         ejson_buf_append(&v, tail, (size_t)tn);
         rd_kafka_resp_err_t e = rd_kafka_producev(
             n->rk, RD_KAFKA_V_TOPIC(n->topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),

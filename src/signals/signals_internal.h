@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "config/config.h"
 #include "encode/ejson.h"
+#include "kafka/kafka_conf.h"
 
 /* n zeroed bytes aligned for align (a power of two, e.g. _Alignof of a
  * struct holding a bson_t, which libbson aligns to 128 bytes; malloc gives
@@ -33,20 +34,6 @@ static inline void sig_put_json(struct ejson_buf *b, const char *s)
 {
     json_append_string(b, s, strlen(s));
 }
-
-/* librdkafka's log lines into ours (component "rdkafka"). */
-void sig_rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
-
-/*
- * A librdkafka conf for a client of the cluster the daemon produces to:
- * the kafka: map's bootstrap.servers and connection settings (security.*,
- * sasl.*, ssl.*, client.*, socket.*, broker.*), nothing producer-specific.
- * NULL with err on a value librdkafka refuses (config_load checked them).
- */
-rd_kafka_conf_t *sig_kafka_conf(const struct mcdc_config *cfg, struct mcdc_error *err);
-
-/* Sets k=v on conf; false with err naming k. */
-bool sig_kafka_set(rd_kafka_conf_t *conf, const char *k, const char *v, struct mcdc_error *err);
 
 /* The signal topic: signal.kafka.topic or <topic.prefix>-signal. Borrowed
  * or written into buf (cap bytes). */

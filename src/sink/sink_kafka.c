@@ -1,8 +1,8 @@
 /*
  * sink/sink_kafka: the Kafka sink, one librdkafka producer per capture task
  * (design.md §6, style.md §4.9). The producer's settings (defaults, the
- * `kafka:` map, the two locked keys) and its log callback are in
- * sink_kafka_conf.c.
+ * `kafka:` map, the two locked keys) and its log callback are
+ * kafka/kafka_conf.h's mcdc_kafka_producer_conf.
  *
  * Flow: sink_produce() hands the value with RD_KAFKA_MSG_F_FREE (librdkafka
  * frees it after delivery; the key is always copied by librdkafka, so the
@@ -44,10 +44,11 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "common/jsonesc.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "kafka/kafka_conf.h"
 #include "sink/sink_internal.h"
-#include "sink/sink_kafka_internal.h"
 
 #define KEY_EXCERPT 64
 
@@ -136,35 +137,14 @@ static struct dl_ctx *dl_ctx_new(void *opaque, const char *topic, const char *ns
     return c;
 }
 
-/* Appends s as a JSON string (quoted, escaped) to out (holds cap bytes). */
+/* Appends s as a JSON string (quoted, escaped) to out, which holds cap bytes,
+ * at least at + 6 * len + 2. Returns the new end. */
 static size_t json_str(char *out, size_t at, size_t cap, const char *s, size_t len)
 {
-    static const char hex[] = "0123456789abcdef";
-    if (at < cap)
-        out[at] = '"';
-    at++;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        char esc[7];
-        size_t n = 0;
-        if (ch == '"' || ch == '\\') {
-            esc[n++] = '\\';
-            esc[n++] = (char)ch;
-        } else if (ch < 0x20) {
-            memcpy(esc, "\\u00", 4);
-            n = 4;
-            esc[n++] = hex[ch >> 4];
-            esc[n++] = hex[ch & 15];
-        } else {
-            esc[n++] = (char)ch;
-        }
-        for (size_t j = 0; j < n; j++, at++)
-            if (at < cap)
-                out[at] = esc[j];
-    }
-    if (at < cap)
-        out[at] = '"';
-    return at + 1;
+    out[at++] = '"';
+    at += mcdc_json_escape(MCDC_JSON_MINIMAL, out + at, cap - at, s, len, NULL);
+    out[at++] = '"';
+    return at;
 }
 
 /*
@@ -509,16 +489,14 @@ bool sink_kafka_open(struct sink *sink, const char *client_tag, struct mcdc_erro
     const struct mcdc_config *cfg = sink->cfg;
     struct kafka_sink *ks = xcalloc(1, sizeof *ks);
     ks->sink = sink;
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    rd_kafka_conf_set_log_cb(conf, sink_kafka_log_cb);
-    rd_kafka_conf_set_error_cb(conf, error_cb);
-    rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
-    rd_kafka_conf_set_opaque(conf, ks);
-    if (!sink_kafka_conf_apply(conf, cfg, client_tag, err)) {
-        rd_kafka_conf_destroy(conf);
+    rd_kafka_conf_t *conf = mcdc_kafka_producer_conf(cfg, client_tag, err);
+    if (!conf) {
         free(ks);
         return false;
     }
+    rd_kafka_conf_set_error_cb(conf, error_cb);
+    rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+    rd_kafka_conf_set_opaque(conf, ks);
     char errstr[512];
     ks->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
     if (!ks->rk) {

@@ -42,6 +42,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/jsonesc.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "sink/sink_internal.h"
@@ -85,21 +86,12 @@ static void put(struct lines_sink *ls, const char *s, size_t n)
 
 static void put_escaped(struct lines_sink *ls, const char *s)
 {
-    put(ls, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            put(ls, e, 2);
-        } else if (c < 0x20) {
-            char e[8];
-            snprintf(e, sizeof e, "\\u%04x", c);
-            put(ls, e, 6);
-        } else {
-            put(ls, (const char *)&c, 1);
-        }
-    }
-    put(ls, "\"", 1);
+    size_t n = strlen(s);
+    reserve(ls, MCDC_JSON_ESCAPE_MAX * n + 2);
+    ls->buf[ls->len++] = '"';
+    ls->len += mcdc_json_escape(MCDC_JSON_MINIMAL, ls->buf + ls->len, MCDC_JSON_ESCAPE_MAX * n, s,
+                                n, NULL);
+    ls->buf[ls->len++] = '"';
 }
 
 /*

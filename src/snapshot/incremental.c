@@ -13,17 +13,11 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
 #define PROGRESS_LOG_MS 10000
-
-int64_t incr_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 struct incr *incr_new(const struct mcdc_config *cfg, const char *task, bool cluster_time)
 {
@@ -144,7 +138,7 @@ void incr_enqueue(struct incr *s, const char *db, const char *coll, const bson_t
         s->state = INCR_READY;
         s->sent = s->superseded = 0;
         s->estimated = -1;
-        s->started_ms = s->last_log_ms = incr_now_ms();
+        s->started_ms = s->last_log_ms = mcdc_clock_mono_ms();
     }
 }
 
@@ -185,7 +179,7 @@ void incr_pop_current(struct incr *s)
     s->bracket = -1;
     s->sent = s->superseded = 0;
     s->estimated = -1;
-    s->started_ms = s->last_log_ms = incr_now_ms();
+    s->started_ms = s->last_log_ms = mcdc_clock_mono_ms();
     s->queue_gen++;
     s->offset_dirty = true;
     if (s->count == 0)
@@ -391,7 +385,7 @@ void incr_window_sent(struct incr *s, size_t i)
 
 static void log_progress(struct incr *s, bool finished)
 {
-    int64_t now = incr_now_ms(), el = now - s->started_ms;
+    int64_t now = mcdc_clock_mono_ms(), el = now - s->started_ms;
     double rate = el > 0 ? (double)s->sent * 1000.0 / (double)el : 0;
 
     if (!finished && now - s->last_log_ms < PROGRESS_LOG_MS)

@@ -78,8 +78,6 @@ void incr_window_clear(struct incr *s);
 /* Pops the current collection (finished or stopped); resets the keys. */
 void incr_pop_current(struct incr *s);
 
-int64_t incr_now_ms(void);
-
 /* The current collection has no more keys: logs its summary and pops it. */
 void incr_collection_finished(struct incr *s);
 

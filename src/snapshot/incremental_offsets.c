@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "encode/ejson.h"
@@ -349,7 +350,7 @@ bool incr_restore(struct incr *s, const char *extra_json, struct mcdc_error *err
         s->paused = bson_iter_bool(&it);
     if (s->count > 0) {
         s->state = INCR_READY;
-        s->started_ms = s->last_log_ms = incr_now_ms();
+        s->started_ms = s->last_log_ms = mcdc_clock_mono_ms();
         LOG_INFO("incremental snapshot resumed from the offsets: %zu collection(s) left, %s "
                  "from %s%s",
                  s->count, s->queue[0].ns,

@@ -8,11 +8,14 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "capture/capture.h"
+#include "capture/hello.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "snapshot/hashkey.h"
@@ -29,38 +32,27 @@
 #define CONSUMED_REPORT_DOCS 64
 #define PROGRESS_EVERY_MS 10000
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- start position ---- */
 
 static bool start_from_hello(mongoc_client_t *client, struct mcdc_position *pos,
                              struct resume_failure *fail, struct mcdc_error *err)
 {
-    bson_t cmd = BSON_INITIALIZER, reply;
+    struct mcdc_hello h;
     bson_error_t error;
     bson_iter_t it;
-    bool ok;
 
-    BSON_APPEND_INT32(&cmd, "hello", 1);
-    ok = mongoc_client_command_simple(client, "admin", &cmd, NULL, &reply, &error);
-    bson_destroy(&cmd);
-    if (!ok) {
-        capture_failure_from(&error, &reply, fail, err);
-        bson_destroy(&reply);
+    if (!mcdc_hello_run(client, 0, &h, &error)) {
+        capture_failure_from(&error, &h.reply, fail, err);
+        mcdc_hello_destroy(&h);
         return false;
     }
-    if (bson_iter_init_find(&it, &reply, "operationTime") && BSON_ITER_HOLDS_TIMESTAMP(&it)) {
+    if (bson_iter_init_find(&it, &h.reply, "operationTime") && BSON_ITER_HOLDS_TIMESTAMP(&it)) {
         uint32_t t, i;
         bson_iter_timestamp(&it, &t, &i);
         pos->sec = t;
         pos->ord = i;
     }
-    bson_destroy(&reply);
+    mcdc_hello_destroy(&h);
     return true;
 }
 
@@ -134,7 +126,7 @@ struct snapshot {
     /* set while the task thread waits on an empty queue: readers then hand
      * over what they hold at once instead of filling a batch (a slow server
      * would otherwise keep documents in a reader for several round trips) */
-    bool starving;
+    atomic_bool starving;
     struct snapshot_part *parts;
     size_t nparts;
     size_t next_part; /* next part to hand to a reader */
@@ -186,13 +178,7 @@ static bool reader_push(struct snapshot *s, struct batch *b, struct snapshot_col
     while (!s->quit && !s->failed && !atomic_load(s->stop) &&
            (s->queued + b->n > QUEUE_MAX_DOCS || s->queued_bytes + b->bytes > QUEUE_MAX_BYTES) &&
            s->queued > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = mcdc_clock_deadline(CLOCK_REALTIME, 200);
         pthread_cond_timedwait(&s->not_full, &s->lock, &ts);
     }
     if (s->quit || s->failed || atomic_load(s->stop)) {
@@ -314,7 +300,7 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
         b.n++;
         b.bytes += d->doc->len;
         if ((b.n >= BATCH_MAX_DOCS || b.bytes >= BATCH_MAX_BYTES ||
-             __atomic_load_n(&s->starving, __ATOMIC_RELAXED)) &&
+             atomic_load_explicit(&s->starving, memory_order_relaxed)) &&
             !reader_push(s, &b, c)) {
             ok = false;
             break;
@@ -355,7 +341,7 @@ static void *reader_main(void *p)
             s->next_part < s->nparts) {
             part = &s->parts[s->next_part++];
             if (part->coll->started_ms == 0) {
-                part->coll->started_ms = now_ms();
+                part->coll->started_ms = mcdc_clock_mono_ms();
                 first = true;
             }
         }
@@ -373,7 +359,7 @@ static void *reader_main(void *p)
             break;
         pthread_mutex_lock(&s->lock);
         if (--c->parts_left == 0) {
-            __atomic_store_n(&c->finished_ms, now_ms(), __ATOMIC_RELAXED);
+            atomic_store_explicit(&c->finished_ms, mcdc_clock_mono_ms(), memory_order_relaxed);
             last = true;
         }
         done = c->done;
@@ -481,7 +467,7 @@ struct snapshot *snapshot_start(mongoc_client_pool_t *pool, const struct mcdc_co
     if (n > s->nparts)
         n = s->nparts;
     s->threads = xcalloc(n ? n : 1, sizeof *s->threads);
-    s->started_ms = s->last_progress_ms = now_ms();
+    s->started_ms = s->last_progress_ms = mcdc_clock_mono_ms();
     if (s->nparts > plan->count)
         LOG_INFO("snapshot: %zu collections in %zu parts with %zu reader threads", plan->count,
                  s->nparts, n);
@@ -514,7 +500,7 @@ struct snapshot *snapshot_start(mongoc_client_pool_t *pool, const struct mcdc_co
 
 static void log_progress(struct snapshot *s, bool final)
 {
-    int64_t t = now_ms();
+    int64_t t = mcdc_clock_mono_ms();
     for (size_t i = 0; i < s->plan->count; i++) {
         struct snapshot_coll *c = &s->plan->colls[i];
         int64_t end = c->finished_ms ? c->finished_ms : t;
@@ -547,15 +533,8 @@ enum snapshot_status snapshot_next(struct snapshot *s, int timeout_ms, struct sn
                                    struct resume_failure *fail, struct mcdc_error *err)
 {
     enum snapshot_status st;
-    struct timespec ts;
+    struct timespec ts = mcdc_clock_deadline(CLOCK_REALTIME, timeout_ms);
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
     /* Fast path: the batch taken earlier, without the lock; what it
      * consumed is reported every CONSUMED_REPORT_DOCS (readers wait on it). */
     if (s->taken != NULL && s->consumed < CONSUMED_REPORT_DOCS) {
@@ -574,11 +553,11 @@ enum snapshot_status snapshot_next(struct snapshot *s, int timeout_ms, struct sn
         pthread_cond_broadcast(&s->not_full);
     }
     while (s->taken == NULL && s->head == NULL && !s->failed && s->readers_alive > 0) {
-        __atomic_store_n(&s->starving, true, __ATOMIC_RELAXED);
+        atomic_store_explicit(&s->starving, true, memory_order_relaxed);
         if (pthread_cond_timedwait(&s->not_empty, &s->lock, &ts) == ETIMEDOUT)
             break;
     }
-    __atomic_store_n(&s->starving, false, __ATOMIC_RELAXED);
+    atomic_store_explicit(&s->starving, false, memory_order_relaxed);
     if (s->taken == NULL && s->head != NULL) {
         /* take the whole queue; it stays counted in queued until consumed */
         s->taken = s->head;
@@ -603,8 +582,8 @@ enum snapshot_status snapshot_next(struct snapshot *s, int timeout_ms, struct sn
     }
     if (st == SNAPSHOT_DONE)
         log_progress(s, true);
-    else if (now_ms() - s->last_progress_ms >= PROGRESS_EVERY_MS) {
-        s->last_progress_ms = now_ms();
+    else if (mcdc_clock_mono_ms() - s->last_progress_ms >= PROGRESS_EVERY_MS) {
+        s->last_progress_ms = mcdc_clock_mono_ms();
         log_progress(s, false);
     }
     pthread_mutex_unlock(&s->lock);

@@ -59,7 +59,7 @@ struct snapshot_coll {
     int64_t estimated;   /* estimatedDocumentCount, -1 if unknown */
     int64_t done;        /* documents handed over (guarded by the snapshot's lock) */
     int64_t started_ms;  /* monotonic ms when a reader started it, 0 = not yet */
-    int64_t finished_ms; /* 0 = not finished */
+    _Atomic int64_t finished_ms; /* 0 = not finished; set by a reader, read by the task */
     size_t parts;        /* `_id` ranges it is read in (snapshot_start), 1 = whole */
     size_t parts_left;   /* ranges not finished yet (guarded by the snapshot's lock) */
 };

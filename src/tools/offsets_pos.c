@@ -16,6 +16,7 @@
 
 #include <bson/bson.h>
 
+#include "common/base64.h"
 #include "common/xalloc.h"
 #include "offsets/dbzfile.h"
 #include "offsets/offsets.h"
@@ -102,7 +103,7 @@ bool parse_token(const char *s, bson_t *out)
     }
     uint8_t *raw;
     size_t len;
-    if (!base64_decode(s, n, &raw, &len))
+    if (!mcdc_base64_decode(s, n, &raw, &len))
         return false;
     bson_t view;
     bson_iter_t it;

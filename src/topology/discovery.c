@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -33,13 +34,6 @@ struct discovery {
     int64_t warned_ms;
 };
 
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void on_ready(struct ev_loop *loop, ev_async *w, int revents)
 {
     struct discovery *d = w->data;
@@ -53,14 +47,14 @@ static void poll_once(struct discovery *d)
 {
     struct shard_list shards;
     struct mcdc_error err = MCDC_ERROR_INIT;
-    int64_t began = monotonic_ms(), now;
+    int64_t began = mcdc_clock_mono_ms(), now;
 
     if (!shards_read(d->pool, &shards, &err)) {
         char *why = config_redact_text(err.msg, d->cfg->connection_string);
         /* The read itself may have waited: failing since the attempt began. */
         if (d->failing_since_ms == 0)
             d->failing_since_ms = began;
-        now = monotonic_ms();
+        now = mcdc_clock_mono_ms();
         if (d->warned_ms == 0 || now - d->warned_ms >= DISCOVERY_WARN_MS) {
             LOG_WARN("shard discovery has failed for %lld ms: %s; the running capture tasks go on",
                      (long long)(now - d->failing_since_ms), why);
@@ -71,7 +65,7 @@ static void poll_once(struct discovery *d)
     }
     if (d->failing_since_ms != 0) {
         LOG_INFO("shard discovery works again after %lld ms",
-                 (long long)(monotonic_ms() - d->failing_since_ms));
+                 (long long)(mcdc_clock_mono_ms() - d->failing_since_ms));
         d->failing_since_ms = 0;
         d->warned_ms = 0;
     }
@@ -94,14 +88,7 @@ static void *discovery_main(void *arg)
     mcdc_log_set_component("discovery");
     pthread_mutex_lock(&d->mu);
     while (!d->stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += (time_t)(every / 1000);
-        until.tv_nsec += (long)(every % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = mcdc_clock_deadline(CLOCK_MONOTONIC, every);
         while (!d->stop && pthread_cond_timedwait(&d->cv, &d->mu, &until) != ETIMEDOUT) {
         }
         if (d->stop)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/xalloc.h"
 #include "snapshot/hashkey.h"
 
@@ -52,13 +53,6 @@ struct gate_registry {
     size_t max;
     _Atomic size_t count; /* tasks[0..count) are published */
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* One shard key value (a struct: bson_iter_t is over-aligned for arrays). */
 struct keyval {
@@ -301,7 +295,7 @@ static bool load_map(mongoc_client_pool_t *pool, struct ns_map *m, struct mcdc_e
         free(m->fields[i]);
     m->nfields = 0;
     m->sharded = m->hashed = m->listed = false;
-    m->read_ms = now_ms();
+    m->read_ms = mcdc_clock_mono_ms();
 
     BSON_APPEND_UTF8(&q, "_id", m->ns);
     cur = mongoc_collection_find_with_opts(colls, &q, NULL, NULL);
@@ -535,14 +529,14 @@ uint64_t gate_task_check(struct gate_task *t, const char *db, const char *coll, 
     }
     if (!m->sharded) {
         /* Unsharded now; a collection sharded later is seen on a refresh. */
-        if (now_ms() - m->read_ms >= 100 * REFRESH_MIN_MS)
+        if (mcdc_clock_mono_ms() - m->read_ms >= 100 * REFRESH_MIN_MS)
             (void)load_map(t->reg->seed, m, err);
         if (!m->sharded)
             return 0;
     }
     if (lookup(t, m, key, ts, &need, donor))
         return need;
-    if (now_ms() - m->read_ms < REFRESH_MIN_MS)
+    if (mcdc_clock_mono_ms() - m->read_ms < REFRESH_MIN_MS)
         return 0;
     if (!load_map(t->reg->seed, m, err))
         return 0;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture/hello.h"
 #include "common/xalloc.h"
 #include "topology/shards.h"
 
@@ -116,33 +117,24 @@ static bool is_primary(struct primary_finder *pf, mongoc_client_pool_t *pool, ch
                        size_t why_len)
 {
     mongoc_client_t *c = mongoc_client_pool_pop(pool);
-    bson_t cmd = BSON_INITIALIZER, reply;
+    struct mcdc_hello h;
     bson_error_t error;
-    bson_iter_t it;
-    const char *set = NULL;
     bool ok = false;
 
-    BSON_APPEND_INT32(&cmd, "hello", 1);
-    if (!mongoc_client_command_simple(c, "admin", &cmd, NULL, &reply, &error)) {
+    if (!mcdc_hello_run(c, 0, &h, &error)) {
         snprintf(why, why_len, "%.200s", error.message);
+    } else if (h.set_name == NULL) {
+        snprintf(why, why_len, "not a replica-set member");
+    } else if (pf->rs != NULL && strcmp(h.set_name, pf->rs) != 0) {
+        snprintf(why, why_len, "a member of replica set %s, not %s", h.set_name, pf->rs);
+    } else if (!h.writable_primary) {
+        snprintf(why, why_len, "not primary");
     } else {
-        if (bson_iter_init_find(&it, &reply, "setName") && BSON_ITER_HOLDS_UTF8(&it))
-            set = bson_iter_utf8(&it, NULL);
-        if (set == NULL) {
-            snprintf(why, why_len, "not a replica-set member");
-        } else if (pf->rs != NULL && strcmp(set, pf->rs) != 0) {
-            snprintf(why, why_len, "a member of replica set %s, not %s", set, pf->rs);
-        } else if (!(bson_iter_init_find(&it, &reply, "isWritablePrimary") &&
-                     bson_iter_as_bool(&it))) {
-            snprintf(why, why_len, "not primary");
-        } else {
-            if (pf->rs == NULL)
-                pf->rs = xstrdup(set);
-            ok = true;
-        }
+        if (pf->rs == NULL)
+            pf->rs = xstrdup(h.set_name);
+        ok = true;
     }
-    bson_destroy(&cmd);
-    bson_destroy(&reply);
+    mcdc_hello_destroy(&h);
     mongoc_client_pool_push(pool, c);
     return ok;
 }

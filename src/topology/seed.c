@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "capture/hello.h"
 #include "common/xalloc.h"
 #include "worker/worker.h" /* WORKER_SELECTION_SLICE_MS */
 
@@ -19,27 +20,17 @@ bool seed_probe(mongoc_client_pool_t *pool, enum seed_kind *kind, char **rs,
                 struct mcdc_error *err)
 {
     mongoc_client_t *c = mongoc_client_pool_pop(pool);
-    bson_t cmd = BSON_INITIALIZER, reply;
+    struct mcdc_hello h;
     bson_error_t error;
-    bson_iter_t it;
-    bool ok;
+    bool ok = mcdc_hello_run(c, 0, &h, &error);
 
     *rs = NULL;
-    *kind = SEED_STANDALONE;
-    BSON_APPEND_INT32(&cmd, "hello", 1);
-    ok = mongoc_client_command_simple(c, "admin", &cmd, NULL, &reply, &error);
-    if (!ok) {
+    *kind = (enum seed_kind)h.kind;
+    if (!ok)
         mcdc_error_from_bson(err, error.code, error.message, true);
-    } else if (bson_iter_init_find(&it, &reply, "setName") && BSON_ITER_HOLDS_UTF8(&it)) {
-        *rs = xstrdup(bson_iter_utf8(&it, NULL));
-        *kind = bson_iter_init_find(&it, &reply, "configsvr") ? SEED_CONFIG_SERVER
-                                                              : SEED_REPLICA_SET;
-    } else if (bson_iter_init_find(&it, &reply, "msg") && BSON_ITER_HOLDS_UTF8(&it) &&
-               strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0) {
-        *kind = SEED_MONGOS;
-    }
-    bson_destroy(&cmd);
-    bson_destroy(&reply);
+    else if (h.set_name != NULL)
+        *rs = xstrdup(h.set_name);
+    mcdc_hello_destroy(&h);
     mongoc_client_pool_push(pool, c);
     return ok;
 }

@@ -11,15 +11,17 @@
 
 #include <mongoc/mongoc.h>
 
+#include "capture/hello.h"
 #include "common/error.h"
 #include "config/config.h"
 
 /* What `hello` says the seed is (mongo-sim-spec.md §2.2, §6.1). */
 enum seed_kind {
-    SEED_REPLICA_SET, /* setName, no configsvr */
-    SEED_CONFIG_SERVER, /* setName and configsvr: the config server replica set */
-    SEED_MONGOS,      /* msg: "isdbgrid" */
-    SEED_STANDALONE,
+    /* what hello says (capture/hello.h) */
+    SEED_REPLICA_SET = MCDC_SERVER_REPLICA_SET,
+    SEED_CONFIG_SERVER = MCDC_SERVER_CONFIG_SERVER,
+    SEED_MONGOS = MCDC_SERVER_MONGOS,
+    SEED_STANDALONE = MCDC_SERVER_STANDALONE,
 };
 
 /*

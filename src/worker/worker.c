@@ -13,30 +13,10 @@
 
 #include "capture/capture.h"
 #include "capture/oversize.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "signals/signals.h"
-
-int64_t worker_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t worker_wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-int64_t worker_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 enum phase worker_phase_of(enum pipeline_status st)
 {
@@ -376,7 +356,7 @@ static enum phase run(struct worker *w)
 static void finish(struct worker *w, enum phase ph)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
-    int64_t t0 = worker_now_ms();
+    int64_t t0 = mcdc_clock_mono_ms();
     size_t unacked = 0;
 
     /* A failed task stops the daemon (topology.c; not a removed shard's
@@ -418,7 +398,7 @@ static void finish(struct worker *w, enum phase ph)
                  (unsigned long long)pipeline_records(w->pipe), (unsigned long long)w->skipped,
                  (unsigned long long)pipeline_failed_events(w->pipe),
                  (unsigned long long)w->oversize_skipped, (unsigned long long)w->split_events,
-                 (long long)(worker_now_ms() - t0));
+                 (long long)(mcdc_clock_mono_ms() - t0));
     if (w->gate_checked > 0)
         LOG_INFO("order gate: %llu events checked, added latency p50 %.1f us, p99 %.1f us",
                  (unsigned long long)w->gate_checked, worker_gate_percentile_us(w, 0.50),

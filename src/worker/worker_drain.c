@@ -8,6 +8,7 @@
  */
 #include "worker/worker_internal.h"
 
+#include "capture/hello.h"
 #include "capture/resume.h"
 #include "common/log.h"
 
@@ -35,24 +36,22 @@ uint64_t worker_position_time(const struct mcdc_position *pos)
  */
 static bool last_write(struct worker *w, uint64_t *out)
 {
-    bson_t cmd = BSON_INITIALIZER, reply;
+    struct mcdc_hello h;
     bson_error_t error;
     bson_iter_t it;
-    bool ok;
+    bool ok = mcdc_hello_run(w->client, 0, &h, &error);
+    const bson_t *reply = &h.reply;
 
-    BSON_APPEND_INT32(&cmd, "hello", 1);
-    ok = mongoc_client_command_simple(w->client, "admin", &cmd, NULL, &reply, &error);
     *out = 0;
     if (!ok) {
         mcdc_error_from_bson(&w->err, error.code, error.message, true);
-    } else if (bson_iter_init(&it, &reply) &&
+    } else if (bson_iter_init(&it, reply) &&
                bson_iter_find_descendant(&it, "lastWrite.opTime.ts", &it) &&
                BSON_ITER_HOLDS_TIMESTAMP(&it)) {
         uint32_t sec, inc;
         bson_iter_timestamp(&it, &sec, &inc);
         *out = ((uint64_t)sec << 32) | inc;
-    } else if (bson_iter_init_find(&it, &reply, "operationTime") &&
-               BSON_ITER_HOLDS_TIMESTAMP(&it)) {
+    } else if (bson_iter_init_find(&it, reply, "operationTime") && BSON_ITER_HOLDS_TIMESTAMP(&it)) {
         uint32_t sec, inc;
         bson_iter_timestamp(&it, &sec, &inc);
         *out = ((uint64_t)sec << 32) | inc;
@@ -61,8 +60,7 @@ static bool last_write(struct worker *w, uint64_t *out)
                        "hello of the removed shard gave no lastWrite.opTime nor operationTime");
         ok = false;
     }
-    bson_destroy(&cmd);
-    bson_destroy(&reply);
+    mcdc_hello_destroy(&h);
     return ok;
 }
 

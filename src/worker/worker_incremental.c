@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "signals/notify.h"
@@ -163,7 +164,7 @@ enum phase worker_blocking_snapshot(struct worker *w, const struct worker_want *
     struct snapshot *snap = NULL;
     struct worker_snapshot_rows rows = {blocking_row, NULL, NULL, 0, false};
     enum phase ph = PHASE_OK;
-    int64_t t0 = worker_now_ms();
+    int64_t t0 = mcdc_clock_mono_ms();
 
     LOG_INFO("blocking snapshot (signal %s) of %zu collection(s): streaming pauses", id, n);
     plan->colls = xcalloc(n, sizeof *plan->colls);
@@ -207,7 +208,7 @@ enum phase worker_blocking_snapshot(struct worker *w, const struct worker_want *
     snapshot_destroy(snap);
     if (ph == PHASE_OK)
         LOG_INFO("blocking snapshot (signal %s) done: %lld rows in %lld ms; streaming resumes", id,
-                 (long long)rows.rows, (long long)(worker_now_ms() - t0));
+                 (long long)rows.rows, (long long)(mcdc_clock_mono_ms() - t0));
     return ph;
 }
 

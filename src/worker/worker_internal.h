@@ -162,10 +162,6 @@ static inline bool worker_stopping(const struct worker *w)
     return atomic_load(&w->stop);
 }
 
-int64_t worker_now_ms(void);  /* monotonic */
-int64_t worker_wall_ms(void); /* epoch */
-int64_t worker_wall_us(void); /* epoch, µs: one read gives ts_ms and ts_us (§1.5) */
-
 /*
  * Produces recs (taking their buffers) through the pipeline
  * (pipeline_produce), each registered in the in-flight tracker; only the

@@ -10,6 +10,7 @@
 
 #include "capture/oplog.h"
 #include "capture/resume.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 enum metrics_op worker_metrics_op(enum mcdc_op op)
@@ -68,7 +69,7 @@ static bool oplog_is_full(mongoc_client_t *client)
 
 void worker_metrics_service(struct worker *w)
 {
-    int64_t now = worker_now_ms(), oldest, stored, headroom;
+    int64_t now = mcdc_clock_mono_ms(), oldest, stored, headroom;
 
     if (w->cfg->oplog_headroom_interval_ms <= 0 || w->client == NULL ||
         (w->last_headroom_ms != 0 &&

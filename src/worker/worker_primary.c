@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 
 enum phase worker_primary_connect(struct worker *w)
@@ -33,7 +34,7 @@ enum phase worker_primary_connect(struct worker *w)
     w->pool = pool;
     w->client = mongoc_client_pool_pop(pool);
     w->need_primary = false;
-    w->primary_checked_ms = worker_now_ms();
+    w->primary_checked_ms = mcdc_clock_mono_ms();
     if (!found) {
         w->err = err;
         return PHASE_RETRY;
@@ -51,7 +52,7 @@ enum phase worker_primary_check(struct worker *w)
 
     if (!w->has_primary)
         return PHASE_OK;
-    now = worker_now_ms();
+    now = mcdc_clock_mono_ms();
     if (now - w->primary_checked_ms < WORKER_PRIMARY_CHECK_MS)
         return PHASE_OK;
     w->primary_checked_ms = now;

@@ -10,6 +10,7 @@
 
 #include "capture/capture.h"
 #include "capture/oplog.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 /* ---- backoff ---- */
@@ -62,7 +63,7 @@ enum phase worker_backoff(struct worker *w)
 enum phase worker_await_server(struct worker *w)
 {
     const mongoc_read_prefs_t *prefs = mongoc_client_get_read_prefs(w->client);
-    int64_t end = worker_now_ms() + w->selection_timeout_ms;
+    int64_t end = mcdc_clock_mono_ms() + w->selection_timeout_ms;
     bson_error_t error;
 
     memset(&error, 0, sizeof error);
@@ -85,7 +86,7 @@ enum phase worker_await_server(struct worker *w)
             return PHASE_OK;
         }
         pipeline_poll(w->pipe);
-        if (worker_now_ms() >= end)
+        if (mcdc_clock_mono_ms() >= end)
             break;
         /* A slice can end early (e.g. a refused connection): do not spin. */
         if (!worker_pause_ms(w, 100))

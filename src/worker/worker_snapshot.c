@@ -41,7 +41,7 @@ static void snapshot_metrics(struct worker *w, struct snapshot *snap,
     if (w->m == NULL || plan == NULL)
         return;
     for (size_t i = 0; i < plan->count; i++) {
-        if (__atomic_load_n(&plan->colls[i].finished_ms, __ATOMIC_RELAXED) != 0)
+        if (atomic_load_explicit(&plan->colls[i].finished_ms, memory_order_relaxed) != 0)
             done++;
     }
     /* The estimate the gauge shows is what was copied plus what is still

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "capture/source.h"
+#include "common/clock.h"
 #include "common/log.h"
 
 /*
@@ -78,7 +79,7 @@ static enum phase hold_for_donor(struct worker *w, const struct mcdc_event *ev)
                          ((uint64_t)ev->ts_sec << 32) | ev->ts_inc, &donor, &donor_name);
     if (need == 0 || w->gate.passed(w->gate.ctx, donor, need))
         return PHASE_OK;
-    since = worker_now_ms();
+    since = mcdc_clock_mono_ms();
     w->gate_waits++;
     while (!w->gate.passed(w->gate.ctx, donor, need)) {
         if (worker_stopping(w))
@@ -94,7 +95,7 @@ static enum phase hold_for_donor(struct worker *w, const struct mcdc_event *ev)
          * for every other shard (topology/gate.c, gate_task_passed). */
         if (pipeline_pending(w->pipe) == 0)
             w->gate.publish(w->gate.ctx, (((uint64_t)ev->ts_sec << 32) | ev->ts_inc) - 1);
-        if (!told && worker_now_ms() - since >= GATE_LOG_MS) {
+        if (!told && mcdc_clock_mono_ms() - since >= GATE_LOG_MS) {
             LOG_INFO("%s.%s: a document that moved here waits until the events of %s up to "
                      "Timestamp(%u, %u) are acknowledged (per-document order)",
                      db, coll, donor_name ? donor_name : "?", (unsigned)(need >> 32),
@@ -104,15 +105,13 @@ static enum phase hold_for_donor(struct worker *w, const struct mcdc_event *ev)
         if (!worker_pause_ms(w, 5))
             return PHASE_STOPPED;
     }
-    w->gate_wait_ms += worker_now_ms() - since;
+    w->gate_wait_ms += mcdc_clock_mono_ms() - since;
     return PHASE_OK;
 }
 
 static int64_t now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return mcdc_clock_mono_ns();
 }
 
 /* Histogram bucket of a duration: 8 buckets per power of two of nanoseconds
@@ -165,12 +164,12 @@ enum phase worker_maybe_heartbeat(struct worker *w, int64_t *last_ms)
     const struct mcdc_position *pos = NULL;
 
     if (w->cfg->heartbeat_interval_ms <= 0 ||
-        worker_now_ms() - *last_ms < w->cfg->heartbeat_interval_ms)
+        mcdc_clock_mono_ms() - *last_ms < w->cfg->heartbeat_interval_ms)
         return PHASE_OK;
-    *last_ms = worker_now_ms();
+    *last_ms = mcdc_clock_mono_ms();
     if (w->stream_pos.has_resume_token || w->stream_pos.sec > 0)
         pos = &w->stream_pos;
-    if (!encoder_heartbeat(pipeline_encoder(w->pipe), worker_wall_ms(), &recs, &err)) {
+    if (!encoder_heartbeat(pipeline_encoder(w->pipe), mcdc_clock_wall_ms(), &recs, &err)) {
         w->err = err;
         return PHASE_FATAL;
     }
@@ -382,7 +381,7 @@ static enum phase stream_step(struct worker *w, struct mcdc_source *src, int64_t
 enum phase worker_stream(struct worker *w)
 {
     struct mcdc_source *src = NULL;
-    int64_t last_heartbeat_ms = worker_now_ms();
+    int64_t last_heartbeat_ms = mcdc_clock_mono_ms();
     enum phase ph = worker_uses_oplog(w) ? worker_oplog_open(w, &src) : open_change_stream(w, &src);
 
     if (src == NULL)

@@ -1,4 +1,4 @@
-/* Unit tests for common: error, log, xalloc. */
+/* Unit tests for common: error, log, xalloc, clock, base64, jsonesc. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/base64.h"
+#include "common/clock.h"
 #include "common/error.h"
+#include "common/jsonesc.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -109,6 +112,68 @@ static void xasprintf_formats(void **state)
     free(s);
 }
 
+static void clock_deadline_is_normalised(void **state)
+{
+    (void)state;
+    struct timespec before;
+    clock_gettime(CLOCK_MONOTONIC, &before);
+    struct timespec d = mcdc_clock_deadline(CLOCK_MONOTONIC, 1999);
+    assert_true(d.tv_nsec >= 0 && d.tv_nsec < 1000000000L);
+    int64_t diff_ms = ((int64_t)d.tv_sec - before.tv_sec) * 1000 +
+                      ((int64_t)d.tv_nsec - before.tv_nsec) / 1000000;
+    assert_true(diff_ms >= 1999 && diff_ms < 1999 + 1000);
+    int64_t a = mcdc_clock_mono_ms(), b = mcdc_clock_mono_ms();
+    assert_true(b >= a);
+    assert_true(mcdc_clock_mono_ns() / 1000000 >= a);
+    int64_t w = mcdc_clock_wall_ms();
+    assert_true(w > INT64_C(1600000000000));
+    assert_true(mcdc_clock_wall_us() / 1000 >= w);
+}
+
+/* RFC 4648 §10 test vectors, both ways. */
+static void base64_matches_rfc4648(void **state)
+{
+    (void)state;
+    static const char *const plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    static const char *const coded[] = {"",         "Zg==",     "Zm8=",    "Zm9v",
+                                        "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    for (size_t i = 0; i < 7; i++) {
+        size_t n = strlen(plain[i]);
+        char *e = mcdc_base64_encode((const uint8_t *)plain[i], n);
+        assert_string_equal(e, coded[i]);
+        assert_int_equal(strlen(e), mcdc_base64_len(n));
+        uint8_t *d = NULL;
+        size_t dn = 0;
+        assert_true(mcdc_base64_decode(e, strlen(e), &d, &dn));
+        assert_int_equal(dn, n);
+        assert_memory_equal(d, plain[i], n);
+        free(d);
+        free(e);
+    }
+    uint8_t *d = NULL;
+    size_t dn = 0;
+    assert_false(mcdc_base64_decode("Zm9v!", 5, &d, &dn));
+    assert_false(mcdc_base64_decode("Z", 1, &d, &dn));
+}
+
+static void jsonesc_dialects(void **state)
+{
+    (void)state;
+    const char in[] = "a\"b\\c\n\t\r\x01\x1f\x7f\xc3\xa9";
+    char out[128];
+    size_t n = mcdc_json_escape(MCDC_JSON_MINIMAL, out, sizeof out, in, sizeof in - 1, NULL);
+    assert_int_equal(n, strlen("a\\\"b\\\\c\\u000a\\u0009\\u000d\\u0001\\u001f\x7f\xc3\xa9"));
+    assert_memory_equal(out, "a\\\"b\\\\c\\u000a\\u0009\\u000d\\u0001\\u001f\x7f\xc3\xa9", n);
+    n = mcdc_json_escape(MCDC_JSON_LOG, out, sizeof out, in, sizeof in - 1, NULL);
+    assert_int_equal(n, strlen("a\\\"b\\\\c\\n\\t\\r\\u0001\\u001f\x7f\xc3\xa9"));
+    assert_memory_equal(out, "a\\\"b\\\\c\\n\\t\\r\\u0001\\u001f\x7f\xc3\xa9", n);
+    /* Whole escapes only: "ab" fits in 3 bytes, the \u0001 after it does not. */
+    size_t used = 0;
+    n = mcdc_json_escape(MCDC_JSON_MINIMAL, out, 3, "ab\x01", 3, &used);
+    assert_int_equal(n, 2);
+    assert_int_equal(used, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -118,6 +183,9 @@ int main(void)
         cmocka_unit_test(log_writes_json_lines_with_component),
         cmocka_unit_test(log_level_parse_accepts_names),
         cmocka_unit_test(xasprintf_formats),
+        cmocka_unit_test(clock_deadline_is_normalised),
+        cmocka_unit_test(base64_matches_rfc4648),
+        cmocka_unit_test(jsonesc_dialects),
     };
     return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }
