@@ -131,6 +131,17 @@ enum phase worker_oversize_skipped(struct worker *w, const bson_t *doc,
                                    const struct mcdc_position *pos, int64_t full_size,
                                    int64_t before_size);
 /*
+ * One run's discovery and setup (worker_setup.c), called by run() on each
+ * (re)connect. worker_discover: the replica set's name from `hello` into
+ * w->rs; PHASE_FATAL (w->err) at a mongos or a standalone server, the phase
+ * of a failed command otherwise. worker_setup: opens encoder, sink, tracker
+ * and store, loads the position and decides the plan; *proceed false: the
+ * task ends with the returned phase (PHASE_FATAL with w->err on a failure).
+ */
+enum phase worker_discover(struct worker *w);
+enum phase worker_setup(struct worker *w, bool *proceed);
+
+/*
  * Loads the task's stored position into w->stream_pos (worker_commit.c):
  * every partition form Debezium 1.x/2.x/3.x or mongocdc may have written for
  * this source, the newest wins (offset_store_load_forms, debezium-format.md
