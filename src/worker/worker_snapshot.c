@@ -387,6 +387,121 @@ static void initial_progress(struct worker *w, struct snapshot *snap, void *ctx)
     snapshot_metrics(w, snap, ir->plan);
 }
 
+/* worker_snapshot(), before the copy, when streaming will resume from the
+ * stored position (w->have_stored): PHASE_OK when it is still in the oplog,
+ * else the phase of the failed open (fail and err filled). */
+static enum phase probe_stored(struct worker *w, struct resume_failure *fail,
+                               struct mcdc_error *err)
+{
+    const struct mcdc_config *cfg = w->cfg;
+
+    if (!w->have_stored)
+        return PHASE_OK;
+    /* Streaming will resume from the stored position: check that it is
+     * still in the oplog before copying (Debezium HEAD validates the
+     * position at start the same way), so history lost is found now and
+     * not after a wasted copy. */
+    if (worker_uses_oplog(w)) {
+        struct oplog_reader *probe = oplog_open(w->client, cfg, NULL, &w->stream_pos, fail, err);
+        if (probe == NULL)
+            return worker_phase_from_failure(w, fail, err);
+        oplog_destroy(probe);
+    } else {
+        struct capture *probe = capture_open(w->client, cfg, w->has_pipeline ? &w->pipeline : NULL,
+                                             &w->stream_pos, fail, err);
+        if (probe == NULL)
+            return worker_phase_from_failure(w, fail, err);
+        capture_destroy(probe);
+    }
+    return PHASE_OK;
+}
+
+/* worker_snapshot(), before the copy: the snapshot's start position into
+ * *start, where streaming resumes after it (oplog mode: the newest oplog
+ * entry, with its stxnid). PHASE_OK, or the phase of the failure (fail and
+ * err filled, w->err prefixed). */
+static enum phase record_start(struct worker *w, struct mcdc_position *start,
+                               struct resume_failure *fail, struct mcdc_error *err)
+{
+    const struct mcdc_config *cfg = w->cfg;
+    enum phase ph;
+
+    if (worker_uses_oplog(w)) {
+        /* Oplog mode (1.9): the start is the newest oplog entry read before any
+         * collection is copied; tailing resumes after it. */
+        uint32_t sec, ord;
+        /* With the entry's stxnid: 1.9 writes it into the snapshot records'
+         * offsets (snapshot_source_ts). */
+        if (!oplog_newest(w->client, &sec, &ord, start->stxnid, sizeof start->stxnid, fail, err)) {
+            ph = worker_phase_from_failure(w, fail, err);
+            mcdc_error_prefix(&w->err, "cannot record the snapshot's start position");
+            return ph;
+        }
+        start->sec = sec;
+        start->ord = ord;
+        start->oplog = true;
+    } else if (!snapshot_record_start(w->client, cfg, w->has_pipeline ? &w->pipeline : NULL, start,
+                                      fail, err)) {
+        ph = worker_phase_from_failure(w, fail, err);
+        mcdc_error_prefix(&w->err, "cannot record the snapshot's start position");
+        return ph;
+    }
+    return PHASE_OK;
+}
+
+/* worker_snapshot(), before the copy: the collections to copy into *plan
+ * (owned by the caller, also on failure), restricted to the chunks a shard
+ * owns and with the shard key patterns loaded when they apply. PHASE_OK, or
+ * the phase of the failure (w->err filled). */
+static enum phase plan_copy(struct worker *w, struct snapshot_plan **plan,
+                            struct resume_failure *fail, struct mcdc_error *err)
+{
+    const struct mcdc_config *cfg = w->cfg;
+    enum phase ph;
+
+    if (!snapshot_plan(w->client, cfg, pipeline_encoder(w->pipe), plan, fail, err)) {
+        if (err->domain == MCDC_ERR_CONFIG) {
+            w->err = *err;
+            return PHASE_FATAL;
+        }
+        return worker_phase_from_failure(w, fail, err);
+    }
+    if (w->snapshot_filters != NULL) {
+        ph = restrict_to_owned(w, *plan);
+        if (ph != PHASE_OK)
+            return ph;
+    }
+    if (cfg->key_mode == MCDC_KEY_DOCUMENT_KEY) {
+        ph = load_key_patterns(w, *plan);
+        if (ph != PHASE_OK)
+            return ph;
+    }
+    if ((*plan)->count == 0 &&
+        (cfg->collection_include.count > 0 || cfg->database_include.count > 0))
+        LOG_WARN("no collection matches collection.include.list / database.include.list: the "
+                 "snapshot copies nothing and only changes to matching collections created "
+                 "later are captured; check the lists");
+    return PHASE_OK;
+}
+
+/* worker_snapshot(), after the copy ended with phase ph: a complete copy
+ * moves the stream position to resume, stored at once, and is notified; a
+ * failed one is logged. Returns the phase the snapshot ends with. */
+static enum phase copy_ended(struct worker *w, enum phase ph, const struct mcdc_position *resume)
+{
+    if (ph == PHASE_OK) {
+        position_copy(&w->stream_pos, resume);
+        w->have_stored = true;
+        /* Store "snapshot complete" promptly: a restart then streams instead of
+         * copying everything again. */
+        ph = worker_service(w, true);
+        notify_initial_snapshot(w->notifier, "COMPLETED", w->cfg->topic_prefix);
+    } else if (ph != PHASE_STOPPED) {
+        LOG_WARN("initial snapshot failed: %s; it is not marked complete", w->err.msg);
+    }
+    return ph;
+}
+
 enum phase worker_snapshot(struct worker *w)
 {
     const struct mcdc_config *cfg = w->cfg;
@@ -406,77 +521,21 @@ enum phase worker_snapshot(struct worker *w)
     ph = worker_await_server(w);
     if (ph != PHASE_OK)
         goto cleanup;
-    if (w->have_stored) {
-        /* Streaming will resume from the stored position: check that it is
-         * still in the oplog before copying (Debezium HEAD validates the
-         * position at start the same way), so history lost is found now and
-         * not after a wasted copy. */
-        if (worker_uses_oplog(w)) {
-            struct oplog_reader *probe =
-                oplog_open(w->client, cfg, NULL, &w->stream_pos, &fail, &err);
-            if (probe == NULL) {
-                ph = worker_phase_from_failure(w, &fail, &err);
-                goto cleanup;
-            }
-            oplog_destroy(probe);
-        } else {
-            struct capture *probe = capture_open(
-                w->client, cfg, w->has_pipeline ? &w->pipeline : NULL, &w->stream_pos, &fail, &err);
-            if (probe == NULL) {
-                ph = worker_phase_from_failure(w, &fail, &err);
-                goto cleanup;
-            }
-            capture_destroy(probe);
-        }
-    }
-    if (worker_uses_oplog(w)) {
-        /* Oplog mode (1.9): the start is the newest oplog entry read before any
-         * collection is copied; tailing resumes after it. */
-        uint32_t sec, ord;
-        /* With the entry's stxnid: 1.9 writes it into the snapshot records'
-         * offsets (snapshot_source_ts). */
-        if (!oplog_newest(w->client, &sec, &ord, start.stxnid, sizeof start.stxnid, &fail, &err)) {
-            ph = worker_phase_from_failure(w, &fail, &err);
-            mcdc_error_prefix(&w->err, "cannot record the snapshot's start position");
-            goto cleanup;
-        }
-        start.sec = sec;
-        start.ord = ord;
-        start.oplog = true;
-    } else if (!snapshot_record_start(w->client, cfg, w->has_pipeline ? &w->pipeline : NULL,
-                                      &start, &fail, &err)) {
-        ph = worker_phase_from_failure(w, &fail, &err);
-        mcdc_error_prefix(&w->err, "cannot record the snapshot's start position");
+    ph = probe_stored(w, &fail, &err);
+    if (ph != PHASE_OK)
         goto cleanup;
-    }
+    ph = record_start(w, &start, &fail, &err);
+    if (ph != PHASE_OK)
+        goto cleanup;
     snapshot_source_ts(w, &start, &src);
-    if (!snapshot_plan(w->client, cfg, pipeline_encoder(w->pipe), &plan, &fail, &err)) {
-        if (err.domain == MCDC_ERR_CONFIG) {
-            w->err = err;
-            ph = PHASE_FATAL;
-        } else {
-            ph = worker_phase_from_failure(w, &fail, &err);
-        }
+    ph = plan_copy(w, &plan, &fail, &err);
+    if (ph != PHASE_OK)
         goto cleanup;
-    }
-    if (w->snapshot_filters != NULL) {
-        ph = restrict_to_owned(w, plan);
-        if (ph != PHASE_OK)
-            goto cleanup;
-    }
-    if (cfg->key_mode == MCDC_KEY_DOCUMENT_KEY) {
-        ph = load_key_patterns(w, plan);
-        if (ph != PHASE_OK)
-            goto cleanup;
-    }
-    /* Not reset here: a failure during the copy redoes the whole snapshot,
-     * so failed copies count against connect.max.attempts until one
-     * completes (run() resets the count then); a reset at this point let a
-     * permanent read failure redo the snapshot for ever at "attempt 1". */
-    if (plan->count == 0 && (cfg->collection_include.count > 0 || cfg->database_include.count > 0))
-        LOG_WARN("no collection matches collection.include.list / database.include.list: the "
-                 "snapshot copies nothing and only changes to matching collections created "
-                 "later are captured; check the lists");
+    /* The attempt count is not reset here: a failure during the copy redoes
+     * the whole snapshot, so failed copies count against connect.max.attempts
+     * until one completes (run() resets the count then); a reset at this
+     * point let a permanent read failure redo the snapshot for ever at
+     * "attempt 1". */
     position_copy(&resume, w->have_stored ? &w->stream_pos : &start);
     resume.initsync = false;
     resume_describe_position(&resume, d, sizeof d);
@@ -507,16 +566,7 @@ enum phase worker_snapshot(struct worker *w)
     struct worker_snapshot_rows rows = {initial_row, initial_progress, &ir, 0, false};
     ph = worker_snapshot_take(w, snap, &rows);
     done = rows.done;
-    if (ph == PHASE_OK) {
-        position_copy(&w->stream_pos, &resume);
-        w->have_stored = true;
-        /* Store "snapshot complete" promptly: a restart then streams instead of
-         * copying everything again. */
-        ph = worker_service(w, true);
-        notify_initial_snapshot(w->notifier, "COMPLETED", cfg->topic_prefix);
-    } else if (ph != PHASE_STOPPED) {
-        LOG_WARN("initial snapshot failed: %s; it is not marked complete", w->err.msg);
-    }
+    ph = copy_ended(w, ph, &resume);
 cleanup:
     if (started && !done)
         notify_initial_snapshot(w->notifier, "ABORTED", cfg->topic_prefix);
