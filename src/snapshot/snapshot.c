@@ -1,7 +1,8 @@
 /*
- * snapshot: initial snapshot start point, parallel readers of collections
- * and `_id` ranges, and the bounded hand-over queue (debezium-format.md
- * §5.2). The collection plan is in plan.c.
+ * snapshot: initial snapshot start point, the parts (collections and `_id`
+ * ranges) given to parallel readers, and the task thread's side of the
+ * bounded hand-over queue (debezium-format.md §5.2). The readers are in
+ * snapshot_reader.c, the collection plan in plan.c.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include "snapshot/snapshot.h"
@@ -20,15 +21,11 @@
 #include "common/xalloc.h"
 #include "snapshot/hashkey.h"
 #include "snapshot/keyrange.h"
+#include "snapshot/snapshot_internal.h"
 #include "snapshot/split.h"
 
-#define QUEUE_MAX_DOCS 4096
-#define QUEUE_MAX_BYTES (16u * 1024u * 1024u)
-/* A reader hands documents over in batches of up to this many documents or
- * bytes (one lock and one wake-up per batch instead of per document); the
- * task thread reports what it consumed back every CONSUMED_REPORT_DOCS. */
-#define BATCH_MAX_DOCS 256
-#define BATCH_MAX_BYTES (1024u * 1024u)
+/* The task thread reports what it consumed of a reader's batch
+ * (snapshot_internal.h) back every CONSUMED_REPORT_DOCS. */
 #define CONSUMED_REPORT_DOCS 64
 #define PROGRESS_EVERY_MS 10000
 
@@ -97,289 +94,7 @@ bool snapshot_record_start(mongoc_client_t *client, const struct mcdc_config *cf
     return ok;
 }
 
-/* ---- readers and queue ---- */
-
-/* One reader's unit of work: a collection, or one `_id` range of it. */
-struct snapshot_part {
-    struct snapshot_coll *coll; /* borrowed from the plan */
-    bson_t filter;              /* the collection's filter, ANDed with the range when split */
-    size_t index;               /* 1-based range number, for logs */
-};
-
-struct snapshot {
-    const struct mcdc_config *cfg;
-    mongoc_client_pool_t *pool;
-    struct snapshot_plan *plan;
-    const char *rs;
-    const atomic_bool *stop;
-
-    pthread_mutex_t lock;
-    pthread_cond_t not_empty, not_full;
-    struct snapshot_doc *head, *tail;
-    /* documents (and their BSON bytes) queued or taken by the task thread
-     * and not yet reported consumed: the bound readers wait on */
-    size_t queued, queued_bytes;
-    /* task thread only: the batch taken from the queue, and what it consumed
-     * of it since its last report under the lock */
-    struct snapshot_doc *taken;
-    size_t consumed, consumed_bytes;
-    /* set while the task thread waits on an empty queue: readers then hand
-     * over what they hold at once instead of filling a batch (a slow server
-     * would otherwise keep documents in a reader for several round trips) */
-    atomic_bool starving;
-    struct snapshot_part *parts;
-    size_t nparts;
-    size_t next_part; /* next part to hand to a reader */
-    size_t readers_alive;
-    bool quit; /* snapshot_destroy: readers leave */
-    bool failed;
-    struct resume_failure fail;
-    struct mcdc_error err;
-    int64_t total_done;
-
-    pthread_t *threads;
-    size_t nthreads;
-    int64_t started_ms, last_progress_ms;
-};
-
-struct reader_arg {
-    struct snapshot *snap;
-    size_t index;
-};
-
-static void reader_fail(struct snapshot *s, const bson_error_t *error, const bson_t *reply,
-                        const struct snapshot_coll *c)
-{
-    pthread_mutex_lock(&s->lock);
-    if (!s->failed) {
-        s->failed = true;
-        capture_failure_from(error, reply, &s->fail, &s->err);
-        mcdc_error_prefix(&s->err, "snapshot of %s.%s", c->db, c->coll);
-        s->fail.message = s->err.msg;
-    }
-    pthread_cond_broadcast(&s->not_empty);
-    pthread_cond_broadcast(&s->not_full);
-    pthread_mutex_unlock(&s->lock);
-}
-
-/* A reader's batch not handed over yet: a chain of documents of one collection. */
-struct batch {
-    struct snapshot_doc *head, *tail;
-    size_t n, bytes;
-};
-
-/* Queues the batch b (n documents of c, in order); waits while the queue
- * would go over QUEUE_MAX_DOCS or QUEUE_MAX_BYTES (an empty queue takes any
- * batch). Returns false when the snapshot is ending; the batch then stays
- * with the caller. */
-static bool reader_push(struct snapshot *s, struct batch *b, struct snapshot_coll *c)
-{
-    pthread_mutex_lock(&s->lock);
-    while (!s->quit && !s->failed && !atomic_load(s->stop) &&
-           (s->queued + b->n > QUEUE_MAX_DOCS || s->queued_bytes + b->bytes > QUEUE_MAX_BYTES) &&
-           s->queued > 0) {
-        struct timespec ts = mcdc_clock_deadline(CLOCK_REALTIME, 200);
-        pthread_cond_timedwait(&s->not_full, &s->lock, &ts);
-    }
-    if (s->quit || s->failed || atomic_load(s->stop)) {
-        pthread_mutex_unlock(&s->lock);
-        return false;
-    }
-    if (s->tail != NULL)
-        s->tail->next = b->head;
-    else
-        s->head = b->head;
-    s->tail = b->tail;
-    s->queued += b->n;
-    s->queued_bytes += b->bytes;
-    c->done += (int64_t)b->n;
-    s->total_done += (int64_t)b->n;
-    pthread_cond_signal(&s->not_empty);
-    pthread_mutex_unlock(&s->lock);
-    b->head = b->tail = NULL;
-    b->n = b->bytes = 0;
-    return true;
-}
-
-static void batch_free(struct batch *b)
-{
-    while (b->head != NULL) {
-        struct snapshot_doc *d = b->head;
-        b->head = d->next;
-        snapshot_doc_free(d);
-    }
-    b->tail = NULL;
-    b->n = b->bytes = 0;
-}
-
-/*
- * find on c with filter at readConcern majority, after the plan's start time
- * when it has one (snapshot.h): majority-committed documents only, since a
- * snapshot record is published at once and a w:1 write past the commit point
- * can still be rolled back (MongoDB's read concern "majority"; replication
- * README, "Rollback"). The start time goes in through a causally consistent
- * session advanced to it: the driver then adds afterClusterTime to the read
- * concern (causal consistency spec), and the find's getMores run in the same
- * session. *session is that session (NULL when none), to destroy after the
- * cursor. Returns the cursor (caller destroys), or NULL after reader_fail.
- */
-static mongoc_cursor_t *majority_find(struct snapshot *s, mongoc_client_t *client,
-                                      const struct snapshot_coll *c, const bson_t *filter,
-                                      mongoc_client_session_t **session)
-{
-    mongoc_collection_t *mc;
-    mongoc_cursor_t *cur;
-    bson_t opts = BSON_INITIALIZER;
-    bson_error_t error;
-
-    *session = NULL;
-    if (s->cfg->snapshot_fetch_size > 0)
-        BSON_APPEND_INT32(&opts, "batchSize", (int32_t)s->cfg->snapshot_fetch_size);
-    BCON_APPEND(&opts, "readConcern", "{", "level", BCON_UTF8("majority"), "}");
-    if (s->plan->has_after) {
-        mongoc_session_opt_t *so = mongoc_session_opts_new();
-        mongoc_session_opts_set_causal_consistency(so, true);
-        *session = mongoc_client_start_session(client, so, &error);
-        mongoc_session_opts_destroy(so);
-        if (*session != NULL) {
-            mongoc_client_session_advance_operation_time(*session, s->plan->after_sec,
-                                                         s->plan->after_inc);
-            if (!mongoc_client_session_append(*session, &opts, &error)) {
-                mongoc_client_session_destroy(*session);
-                *session = NULL;
-            }
-        }
-        if (*session == NULL) {
-            bson_t empty = BSON_INITIALIZER;
-            reader_fail(s, &error, &empty, c);
-            bson_destroy(&opts);
-            return NULL;
-        }
-    }
-    mc = mongoc_client_get_collection(client, c->db, c->coll);
-    cur = mongoc_collection_find_with_opts(mc, filter, &opts, NULL);
-    mongoc_collection_destroy(mc);
-    bson_destroy(&opts);
-    return cur;
-}
-
-static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snapshot_part *p)
-{
-    struct snapshot_coll *c = p->coll;
-    mongoc_cursor_t *cur;
-    const bson_t *doc;
-    const bson_t *reply = NULL;
-    bson_error_t error;
-    bool ok = true;
-    struct batch b = {NULL, NULL, 0, 0};
-
-    mongoc_client_session_t *session;
-
-    cur = majority_find(s, client, c, &p->filter, &session);
-    if (cur == NULL)
-        return false;
-    while (mongoc_cursor_next(cur, &doc)) {
-        struct snapshot_doc *d;
-        if (c->owned != NULL && !hashkey_owns(c->owned, doc)) {
-            /* an orphan of a hashed-sharded collection (the find could not
-             * exclude it: snapshot/hashkey.h) */
-            pthread_mutex_lock(&s->lock);
-            c->orphans++;
-            pthread_mutex_unlock(&s->lock);
-            continue;
-        }
-        d = xcalloc(1, sizeof *d);
-        d->doc = bson_copy(doc);
-        d->db = c->db;
-        d->coll = c->coll;
-        if (b.tail != NULL)
-            b.tail->next = d;
-        else
-            b.head = d;
-        b.tail = d;
-        b.n++;
-        b.bytes += d->doc->len;
-        if ((b.n >= BATCH_MAX_DOCS || b.bytes >= BATCH_MAX_BYTES ||
-             atomic_load_explicit(&s->starving, memory_order_relaxed)) &&
-            !reader_push(s, &b, c)) {
-            ok = false;
-            break;
-        }
-    }
-    /* the tail of the collection (or range), before it counts as finished */
-    if (ok && b.n > 0 && !reader_push(s, &b, c))
-        ok = false;
-    batch_free(&b);
-    if (ok && mongoc_cursor_error_document(cur, &error, &reply)) {
-        reader_fail(s, &error, reply, c);
-        ok = false;
-    }
-    mongoc_cursor_destroy(cur);
-    if (session != NULL)
-        mongoc_client_session_destroy(session);
-    return ok;
-}
-
-static void *reader_main(void *p)
-{
-    struct reader_arg *a = p;
-    struct snapshot *s = a->snap;
-    char name[16];
-    mongoc_client_t *client;
-
-    snprintf(name, sizeof name, "%.9s-snap%zu", s->rs, a->index);
-    pthread_setname_np(pthread_self(), name);
-    mcdc_log_set_component(s->rs);
-    client = mongoc_client_pool_pop(s->pool);
-    for (;;) {
-        struct snapshot_part *part = NULL;
-        struct snapshot_coll *c;
-        bool first = false, last = false;
-        int64_t done, orphans;
-        pthread_mutex_lock(&s->lock);
-        if (!s->quit && !s->failed && !atomic_load(s->stop) &&
-            s->next_part < s->nparts) {
-            part = &s->parts[s->next_part++];
-            if (part->coll->started_ms == 0) {
-                part->coll->started_ms = mcdc_clock_mono_ms();
-                first = true;
-            }
-        }
-        pthread_mutex_unlock(&s->lock);
-        if (part == NULL)
-            break;
-        c = part->coll;
-        if (first)
-            LOG_INFO("snapshot of %s.%s started (about %lld documents)", c->db, c->coll,
-                     (long long)c->estimated);
-        if (c->parts > 1)
-            LOG_DEBUG("snapshot of %s.%s: _id range %zu/%zu started", c->db, c->coll, part->index,
-                      c->parts);
-        if (!reader_copy(s, client, part))
-            break;
-        pthread_mutex_lock(&s->lock);
-        if (--c->parts_left == 0) {
-            atomic_store_explicit(&c->finished_ms, mcdc_clock_mono_ms(), memory_order_relaxed);
-            last = true;
-        }
-        done = c->done;
-        orphans = c->orphans;
-        pthread_mutex_unlock(&s->lock);
-        if (last)
-            LOG_INFO("snapshot of %s.%s finished: %lld documents", c->db, c->coll, (long long)done);
-        if (last && c->owned != NULL)
-            LOG_INFO("snapshot of %s.%s: %lld orphans dropped (hashed shard key outside the chunks "
-                     "%s owns)",
-                     c->db, c->coll, (long long)orphans, s->rs);
-    }
-    mongoc_client_pool_push(s->pool, client);
-    pthread_mutex_lock(&s->lock);
-    s->readers_alive--;
-    pthread_cond_broadcast(&s->not_empty);
-    pthread_mutex_unlock(&s->lock);
-    free(a);
-    return NULL;
-}
+/* ---- parts and the task thread's side of the queue ---- */
 
 /* Appends one part of c (the range (after, upto], or the whole collection when both are
  * NULL and whole is set) to s->parts. */
@@ -480,7 +195,7 @@ struct snapshot *snapshot_start(mongoc_client_pool_t *pool, const struct mcdc_co
         pthread_mutex_lock(&s->lock);
         s->readers_alive++;
         pthread_mutex_unlock(&s->lock);
-        if (pthread_create(&s->threads[s->nthreads], NULL, reader_main, a) != 0) {
+        if (pthread_create(&s->threads[s->nthreads], NULL, snapshot_reader_main, a) != 0) {
             pthread_mutex_lock(&s->lock);
             s->readers_alive--;
             if (!s->failed) {
