@@ -16,8 +16,8 @@
  * mongocdc's option table (config/schema.c) knows is carried as is (older
  * aliases under their current name) when its value is one mongocdc accepts;
  * every other key is named on stderr with the reason, and the YAML says
- * where it stands. The result passes `mongocdc --validate` whenever the
- * input's values do.
+ * where it stands (convert_yaml.c). The result passes `mongocdc --validate`
+ * whenever the input's values do.
  *
  * Thread: main.
  */
@@ -36,140 +36,6 @@
 #include "common/xalloc.h"
 #include "config/internal.h"
 #include "tools/tools_internal.h"
-
-/* ---- YAML output ---- */
-
-struct out {
-    FILE *f;
-    int dropped, unsupported;
-    int refused; /* input mongocdc cannot stand in for: exit 1 */
-};
-
-/* Names the input's setting that makes a conversion wrong rather than
- * incomplete (a converter other than JsonConverter: consumers would get
- * different bytes); the YAML is still written, the command exits 1. */
-static void refuse(struct out *o, const char *key, const char *value, const char *why)
-{
-    fprintf(stderr, "mongocdc config convert: ERROR: %s=%s: %s\n", key, value, why);
-    fprintf(o->f, "# ERROR: %s=%s: %s\n", key, value, why);
-    o->refused++;
-}
-
-/* Debezium 1.x's deprecated filter names (MongoDbConnectorConfig 1.9,
- * Field.withDeprecatedAliases) and the current names Debezium 2.0 kept. */
-static const char *const legacy_names[][2] = {
-    {"database.whitelist", "database.include.list"},
-    {"database.blacklist", "database.exclude.list"},
-    {"collection.whitelist", "collection.include.list"},
-    {"collection.blacklist", "collection.exclude.list"},
-    {"field.blacklist", "field.exclude.list"},
-};
-
-/* The current name of a Debezium 1.x deprecated name, or NULL. */
-static const char *legacy_current(const char *key)
-{
-    for (size_t i = 0; i < sizeof legacy_names / sizeof legacy_names[0]; i++)
-        if (!strcmp(key, legacy_names[i][0]))
-            return legacy_names[i][1];
-    return NULL;
-}
-
-static void yaml_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\x%02x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
-static void drop(struct out *o, const char *key, const char *why)
-{
-    fprintf(stderr, "mongocdc config convert: %s: not carried: %s\n", key, why);
-    fprintf(o->f, "# not carried: %s (%s)\n", key, why);
-    o->dropped++;
-}
-
-static const struct opt *find_opt(const char *key)
-{
-    for (size_t i = 0; i < mcdc_option_count; i++) {
-        const struct opt *op = &mcdc_options[i];
-        if (!strcmp(op->key, key))
-            return op;
-        if ((op->flags & OPT_F_DYNAMIC) && !strncmp(key, op->key, strlen(op->key)) &&
-            key[strlen(op->key)] == '.')
-            return op;
-    }
-    return NULL;
-}
-
-/* Whether value is one the option accepts (type, enum, range); why set if not. */
-static bool value_ok(const struct opt *op, const char *value, char *why, size_t n)
-{
-    char *end;
-    switch (op->type) {
-    case OPT_INT: {
-        errno = 0;
-        long long v = strtoll(value, &end, 10);
-        if (errno || end == value || *end || v < op->min || v > op->max) {
-            snprintf(why, n, "value \"%s\" is not an integer in %lld..%lld", value,
-                     (long long)op->min, (long long)op->max);
-            return false;
-        }
-        return true;
-    }
-    case OPT_BOOL:
-        if (strcasecmp(value, "true") && strcasecmp(value, "false")) {
-            snprintf(why, n, "value \"%s\" is not true or false", value);
-            return false;
-        }
-        return true;
-    case OPT_ENUM:
-        for (const char *const *e = op->names; *e; e++)
-            if (!strcmp(*e, value))
-                return true;
-        snprintf(why, n, "value \"%s\" is not one mongocdc accepts (see mongocdc --config-help)",
-                 value);
-        return false;
-    default:
-        return true;
-    }
-}
-
-/* Writes key: value when mongocdc carries it; else names it. */
-static void carry(struct out *o, const char *key, const char *value)
-{
-    const struct opt *op = find_opt(key);
-    char why[256];
-    if (!op || op->type == OPT_MAP) {
-        drop(o, key, "no mongocdc option of that name");
-        return;
-    }
-    if (!value_ok(op, value, why, sizeof why)) {
-        drop(o, key, why);
-        return;
-    }
-    const char *name = op->alias_of ? op->alias_of : key;
-    if (op->flags & OPT_F_UNSUPPORTED) {
-        fprintf(stderr,
-                "mongocdc config convert: %s: carried, but mongocdc does not deliver "
-                "its behaviour yet (it warns at start)\n",
-                key);
-        o->unsupported++;
-    }
-    fputs(name, o->f);
-    fputs(": ", o->f);
-    if (op->type == OPT_BOOL)
-        fputs(!strcasecmp(value, "true") ? "true" : "false", o->f);
-    else
-        yaml_str(o->f, value);
-    fputc('\n', o->f);
-}
 
 /* Connector properties handled here rather than by the option table. */
 static bool special(const char *k)
@@ -205,26 +71,30 @@ struct conv {
     struct props formats; /* Debezium Server's debezium.format.key/value other than json */
 };
 
-static void emit(struct conv *c, struct out *o, const char *input)
+/* emit(): the YAML's opening comments, the input's settings refused or
+ * dropped as a whole (Debezium Server keys, formats, another connector
+ * class), and debezium.compatibility from the input's property names. */
+static void emit_preamble(struct conv *c, struct out *o, const char *input)
 {
     FILE *f = o->f;
     const struct props *s = &c->src;
+
     fprintf(f, "# mongocdc configuration converted from %s (%s) by mongocdc config convert.\n",
             input,
             c->server ? "Debezium Server application.properties"
                       : "Kafka Connect connector configuration");
     fputs("# Check with: mongocdc --validate -c FILE; then docs/MIGRATING.md.\n", f);
     for (size_t i = 0; i < c->dropped.count; i++)
-        drop(o, c->dropped.keys[i], c->dropped.values[i]);
+        out_drop(o, c->dropped.keys[i], c->dropped.values[i]);
     for (size_t i = 0; i < c->formats.count; i++)
-        refuse(o, c->formats.keys[i], c->formats.values[i],
-               "mongocdc writes JsonConverter's JSON only (format json): consumers of these "
-               "topics expect other bytes");
+        out_refuse(o, c->formats.keys[i], c->formats.values[i],
+                   "mongocdc writes JsonConverter's JSON only (format json): consumers of these "
+                   "topics expect other bytes");
     const char *cls = props_get(s, "connector.class");
     if (cls && strcmp(cls, "io.debezium.connector.mongodb.MongoDbConnector") != 0)
-        refuse(o, "connector.class", cls,
-               "not Debezium's MongoDB connector (io.debezium.connector.mongodb."
-               "MongoDbConnector): mongocdc cannot take its place");
+        out_refuse(o, "connector.class", cls,
+                   "not Debezium's MongoDB connector (io.debezium.connector.mongodb."
+                   "MongoDbConnector): mongocdc cannot take its place");
     /* the layout: 1.x properties mean the 1.9 layout */
     bool v1 = props_get(s, "mongodb.name") || props_get(s, "mongodb.hosts") ||
               props_get(s, "initial.sync.max.threads") ||
@@ -236,6 +106,15 @@ static void emit(struct conv *c, struct out *o, const char *input)
                      "2.0-2.5 events differ from it: docs/MIGRATING.md).");
         fprintf(f, "debezium.compatibility: \"%s\"\n", v1 ? "1.9" : "3.x");
     }
+}
+
+/* emit(): the connector's name, the first element of its offsets keys
+ * (--name, the connector JSON's, or Debezium Server's sink type). */
+static void emit_name(struct conv *c, struct out *o)
+{
+    FILE *f = o->f;
+    const struct props *s = &c->src;
+
     /* the connector's name: the offsets key ["<name>",{...}] */
     const char *name = c->cli_name ? c->cli_name : c->name ? c->name : props_get(s, "name");
     if (!name && !c->server) {
@@ -253,7 +132,7 @@ static void emit(struct conv *c, struct out *o, const char *input)
     }
     if (name) {
         fputs("# The connector's name: the offsets key is [name, partition].\n", f);
-        carry(o, "name", name);
+        out_carry(o, "name", name);
     } else if (c->server) {
         /* Debezium Server names its engine after the sink type, which is the
          * first element of its offsets keys (["kafka",{...}]) */
@@ -261,47 +140,66 @@ static void emit(struct conv *c, struct out *o, const char *input)
         fputs("# Debezium Server names its engine after the sink type: the first element of "
               "its\n# offsets keys (check: mongocdc offsets show --from debezium-file:PATH).\n",
               f);
-        carry(o, "name", engine);
+        out_carry(o, "name", engine);
         fprintf(stderr,
                 "mongocdc config convert: note: name set to \"%s\", the sink type Debezium "
                 "Server names its engine after; check it against the first element of the keys "
                 "`mongocdc offsets show --from debezium-file:PATH` lists\n",
                 engine);
     }
+}
+
+/* emit(): the connector's properties the option table knows, carried
+ * (Debezium 1.x aliases under their current name), and those without a
+ * counterpart (transforms, converters) dropped or refused. */
+static void emit_connector_keys(struct conv *c, struct out *o)
+{
+    FILE *f = o->f;
+    const struct props *s = &c->src;
+
     for (size_t i = 0; i < s->count; i++) {
         const char *k = s->keys[i], *cur = legacy_current(k);
         if (special(k))
             continue;
         if (!cur) {
-            carry(o, k, s->values[i]);
+            out_carry(o, k, s->values[i]);
         } else if (props_get(s, cur)) {
             /* as Debezium: the current name wins over its deprecated alias */
             char why[128];
             snprintf(why, sizeof why, "Debezium 1.x name of %s, which the input also sets", cur);
-            drop(o, k, why);
+            out_drop(o, k, why);
         } else {
             fprintf(f, "# %s: Debezium 1.x name of %s\n", k, cur);
-            carry(o, cur, s->values[i]);
+            out_carry(o, cur, s->values[i]);
         }
     }
     for (size_t i = 0; i < s->count; i++) {
         const char *k = s->keys[i];
         if (!strncmp(k, "transforms", 10) || !strncmp(k, "predicates", 10))
-            drop(o, k, "single message transforms do not exist in mongocdc");
+            out_drop(o, k, "single message transforms do not exist in mongocdc");
         else if (!strcmp(k, "tasks.max"))
             fprintf(f, "# tasks.max: mongocdc runs one capture task per replica set or shard\n");
         else if ((!strcmp(k, "key.converter") || !strcmp(k, "value.converter")) &&
                  strcmp(s->values[i], "org.apache.kafka.connect.json.JsonConverter") != 0)
-            refuse(o, k, s->values[i],
-                   "mongocdc writes JsonConverter's JSON only: consumers of these topics "
-                   "expect other bytes");
+            out_refuse(o, k, s->values[i],
+                       "mongocdc writes JsonConverter's JSON only: consumers of these topics "
+                       "expect other bytes");
         else if (!strcmp(k, "header.converter") ||
                  (!strncmp(k, "key.converter.", 14) && strcmp(k, "key.converter.schemas.enable")) ||
                  (!strncmp(k, "value.converter.", 16) &&
                   strcmp(k, "value.converter.schemas.enable")) ||
                  !strncmp(k, "header.converter.", 17))
-            drop(o, k, "converter settings other than schemas.enable");
+            out_drop(o, k, "converter settings other than schemas.enable");
     }
+}
+
+/* emit(): the converters' schemas.enable (JsonConverter's default is true,
+ * mongocdc's false). */
+static void emit_converters(struct conv *c, struct out *o)
+{
+    FILE *f = o->f;
+    const struct props *s = &c->src;
+
     /* converters: JsonConverter's schemas.enable default is true, mongocdc's false */
     const char *ks = c->key_schemas ? c->key_schemas : props_get(s, "key.converter.schemas.enable");
     const char *vs =
@@ -323,13 +221,19 @@ static void emit(struct conv *c, struct out *o, const char *input)
                 "(or pass --worker)\n",
                 !ks ? "key" : "value");
     }
-    carry(o, "key.converter.schemas.enable", ks ? ks : "true");
-    carry(o, "value.converter.schemas.enable", vs ? vs : "true");
+    out_carry(o, "key.converter.schemas.enable", ks ? ks : "true");
+    out_carry(o, "value.converter.schemas.enable", vs ? vs : "true");
+}
+
+/* emit(): where the offsets are kept: a file to import once (Debezium
+ * Server's or a standalone worker's), or Kafka Connect's offsets topic. */
+static void emit_offsets_storage(struct conv *c, struct out *o)
+{
+    FILE *f = o->f;
+    const struct props *s = &c->src;
+
     /* offsets */
     const char *storage = props_get(s, "offset.storage");
-    const char *flush = props_get(s, "offset.flush.interval.ms");
-    if (!flush)
-        flush = props_get(&c->worker, "offset.flush.interval.ms");
     if (c->server && (!storage || strstr(storage, "FileOffsetBackingStore"))) {
         const char *file = props_get(s, "offset.storage.file.filename");
         fputs("# Debezium Server kept offsets in a FileOffsetBackingStore file; import them "
@@ -357,7 +261,8 @@ static void emit(struct conv *c, struct out *o, const char *input)
                 "with `mongocdc offsets copy -c FILE --from debezium-file:%s --to store`\n",
                 file, file);
     } else if (c->server && !strstr(storage, "KafkaOffsetBackingStore")) {
-        drop(o, "offset.storage", "only file and Kafka offset stores have a mongocdc counterpart");
+        out_drop(o, "offset.storage",
+                 "only file and Kafka offset stores have a mongocdc counterpart");
     } else {
         /* Debezium Server's KafkaOffsetBackingStore writes to the cluster of
          * debezium.source.bootstrap.servers; mongocdc keeps its offsets
@@ -373,7 +278,7 @@ static void emit(struct conv *c, struct out *o, const char *input)
                      "keeps its offsets topic: copy the entries over first (offsets export "
                      "with kafka.bootstrap.servers %s, then offsets import)",
                      obs, sbs, obs);
-            drop(o, "debezium.source.bootstrap.servers", why);
+            out_drop(o, "debezium.source.bootstrap.servers", why);
         }
         /* Kafka 3.5+ (KIP-618): a connector may name its own offsets topic */
         const char *topic = c->server ? props_get(s, "offset.storage.topic")
@@ -389,6 +294,18 @@ static void emit(struct conv *c, struct out *o, const char *input)
             fprintf(stderr, "mongocdc config convert: note: offsets.topic set to "
                             "connect-offsets; use the worker's offset.storage.topic\n");
     }
+}
+
+/* emit(): the offsets' flush interval and timeout; other offset.* settings
+ * are dropped. */
+static void emit_offsets_flush(struct conv *c, struct out *o)
+{
+    FILE *f = o->f;
+    const struct props *s = &c->src;
+
+    const char *flush = props_get(s, "offset.flush.interval.ms");
+    if (!flush)
+        flush = props_get(&c->worker, "offset.flush.interval.ms");
     if (flush && !strcmp(flush, "0")) {
         fputs("# offset.flush.interval.ms 0 (flush after every batch): the shortest mongocdc "
               "interval\n",
@@ -396,12 +313,12 @@ static void emit(struct conv *c, struct out *o, const char *input)
         flush = "1";
     }
     if (flush)
-        carry(o, "offsets.flush.interval.ms", flush);
+        out_carry(o, "offsets.flush.interval.ms", flush);
     const char *flush_to = props_get(s, "offset.flush.timeout.ms");
     if (!flush_to)
         flush_to = props_get(&c->worker, "offset.flush.timeout.ms");
     if (flush_to)
-        carry(o, "offsets.flush.timeout.ms", flush_to);
+        out_carry(o, "offsets.flush.timeout.ms", flush_to);
     for (size_t i = 0; i < s->count; i++) {
         static const char *const used[] = {
             "offset.storage",           "offset.storage.file.filename", "offset.storage.topic",
@@ -411,13 +328,20 @@ static void emit(struct conv *c, struct out *o, const char *input)
         for (const char *const *u = used; *u; u++)
             known |= !strcmp(k, *u);
         if (!known && !strncmp(k, "offset.", 7))
-            drop(o, k, "a Kafka Connect offset store setting without a mongocdc counterpart");
+            out_drop(o, k, "a Kafka Connect offset store setting without a mongocdc counterpart");
     }
+}
+
+/* emit(): the sink type and the log level. */
+static void emit_sink(struct conv *c, struct out *o)
+{
+    FILE *f = o->f;
+
     /* sink */
     if (c->sink_type && strcmp(c->sink_type, "kafka") != 0) {
-        drop(o, "debezium.sink.type",
-             "mongocdc publishes to Kafka (or a file or stdout); "
-             "stdout written");
+        out_drop(o, "debezium.sink.type",
+                 "mongocdc publishes to Kafka (or a file or stdout); "
+                 "stdout written");
         fputs("sink.type: \"stdout\"\n", f);
     } else {
         fputs("sink.type: \"kafka\"\n", f);
@@ -430,6 +354,15 @@ static void emit(struct conv *c, struct out *o, const char *input)
                                                              : "info";
         fprintf(f, "log.level: \"%s\"\n", l);
     }
+}
+
+/* emit(): the kafka: map, from the producer settings of every source the
+ * input has; Java producer keys without a librdkafka counterpart dropped. */
+static void emit_kafka(struct conv *c, struct out *o)
+{
+    FILE *f = o->f;
+    const struct props *s = &c->src;
+
     /* kafka: the producer settings (Server: debezium.sink.kafka.producer.*;
      * Connect: the worker's bootstrap.servers and producer.*, the
      * connector's producer.override.*) */
@@ -456,9 +389,9 @@ static void emit(struct conv *c, struct out *o, const char *input)
         if (!librdkafka_key(c->kafka.keys[i])) {
             char key[300];
             snprintf(key, sizeof key, "producer %s", c->kafka.keys[i]);
-            drop(o, key,
-                 "a Java producer setting without a librdkafka counterpart here; "
-                 "see librdkafka's CONFIGURATION.md");
+            out_drop(o, key,
+                     "a Java producer setting without a librdkafka counterpart here; "
+                     "see librdkafka's CONFIGURATION.md");
         }
     }
     fputs("kafka:\n", f);
@@ -470,6 +403,20 @@ static void emit(struct conv *c, struct out *o, const char *input)
         yaml_str(f, c->kafka.values[i]);
         fputc('\n', f);
     }
+}
+
+/* Writes the YAML of conversion c to o, section by section; input names the
+ * file converted. Refusals and drops are counted in o and named on stderr. */
+static void emit(struct conv *c, struct out *o, const char *input)
+{
+    emit_preamble(c, o, input);
+    emit_name(c, o);
+    emit_connector_keys(c, o);
+    emit_converters(c, o);
+    emit_offsets_storage(c, o);
+    emit_offsets_flush(c, o);
+    emit_sink(c, o);
+    emit_kafka(c, o);
 }
 
 static bool load_server(struct conv *c, const struct props *all)
@@ -507,9 +454,12 @@ static bool load_server(struct conv *c, const struct props *all)
     return any;
 }
 
-int config_cli_main(int argc, char **argv)
+/* config_cli_main()'s arguments into *file, *worker and *cli_name (borrowed
+ * from argv). Returns -1 to go on, else the exit code: 0 after --help, 2 on
+ * a usage error (the usage written). */
+static int parse_args(int argc, char **argv, const char **file, const char **worker,
+                      const char **cli_name)
 {
-    const char *file = NULL, *worker = NULL, *cli_name = NULL;
     if (argc < 2 || strcmp(argv[1], "convert") != 0) {
         fputs("usage: mongocdc config convert FILE [--worker WORKER.properties] [--name NAME]\n"
               "Converts a Kafka Connect connector JSON ({\"name\": ..., \"config\": {...}}) or a\n"
@@ -525,20 +475,30 @@ int config_cli_main(int argc, char **argv)
     }
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--worker") && i + 1 < argc)
-            worker = argv[++i];
+            *worker = argv[++i];
         else if (!strcmp(argv[i], "--name") && i + 1 < argc)
-            cli_name = argv[++i];
-        else if (argv[i][0] != '-' && !file)
-            file = argv[i];
+            *cli_name = argv[++i];
+        else if (argv[i][0] != '-' && !*file)
+            *file = argv[i];
         else {
             fprintf(stderr, "mongocdc config convert: unexpected argument '%s'\n", argv[i]);
             return 2;
         }
     }
-    if (!file) {
+    if (!*file) {
         fputs("mongocdc config convert: FILE is required\n", stderr);
         return 2;
     }
+    return -1;
+}
+
+int config_cli_main(int argc, char **argv)
+{
+    const char *file = NULL, *worker = NULL, *cli_name = NULL;
+    int usage = parse_args(argc, argv, &file, &worker, &cli_name);
+
+    if (usage >= 0)
+        return usage;
     size_t len;
     char *text = slurp(file, &len);
     if (!text) {

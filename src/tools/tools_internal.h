@@ -137,4 +137,28 @@ bool librdkafka_key(const char *k);
  * named by the caller. */
 void java_producer_keys(FILE *f, struct props *p);
 
+/* The YAML output of `mongocdc config convert` (convert_yaml.c): f the file
+ * written; the counts of keys not carried, carried but unsupported, and
+ * refused (the command then exits 1). */
+struct out {
+    FILE *f;
+    int dropped, unsupported;
+    int refused; /* input mongocdc cannot stand in for: exit 1 */
+};
+
+/* Names the input's setting that makes a conversion wrong rather than
+ * incomplete (a converter other than JsonConverter: consumers would get
+ * different bytes), on stderr and as a YAML comment; counted in o->refused. */
+void out_refuse(struct out *o, const char *key, const char *value, const char *why);
+/* Names key as not carried, and why, on stderr and as a YAML comment;
+ * counted in o->dropped. */
+void out_drop(struct out *o, const char *key, const char *why);
+/* Writes key: value when mongocdc carries it (under the name an alias
+ * stands for; unsupported options named on stderr); else out_drop(). */
+void out_carry(struct out *o, const char *key, const char *value);
+/* The current name of a Debezium 1.x deprecated name, or NULL. */
+const char *legacy_current(const char *key);
+/* Writes s to f as a double-quoted YAML string. */
+void yaml_str(FILE *f, const char *s);
+
 #endif
