@@ -18,6 +18,7 @@
 #include "capture/oplog.h"
 #include "config/config.h"
 #include "encode/encode.h"
+#include "offsets/offsets.h"
 
 static struct mcdc_config *cfg[4];
 static struct encoder *enc[4];
