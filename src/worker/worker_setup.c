@@ -12,32 +12,27 @@
 #include <string.h>
 
 #include "capture/capture.h"
+#include "capture/hello.h"
 #include "capture/oversize.h"
 #include "common/log.h"
 
 enum phase worker_discover(struct worker *w)
 {
-    bson_t cmd = BSON_INITIALIZER, reply;
+    struct mcdc_hello h;
     bson_error_t error;
-    bson_iter_t it;
     struct resume_failure fail;
     struct mcdc_error err = MCDC_ERROR_INIT;
-    enum phase ph = PHASE_OK;
+    enum phase ph = worker_await_server(w);
 
-    ph = worker_await_server(w);
-    if (ph != PHASE_OK) {
-        bson_destroy(&cmd);
+    if (ph != PHASE_OK)
         return ph;
-    }
-    BSON_APPEND_INT32(&cmd, "hello", 1);
-    if (!mongoc_client_command_simple(w->client, "admin", &cmd, NULL, &reply, &error)) {
-        capture_failure_from(&error, &reply, &fail, &err);
+    if (!mcdc_hello_run(w->client, 0, &h, &error)) {
+        capture_failure_from(&error, &h.reply, &fail, &err);
         ph = worker_phase_from_failure(w, &fail, &err);
-    } else if (bson_iter_init_find(&it, &reply, "setName") && BSON_ITER_HOLDS_UTF8(&it)) {
-        snprintf(w->rs, sizeof w->rs, "%s", bson_iter_utf8(&it, NULL));
+    } else if (h.set_name != NULL) { /* a replica set (a config server's too) */
+        snprintf(w->rs, sizeof w->rs, "%s", h.set_name);
         w->rs_known = true;
-    } else if (bson_iter_init_find(&it, &reply, "msg") && BSON_ITER_HOLDS_UTF8(&it) &&
-               strcmp(bson_iter_utf8(&it, NULL), "isdbgrid") == 0) {
+    } else if (h.kind == MCDC_SERVER_MONGOS) {
         mcdc_error_set(&w->err, MCDC_ERR_CONFIG, 0,
                        "mongodb.connection.string points at a mongos (sharded cluster); this "
                        "build captures replica sets only: connect to each shard's replica set");
@@ -49,8 +44,7 @@ enum phase worker_discover(struct worker *w)
                        "then rs.initiate(); one member is enough)");
         ph = PHASE_FATAL;
     }
-    bson_destroy(&cmd);
-    bson_destroy(&reply);
+    mcdc_hello_destroy(&h);
     return ph;
 }
 
