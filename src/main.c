@@ -261,6 +261,31 @@ static void on_early_signal(int sig)
     early_signal = sig;
 }
 
+/*
+ * After the loop has ended: joining the tasks and closing their connection
+ * pools (libmongoc waits for its monitor threads) can take seconds against a
+ * server that accepts connections but never answers. A stop signal then
+ * still exits at once, as one does while the loop runs (on_stop_signal).
+ * Async-signal-safe: write(2) and _exit(2) only.
+ */
+static void on_late_signal(int sig)
+{
+    static const char msg[] = "mongocdc: stop signal during shutdown: exiting now without waiting "
+                              "for the connections to close\n";
+    (void)sig;
+    ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)n;
+    _exit(MCDC_EXIT_FAILURE);
+}
+
+static void catch_late_signals(void)
+{
+    struct sigaction sa = {.sa_handler = on_late_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 static void catch_early_signals(void)
 {
     struct sigaction sa = {.sa_handler = on_early_signal};
@@ -321,6 +346,13 @@ static int run_capture(const struct mcdc_config *cfg)
         return MCDC_EXIT_FAILURE;
     }
     ev_run(loop, 0);
+    /* The handler goes in before the watchers stop: with signalfd libev
+     * unblocks a pending signal on stop (it then reaches the handler); with
+     * its own handler libev restores the default on stop (set it again). */
+    catch_late_signals();
+    ev_signal_stop(loop, &sigint_w);
+    ev_signal_stop(loop, &sigterm_w);
+    catch_late_signals();
     int rc = topology_join(dm.topo);
     topology_destroy(dm.topo);
     daemon_signals_stop(&sg);
