@@ -115,6 +115,50 @@ static void check_kafka_locked(struct checker *c, const struct mcdc_kv *kv)
     free(shown);
 }
 
+static const struct mcdc_kv *kafka_item(const struct mcdc_config *cfg, const char *key)
+{
+    for (size_t i = 0; i < cfg->kafka.count; i++)
+        if (strcmp(cfg->kafka.items[i].key, key) == 0)
+            return &cfg->kafka.items[i];
+    return NULL;
+}
+
+/* librdkafka's unsecured JWT handler (enable.sasl.oauthbearer.unsecure.jwt,
+ * OAUTHBEARER; librdkafka CONFIGURATION.md, sasl.oauthbearer.config) needs
+ * `principal=<value>` among the space-separated name=value pairs of
+ * sasl.oauthbearer.config. Without it librdkafka 2.0 fails its token refresh
+ * in a way that crashes the client some seconds after it starts (seen with
+ * a metadata request), so the daemon and `mongocdc check` would die with no
+ * message: refused here with the key's position instead. */
+static void check_kafka_oauthbearer(struct checker *c)
+{
+    const struct mcdc_kv *jwt = kafka_item(c->cfg, "enable.sasl.oauthbearer.unsecure.jwt");
+    const struct mcdc_kv *mech = kafka_item(c->cfg, "sasl.mechanism");
+    if (mech == NULL)
+        mech = kafka_item(c->cfg, "sasl.mechanisms");
+    if (jwt == NULL || (strcasecmp(jwt->value, "true") != 0 && strcmp(jwt->value, "1") != 0) ||
+        mech == NULL || strcmp(mech->value, "OAUTHBEARER") != 0)
+        return;
+    const struct mcdc_kv *oc = kafka_item(c->cfg, "sasl.oauthbearer.config");
+    bool principal = false;
+    for (const char *p = oc ? oc->value : ""; *p != '\0';) {
+        p += strspn(p, " ");
+        size_t len = strcspn(p, " ");
+        if (len > strlen("principal=") && strncmp(p, "principal=", strlen("principal=")) == 0)
+            principal = true;
+        p += len;
+    }
+    if (principal)
+        return;
+    const struct mcdc_kv *at = oc ? oc : jwt;
+    char *shown = xasprintf("kafka.%s", at->key);
+    cfg_report(c->d, at->line, at->col, shown,
+               "the unsecured JWT of enable.sasl.oauthbearer.unsecure.jwt needs a principal "
+               "(expected sasl.oauthbearer.config with principal=<name>, e.g. "
+               "\"principal=mongocdc\")");
+    free(shown);
+}
+
 /* Each key goes through rd_kafka_conf_set on a scratch conf, so librdkafka
  * itself says what is wrong (kcat's -X handling). Secret values are masked
  * in librdkafka's message, which may quote them. */
@@ -133,11 +177,15 @@ static void check_kafka(struct checker *c)
         char *msg = xstrdup(errstr);
         if (cfg_kafka_key_is_secret(kv->key))
             cfg_mask_secret(&msg, kv->value);
-        cfg_report(c->d, kv->line, kv->col, shown, "%s (expected a librdkafka property)", msg);
+        cfg_report(c->d, kv->line, kv->col, shown, "%s (expected %s)", msg,
+                   strstr(errstr, "No such configuration property") != NULL
+                       ? "a librdkafka property"
+                       : "a value librdkafka accepts for this property");
         free(msg);
         free(shown);
     }
     rd_kafka_conf_destroy(conf);
+    check_kafka_oauthbearer(c);
 }
 
 static bool has_brokers(const struct mcdc_config *cfg)
