@@ -17,7 +17,6 @@
 
 #include "common/xalloc.h"
 #include "offsets/offsets_internal.h"
-#include "offsets/offsets_internal.h"
 
 /* The largest file read (bytes). */
 #define DBZFILE_MAX (64u * 1024 * 1024)
@@ -41,36 +40,17 @@ bool dbzfile_read(const char *path, struct dbz_offsets *map, bool *exists, struc
                               path, DBZFILE_MAX >> 20);
     }
     *exists = true;
-    size_t cap = (size_t)st.st_size + 1, len = 0;
-    uint8_t *buf = xmalloc(cap);
-    for (;;) {
-        if (len == cap) {
-            if (cap > DBZFILE_MAX) {
-                free(buf);
-                close(fd);
-                return mcdc_error_set(err, MCDC_ERR_IO, EFBIG,
-                                      "Debezium offsets file %s grew over %u MiB", path,
-                                      DBZFILE_MAX >> 20);
-            }
-            cap *= 2;
-            buf = xrealloc(buf, cap);
-        }
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int e = errno;
-            free(buf);
-            close(fd);
-            return mcdc_error_set(err, MCDC_ERR_IO, e, "Debezium offsets file %s: read: %s", path,
-                                  strerror(e));
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
+    char *buf;
+    size_t len;
+    int e = offsets_read_all(fd, (size_t)st.st_size, DBZFILE_MAX, &buf, &len);
     close(fd);
-    bool ok = dbzfile_parse(buf, len, map, err);
+    if (e == EFBIG)
+        return mcdc_error_set(err, MCDC_ERR_IO, EFBIG, "Debezium offsets file %s grew over %u MiB",
+                              path, DBZFILE_MAX >> 20);
+    if (e != 0)
+        return mcdc_error_set(err, MCDC_ERR_IO, e, "Debezium offsets file %s: read: %s", path,
+                              strerror(e));
+    bool ok = dbzfile_parse((const uint8_t *)buf, len, map, err);
     free(buf);
     if (!ok)
         mcdc_error_prefix(err, "%s", path);

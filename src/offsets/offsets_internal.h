@@ -90,6 +90,14 @@ bool store_kafka_open(struct offset_store *store, struct mcdc_error *err);
  */
 void offsets_file_match_owner(int fd, const char *fd_path, const char *replaces, const char *dir);
 
+/* Reads fd to its end into *out (malloc'd, NUL-terminated, *out_len bytes
+ * before the NUL), retrying EINTR; hint: the expected size (st_size), for the
+ * first allocation. Returns 0, EFBIG (nothing kept) when more than max bytes
+ * come (the file grew while being read), or the errno of a failed read. Used
+ * by the offsets file (store_file.c) and the Debezium offsets file
+ * (dbzfile_io.c). */
+int offsets_read_all(int fd, size_t hint, size_t max, char **out, size_t *out_len);
+
 /* Writes all n bytes of buf to fd, retrying short writes and EINTR. True
  * when every byte is written; false with errno set on a write error. Used by
  * the offsets file (store_file.c) and the Debezium offsets file

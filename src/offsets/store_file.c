@@ -105,39 +105,16 @@ static bool read_all(const char *path, char **out, size_t *out_len, bool *exists
                               path, (long long)st.st_size, OFFSETS_FILE_MAX >> 20);
     }
     *exists = true;
-    size_t cap = 4096, len = 0;
-    char *buf = xmalloc(cap);
-    for (;;) {
-        if (len + 1 >= cap) {
-            cap *= 2;
-            buf = xrealloc(buf, cap);
-        }
-        ssize_t n = read(fd, buf + len, cap - len - 1);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int e = errno;
-            free(buf);
-            close(fd);
-            return mcdc_error_set(err, MCDC_ERR_IO, e, "offsets file %s: read: %s", path,
-                                  strerror(e));
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-        if (len > OFFSETS_FILE_MAX) { /* grew while being read */
-            free(buf);
-            close(fd);
-            return mcdc_error_set(err, MCDC_ERR_IO, EFBIG,
-                                  "offsets file %s is over the %u MiB an offsets file can be; "
-                                  "fix offsets.file.path or move the file away",
-                                  path, OFFSETS_FILE_MAX >> 20);
-        }
-    }
+    int e = offsets_read_all(fd, (size_t)st.st_size, OFFSETS_FILE_MAX, out, out_len);
     close(fd);
-    buf[len] = '\0';
-    *out = buf;
-    *out_len = len;
+    if (e == EFBIG)
+        return mcdc_error_set(err, MCDC_ERR_IO, EFBIG,
+                              "offsets file %s is over the %u MiB an offsets file can be; "
+                              "fix offsets.file.path or move the file away",
+                              path, OFFSETS_FILE_MAX >> 20);
+    if (e != 0)
+        return mcdc_error_set(err, MCDC_ERR_IO, e, "offsets file %s: read: %s", path,
+                              strerror(e));
     return true;
 }
 
@@ -331,6 +308,37 @@ static bool file_scan(struct offset_store *store, struct offset_entry **entries,
 /* Writes all n bytes of p to fd, retrying short writes and EINTR; false
  * with errno set on a write error. Shared by the offsets files and the
  * Debezium offsets file (dbzfile_io.c). */
+int offsets_read_all(int fd, size_t hint, size_t max, char **out, size_t *out_len)
+{
+    size_t cap = hint + 1 > 4096 ? hint + 1 : 4096, len = 0;
+    char *buf = xmalloc(cap);
+    for (;;) {
+        if (len + 1 >= cap) {
+            cap *= 2;
+            buf = xrealloc(buf, cap);
+        }
+        ssize_t n = read(fd, buf + len, cap - len - 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int e = errno;
+            free(buf);
+            return e;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (len > max) { /* grew while being read */
+            free(buf);
+            return EFBIG;
+        }
+    }
+    buf[len] = '\0';
+    *out = buf;
+    *out_len = len;
+    return 0;
+}
+
 bool offsets_write_all(int fd, const void *buf, size_t n)
 {
     const char *p = buf;
