@@ -76,3 +76,14 @@ char *xasprintf(const char *fmt, ...)
     va_end(ap);
     return p;
 }
+
+void xlist_add(char **list, const char *name)
+{
+    size_t n = *list ? strlen(*list) : 0, m = strlen(name);
+    *list = xrealloc(*list, n + m + 3);
+    if (n > 0) {
+        memcpy(*list + n, ", ", 2);
+        n += 2;
+    }
+    memcpy(*list + n, name, m + 1);
+}

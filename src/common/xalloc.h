@@ -17,6 +17,10 @@ void *xrealloc(void *ptr, size_t size);
 char *xstrdup(const char *s);
 /* Copies at most n bytes of s and NUL-terminates. Caller frees. */
 char *xstrndup(const char *s, size_t n);
+/* Appends ", name" to the malloc'd list text *list (or makes it "name" when
+ * *list is NULL or empty); *list is reallocated, the caller frees it. For
+ * messages that name several things (shards, collections). */
+void xlist_add(char **list, const char *name);
 /* Like asprintf; returns a newly allocated string the caller frees. */
 char *xasprintf(const char *fmt, ...)
 #if defined(__GNUC__)

@@ -15,18 +15,6 @@ bool merged_rs_partition(const struct mcdc_config *cfg)
     return cfg->dialect == MCDC_DIALECT_1_9;
 }
 
-/* Appends ", name" (or "name") to a malloc'd list text. */
-static void list_add(char **list, const char *name)
-{
-    size_t n = *list ? strlen(*list) : 0, m = strlen(name);
-    *list = xrealloc(*list, n + m + 3);
-    if (n > 0) {
-        memcpy(*list + n, ", ", 2);
-        n += 2;
-    }
-    memcpy(*list + n, name, m + 1);
-}
-
 bool merged_start_position(const struct mcdc_config *cfg, mongoc_client_pool_t *mongos,
                            struct mcdc_position *start, bool *has_start, struct mcdc_error *err)
 {
@@ -72,14 +60,14 @@ bool merged_start_position(const struct mcdc_config *cfg, mongoc_client_pool_t *
         t = ok && here && !pos.initsync ? position_time(&pos) : 0;
         if (ok && here && t != 0) {
             npresent++;
-            list_add(&present, shards.items[i].name);
+            xlist_add(&present, shards.items[i].name);
             if (oldest == 0 || t < oldest) {
                 oldest = t;
                 free(oldest_shard);
                 oldest_shard = xstrdup(shards.items[i].name);
             }
         } else if (ok) {
-            list_add(&missing, shards.items[i].name);
+            xlist_add(&missing, shards.items[i].name);
         }
         position_clear(&pos);
     }

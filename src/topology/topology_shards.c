@@ -221,18 +221,6 @@ static void on_shards(void *ctx)
     shard_list_clear(&shards);
 }
 
-/* Appends ", name" (or "name") to a malloc'd list text. */
-static void list_add(char **list, const char *name)
-{
-    size_t n = *list ? strlen(*list) : 0, m = strlen(name);
-    *list = xrealloc(*list, n + m + 3);
-    if (n > 0) {
-        memcpy(*list + n, ", ", 2);
-        n += 2;
-    }
-    memcpy(*list + n, name, m + 1);
-}
-
 /*
  * debezium-format.md §4.4: the stored offsets say which capture mode wrote
  * them, and each shard's task switches from the other mode on its own. When
@@ -257,7 +245,7 @@ static bool capture_modes_agree(struct topology *t, const struct shard_list *sha
         position_init(&pos);
         ok = offset_store_load(store, shards->items[i].rs, &pos, &found, err);
         if (ok && found)
-            list_add(pos.oplog ? &oplog : &streams, shards->items[i].name);
+            xlist_add(pos.oplog ? &oplog : &streams, shards->items[i].name);
         position_clear(&pos);
     }
     offset_store_close(store);
