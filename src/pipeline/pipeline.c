@@ -14,26 +14,13 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "encode/ejson.h"
 #include "metrics/metrics.h"
 
 #define PAUSE_STEP_MS 100
-
-int64_t pipeline_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* ---- lifecycle ---- */
 
@@ -43,7 +30,7 @@ struct pipeline *pipeline_new(const struct pipeline_options *o)
 
     p->o = *o;
     position_init(&p->to_commit);
-    p->last_commit_ms = pipeline_now_ms();
+    p->last_commit_ms = mcdc_clock_mono_ms();
     return p;
 }
 
@@ -137,7 +124,7 @@ void pipeline_on_delivery(void *opaque, const struct mcdc_error *err, int64_t la
             metrics_add(p->m, METRICS_RECORDS_DEAD_LETTERED, 1);
         }
         inflight_ack(p->inf, opaque);
-        p->last_ack_ms = pipeline_now_ms();
+        p->last_ack_ms = mcdc_clock_mono_ms();
         if (p->ack_stalled) {
             p->ack_stalled = false;
             LOG_INFO("Kafka acknowledges records again after %lld ms without one",
@@ -167,10 +154,10 @@ bool pipeline_flush(struct pipeline *p, struct mcdc_error *err)
 
 bool pipeline_pause_ms(struct pipeline *p, int64_t ms)
 {
-    int64_t end = pipeline_now_ms() + ms;
+    int64_t end = mcdc_clock_mono_ms() + ms;
 
-    while (!pipeline_stopping(p) && pipeline_now_ms() < end) {
-        int64_t left = end - pipeline_now_ms();
+    while (!pipeline_stopping(p) && mcdc_clock_mono_ms() < end) {
+        int64_t left = end - mcdc_clock_mono_ms();
         int64_t step = left < PAUSE_STEP_MS ? left : PAUSE_STEP_MS;
         struct timespec ts = {0, (long)step * 1000000L};
         pipeline_poll(p);
@@ -209,9 +196,9 @@ static bool produce_one(struct pipeline *p, struct mcdc_record *r, void *cookie,
         /* Auto-created topics appear a moment after the first produce, and a
          * broker outage can leave the topic unknown for a while: wait (the
          * record keeps its buffers), never drop. */
-        if (pipeline_now_ms() - last_warn >= 10000) {
+        if (mcdc_clock_mono_ms() - last_warn >= 10000) {
             LOG_WARN("%s: %s; retrying until the topic exists", r->topic, err->msg);
-            last_warn = pipeline_now_ms();
+            last_warn = mcdc_clock_mono_ms();
         }
         if (!pipeline_pause_ms(p, 200))
             return false;
@@ -316,7 +303,7 @@ enum pipeline_status pipeline_emit(struct pipeline *p, const struct mcdc_event *
 
     snprintf(what, sizeof what, "%.*s.%.*s", (int)ev->db_len, ev->db ? ev->db : "",
              (int)ev->coll_len, ev->coll ? ev->coll : "");
-    if (!encoder_encode(p->enc, ev, wall_us(), &recs, &cause))
+    if (!encoder_encode(p->enc, ev, mcdc_clock_wall_us(), &recs, &cause))
         return pipeline_event_failed(p, ev, pos, &cause, err);
     if (p->o.cfg->dlq_topic && *p->o.cfg->dlq_topic) {
         /* What a dead-letter copy's metadata names (sink_kafka.c). */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "capture/resume.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "metrics/metrics.h"
@@ -28,7 +29,7 @@
 static void watch_acks(struct pipeline *p)
 {
     size_t n = sink_in_flight(p->sink);
-    int64_t now = pipeline_now_ms(), since;
+    int64_t now = mcdc_clock_mono_ms(), since;
 
     if (n == 0) {
         p->ack_wait_since_ms = 0;
@@ -51,7 +52,7 @@ static void watch_acks(struct pipeline *p)
 static void stall_stored(struct pipeline *p, const struct mcdc_position *pos)
 {
     uint64_t t = offset_position_time(pos);
-    int64_t now = pipeline_now_ms();
+    int64_t now = mcdc_clock_mono_ms();
 
     if (t == 0 || t == p->stall_stored_t)
         return;
@@ -70,7 +71,7 @@ static void stall_stored(struct pipeline *p, const struct mcdc_position *pos)
  * moves again. */
 static void stall_check(struct pipeline *p)
 {
-    int64_t now = pipeline_now_ms(), threshold = p->o.cfg->offsets_stall_threshold_ms, stalled;
+    int64_t now = mcdc_clock_mono_ms(), threshold = p->o.cfg->offsets_stall_threshold_ms, stalled;
     uint64_t read = p->o.read_pos != NULL ? offset_position_time(p->o.read_pos) : 0;
 
     if (p->stall_since_ms == 0) {
@@ -155,7 +156,7 @@ static enum pipeline_status commit(struct pipeline *p, bool *refused, struct mcd
     struct mcdc_error serr = MCDC_ERROR_INIT;
 
     *refused = false;
-    p->last_commit_ms = pipeline_now_ms();
+    p->last_commit_ms = mcdc_clock_mono_ms();
     if (!p->to_commit_dirty)
         return PIPELINE_OK;
     p->to_commit_dirty = false;
@@ -270,7 +271,7 @@ enum pipeline_status pipeline_service(struct pipeline *p, bool force_commit, str
             p->o.acked(p->o.ctx, pos);
     }
     if (force_commit || failed ||
-        pipeline_now_ms() - p->last_commit_ms >= p->o.cfg->offsets_flush_interval_ms) {
+        mcdc_clock_mono_ms() - p->last_commit_ms >= p->o.cfg->offsets_flush_interval_ms) {
         st = commit(p, &refused, err);
         if (st != PIPELINE_OK || refused)
             return st;

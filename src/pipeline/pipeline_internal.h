@@ -53,9 +53,6 @@ struct pipeline {
 void pipeline_on_delivery(void *opaque, const struct mcdc_error *err, int64_t latency_us,
                           bool dead_lettered, void *ctx);
 
-/* Monotonic milliseconds. */
-int64_t pipeline_now_ms(void);
-
 /* The stop flag (false without one). */
 static inline bool pipeline_stopping(const struct pipeline *p)
 {

@@ -109,11 +109,6 @@ static enum phase hold_for_donor(struct worker *w, const struct mcdc_event *ev)
     return PHASE_OK;
 }
 
-static int64_t now_ns(void)
-{
-    return mcdc_clock_mono_ns();
-}
-
 /* Histogram bucket of a duration: 8 buckets per power of two of nanoseconds
  * (about 9 % wide), so percentiles need no stored samples. */
 static size_t gate_bucket(int64_t ns)
@@ -148,9 +143,9 @@ double worker_gate_percentile_us(const struct worker *w, double q)
  * when held) goes into a histogram; finish() logs p50/p99. */
 enum phase worker_hold_for_donor(struct worker *w, const struct mcdc_event *ev)
 {
-    int64_t t0 = now_ns();
+    int64_t t0 = mcdc_clock_mono_ns();
     enum phase ph = hold_for_donor(w, ev);
-    w->gate_hist[gate_bucket(now_ns() - t0)]++;
+    w->gate_hist[gate_bucket(mcdc_clock_mono_ns() - t0)]++;
     w->gate_checked++;
     return ph;
 }
