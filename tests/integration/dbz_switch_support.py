@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from conftest import wait_until
+from test_debezium_oracle import _Debezium
 
 
 def free_port():
@@ -145,12 +146,12 @@ class ConnectWorker:
         self.log.close()
 
 
-class Engine:
+class Engine(_Debezium):
     """Debezium's embedded engine (Run.java) with a FileOffsetBackingStore file."""
 
     def __init__(self, java, cp, workdir, name, config, offsets_file, out, n):
-        self.workdir = Path(workdir)
-        props = self.workdir / ("engine-%d.properties" % n)
+        workdir = Path(workdir)
+        props = workdir / ("engine-%d.properties" % n)
         lines = ["name=%s" % name,
                  "offset.storage=org.apache.kafka.connect.storage.FileOffsetBackingStore",
                  "offset.storage.file.filename=%s" % offsets_file,
@@ -158,24 +159,9 @@ class Engine:
         for k, v in config.items():
             lines.append("%s=%s" % (k, v.replace("\\", "\\\\")))
         props.write_text("\n".join(lines) + "\n")
-        self.stop_file = self.workdir / ("engine-%d.stop" % n)
-        self.err_path = self.workdir / ("engine-%d.log" % n)
-        self.err = open(self.err_path, "wb")
-        self.proc = subprocess.Popen([java, "-cp", cp, "org.mongocdc.dbzoracle.Run", str(props),
-                                      str(out), str(self.stop_file)],
-                                     stdout=self.err, stderr=subprocess.STDOUT)
+        super().__init__(java, cp, props, out, workdir, n, tag="engine", log_suffix="log")
 
     def log_text(self):
         if not self.err.closed:
             self.err.flush()
         return self.err_path.read_text(errors="replace")
-
-    def stop(self):
-        self.stop_file.write_text("")
-        try:
-            self.proc.wait(timeout=90)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
-            self.err.close()

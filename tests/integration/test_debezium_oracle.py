@@ -198,9 +198,13 @@ def _props(path, version, uri, schemas, offsets, full_update):
 
 
 class _Debezium:
-    def __init__(self, java, cp, props, out, workdir, n):
-        self.stop_file = workdir / ("dbz-%d.stop" % n)
-        self.err = open(workdir / ("dbz-%d.stderr" % n), "wb")
+    """Run.java over props, writing JSON lines to out, until its stop file
+    appears (stop()); tag names its files in workdir."""
+
+    def __init__(self, java, cp, props, out, workdir, n, tag="dbz", log_suffix="stderr"):
+        self.stop_file = workdir / ("%s-%d.stop" % (tag, n))
+        self.err_path = workdir / ("%s-%d.%s" % (tag, n, log_suffix))
+        self.err = open(self.err_path, "wb")
         self.proc = subprocess.Popen([java, "-cp", cp, "org.mongocdc.dbzoracle.Run", str(props),
                                       str(out), str(self.stop_file)],
                                      stdout=self.err, stderr=subprocess.STDOUT)
