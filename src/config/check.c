@@ -19,19 +19,12 @@
 #include <pcre2.h>
 
 #include "common/xalloc.h"
-#include "config/internal.h"
+#include "config/check_internal.h"
 
 #define OVERRIDE_PREFIX "snapshot.collection.filter.overrides."
 
-struct checker {
-    struct mcdc_config *cfg;
-    const struct cfg_entries *e;
-    struct cfg_diag *d;
-};
-
 /* Reports at key's entry, or at the top of the file when key is not set. */
-static void problem(struct checker *c, const char *key, const char *fmt, ...) MCDC_PRINTF(3, 4);
-static void problem(struct checker *c, const char *key, const char *fmt, ...)
+void check_problem(struct checker *c, const char *key, const char *fmt, ...)
 {
     const struct cfg_entry *at = cfg_entry_find(c->e, key, false);
     if (at && at->bad)
@@ -49,7 +42,7 @@ static void problem(struct checker *c, const char *key, const char *fmt, ...)
  * file (or the only one set): at key with msg_key, or at other with
  * msg_other; at the top of the file under key when neither is set. Quiet when
  * either value was already rejected on its own. */
-static void conflict(struct checker *c, const char *key, const char *other, const char *msg_key,
+void check_conflict(struct checker *c, const char *key, const char *other, const char *msg_key,
                      const char *msg_other)
 {
     const struct cfg_entry *a = cfg_entry_find(c->e, key, false);
@@ -59,10 +52,10 @@ static void conflict(struct checker *c, const char *key, const char *other, cons
     if (b && (!a || b->line > a->line || (b->line == a->line && b->col > a->col)))
         cfg_report(c->d, b->line, b->col, other, "%s", msg_other);
     else
-        problem(c, key, "%s", msg_key);
+        check_problem(c, key, "%s", msg_key);
 }
 
-static bool kafka_has(const struct mcdc_config *cfg, const char *key)
+bool check_kafka_has(const struct mcdc_config *cfg, const char *key)
 {
     for (size_t i = 0; i < cfg->kafka.count; i++)
         if (strcmp(cfg->kafka.items[i].key, key) == 0)
@@ -188,12 +181,6 @@ static void check_kafka(struct checker *c)
     check_kafka_oauthbearer(c);
 }
 
-static bool has_brokers(const struct mcdc_config *cfg)
-{
-    return kafka_has(cfg, "bootstrap.servers") || kafka_has(cfg, "metadata.broker.list") ||
-           kafka_has(cfg, "test.mock.num.brokers");
-}
-
 /* Debezium rejects a topic.prefix that is not a valid topic name part
  * (CommonConnectorConfig's topic name check: letters, digits, '.', '_', '-'). */
 static void check_topic_names(struct checker *c)
@@ -201,62 +188,10 @@ static void check_topic_names(struct checker *c)
     const char *p = c->cfg->topic_prefix;
     if (p &&
         strspn(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") != strlen(p))
-        problem(c, "topic.prefix",
+        check_problem(c, "topic.prefix",
                 "invalid topic name \"%s\" (expected letters, digits, '.', '_' and '-' only)", p);
     else if (p && strlen(p) > 249)
-        problem(c, "topic.prefix", "longer than 249 characters (expected a Kafka topic name)");
-}
-
-static void check_sink_and_offsets(struct checker *c)
-{
-    struct mcdc_config *cfg = c->cfg;
-    if (cfg->sink_type == MCDC_SINK_FILE && !cfg->sink_path)
-        problem(c, "sink.type", "file sink needs sink.path (expected sink.path to be set)");
-    /* Only Kafka refuses a record for its size; on the JSON-lines sinks the
-     * option would never act, so setting it there is a mistake worth naming. */
-    if (cfg->sink_type != MCDC_SINK_KAFKA && cfg->dlq_topic && *cfg->dlq_topic)
-        conflict(c, "errors.deadletterqueue.topic.name", "sink.type",
-                 "a dead-letter topic needs the kafka sink (expected sink.type kafka, or no "
-                 "dead-letter topic)",
-                 "the file and stdout sinks have no dead-letter topic (expected "
-                 "errors.deadletterqueue.topic.name unset)");
-    if (cfg->dlq_topic && *cfg->dlq_topic &&
-        strspn(cfg->dlq_topic,
-               "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
-            strlen(cfg->dlq_topic))
-        problem(c, "errors.deadletterqueue.topic.name",
-                "invalid topic name \"%s\" (expected letters, digits, '.', '_' and '-' only)",
-                cfg->dlq_topic);
-    if (cfg->sink_type == MCDC_SINK_KAFKA && !has_brokers(cfg)) {
-        /* sink.type kafka is the default: then the kafka: map is what is
-         * incomplete, if there is one. */
-        if (!cfg_entry_find(c->e, "sink.type", false) && cfg->kafka.count > 0)
-            cfg_report(c->d, cfg->kafka.items[0].line, cfg->kafka.items[0].col, "kafka",
-                       "the kafka sink (the default sink.type) needs brokers (expected "
-                       "kafka.bootstrap.servers to be set)");
-        else
-            problem(c, "sink.type",
-                    "kafka sink needs brokers (expected kafka.bootstrap.servers to be set)");
-    }
-    if (cfg->offset_storage == MCDC_OFFSETS_FILE && !cfg->offsets_file) {
-        if (cfg_entry_find(c->e, "offsets.storage", false))
-            problem(c, "offsets.storage",
-                    "file storage needs offsets.file.path (expected the path of the offset "
-                    "file)");
-        else
-            problem(c, "offsets.file.path",
-                    "missing: offsets.storage is file (expected the path of the offset file)");
-    }
-    if (cfg->offset_storage == MCDC_OFFSETS_KAFKA) {
-        if (cfg->sink_type != MCDC_SINK_KAFKA)
-            conflict(c, "offsets.storage", "sink.type",
-                     "kafka offset storage needs the kafka sink (expected sink.type kafka)",
-                     "offsets.storage kafka needs the kafka sink (expected sink.type kafka)");
-        else if (!has_brokers(cfg))
-            problem(c, "offsets.storage",
-                    "kafka offset storage needs brokers (expected kafka.bootstrap.servers to be "
-                    "set)");
-    }
+        check_problem(c, "topic.prefix", "longer than 249 characters (expected a Kafka topic name)");
 }
 
 /* The metrics listener binds an address literal (metrics_http_start() refuses
@@ -267,7 +202,7 @@ static void check_metrics(struct checker *c)
     const char *a = c->cfg->metrics_bind_address;
     unsigned char buf[sizeof(struct in6_addr)];
     if (a && inet_pton(AF_INET, a, buf) != 1 && inet_pton(AF_INET6, a, buf) != 1)
-        problem(c, "metrics.http.bind.address",
+        check_problem(c, "metrics.http.bind.address",
                 "\"%s\" is not an IPv4 or IPv6 address (expected an address literal such as "
                 "127.0.0.1, 0.0.0.0 or ::1; host names are not resolved)",
                 a);
@@ -281,19 +216,19 @@ static void check_capture(struct checker *c)
     /* Oplog capture is 1.x only; pre-images and post_image arrived in 2.0 and
      * 2.5, whose layout is the 3.x dialect (debezium-format.md §0). */
     if (cfg->capture_mode == MCDC_CAPTURE_OPLOG && cfg->dialect != MCDC_DIALECT_1_9)
-        conflict(c, "capture.mode", "debezium.compatibility",
+        check_conflict(c, "capture.mode", "debezium.compatibility",
                  "oplog capture exists only in the 1.9 dialect (expected "
                  "debezium.compatibility \"1.9\" or a change_streams mode)",
                  "the 3.x dialect has no oplog capture (expected \"1.9\" with capture.mode "
                  "oplog, or a change_streams mode)");
     if (pre_image && cfg->dialect == MCDC_DIALECT_1_9)
-        conflict(c, "capture.mode", "debezium.compatibility",
+        check_conflict(c, "capture.mode", "debezium.compatibility",
                  "pre-images need the 3.x dialect (expected "
                  "debezium.compatibility \"3.x\")",
                  "the 1.9 dialect has no pre-images (expected \"3.x\" with capture.mode "
                  "*_with_pre_image)");
     if (cfg->full_update_type == MCDC_FULL_UPDATE_POST_IMAGE && cfg->dialect == MCDC_DIALECT_1_9)
-        conflict(c, "capture.mode.full.update.type", "debezium.compatibility",
+        check_conflict(c, "capture.mode.full.update.type", "debezium.compatibility",
                  "post_image needs the 3.x dialect (expected lookup)",
                  "the 1.9 dialect has no post_image full update type (expected \"3.x\" with "
                  "capture.mode.full.update.type post_image)");
@@ -303,37 +238,37 @@ static void check_capture(struct checker *c)
     if (cfg->capture_mode == MCDC_CAPTURE_OPLOG && cfg->oplog_update_raw_diff &&
         (cfg->field_exclude.count > 0 || cfg->field_renames.count > 0)) {
         const char *rules = cfg->field_exclude.count > 0 ? "field.exclude.list" : "field.renames";
-        conflict(c, "oplog.update.raw.diff", rules,
+        check_conflict(c, "oplog.update.raw.diff", rules,
                  "field.exclude.list and field.renames do not reach a raw $v: 2 diff (expected "
                  "false, the decoded $v: 1 patch, when field rules are set)",
                  "field rules do not reach a raw $v: 2 diff (expected oplog.update.raw.diff "
                  "false with field rules)");
     }
     if (cfg->capture_mode == MCDC_CAPTURE_OPLOG && cfg->connection_mode == MCDC_CONNECTION_SHARDED)
-        conflict(c, "mongodb.connection.mode", "capture.mode",
+        check_conflict(c, "mongodb.connection.mode", "capture.mode",
                  "mongos has no oplog (expected replica_set with capture.mode oplog)",
                  "mongos has no oplog (expected a change_streams mode with "
                  "mongodb.connection.mode sharded)");
     if (cfg->oversize_mode == MCDC_OVERSIZE_SKIP && cfg->oversize_skip_threshold <= 0)
-        problem(c, "cursor.oversize.skip.threshold",
+        check_problem(c, "cursor.oversize.skip.threshold",
                 "invalid threshold value for skipped document size (expected a number of bytes "
                 "> 0 with cursor.oversize.handling.mode skip)");
     /* An oplog entry is itself at most 16 MiB + 16 KiB and find returns it
      * whole: the oplog reader never meets an oversized event. */
     if (cfg->capture_mode == MCDC_CAPTURE_OPLOG && cfg->oversize_mode != MCDC_OVERSIZE_FAIL)
-        conflict(c, "cursor.oversize.handling.mode", "capture.mode",
+        check_conflict(c, "cursor.oversize.handling.mode", "capture.mode",
                  "has no effect in oplog capture, whose entries are never over the limit "
                  "(expected fail with capture.mode oplog)",
                  "oplog capture has no oversized events (expected a change_streams mode with "
                  "cursor.oversize.handling.mode skip or split)");
     if (cfg->capture_mode == MCDC_CAPTURE_OPLOG && cfg->key_mode == MCDC_KEY_DOCUMENT_KEY)
-        conflict(c, "event.key.mode", "capture.mode",
+        check_conflict(c, "event.key.mode", "capture.mode",
                  "document_key needs a change stream's documentKey (expected id with "
                  "capture.mode oplog)",
                  "oplog entries carry no documentKey for every operation (expected a "
                  "change_streams mode with event.key.mode document_key)");
     if (cfg->backoff_initial_ms > cfg->backoff_max_ms)
-        conflict(c, "connect.backoff.initial.delay.ms", "connect.backoff.max.delay.ms",
+        check_conflict(c, "connect.backoff.initial.delay.ms", "connect.backoff.max.delay.ms",
                  "larger than connect.backoff.max.delay.ms (expected at most the maximum)",
                  "smaller than connect.backoff.initial.delay.ms (expected at least the initial "
                  "delay)");
@@ -342,11 +277,11 @@ static void check_capture(struct checker *c)
     for (size_t i = 0; i < ops->count; i++) {
         const char *op = ops->items[i];
         if (strcmp(op, "none") == 0 && ops->count > 1) {
-            problem(c, "skipped.operations",
+            check_problem(c, "skipped.operations",
                     "\"none\" with other operations (expected none alone)");
             bad_ops = true;
         } else if (strcmp(op, "none") != 0 && (strlen(op) != 1 || !strchr("cudt", op[0]))) {
-            problem(c, "skipped.operations", "invalid operation \"%s\" (expected %s)", op,
+            check_problem(c, "skipped.operations", "invalid operation \"%s\" (expected %s)", op,
                     "c, u, d, t or none");
             bad_ops = true;
         }
@@ -363,9 +298,9 @@ static void check_json_array(struct checker *c, const char *key, const char *tex
     bson_t *b = bson_new_from_json((const uint8_t *)wrapped, -1, &error);
     bson_iter_t it;
     if (!b)
-        problem(c, key, "invalid JSON: %s (expected %s)", error.message, "a JSON array of stages");
+        check_problem(c, key, "invalid JSON: %s (expected %s)", error.message, "a JSON array of stages");
     else if (!bson_iter_init_find(&it, b, "stages") || !BSON_ITER_HOLDS_ARRAY(&it))
-        problem(c, key, "not a JSON array (expected a JSON array of stages)");
+        check_problem(c, key, "not a JSON array (expected a JSON array of stages)");
     bson_destroy(b);
     free(wrapped);
 }
@@ -388,7 +323,7 @@ static void check_regexes(struct checker *c, const char *key, const struct mcdc_
         }
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
-        problem(c, key, "invalid regex \"%s\": %s at offset %zu (expected a regular expression)",
+        check_problem(c, key, "invalid regex \"%s\": %s at offset %zu (expected a regular expression)",
                 l->items[i], (const char *)msg, (size_t)off);
     }
 }
@@ -427,23 +362,23 @@ static void check_filters(struct checker *c)
     }
     check_regexes(c, "snapshot.include.collection.list", &cfg->snapshot_include_collections);
     if (cfg->database_include.count && cfg->database_exclude.count)
-        conflict(c, "database.exclude.list", "database.include.list",
+        check_conflict(c, "database.exclude.list", "database.include.list",
                  "cannot be used with database.include.list (expected only one of them)",
                  "cannot be used with database.exclude.list (expected only one of them)");
     if (cfg->collection_include.count && cfg->collection_exclude.count)
-        conflict(c, "collection.exclude.list", "collection.include.list",
+        check_conflict(c, "collection.exclude.list", "collection.include.list",
                  "cannot be used with collection.include.list (expected only one of them)",
                  "cannot be used with collection.exclude.list (expected only one of them)");
     if (cfg->signal_data_collection && !is_namespace(cfg->signal_data_collection))
-        problem(c, "signal.data.collection", "not a namespace: \"%s\" (expected %s)",
+        check_problem(c, "signal.data.collection", "not a namespace: \"%s\" (expected %s)",
                 cfg->signal_data_collection, "db.collection");
     for (size_t i = 0; i < cfg->field_renames.count; i++)
         if (!field_rule_ok(cfg->field_renames.items[i], true))
-            problem(c, "field.renames", "invalid entry \"%s\" (expected %s)",
+            check_problem(c, "field.renames", "invalid entry \"%s\" (expected %s)",
                     cfg->field_renames.items[i], "db.coll.field:newName");
     for (size_t i = 0; i < cfg->field_exclude.count; i++)
         if (!field_rule_ok(cfg->field_exclude.items[i], false))
-            problem(c, "field.exclude.list", "invalid entry \"%s\" (expected %s)",
+            check_problem(c, "field.exclude.list", "invalid entry \"%s\" (expected %s)",
                     cfg->field_exclude.items[i], "db.coll.field, a nested field as db.coll.a.b");
     if (cfg->cursor_pipeline)
         check_json_array(c, "cursor.pipeline", cfg->cursor_pipeline);
@@ -464,10 +399,10 @@ static void check_overrides(struct checker *c)
         bson_error_t error;
         bson_t *b = NULL;
         if (!is_namespace(names->items[i]))
-            problem(c, "snapshot.collection.filter.overrides",
+            check_problem(c, "snapshot.collection.filter.overrides",
                     "not a namespace: \"%s\" (expected %s)", names->items[i], "db.collection");
         else if (!q)
-            problem(c, "snapshot.collection.filter.overrides",
+            check_problem(c, "snapshot.collection.filter.overrides",
                     "no query for \"%s\" (expected %s to be set)", names->items[i], key);
         else if (!text || cfg_is_null(q->value))
             cfg_report(c->d, q->vline, q->vcol, key, "no query (expected a JSON query document)");
@@ -542,17 +477,17 @@ static void check_signals(struct checker *c)
                         notif_known, "sink or log", "jmx", "mongocdc has no JVM; use sink or log");
     if (list_has(&cfg->signal_channels, "kafka") &&
         (!cfg->signal_kafka_bootstrap || !*cfg->signal_kafka_bootstrap) &&
-        !kafka_has(cfg, "bootstrap.servers") && !kafka_has(cfg, "metadata.broker.list"))
-        problem(c, "signal.enabled.channels",
+        !check_kafka_has(cfg, "bootstrap.servers") && !check_kafka_has(cfg, "metadata.broker.list"))
+        check_problem(c, "signal.enabled.channels",
                 "the kafka channel needs brokers (expected signal.kafka.bootstrap.servers or "
                 "kafka.bootstrap.servers to be set)");
     if (list_has(&cfg->notification_channels, "sink")) {
         if (!cfg->notification_sink_topic || !*cfg->notification_sink_topic)
-            problem(c, "notification.enabled.channels",
+            check_problem(c, "notification.enabled.channels",
                     "Notification topic name must be provided when kafka notification channel "
                     "is enabled (expected notification.sink.topic.name)");
         else if (cfg->sink_type != MCDC_SINK_KAFKA)
-            problem(c, "notification.enabled.channels",
+            check_problem(c, "notification.enabled.channels",
                     "the sink channel publishes to Kafka (expected sink.type kafka)");
     }
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -601,6 +536,7 @@ void config_check(struct mcdc_config *cfg, const struct cfg_entries *e, struct c
     check_kafka(&c);
     check_topic_names(&c);
     check_sink_and_offsets(&c);
+    check_exactly_once(&c);
     check_metrics(&c);
     check_capture(&c);
     check_filters(&c);

@@ -96,6 +96,21 @@ enum mcdc_offset_storage {
     MCDC_OFFSET_STORAGE_COUNT
 };
 
+/* exactly.once.support (Kafka Connect's connector-level name, KIP-618). */
+enum mcdc_exactly_once {
+    MCDC_EXACTLY_ONCE_DISABLED = 0, /* default: at-least-once */
+    MCDC_EXACTLY_ONCE_REQUESTED,    /* transactions when the broker allows, else at-least-once */
+    MCDC_EXACTLY_ONCE_REQUIRED,     /* transactions or no start */
+    MCDC_EXACTLY_ONCE_COUNT
+};
+
+/* transaction.boundary (Kafka Connect's names; "connector" is not offered). */
+enum mcdc_txn_boundary {
+    MCDC_TXN_BOUNDARY_POLL = 0, /* default: one transaction per batch (max.batch.size) */
+    MCDC_TXN_BOUNDARY_INTERVAL, /* one per transaction.boundary.interval.ms */
+    MCDC_TXN_BOUNDARY_COUNT
+};
+
 enum mcdc_schema_adjust {
     MCDC_SCHEMA_ADJUST_NONE = 0,
     MCDC_SCHEMA_ADJUST_AVRO,
@@ -225,6 +240,10 @@ struct mcdc_config {
     int64_t offsets_flush_interval_ms;         /* offsets.flush.interval.ms, 60000 */
     int64_t offsets_flush_timeout_ms;          /* offsets.flush.timeout.ms, 5000 */
     int64_t offsets_stall_threshold_ms;        /* offsets.stall.threshold.ms, 600000; 0 = off */
+    enum mcdc_exactly_once exactly_once;       /* exactly.once.support, disabled */
+    enum mcdc_txn_boundary txn_boundary;       /* transaction.boundary, poll */
+    int64_t txn_boundary_interval_ms; /* transaction.boundary.interval.ms; -1 = offsets.flush.interval.ms */
+    char *transactional_id_prefix;    /* transactional.id.prefix, "" */
     struct mcdc_kvlist kafka;                  /* kafka: passed to librdkafka as-is */
     int log_level;                             /* log.level (enum mcdc_log_level) */
     int log_format;                            /* log.format (enum mcdc_log_format) */

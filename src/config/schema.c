@@ -46,6 +46,8 @@ static const char *const watermarkings[] = {"insert_insert", "insert_delete", NU
 static const char *const failure_modes[] = {"fail", "warn", "skip", "ignore", NULL};
 static const char *const struct_versions[] = {"v1", "v2", NULL};
 static const char *const guardrail_actions[] = {"warn", "fail", NULL};
+static const char *const exactly_once_modes[] = {"disabled", "requested", "required", NULL};
+static const char *const txn_boundaries[] = {"poll", "interval", NULL};
 
 #define G_CONN "Connection"
 #define G_CAPT "Capture"
@@ -363,6 +365,19 @@ const struct opt mcdc_options[] = {
     N("offsets.stall.threshold.ms", "600000", 0, I32, F(offsets_stall_threshold_ms), 0, G_OFFS,
       "A WARN and mongocdc_offset_stalled_seconds when the stored position has not moved for "
       "this long while the stream has read past it, ms; 0 = off"),
+    E("exactly.once.support", "disabled", exactly_once_modes, F(exactly_once), 0, G_OFFS,
+      "Exactly-once delivery through Kafka transactions (records and the offset covering them "
+      "commit together): disabled (at-least-once), requested (when the broker allows, else "
+      "at-least-once with a WARN) or required; needs sink.type kafka and offsets.storage kafka"),
+    E("transaction.boundary", "poll", txn_boundaries, F(txn_boundary), 0, G_OFFS,
+      "Exactly-once: where a transaction ends: poll (each batch of up to max.batch.size "
+      "changes or snapshot rows, and whenever the source has nothing more ready) or interval"),
+    N("transaction.boundary.interval.ms", "-1", -1, I32, F(txn_boundary_interval_ms), 0, G_OFFS,
+      "Exactly-once, transaction.boundary interval: how long a transaction stays open, ms; "
+      "-1 = offsets.flush.interval.ms"),
+    S("transactional.id.prefix", "", F(transactional_id_prefix), 0, G_OFFS,
+      "Exactly-once: prefix of each task's transactional id (<prefix><name>-<task>, name the "
+      "connector name); two daemons with the same id fence each other"),
     {"kafka", OPT_MAP, NULL, NULL, 0, 0, NULL, F(kafka), 0, NULL, G_KAFK,
      "librdkafka properties, passed as-is (bootstrap.servers, security.protocol, ...)"},
     E("log.level", "info", log_levels, F(log_level), 0, G_LOG, "error, warn, info or debug"),

@@ -5,6 +5,7 @@
 #include "kafka/kafka_conf.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -71,20 +72,36 @@ static bool check_locked(const struct mcdc_config *cfg, const struct mcdc_kv *kv
     return true;
 }
 
+int64_t mcdc_kafka_txn_timeout_ms(const struct mcdc_config *cfg)
+{
+    for (size_t i = 0; i < cfg->kafka.count; i++) {
+        if (!strcmp(cfg->kafka.items[i].key, "transaction.timeout.ms")) {
+            long long v = strtoll(cfg->kafka.items[i].value, NULL, 10);
+            return v > 0 ? (int64_t)v : 60000;
+        }
+    }
+    return 60000;
+}
+
 rd_kafka_conf_t *mcdc_kafka_producer_conf(const struct mcdc_config *cfg, const char *client_tag,
-                                          struct mcdc_error *err)
+                                          const char *transactional_id, struct mcdc_error *err)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    char client_id[256], kbytes[32];
+    char client_id[256], kbytes[32], msg_timeout[32] = "0";
     snprintf(client_id, sizeof client_id, "mongocdc-%s", client_tag ? client_tag : "main");
     int64_t qbytes = cfg->sink_queue_bytes > 0 ? cfg->sink_queue_bytes : 16 * 1024 * 1024;
     snprintf(kbytes, sizeof kbytes, "%lld", (long long)(qbytes < 1024 ? 1 : qbytes / 1024));
     rd_kafka_conf_set_log_cb(conf, mcdc_kafka_log_cb);
+    if (transactional_id != NULL)
+        snprintf(msg_timeout, sizeof msg_timeout, "%lld",
+                 (long long)mcdc_kafka_txn_timeout_ms(cfg));
     bool ok = mcdc_kafka_set(conf, cfg, "", "client.id", client_id, NULL, err) &&
+              (transactional_id == NULL ||
+               mcdc_kafka_set(conf, cfg, "", "transactional.id", transactional_id, NULL, err)) &&
               mcdc_kafka_set(conf, cfg, "", "enable.idempotence", "true", NULL, err) &&
               mcdc_kafka_set(conf, cfg, "", "acks", "all", NULL, err) &&
               mcdc_kafka_set(conf, cfg, "", "queue.buffering.max.kbytes", kbytes, NULL, err) &&
-              mcdc_kafka_set(conf, cfg, "", "message.timeout.ms", "0", NULL, err);
+              mcdc_kafka_set(conf, cfg, "", "message.timeout.ms", msg_timeout, NULL, err);
     for (size_t i = 0; ok && i < cfg->kafka.count; i++) {
         const struct mcdc_kv *kv = &cfg->kafka.items[i];
         ok = check_locked(cfg, kv, err) &&

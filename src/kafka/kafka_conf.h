@@ -62,9 +62,20 @@ bool mcdc_kafka_set(rd_kafka_conf_t *conf, const struct mcdc_config *cfg, const 
  *      and duplicate them, breaking per-key order) and acks (must be all/-1:
  *      a record acknowledged by the leader alone can be lost on failover after
  *      its offset was committed). Setting either otherwise is an error.
+ *
+ * transactional_id (may be NULL): an exactly-once producer
+ * (exactly.once.support): transactional.id set to it, and message.timeout.ms
+ * defaults to the producer's transaction.timeout.ms (the kafka: map's, else
+ * librdkafka's 60000) instead of 0, since librdkafka requires a
+ * transactional producer to give up on a record before its transaction
+ * times out (librdkafka CONFIGURATION.md, transactional.id); a record that
+ * times out aborts its transaction, which is then read again.
  */
 rd_kafka_conf_t *mcdc_kafka_producer_conf(const struct mcdc_config *cfg, const char *client_tag,
-                                          struct mcdc_error *err);
+                                          const char *transactional_id, struct mcdc_error *err);
+
+/* The kafka: map's transaction.timeout.ms, else librdkafka's default 60000, ms. */
+int64_t mcdc_kafka_txn_timeout_ms(const struct mcdc_config *cfg);
 
 /*
  * The Kafka offsets store's clients (offsets/store_kafka.c). reader false:

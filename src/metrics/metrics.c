@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,16 +149,26 @@ void metrics_set_snapshot(struct metrics_task *t, int64_t colls_total, int64_t c
     atomic_store(&t->snap_docs_est, docs_estimated);
 }
 
-void metrics_observe_delivery_us(struct metrics_task *t, int64_t us)
+static void hist_observe(struct metrics_hist *h, int64_t us)
 {
     size_t i = 0;
 
-    if (t == NULL || us < 0)
-        return;
     while (i < LATENCY_BUCKETS && (double)us / 1e6 > latency_bounds[i])
         i++;
-    bump(&t->latency[i], 1);
-    bump(&t->latency_sum_us, (uint64_t)us);
+    bump(&h->bucket[i], 1);
+    bump(&h->sum_us, (uint64_t)us);
+}
+
+void metrics_observe_delivery_us(struct metrics_task *t, int64_t us)
+{
+    if (t != NULL && us >= 0)
+        hist_observe(&t->latency, us);
+}
+
+void metrics_observe_txn_commit_us(struct metrics_task *t, int64_t us)
+{
+    if (t != NULL && us >= 0)
+        hist_observe(&t->txn_latency, us);
 }
 
 /* ---- exposition ---- */
@@ -369,6 +380,31 @@ static bool proc_stat(double *cpu_s, double *rss_bytes, double *start_s)
     return true;
 }
 
+/* A histogram of every task (the struct metrics_hist at offset off of each). */
+static void hist_render(struct out *o, const char *name, const char *help,
+                        struct metrics_task *const *all, size_t n, size_t off)
+{
+    char nm[256];
+
+    metrics_header(o, name, "histogram", help);
+    for (size_t i = 0; i < n; i++) {
+        const struct metrics_hist *h = (const void *)((const char *)all[i] + off);
+        uint64_t cum = 0;
+        metrics_esc(nm, sizeof nm, all[i]->name);
+        for (size_t b = 0; b <= LATENCY_BUCKETS; b++) {
+            cum += atomic_load(&h->bucket[b]);
+            if (b < LATENCY_BUCKETS)
+                outf(o, "%s_bucket{task=\"%s\",le=\"%g\"} %llu\n", name, nm, latency_bounds[b],
+                     (unsigned long long)cum);
+            else
+                outf(o, "%s_bucket{task=\"%s\",le=\"+Inf\"} %llu\n", name, nm,
+                     (unsigned long long)cum);
+        }
+        outf(o, "%s_sum{task=\"%s\"} %.6f\n", name, nm, (double)atomic_load(&h->sum_us) / 1e6);
+        outf(o, "%s_count{task=\"%s\"} %llu\n", name, nm, (unsigned long long)cum);
+    }
+}
+
 char *metrics_render(size_t *len)
 {
     struct out o = {.buf = xmalloc(8192), .len = 0, .cap = 8192};
@@ -409,6 +445,14 @@ char *metrics_render(size_t *len)
                      "Change events over 16 MiB reassembled from $changeStreamSplitLargeEvent "
                      "fragments (cursor.oversize.handling.mode split).",
                      METRICS_EVENTS_SPLIT);
+    per_task_counter(&o, "mongocdc_transactions_committed_total",
+                     "Exactly-once: Kafka transactions committed (records and the offset "
+                     "covering them).",
+                     METRICS_TXN_COMMITTED);
+    per_task_counter(&o, "mongocdc_transactions_aborted_total",
+                     "Exactly-once: Kafka transactions aborted (their records are never visible "
+                     "to read_committed consumers; the changes are read again).",
+                     METRICS_TXN_ABORTED);
     per_task_gauge(&o, "mongocdc_produce_queue_records",
                    "Records produced and not yet acknowledged (Debezium QueueTotalCapacity - "
                    "QueueRemainingCapacity).",
@@ -461,26 +505,13 @@ char *metrics_render(size_t *len)
                  k == s);
     }
 
-    metrics_header(&o, "mongocdc_delivery_latency_seconds", "histogram",
-                   "Produce-to-acknowledgement latency of records.");
-    for (size_t i = 0; i < ntasks; i++) {
-        uint64_t cum = 0;
-        metrics_esc(nm, sizeof nm, tasks[i]->name);
-        for (size_t b = 0; b <= LATENCY_BUCKETS; b++) {
-            cum += atomic_load(&tasks[i]->latency[b]);
-            if (b < LATENCY_BUCKETS)
-                outf(&o, "mongocdc_delivery_latency_seconds_bucket{task=\"%s\",le=\"%g\"} %llu\n",
-                     nm, latency_bounds[b], (unsigned long long)cum);
-            else
-                outf(&o,
-                     "mongocdc_delivery_latency_seconds_bucket{task=\"%s\",le=\"+Inf\"} %llu\n",
-                     nm, (unsigned long long)cum);
-        }
-        outf(&o, "mongocdc_delivery_latency_seconds_sum{task=\"%s\"} %.6f\n", nm,
-             (double)atomic_load(&tasks[i]->latency_sum_us) / 1e6);
-        outf(&o, "mongocdc_delivery_latency_seconds_count{task=\"%s\"} %llu\n", nm,
-             (unsigned long long)cum);
-    }
+    hist_render(&o, "mongocdc_delivery_latency_seconds",
+                "Produce-to-acknowledgement latency of records.", tasks, ntasks,
+                offsetof(struct metrics_task, latency));
+    hist_render(&o, "mongocdc_transaction_commit_latency_seconds",
+                "Exactly-once: time to commit a transaction (flush of its records, the offset "
+                "record, commit).",
+                tasks, ntasks, offsetof(struct metrics_task, txn_latency));
     metrics_colls_render(&o, tasks, ntasks);
     pthread_mutex_unlock(&reg_mu);
 

@@ -34,6 +34,8 @@ enum metrics_counter {
     METRICS_OFFSET_COMMITS,       /* positions written to the offset store */
     METRICS_EVENTS_OVERSIZE_SKIPPED, /* cursor.oversize.handling.mode skip: skipped on the server */
     METRICS_EVENTS_SPLIT,            /* reassembled from $changeStreamSplitLargeEvent fragments */
+    METRICS_TXN_COMMITTED,           /* exactly-once: transactions committed */
+    METRICS_TXN_ABORTED,             /* exactly-once: transactions aborted */
     METRICS_COUNTER_COUNT
 };
 
@@ -132,6 +134,10 @@ void metrics_set_snapshot(struct metrics_task *t, int64_t colls_total, int64_t c
 /* One record's delivery latency, produce to acknowledgement, in microseconds
  * (librdkafka rd_kafka_message_latency). */
 void metrics_observe_delivery_us(struct metrics_task *t, int64_t us);
+
+/* Exactly-once: one transaction's commit time (the flush of its records, the
+ * offset record and rd_kafka_commit_transaction), in microseconds. */
+void metrics_observe_txn_commit_us(struct metrics_task *t, int64_t us);
 
 /*
  * Renders every metric in the text exposition format into a malloc'd,

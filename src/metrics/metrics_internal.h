@@ -14,6 +14,12 @@
 
 struct metrics_colls;
 
+/* A latency histogram (bounds: latency_bounds in metrics.c). */
+struct metrics_hist {
+    atomic_uint_fast64_t bucket[LATENCY_BUCKETS + 1]; /* per bucket, not cumulative */
+    atomic_uint_fast64_t sum_us;
+};
+
 struct metrics_task {
     char name[128];
     atomic_uint_fast64_t seen[METRICS_OP_COUNT], filtered[METRICS_OP_COUNT],
@@ -28,8 +34,8 @@ struct metrics_task {
     atomic_int_fast64_t stalled_ms;   /* stored position unmoved while the stream moved; 0 not */
     atomic_int_fast64_t queue_records, queue_bytes;
     atomic_int_fast64_t snap_colls_total, snap_colls_done, snap_docs_done, snap_docs_est;
-    atomic_uint_fast64_t latency[LATENCY_BUCKETS + 1]; /* per bucket, not cumulative */
-    atomic_uint_fast64_t latency_sum_us;
+    struct metrics_hist latency;     /* produce to acknowledgement */
+    struct metrics_hist txn_latency; /* exactly-once: transaction commit */
     struct metrics_colls *colls; /* per-collection counters (metrics_coll.c) */
 };
 

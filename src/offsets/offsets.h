@@ -269,6 +269,22 @@ enum {
 bool offset_store_save_flags(struct offset_store *store, const char *rs,
                              const struct mcdc_position *pos, unsigned flags,
                              struct mcdc_error *err);
+/*
+ * Exactly-once (exactly.once.support): the kafka store writes each record
+ * through fn instead of its own producer: fn(ctx, topic, key, value_json,
+ * err) produces it into the open Kafka transaction of the records it covers
+ * (pipeline/pipeline_txn.c), and the save counts as done when fn returns
+ * true; the transaction's commit makes it durable, an abort takes it back
+ * (the caller then reopens the store). Loads then wait until the offsets
+ * topic is stable up to its end (no open transaction before it), reading
+ * committed records only, as Kafka Connect's exactly-once source workers
+ * do (KIP-618). fn NULL: back to the store's own producer. File store:
+ * ignored.
+ */
+typedef bool (*offset_store_writer)(void *ctx, const char *topic, const char *key,
+                                    const char *value_json, struct mcdc_error *err);
+void offset_store_set_writer(struct offset_store *store, offset_store_writer fn, void *ctx);
+
 /* offset_store_save_flags with flags 0. */
 bool offset_store_save(struct offset_store *store, const char *rs, const struct mcdc_position *pos,
                        struct mcdc_error *err);

@@ -74,6 +74,8 @@ struct offset_store {
     bool foreign_warned; /* the WARN about them was given (once per handle) */
     struct stored_time *times; /* per key, for the never-backwards check of save */
     size_t times_count;
+    offset_store_writer writer; /* exactly-once: saves go through it (kafka store) */
+    void *writer_ctx;
 };
 
 

@@ -402,3 +402,9 @@ bool offset_store_remove(struct offset_store *store, const char *rs, struct mcdc
     free(key);
     return ok;
 }
+
+void offset_store_set_writer(struct offset_store *store, offset_store_writer fn, void *ctx)
+{
+    store->writer = fn;
+    store->writer_ctx = ctx;
+}

@@ -143,7 +143,7 @@ static void entry_set(struct offset_entry **entries, size_t *n, size_t *cap, con
 }
 
 /* Reads one partition from the beginning to hi; keeps the last value of every key. */
-static bool read_partition(rd_kafka_topic_t *rkt, int32_t p, int64_t hi,
+static bool read_partition(rd_kafka_topic_t *rkt, int32_t p, int64_t hi, bool stable,
                            struct offset_entry **entries, size_t *n, size_t *cap,
                            int64_t deadline, struct mcdc_error *err)
 {
@@ -157,7 +157,15 @@ static bool read_partition(rd_kafka_topic_t *rkt, int32_t p, int64_t hi,
         if (!m)
             continue;
         if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            /* A read_committed consumer (librdkafka's default isolation.level)
+             * sees the end at the last stable offset: another task's open
+             * transaction may hold it before records committed after it.
+             * stable: read on until the end passes hi (taken after
+             * init_transactions ended this task's own transaction). */
+            int64_t end = m->offset;
             rd_kafka_message_destroy(m);
+            if (stable && end < hi)
+                continue;
             ok = true;
             break;
         }
@@ -207,6 +215,11 @@ static bool kafka_scan(struct offset_store *store, struct offset_entry **entries
     const struct rd_kafka_metadata *md = NULL;
     int64_t deadline =
         mcdc_clock_mono_ms() + (ks->timeout_ms < 30000 ? 30000 : 4LL * ks->timeout_ms);
+    /* Exactly-once: another task's transaction may keep the end unstable
+     * for up to its transaction.timeout.ms. */
+    bool stable = store->writer != NULL;
+    if (stable)
+        deadline += mcdc_kafka_txn_timeout_ms(cfg);
     bool ok = true;
     rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, rkt, &md, ks->timeout_ms);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -222,7 +235,7 @@ static bool kafka_scan(struct offset_store *store, struct offset_entry **entries
                                               "offsets topic %s [%d]: watermarks: %s", ks->topic,
                                               (int)p, rd_kafka_err2str(e));
             else if (hi > lo)
-                ok = read_partition(rkt, p, hi, entries, n, &cap, deadline, err);
+                ok = read_partition(rkt, p, hi, stable, entries, n, &cap, deadline, err);
         }
     } /* else: the topic does not exist yet: no offsets */
     if (md)
@@ -241,6 +254,8 @@ static bool kafka_save(struct offset_store *store, const char *key, const char *
                        struct mcdc_error *err)
 {
     struct kafka_store *ks = store->impl;
+    if (store->writer != NULL)
+        return store->writer(store->writer_ctx, ks->topic, key, value_json, err);
     ks->dr_done = false;
     ks->dr_err = RD_KAFKA_RESP_ERR_NO_ERROR;
     /* value_json NULL: a tombstone (the key's deletion, kept by compaction

@@ -30,6 +30,7 @@ struct pipeline *pipeline_new(const struct pipeline_options *o)
 
     p->o = *o;
     position_init(&p->to_commit);
+    position_init(&p->txn_pos);
     p->last_commit_ms = mcdc_clock_mono_ms();
     return p;
 }
@@ -46,13 +47,13 @@ bool pipeline_open(struct pipeline *p, const char *name, const char *partition,
     if (p->enc == NULL)
         return false;
     p->inf = inflight_new();
-    p->sink = sink_new(p->o.cfg, p->name, pipeline_on_delivery, p, err);
-    if (p->sink != NULL)
+    if (pipeline_txn_start(p, err))
         p->store = offset_store_open(p->o.cfg, err);
     if (p->store == NULL) {
         pipeline_drop(p);
         return false;
     }
+    pipeline_txn_attach(p);
     return true;
 }
 
@@ -63,6 +64,7 @@ bool pipeline_is_open(const struct pipeline *p)
 
 void pipeline_drop(struct pipeline *p)
 {
+    pipeline_txn_stop(p);
     sink_destroy(p->sink);
     p->sink = NULL;
     inflight_destroy(p->inf);
@@ -72,6 +74,9 @@ void pipeline_drop(struct pipeline *p)
     encoder_destroy(p->enc);
     p->enc = NULL;
     p->to_commit_dirty = false;
+    p->txn_pos_dirty = false;
+    p->txn_open = false;
+    p->batch_end = false;
     p->delivery_failed = false;
     p->must_restart = false;
     p->ack_stalled = false;
@@ -84,6 +89,8 @@ void pipeline_close(struct pipeline *p)
         return;
     pipeline_drop(p);
     position_clear(&p->to_commit);
+    position_clear(&p->txn_pos);
+    free(p->txn_id);
     free(p->name);
     free(p->partition);
     free(p->failed_at);
@@ -168,9 +175,16 @@ bool pipeline_pause_ms(struct pipeline *p, int64_t ms)
 
 /* ---- producing ---- */
 
-void pipeline_pass(struct pipeline *p, const struct mcdc_position *pos)
+/* pos (borrowed, may be NULL) is reached without a record. */
+static void advance(struct pipeline *p, const struct mcdc_position *pos)
 {
     inflight_advance(p->inf, pos);
+    pipeline_txn_reached(p, pos);
+}
+
+void pipeline_pass(struct pipeline *p, const struct mcdc_position *pos)
+{
+    advance(p, pos);
 }
 
 /* The topic is not known to the cluster (yet): librdkafka's local
@@ -212,7 +226,7 @@ enum pipeline_status pipeline_produce(struct pipeline *p, struct mcdc_records *r
     enum pipeline_status st = PIPELINE_OK;
 
     if (recs->count == 0 && pos != NULL)
-        inflight_advance(p->inf, pos);
+        advance(p, pos);
     for (size_t i = 0; i < recs->count; i++) {
         struct mcdc_record *r = &recs->items[i];
         size_t key_len = r->key_len, value_len = r->value_len;
@@ -221,7 +235,7 @@ enum pipeline_status pipeline_produce(struct pipeline *p, struct mcdc_records *r
          * committed once all of its records are acknowledged. */
         void *cookie = inflight_add(p->inf, i + 1 == recs->count ? pos : NULL);
 
-        if (!produce_one(p, r, cookie, err)) {
+        if (!pipeline_txn_begin(p, err) || !produce_one(p, r, cookie, err)) {
             if (pipeline_stopping(p)) {
                 st = PIPELINE_STOPPED;
                 break;
@@ -240,8 +254,11 @@ enum pipeline_status pipeline_produce(struct pipeline *p, struct mcdc_records *r
             break;
         }
         p->records++;
+        p->txn_records++;
         metrics_add(p->m, METRICS_RECORDS_PRODUCED, 1);
     }
+    if (st == PIPELINE_OK && recs->count > 0)
+        pipeline_txn_reached(p, pos);
     records_release(recs);
     return st;
 }
@@ -290,7 +307,7 @@ enum pipeline_status pipeline_event_failed(struct pipeline *p, const struct mcdc
     else
         LOG_INFO("skipping a change of %s %s that cannot be encoded: %s (%llu so far)", what, id,
                  cause->msg, (unsigned long long)p->failed_events);
-    inflight_advance(p->inf, pos);
+    advance(p, pos);
     return PIPELINE_OK;
 }
 

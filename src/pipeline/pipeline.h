@@ -190,6 +190,18 @@ enum pipeline_status pipeline_commit(struct pipeline *p, struct mcdc_error *err)
  */
 enum pipeline_status pipeline_finish(struct pipeline *p, size_t *unacked, struct mcdc_error *err);
 
+/*
+ * Exactly-once (exactly.once.support, pipeline_txn.c): with
+ * transaction.boundary poll, the source has nothing more ready (the end of a
+ * batch): the next pipeline_service commits the open transaction. Nothing
+ * otherwise. NULL ok.
+ */
+void pipeline_batch_end(struct pipeline *p);
+/* True when this run delivers exactly-once (transactions in use). */
+bool pipeline_exactly_once(const struct pipeline *p);
+/* This run's transactional.id, NULL without exactly-once. */
+const char *pipeline_transactional_id(const struct pipeline *p);
+
 /* Read accessors. */
 size_t pipeline_in_flight(const struct pipeline *p);       /* produced, not reported (sink) */
 size_t pipeline_pending(const struct pipeline *p);         /* registered in the tracker, not

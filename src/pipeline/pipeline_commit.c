@@ -18,6 +18,8 @@
 #include "common/xalloc.h"
 #include "metrics/metrics.h"
 
+#include <librdkafka/rdkafka.h>
+
 /* Records waiting longer than this for an acknowledgement: one WARN per episode. */
 #define ACK_STALL_WARN_MS 10000
 
@@ -190,6 +192,8 @@ static enum pipeline_status commit(struct pipeline *p, bool *refused, struct mcd
 enum pipeline_status pipeline_commit(struct pipeline *p, struct mcdc_error *err)
 {
     bool refused;
+    if (p->eos)
+        return pipeline_txn_commit_now(p, true, err);
     return commit(p, &refused, err);
 }
 
@@ -211,7 +215,7 @@ static void count_delivery_failure(struct pipeline *p)
 }
 
 /* After a failed delivery: the status and err by the kind of failure. */
-static enum pipeline_status delivery_failure(struct pipeline *p, struct mcdc_error *err)
+enum pipeline_status pipeline_delivery_failure(struct pipeline *p, struct mcdc_error *err)
 {
     *err = p->delivery_err;
     if (pipeline_too_large(err))
@@ -241,6 +245,144 @@ static enum pipeline_status delivery_failure(struct pipeline *p, struct mcdc_err
     return PIPELINE_RETRY;
 }
 
+/* ---- exactly-once (pipeline_txn.c) ---- */
+
+static bool fenced(const struct mcdc_error *e)
+{
+    return e->domain == MCDC_ERR_KAFKA && (e->code == RD_KAFKA_RESP_ERR__FENCED ||
+                                           e->code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+                                           e->code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH);
+}
+
+/* A transaction error that ends the task: fenced (another instance took the
+ * transactional id over) or fatal. */
+static enum pipeline_status txn_fatal(struct pipeline *p, enum sink_txn_status st,
+                                      const struct mcdc_error *e, struct mcdc_error *err)
+{
+    *err = *e;
+    p->txn_open = false; /* a fenced or fatal producer cannot abort */
+    if (st == SINK_TXN_FENCED || fenced(e))
+        mcdc_error_prefix(err,
+                          "another instance holds this task: transactional id %s was taken over "
+                          "by a newer producer (a second mongocdc with the same name and "
+                          "transactional.id.prefix); this one stops, its open transaction is "
+                          "aborted",
+                          p->txn_id);
+    else
+        mcdc_error_prefix(err, "exactly-once: transactional id %s", p->txn_id);
+    return PIPELINE_FATAL;
+}
+
+/* Aborts the open transaction (cause: why) and asks for a restart from the
+ * last committed offsets: its records are never visible to read_committed
+ * consumers, and its changes are read again from MongoDB. */
+static enum pipeline_status txn_abort(struct pipeline *p, const struct mcdc_error *cause,
+                                      struct mcdc_error *err)
+{
+    struct mcdc_error e = MCDC_ERROR_INIT;
+    enum sink_txn_status st = sink_txn_abort(p->sink, (int)p->o.cfg->offsets_flush_timeout_ms, &e);
+
+    p->txn_open = false;
+    metrics_add(p->m, METRICS_TXN_ABORTED, 1);
+    if (st == SINK_TXN_FENCED || st == SINK_TXN_FATAL)
+        return txn_fatal(p, st, &e, err);
+    if (st != SINK_TXN_OK) /* the next start's init_transactions aborts it */
+        LOG_WARN("exactly-once: abort of the transaction of %s: %s", p->name, e.msg);
+    LOG_WARN("exactly-once: the transaction of %s was aborted (%s): none of its records is "
+             "visible to read_committed consumers; the task restarts from the last committed "
+             "offset and reads those changes again",
+             p->name, cause->msg);
+    if (!p->delivery_failed) {
+        p->delivery_failed = true;
+        p->delivery_err = *cause;
+    }
+    return pipeline_delivery_failure(p, err);
+}
+
+enum pipeline_status pipeline_txn_commit_now(struct pipeline *p, bool with_offset,
+                                             struct mcdc_error *err)
+{
+    struct mcdc_error e = MCDC_ERROR_INIT;
+    int64_t t0 = mcdc_clock_mono_ns();
+    enum sink_txn_status st;
+    bool wrote = false, warned = false, saved;
+
+    p->last_commit_ms = mcdc_clock_mono_ms();
+    if (with_offset && p->txn_pos_dirty) {
+        /* The offset record of the newest position handed to the pipeline:
+         * every earlier change's records are in this transaction or in a
+         * committed one (the store's writer puts it into this one). */
+        p->txn_in_commit = true;
+        p->txn_status = SINK_TXN_OK;
+        saved = offset_store_save(p->store, p->partition, &p->txn_pos, &e);
+        p->txn_in_commit = false;
+        if (saved) {
+            wrote = true;
+        } else if (p->txn_status != SINK_TXN_OK) {
+            return p->txn_status == SINK_TXN_ABORT ? txn_abort(p, &e, err)
+                                                   : txn_fatal(p, p->txn_status, &e, err);
+        } else if (!(e.domain == MCDC_ERR_IO && e.code == ERANGE)) {
+            *err = e;
+            mcdc_error_prefix(err, "cannot store the offsets of %s", p->name);
+            return PIPELINE_FATAL;
+        } /* else older than the stored one (an ERROR from the store): the
+             records commit without it */
+        p->txn_pos_dirty = false;
+    }
+    if (!p->txn_open)
+        return PIPELINE_OK;
+    for (;;) {
+        st = sink_txn_commit(p->sink, (int)p->o.cfg->offsets_flush_timeout_ms, &e);
+        if (st == SINK_TXN_OK)
+            break;
+        if (st == SINK_TXN_ABORT)
+            return txn_abort(p, &e, err);
+        if (st != SINK_TXN_RETRY)
+            return txn_fatal(p, st, &e, err);
+        if (pipeline_stopping(p)) {
+            *err = e;
+            return PIPELINE_STOPPED;
+        }
+        if (!warned)
+            LOG_WARN("exactly-once: the commit of a transaction of %s waits (%s); retrying, "
+                     "capture waits meanwhile and nothing is lost",
+                     p->name, e.msg);
+        warned = true;
+    }
+    if (warned)
+        LOG_INFO("exactly-once: the transaction of %s committed after %lld ms", p->name,
+                 (long long)((mcdc_clock_mono_ns() - t0) / 1000000));
+    p->txn_open = false;
+    p->txn_records = 0;
+    p->batch_end = false;
+    metrics_add(p->m, METRICS_TXN_COMMITTED, 1);
+    metrics_observe_txn_commit_us(p->m, (mcdc_clock_mono_ns() - t0) / 1000);
+    if (wrote) {
+        stored(p, &p->txn_pos);
+        /* Committed, so never taken back: the order gate may go by it. */
+        if (p->o.acked != NULL)
+            p->o.acked(p->o.ctx, &p->txn_pos);
+    }
+    return PIPELINE_OK;
+}
+
+/* pipeline_service with exactly-once: a failed record aborts the
+ * transaction; the boundary (pipeline_txn_due) commits it. */
+static enum pipeline_status txn_service(struct pipeline *p, bool force, bool failed,
+                                        const struct mcdc_error *ferr, struct mcdc_error *err)
+{
+    if (p->delivery_failed) {
+        if (p->txn_open && !pipeline_too_large(&p->delivery_err))
+            return txn_abort(p, &p->delivery_err, err);
+        return pipeline_delivery_failure(p, err);
+    }
+    if (failed)
+        return txn_fatal(p, SINK_TXN_FATAL, ferr, err);
+    if (!pipeline_txn_due(p, force))
+        return PIPELINE_OK;
+    return pipeline_txn_commit_now(p, true, err);
+}
+
 /* ---- service ---- */
 
 enum pipeline_status pipeline_service(struct pipeline *p, bool force_commit, struct mcdc_error *err)
@@ -264,6 +406,8 @@ enum pipeline_status pipeline_service(struct pipeline *p, bool force_commit, str
      * (the order gate, where other shards' tasks wait on it) hears it now.
      */
     pos = inflight_committable(p->inf);
+    if (p->eos) /* the committed position is the transaction's (below) */
+        return txn_service(p, force_commit, failed, &ferr, err);
     if (pos != NULL) {
         position_copy(&p->to_commit, pos);
         p->to_commit_dirty = true;
@@ -277,7 +421,7 @@ enum pipeline_status pipeline_service(struct pipeline *p, bool force_commit, str
             return st;
     }
     if (p->delivery_failed)
-        return delivery_failure(p, err);
+        return pipeline_delivery_failure(p, err);
     if (failed) {
         *err = ferr;
         return PIPELINE_FATAL;

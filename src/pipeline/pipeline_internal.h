@@ -47,11 +47,50 @@ struct pipeline {
     int64_t stored_sec;             /* epoch s of the last stored position, 0 none */
 
     uint64_t records, failed_events, dead_lettered;
+
+    /* exactly-once (pipeline_txn.c): on for this run when eos */
+    bool eos;
+    char *txn_id;                  /* the transactional.id */
+    bool txn_open;                 /* a transaction is begun and not yet ended */
+    bool txn_in_commit;            /* the commit step is saving the offset record */
+    enum sink_txn_status txn_status; /* what the store's writer last hit */
+    uint64_t txn_records;          /* records produced in the open transaction */
+    int64_t txn_begun_ms;          /* monotonic ms it began */
+    bool batch_end;                /* poll boundary: the source has nothing more ready */
+    struct mcdc_position txn_pos;  /* the newest position handed to the pipeline */
+    bool txn_pos_dirty;            /* not yet in a committed transaction */
 };
 
 /* The sink's delivery callback (sink_delivery_cb), ctx the pipeline. */
 void pipeline_on_delivery(void *opaque, const struct mcdc_error *err, int64_t latency_us,
                           bool dead_lettered, void *ctx);
+
+/* After a failed delivery (p->delivery_err): PIPELINE_RETRY (restart from
+ * the stored offsets, counted in the failure streak) or PIPELINE_FATAL
+ * (too large, a closed pipe), err set. */
+enum pipeline_status pipeline_delivery_failure(struct pipeline *p, struct mcdc_error *err);
+
+/* Exactly-once (pipeline_txn.c). pipeline_txn_start creates p->sink:
+ * transactional with init_transactions done when exactly.once.support is on
+ * and the broker allows it (p->eos), else the plain sink; false with err.
+ * pipeline_txn_attach gives the open store the transaction's writer.
+ * pipeline_txn_stop aborts an open transaction (before the sink goes).
+ * pipeline_txn_begin begins one unless open (false with err and
+ * p->txn_status). pipeline_txn_reached notes the newest position (borrowed).
+ * pipeline_txn_due: the boundary is reached (or force). */
+bool pipeline_txn_start(struct pipeline *p, struct mcdc_error *err);
+void pipeline_txn_attach(struct pipeline *p);
+void pipeline_txn_stop(struct pipeline *p);
+bool pipeline_txn_begin(struct pipeline *p, struct mcdc_error *err);
+void pipeline_txn_reached(struct pipeline *p, const struct mcdc_position *pos);
+bool pipeline_txn_due(const struct pipeline *p, bool force);
+
+/* The exactly-once commit step (pipeline_commit.c): with_offset, the offset
+ * record of p->txn_pos into the open transaction, then commit. OK;
+ * PIPELINE_RETRY after an abort (restart from the committed offsets);
+ * PIPELINE_STOPPED; PIPELINE_FATAL (fenced, fatal, store). */
+enum pipeline_status pipeline_txn_commit_now(struct pipeline *p, bool with_offset,
+                                             struct mcdc_error *err);
 
 /* The stop flag (false without one). */
 static inline bool pipeline_stopping(const struct pipeline *p)

@@ -33,7 +33,7 @@ static rd_kafka_t *kafka_client(struct pf *p, const struct mcdc_config *cfg, boo
     if (signal)
         conf = mcdc_kafka_signal_consumer_conf(cfg, "mongocdc-check", &err);
     else if (cfg->sink_type == MCDC_SINK_KAFKA)
-        conf = mcdc_kafka_producer_conf(cfg, "check", &err);
+        conf = mcdc_kafka_producer_conf(cfg, "check", NULL, &err);
     else
         conf = mcdc_kafka_store_conf(cfg, false, NULL, &err);
     if (conf == NULL) {

@@ -15,8 +15,16 @@
 struct sink *sink_new(const struct mcdc_config *cfg, const char *client_tag, sink_delivery_cb cb,
                       void *cb_ctx, struct mcdc_error *err)
 {
+    return sink_new_transactional(cfg, client_tag, NULL, cb, cb_ctx, err);
+}
+
+struct sink *sink_new_transactional(const struct mcdc_config *cfg, const char *client_tag,
+                                    const char *transactional_id, sink_delivery_cb cb,
+                                    void *cb_ctx, struct mcdc_error *err)
+{
     struct sink *sink = xcalloc(1, sizeof *sink);
     sink->cfg = cfg;
+    sink->txn_id = transactional_id;
     sink->cb = cb;
     sink->cb_ctx = cb_ctx;
     bool ok = cfg->sink_type == MCDC_SINK_KAFKA ? sink_kafka_open(sink, client_tag, err)

@@ -54,6 +54,56 @@ struct sink;
 struct sink *sink_new(const struct mcdc_config *cfg, const char *client_tag, sink_delivery_cb cb,
                       void *cb_ctx, struct mcdc_error *err);
 
+/*
+ * As sink_new, for exactly-once delivery (exactly.once.support): the Kafka
+ * producer gets transactional.id transactional_id (copied by librdkafka) and
+ * the settings of mcdc_kafka_producer_conf for it; the caller then runs
+ * sink_txn_init before any record. Only sink.type kafka (config_check
+ * refuses the others).
+ */
+struct sink *sink_new_transactional(const struct mcdc_config *cfg, const char *client_tag,
+                                    const char *transactional_id, sink_delivery_cb cb,
+                                    void *cb_ctx, struct mcdc_error *err);
+
+/*
+ * Exactly-once: the Kafka transaction calls of a transactional sink
+ * (librdkafka's transactional API, rdkafka.h "Transactional producer API";
+ * Kafka's KIP-98). What each failure asks of the caller:
+ */
+enum sink_txn_status {
+    SINK_TXN_OK = 0,
+    SINK_TXN_RETRY,       /* retriable (a timeout, a broker outage): call again */
+    SINK_TXN_ABORT,       /* the transaction must be aborted (sink_txn_abort), its changes
+                             read again; the producer stays usable */
+    SINK_TXN_FENCED,      /* another producer with the same transactional.id took over */
+    SINK_TXN_UNSUPPORTED, /* the broker offers no transactions (too old, or disabled) */
+    SINK_TXN_FATAL,       /* the producer is unusable; err says why */
+};
+
+/* rd_kafka_init_transactions: fences an older producer with the same
+ * transactional.id and aborts or completes its open transaction; waits up to
+ * timeout_ms. err filled unless SINK_TXN_OK. */
+enum sink_txn_status sink_txn_init(struct sink *sink, int timeout_ms, struct mcdc_error *err);
+/* rd_kafka_begin_transaction (local, no wait). */
+enum sink_txn_status sink_txn_begin(struct sink *sink, struct mcdc_error *err);
+/* rd_kafka_commit_transaction: flushes every record of the transaction and
+ * commits it, waiting up to timeout_ms; on SINK_TXN_RETRY it may be called
+ * again. */
+enum sink_txn_status sink_txn_commit(struct sink *sink, int timeout_ms, struct mcdc_error *err);
+/* rd_kafka_abort_transaction: purges what is queued and aborts, waiting up to
+ * timeout_ms; every record of the transaction is reported failed. */
+enum sink_txn_status sink_txn_abort(struct sink *sink, int timeout_ms, struct mcdc_error *err);
+/*
+ * Produces one record that is not a change (the offsets record of the
+ * transaction) to topic with key and value (NUL-terminated; value NULL: a
+ * tombstone), both copied, partitioned as Kafka Connect's producer does
+ * (murmur2_random of the key). Its delivery does not reach the delivery
+ * callback and is not counted in flight; a failure makes the commit
+ * abortable. SINK_TXN_OK, or SINK_TXN_FATAL/ABORT with err.
+ */
+enum sink_txn_status sink_produce_control(struct sink *sink, const char *topic, const char *key,
+                                          const char *value, struct mcdc_error *err);
+
 /* Flushes nothing, frees everything; pending records are not waited for. NULL ok. */
 void sink_destroy(struct sink *sink);
 

@@ -25,6 +25,8 @@ struct sink {
     void *cb_ctx;
     size_t in_flight; /* produced, not yet reported */
     size_t in_flight_bytes;  /* their key + value bytes */
+    const char *txn_id;      /* transactional.id (exactly-once), NULL: none; borrowed
+                                for sink_kafka_open only */
     void *impl;
 };
 

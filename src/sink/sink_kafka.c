@@ -48,15 +48,9 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 #include "kafka/kafka_conf.h"
-#include "sink/sink_internal.h"
+#include "sink/sink_kafka_internal.h"
 
 #define KEY_EXCERPT 64
-
-struct topic_entry {
-    const char *ptr; /* the encoder's pointer, checked first */
-    char *name;
-    rd_kafka_topic_t *rkt;
-};
 
 /*
  * The opaque librdkafka carries for each message while a dead-letter topic is
@@ -72,19 +66,6 @@ struct dl_ctx {
     const char *ns;                /* namespace, "" when unknown */
     const char *id;                /* _id, "" when unknown */
     char why[MCDC_ERROR_MSG_SIZE]; /* the too-large error: which limit refused it */
-};
-
-struct kafka_sink {
-    struct sink *sink;
-    rd_kafka_t *rk;
-    rd_kafka_topic_t *dlq; /* NULL: no dead-letter topic */
-    uint64_t dead_lettered;
-    struct topic_entry *topics;
-    size_t n_topics, cap_topics, last_topic;
-    int served;      /* delivery reports served during the current call */
-    bool destroying; /* no callbacks while tearing down */
-    int fatal_code;
-    char fatal_msg[512];
 };
 
 static void error_cb(rd_kafka_t *rk, int code, const char *reason, void *opaque)
@@ -249,8 +230,14 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
     (void)rk;
     struct kafka_sink *ks = opaque;
     if (ks->destroying) {
-        if (ks->dlq)
+        if (ks->dlq && msg->_private != &sink_control_marker)
             free(msg->_private); /* the purged record's dl_ctx */
+        return;
+    }
+    if (msg->_private == &sink_control_marker) {
+        /* the offsets record of a transaction (sink_kafka_txn.c) */
+        if (msg->err)
+            ks->control_err = msg->err;
         return;
     }
     struct sink *sink = ks->sink;
@@ -325,7 +312,7 @@ static rd_kafka_topic_t *topic_get(struct kafka_sink *ks, const char *name)
     return t->rkt;
 }
 
-static bool fatal_error(struct kafka_sink *ks, struct mcdc_error *err)
+bool sink_kafka_fatal_error(struct kafka_sink *ks, struct mcdc_error *err)
 {
     char why[512];
     rd_kafka_resp_err_t code = rd_kafka_fatal_error(ks->rk, why, sizeof why);
@@ -421,7 +408,7 @@ static bool kafka_produce(struct sink *sink, struct mcdc_record *rec, void *opaq
             return false;
         case RD_KAFKA_RESP_ERR__FATAL:
             free(ctx);
-            if (!fatal_error(ks, err))
+            if (!sink_kafka_fatal_error(ks, err))
                 mcdc_error_set(err, MCDC_ERR_KAFKA, e, "kafka producer fatal error");
             return false;
         default:
@@ -453,7 +440,7 @@ static bool kafka_flush(struct sink *sink, int timeout_ms, struct mcdc_error *er
 
 static bool kafka_fatal(struct sink *sink, struct mcdc_error *err)
 {
-    return fatal_error(sink->impl, err);
+    return sink_kafka_fatal_error(sink->impl, err);
 }
 
 static void kafka_destroy(struct sink *sink)
@@ -464,6 +451,9 @@ static void kafka_destroy(struct sink *sink)
         rd_kafka_purge(ks->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
     if (ks->dlq)
         rd_kafka_topic_destroy(ks->dlq);
+    if (ks->control_rkt)
+        rd_kafka_topic_destroy(ks->control_rkt);
+    free(ks->control_topic);
     for (size_t i = 0; i < ks->n_topics; i++) {
         rd_kafka_topic_destroy(ks->topics[i].rkt);
         free(ks->topics[i].name);
@@ -477,6 +467,13 @@ static void kafka_destroy(struct sink *sink)
 static const struct sink_ops kafka_ops = {kafka_produce, kafka_poll, kafka_flush, kafka_fatal,
                                           kafka_destroy};
 
+char sink_control_marker;
+
+struct kafka_sink *sink_kafka_state(struct sink *sink)
+{
+    return sink->ops == &kafka_ops ? sink->impl : NULL;
+}
+
 void *sink_kafka_handle(struct sink *sink)
 {
     if (sink->ops != &kafka_ops)
@@ -489,7 +486,7 @@ bool sink_kafka_open(struct sink *sink, const char *client_tag, struct mcdc_erro
     const struct mcdc_config *cfg = sink->cfg;
     struct kafka_sink *ks = xcalloc(1, sizeof *ks);
     ks->sink = sink;
-    rd_kafka_conf_t *conf = mcdc_kafka_producer_conf(cfg, client_tag, err);
+    rd_kafka_conf_t *conf = mcdc_kafka_producer_conf(cfg, client_tag, sink->txn_id, err);
     if (!conf) {
         free(ks);
         return false;

@@ -84,7 +84,9 @@ static enum phase hold_for_donor(struct worker *w, const struct mcdc_event *ev)
     while (!w->gate.passed(w->gate.ctx, donor, need)) {
         if (worker_stopping(w))
             return PHASE_STOPPED;
-        ph = worker_service(w, false);
+        /* With exactly-once the other tasks go by committed positions: what
+         * this task has produced commits now, so none waits on the other. */
+        ph = worker_service(w, pipeline_exactly_once(w->pipe));
         if (ph != PHASE_OK)
             return ph;
         /* Everything this task produced before the held event is
@@ -312,6 +314,8 @@ static enum phase on_idle(struct worker *w, const struct source_change *ch)
     uint32_t sec = 0, ord = 0;
 
     metrics_progress(w->m);
+    /* transaction.boundary poll: nothing more is ready, the transaction ends */
+    pipeline_batch_end(w->pipe);
     if (!ch->has_pos)
         return PHASE_OK;
     ph = worker_pass_position(w, ch->pos);

@@ -225,11 +225,14 @@ def read_jsonl(path):
     return out
 
 
-def read_topics(bootstrap, topics, idle_s=3.0, timeout_s=60):
-    """Every record of topics (from the beginning), as Rec, in partition order."""
+def read_topics(bootstrap, topics, idle_s=3.0, timeout_s=60, isolation="read_committed"):
+    """Every record of topics (from the beginning), as Rec, in partition order;
+    isolation: the consumer's isolation.level (read_uncommitted also returns
+    the records of aborted and open transactions)."""
     from confluent_kafka import Consumer
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "it-%d" % time.time_ns(),
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "isolation.level": isolation})
     c.subscribe(list(topics))
     out = []
     start = last = time.monotonic()

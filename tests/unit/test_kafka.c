@@ -37,7 +37,7 @@ static void producer_has_defaults_and_map(void **state)
     struct mcdc_error err = MCDC_ERROR_INIT;
     char v[256];
     config_with(&cfg, kv, 2);
-    rd_kafka_conf_t *conf = mcdc_kafka_producer_conf(&cfg, "rs0", &err);
+    rd_kafka_conf_t *conf = mcdc_kafka_producer_conf(&cfg, "rs0", NULL, &err);
     assert_non_null(conf);
     assert_string_equal(get(conf, "client.id", v, sizeof v), "mongocdc-rs0");
     assert_string_equal(get(conf, "enable.idempotence", v, sizeof v), "true");
@@ -56,11 +56,11 @@ static void producer_refuses_locked_keys(void **state)
     struct mcdc_config cfg;
     struct mcdc_error err = MCDC_ERROR_INIT;
     config_with(&cfg, kv, 1);
-    assert_null(mcdc_kafka_producer_conf(&cfg, NULL, &err));
+    assert_null(mcdc_kafka_producer_conf(&cfg, NULL, NULL, &err));
     assert_int_equal(err.domain, MCDC_ERR_CONFIG);
     assert_non_null(strstr(err.msg, "mongocdc.yaml:9:3: kafka.acks: must wait"));
     kv[0] = (struct mcdc_kv){"enable.idempotence", "false", 2, 3};
-    assert_null(mcdc_kafka_producer_conf(&cfg, NULL, &err));
+    assert_null(mcdc_kafka_producer_conf(&cfg, NULL, NULL, &err));
     assert_non_null(strstr(err.msg, "mongocdc.yaml:2:3: kafka.enable.idempotence"));
 }
 
@@ -71,7 +71,7 @@ static void bad_property_names_its_line(void **state)
     struct mcdc_config cfg;
     struct mcdc_error err = MCDC_ERROR_INIT;
     config_with(&cfg, kv, 1);
-    assert_null(mcdc_kafka_producer_conf(&cfg, NULL, &err));
+    assert_null(mcdc_kafka_producer_conf(&cfg, NULL, NULL, &err));
     assert_non_null(strstr(err.msg, "mongocdc.yaml:6:3: kafka.no.such.property: "));
     assert_null(mcdc_kafka_store_conf(&cfg, false, NULL, &err));
     assert_non_null(strstr(err.msg, "mongocdc.yaml:6:3: kafka.no.such.property: "));
