@@ -3,6 +3,7 @@
  * exactly-once delivery (config_check() in check.c runs them; same report
  * rules: a conflict is reported at the key the file sets last).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,8 +96,8 @@ void check_exactly_once(struct checker *c)
 
     if (tid != NULL && !tid->bad)
         cfg_report(c->d, tid->line, tid->col, "kafka.transactional.id",
-                   "set by the daemon for each task when exactly.once.support is on (expected "
-                   "transactional.id.prefix instead)");
+                   "the daemon sets one per task, for exactly.once.support (expected "
+                   "transactional.id.prefix, or no transactional.id)");
     if (cfg->exactly_once == MCDC_EXACTLY_ONCE_DISABLED)
         return;
     if (cfg->sink_type != MCDC_SINK_KAFKA)
@@ -125,12 +126,15 @@ void check_exactly_once(struct checker *c)
         if (strcmp(kv->key, "message.timeout.ms") != 0 && strcmp(kv->key, "delivery.timeout.ms"))
             continue;
         v = strtoll(kv->value, NULL, 10);
-        if (v <= 0 || v > tt)
-            cfg_report(c->d, kv->line, kv->col, kv->key,
+        if (v <= 0 || v > tt) {
+            char key[64];
+            snprintf(key, sizeof key, "kafka.%s", kv->key);
+            cfg_report(c->d, kv->line, kv->col, key,
                        "a transactional producer must give up on a record before its "
                        "transaction times out (expected 1 to kafka.transaction.timeout.ms, "
                        "%lld)",
                        tt);
+        }
     }
     if (cfg->txn_boundary == MCDC_TXN_BOUNDARY_INTERVAL && cfg->txn_boundary_interval_ms == 0)
         check_problem(c, "transaction.boundary.interval.ms",

@@ -263,10 +263,8 @@ static enum pipeline_status txn_fatal(struct pipeline *p, enum sink_txn_status s
     p->txn_open = false; /* a fenced or fatal producer cannot abort */
     if (st == SINK_TXN_FENCED || fenced(e))
         mcdc_error_prefix(err,
-                          "another instance holds this task: transactional id %s was taken over "
-                          "by a newer producer (a second mongocdc with the same name and "
-                          "transactional.id.prefix); this one stops, its open transaction is "
-                          "aborted",
+                          "another instance holds this task: transactional id %s was fenced by "
+                          "a newer producer with the same id; this one stops",
                           p->txn_id);
     else
         mcdc_error_prefix(err, "exactly-once: transactional id %s", p->txn_id);

@@ -149,3 +149,153 @@ def test_exactly_once_restart_stream(tmp_workdir, shared_dir, broker, start_mong
         client.close()
     finally:
         sim.stop()
+
+
+KILLS = int(os.environ.get("MCDC_EOS_KILLS", "14"))
+
+
+def test_exactly_once_sigkill_loop(tmp_workdir, shared_dir, broker, start_mongocdc):
+    """SIGKILLs during the initial snapshot, streaming and an incremental
+    snapshot's windows while a writer makes changes: a read_committed
+    consumer sees every change exactly once and every document exactly once
+    per snapshot; a read_uncommitted consumer sees the aborted transactions'
+    records too (they are really in the topics, and really hidden)."""
+    prefix = "eosk%d" % time.time_ns()
+    loads = dataset_loads(shared_dir)
+    sim = Sim(tmp_workdir, loads)
+    daemons = []
+    try:
+        cfg = eos_config(tmp_workdir, sim, broker, prefix,
+                         **{"signal.data.collection": "sigdb.signals",
+                            "incremental.snapshot.chunk.size": 40,
+                            "max.batch.size": 100,
+                            "snapshot.fetch.size": 200})
+        client = sim.client()
+        writer = Writer(client, pause=(0.005, 0.03))
+        rnd = random.Random(11)
+        kills = in_snapshot = in_incremental = 0
+        signalled = False
+        t0 = time.monotonic()
+        while kills < KILLS and time.monotonic() - t0 < 150:
+            d = start_mongocdc("-c", cfg)
+            daemons.append(d)
+            if kills < 3:
+                wait_until(lambda: "initial snapshot starting" in log_text(tmp_workdir), 60,
+                           "the snapshot to start")
+                time.sleep(rnd.uniform(0.05, 0.4))
+            else:
+                if not writer.is_alive() and not writer.history:
+                    wait_log(tmp_workdir, "streaming changes from", daemon=d)
+                    writer.start()
+                if kills == 6 and not signalled:
+                    wait_log(tmp_workdir, "streaming changes from", daemon=d)
+                    client.sigdb.signals.insert_one({"_id": "eos-inc", "type": "execute-snapshot",
+                                                     "data": {"data-collections":
+                                                              ["sample_mflix\\.users"]}})
+                    signalled = True
+                time.sleep(rnd.uniform(0.8, 2.5))
+            assert d.running(), "mongocdc exited by itself: %s" % log_text(tmp_workdir)[-3000:]
+            run_log = log_text(tmp_workdir)
+            in_snapshot += ("initial snapshot starting" in run_log
+                            and "snapshot complete" not in run_log)
+            in_incremental += signalled and "window" in run_log.split("streaming changes")[-1]
+            d.proc.kill()
+            d.proc.wait(timeout=10)
+            kills += 1
+            os.rename(tmp_workdir / "mongocdc.stderr", tmp_workdir / ("run%02d.log" % kills))
+        writer.stop_flag.set()
+        writer.join(timeout=10)
+        assert not writer.errors, writer.errors[:3]
+
+        d = start_mongocdc("-c", cfg)
+        daemons.append(d)
+        wait_log(tmp_workdir, "streaming changes from", daemon=d)
+        wait_until(lambda: "incremental snapshot (signal eos-inc) completed" in
+                   "".join(p.read_text(errors="replace") for p in tmp_workdir.glob("run*.log"))
+                   + log_text(tmp_workdir), 120, "the incremental snapshot to complete")
+        time.sleep(2)
+        assert d.stop(timeout_s=30) == 0
+
+        topic = "%s.eos.docs" % prefix
+        topics = [topic] + ["%s.%s" % (prefix, ns) for _, ns in loads]
+        committed = read_topics(broker.bootstrap, topics, idle_s=5, timeout_s=120)
+        seen = assert_exactly_once(committed, topic, writer, "read_committed")
+        final = {d_["_id"]: d_["v"] for d_ in client.eos.docs.find({}, {"v": 1})}
+        assert final == writer.live
+        # every dataset document once in the initial snapshot; users once more
+        # in the incremental one
+        for path, ns in loads:
+            want = sorted(expected_key(doc["_id"]) for doc in dataset_docs(path))
+            rows = sorted(r.key for r in committed
+                          if r.topic == "%s.%s" % (prefix, ns) and r.op == "r")
+            times = 2 if ns == "sample_mflix.users" else 1
+            assert rows == sorted(want * times), "%s: r records not exactly %d per document" % (
+                ns, times)
+
+        uncommitted = read_topics(broker.bootstrap, [topic], idle_s=5, timeout_s=120,
+                                  isolation="read_uncommitted")
+        raw = change_counts(uncommitted, topic)
+        aborted = sum(raw.values()) - sum(seen.values())
+        assert aborted > 0, "no aborted record in the topic: the kills hit no open transaction"
+        print("\nEXACTLY-ONCE SIGKILL LOOP: %d kills (%d in the initial snapshot, %d with "
+              "incremental windows), %d changes, each once for read_committed; %d records of "
+              "aborted transactions seen by read_uncommitted only" % (
+                  kills, in_snapshot, in_incremental, len(writer.history), aborted))
+        assert in_snapshot >= 1
+        client.close()
+    finally:
+        for d in daemons:
+            if d.running():
+                d.proc.kill()
+        sim.stop()
+
+
+def test_zombie_is_fenced(tmp_workdir, shared_dir, broker):
+    """A first instance frozen (SIGSTOP), a second started on the same
+    configuration, the first resumed (SIGCONT): the first is fenced, exits 1
+    saying another instance holds the task, and read_committed consumers see
+    no change twice."""
+    prefix = "eosz%d" % time.time_ns()
+    sim = Sim(tmp_workdir, ())
+    a = b = None
+    try:
+        client = sim.client()
+        writer = Writer(client, pause=(0.01, 0.03))
+        for _ in range(5):
+            writer.step()
+        cfg = eos_config(tmp_workdir, sim, broker, prefix,
+                         **{"transaction.boundary": "interval",
+                            "transaction.boundary.interval.ms": 500})
+        wa, wb = tmp_workdir / "a", tmp_workdir / "b"
+        wa.mkdir()
+        wb.mkdir()
+        a = Daemon([os.environ["MCDC_BIN"], "-c", cfg], wa)
+        wait_log(wa, "streaming changes from", daemon=a)
+        writer.start()
+        time.sleep(1.5)
+        a.proc.send_signal(signal.SIGSTOP)
+        b = Daemon([os.environ["MCDC_BIN"], "-c", cfg], wb)
+        wait_log(wb, "streaming changes from", daemon=b)
+        time.sleep(2)
+        a.proc.send_signal(signal.SIGCONT)
+        assert a.proc.wait(timeout=60) == 1
+        text = log_text(wa)
+        assert re.search(r"ERROR.*another instance holds this task: transactional id %s-rs0"
+                         % prefix, text), text[-2000:]
+        time.sleep(1.5)
+        writer.stop_flag.set()
+        writer.join(timeout=10)
+        time.sleep(1.5)
+        assert b.running()
+        assert b.stop() == 0
+        topic = "%s.eos.docs" % prefix
+        recs = read_topics(broker.bootstrap, [topic], idle_s=4)
+        writer.history = writer.history[5:]
+        assert_exactly_once(recs, topic, writer, "read_committed")
+        client.close()
+    finally:
+        for d in (a, b):
+            if d is not None and d.running():
+                d.proc.send_signal(signal.SIGCONT)
+                d.proc.kill()
+        sim.stop()
