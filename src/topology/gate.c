@@ -43,6 +43,7 @@ struct gate_task {
     char *name;
     _Atomic uint64_t watermark;
     atomic_bool started; /* published at least once (gate.h: before, it counts as passed) */
+    atomic_bool loading; /* its stored offsets are not loaded yet: not passed */
     atomic_bool ended;
     struct ns_map *maps; /* the task thread's cache */
 };
@@ -134,6 +135,7 @@ struct gate_task *gate_registry_add(struct gate_registry *r, const char *name)
     t->name = xstrdup(name);
     atomic_store(&t->watermark, 0);
     atomic_store(&t->ended, false);
+    atomic_store(&t->loading, true);
     atomic_store(&r->count, n + 1);
     return t;
 }
@@ -142,6 +144,12 @@ void gate_task_ended(struct gate_task *t)
 {
     if (t != NULL)
         atomic_store(&t->ended, true);
+}
+
+void gate_task_loaded(struct gate_task *t)
+{
+    if (t != NULL)
+        atomic_store(&t->loading, false);
 }
 
 void gate_task_publish(struct gate_task *t, uint64_t ts)
@@ -159,8 +167,11 @@ void gate_task_publish(struct gate_task *t, uint64_t ts)
 
 static bool task_passed(struct gate_task *d, uint64_t need)
 {
-    return atomic_load(&d->ended) || !atomic_load(&d->started) ||
-           atomic_load(&d->watermark) >= need;
+    if (atomic_load(&d->ended))
+        return true;
+    if (atomic_load(&d->loading))
+        return false;
+    return !atomic_load(&d->started) || atomic_load(&d->watermark) >= need;
 }
 
 /*

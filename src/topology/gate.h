@@ -63,8 +63,17 @@ struct gate_registry *gate_registry_new(mongoc_client_pool_t *seed, size_t max_t
 void gate_registry_destroy(struct gate_registry *reg);
 
 /* Registers shard `name` (copied). Returns NULL when the registry is full
- * (that shard's events then pass ungated, with a WARN). */
+ * (that shard's events then pass ungated, with a WARN). The task starts
+ * loading: other tasks wait for it until gate_task_loaded, since until then
+ * nobody knows whether it resumes from a stored position older than their
+ * events' needs (its offsets may take seconds to load: a Kafka offsets
+ * topic, init_transactions with exactly-once). */
 struct gate_task *gate_registry_add(struct gate_registry *reg, const char *name);
+
+/* The task has loaded its stored offsets and published the position it
+ * resumes from, if any: from now on the rules above apply (with nothing
+ * published it counts as passed until its shard answers). */
+void gate_task_loaded(struct gate_task *t);
 
 /* Marks a shard's task as ended: every event it had is acknowledged or will
  * never be produced by it. */

@@ -74,6 +74,11 @@ static void gate_ended(void *ctx)
     gate_task_ended(ctx);
 }
 
+static void gate_loaded(void *ctx)
+{
+    gate_task_loaded(ctx);
+}
+
 static bool gate_shard_key(void *ctx, const char *db, const char *coll, bson_t *out,
                            struct mcdc_error *err)
 {
@@ -136,6 +141,7 @@ static bool start_shard_task(struct topology *t, const struct shard_info *s, int
             gate.passed = gate_passed;
             gate.publish = gate_publish;
             gate.ended = gate_ended;
+            gate.loaded = gate_loaded;
             gate.shard_key = gate_shard_key;
             g = &gate;
         } else {

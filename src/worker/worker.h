@@ -63,6 +63,9 @@ struct worker_order_gate {
     bool (*passed)(void *ctx, void *donor, uint64_t need);
     void (*publish)(void *ctx, uint64_t ts);
     void (*ended)(void *ctx);
+    /* the task's stored offsets are loaded (and published when there are
+     * any): until then the other tasks wait for it (topology/gate.h) */
+    void (*loaded)(void *ctx);
     /* event.key.mode document_key (may be NULL): the shard key pattern of
      * db.coll (config.collections `key`) appended to out (initialised,
      * empty), left empty for an unsharded collection; false with err when

@@ -208,6 +208,8 @@ enum phase worker_setup(struct worker *w, bool *proceed)
      * (the order gate) before this one has committed anything in this run. */
     if (w->have_stored)
         worker_gate_publish(w, &w->stream_pos);
+    if (w->has_gate && w->gate.loaded != NULL)
+        w->gate.loaded(w->gate.ctx);
     /* An incremental snapshot in the stored offsets resumes at its chunk. */
     if (worker_incremental_setup(w) != PHASE_OK)
         return PHASE_FATAL;
