@@ -186,10 +186,15 @@ class Rec:
         return json_util.loads(p["after"])
 
     def updated_fields(self):
+        """The fields an update set: updateDescription.updatedFields, or the
+        $set of a 1.9 oplog event's patch."""
         p = self.payload
         ud = (p or {}).get("updateDescription") or {}
         uf = ud.get("updatedFields")
-        return json.loads(uf) if uf else None
+        if uf:
+            return json.loads(uf)
+        patch = (p or {}).get("patch")
+        return json.loads(patch).get("$set") if patch else None
 
 
 def _raw_member(line, name):

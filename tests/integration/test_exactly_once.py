@@ -109,26 +109,29 @@ def assert_exactly_once(recs, topic, writer, what):
     return seen
 
 
-def test_exactly_once_restart_stream(tmp_workdir, shared_dir, broker, start_mongocdc):
-    """Snapshot, streaming, a clean restart: each change once for read_committed;
-    the offset is in the offsets topic, committed with the records."""
+@pytest.mark.parametrize("mode", ["change_streams", "oplog"])
+def test_exactly_once_restart_stream(tmp_workdir, shared_dir, broker, start_mongocdc, mode):
+    """Snapshot, streaming, a clean restart, in both capture modes: each
+    change once for read_committed; the offset is in the offsets topic,
+    committed with the records."""
     prefix = "eos%d" % time.time_ns()
     sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users"}))
     try:
-        cfg = eos_config(tmp_workdir, sim, broker, prefix)
+        cfg = eos_config(tmp_workdir, sim, broker, prefix, **{"capture.mode": mode})
         client = sim.client()
         w = Writer(client)
         for _ in range(30):
             w.step()
+        started = "tailing local.oplog.rs" if mode == "oplog" else "streaming changes from"
         d = start_mongocdc("-c", cfg)
-        wait_log(tmp_workdir, "streaming changes from", daemon=d)
+        wait_log(tmp_workdir, started, daemon=d)
         assert "exactly-once delivery: transactional id %s-rs0" % prefix in log_text(tmp_workdir)
         for _ in range(200):
             w.step()
         time.sleep(1.5)
         assert d.stop() == 0
         d = start_mongocdc("-c", cfg)
-        wait_log(tmp_workdir, "streaming changes from", daemon=d)
+        wait_log(tmp_workdir, started, daemon=d)
         for _ in range(200):
             w.step()
         time.sleep(1.5)
@@ -301,10 +304,12 @@ def test_zombie_is_fenced(tmp_workdir, shared_dir, broker):
         sim.stop()
 
 
-def test_exactly_once_per_shard_tasks_with_chunk_moves(tmp_workdir, broker, start_mongocdc):
-    """Per-shard tasks, one transactional producer each, while chunks move
-    and the daemon is SIGKILLed: read_committed sees every update once and
-    in order per document, and every document once in the snapshot."""
+@pytest.mark.parametrize("connection", ["replica_set", "sharded"])
+def test_exactly_once_sharded_with_chunk_moves(tmp_workdir, broker, start_mongocdc, connection):
+    """Per-shard tasks (one transactional producer each), or one stream
+    through mongos, while chunks move and the daemon is SIGKILLed:
+    read_committed sees every update once and in order per document, and
+    every document once in the snapshot."""
     from conftest import start_sharded_sim
     from test_sharded import SHARDED, populate
     prefix = "eoss%d" % time.time_ns()
@@ -315,7 +320,9 @@ def test_exactly_once_per_shard_tasks_with_chunk_moves(tmp_workdir, broker, star
         cfg = write_config(tmp_workdir, sim.uri, kafka={"bootstrap.servers": broker.bootstrap},
                            raw={"topic.prefix": prefix, "offsets.storage": "kafka",
                                 "offsets.topic": prefix + "-offsets",
-                                "exactly.once.support": "required", "max.batch.size": 50})
+                                "exactly.once.support": "required", "max.batch.size": 50,
+                                "mongodb.connection.mode": connection})
+        tasks = 2 if connection == "replica_set" else 1
         rnd = random.Random(8)
         written = []
         stop = threading.Event()
@@ -345,7 +352,7 @@ def test_exactly_once_per_shard_tasks_with_chunk_moves(tmp_workdir, broker, star
                 wait_log(tmp_workdir, "initial snapshot starting", 60, d)
                 time.sleep(0.05)
             else:
-                wait_log(tmp_workdir, "streaming changes from", 60, d, n=2)
+                wait_log(tmp_workdir, "streaming changes from", 60, d, n=tasks)
                 if k == 1:
                     t.start()
                 time.sleep(random.uniform(0.5, 2.0))
@@ -355,7 +362,7 @@ def test_exactly_once_per_shard_tasks_with_chunk_moves(tmp_workdir, broker, star
             os.rename(tmp_workdir / "mongocdc.stderr", tmp_workdir / ("run%d.log" % k))
         d = start_mongocdc("-c", cfg)
         daemons.append(d)
-        wait_log(tmp_workdir, "streaming changes from", 60, d, n=2)
+        wait_log(tmp_workdir, "streaming changes from", 60, d, n=tasks)
         if not t.is_alive():
             t.start()
         time.sleep(float(os.environ.get("MCDC_EOS_SHARD_LAST_S", "0")))
@@ -363,8 +370,8 @@ def test_exactly_once_per_shard_tasks_with_chunk_moves(tmp_workdir, broker, star
         t.join(timeout=30)
         time.sleep(3)
         assert d.stop(timeout_s=30) == 0
-        assert "transactional id %s-shard01" % prefix in log_text(tmp_workdir)
-        assert "transactional id %s-shard02" % prefix in log_text(tmp_workdir)
+        for shard in ("shard01", "shard02") if tasks == 2 else ():
+            assert "transactional id %s-%s" % (prefix, shard) in log_text(tmp_workdir)
         recs = read_topics(broker.bootstrap, ["%s.shop.orders" % prefix], idle_s=4)
         vals = {}
         per_doc = {}
@@ -384,8 +391,8 @@ def test_exactly_once_per_shard_tasks_with_chunk_moves(tmp_workdir, broker, star
         unordered = {k: seq for k, seq in per_doc.items() if seq != sorted(seq)}
         assert not unordered, "per-document order broken: %s" % list(unordered.items())[:5]
         assert sorted(rows) == list(range(SHARDED)), "snapshot rows not exactly once"
-        print("\nEXACTLY-ONCE PER-SHARD: %d updates with chunk moves and 4 SIGKILLs, each once "
-              "and in order per document" % len(written))
+        print("\nEXACTLY-ONCE %s: %d updates with chunk moves and SIGKILLs, each once and in "
+              "order per document" % (connection, len(written)))
         c.close()
     finally:
         for d in daemons:
