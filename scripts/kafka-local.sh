@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kafka-local.sh start|stop|status
+# kafka-local.sh start|stop|status|restart
 #
 # A real, single-node Apache Kafka broker for the integration tests: KRaft
 # mode, broker and controller in one JVM, listening on 127.0.0.1 only.
@@ -15,6 +15,8 @@
 #           bootstrap address (host:port) as its last line.
 #   stop    stops the broker this script started (pid file) and waits for it.
 #   status  says whether that broker runs; exit status 0 if it does, 3 if not.
+#   restart crashes that broker (SIGKILL) and starts it again on the same data
+#           folder, waiting until it serves again (tests of a broker failure).
 #
 # Environment:
 #   KAFKA_VERSION          Apache Kafka version (default 4.4.0, the newest 4.x
@@ -172,7 +174,7 @@ cmd_start() {
   local t0=$SECONDS
   rm -rf "$DIR/data" "$DIR/server.log" "$DIR/stdout.log"
   write_config
-  local jvm=(java $HEAP -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true
+  jvm=(java $HEAP -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true
              -Dlog4j.configuration="file:$DIR/log4j.properties"
              -Dlog4j2.configurationFile="$DIR/log4j2.properties" -Dkafka.logs.dir="$DIR"
              -cp "$LIBS/*")
@@ -181,9 +183,16 @@ cmd_start() {
     die "formatting the KRaft storage failed, see $DIR/format.log"
   fi
 
+  launch "$t0"
+}
+
+# Starts the broker on the data folder as it is and waits until it serves
+# (the jvm array and t0 from the caller).
+launch() {
+  local t0=$1 pid
   # Detached from the caller's terminal and output, so `$(kafka-local.sh start)`
   # returns once the broker serves.
-  setsid "${jvm[@]}" kafka.Kafka "$DIR/server.properties" </dev/null >"$DIR/stdout.log" 2>&1 &
+  setsid "${jvm[@]}" kafka.Kafka "$DIR/server.properties" </dev/null >>"$DIR/stdout.log" 2>&1 &
   pid=$!
   echo "$pid" >"$PIDFILE"
   echo "$BOOTSTRAP" >"$DIR/bootstrap"
@@ -205,6 +214,25 @@ cmd_start() {
   done
   say "Apache Kafka (KRaft, $(ls "$LIBS" | sed -n 's/^kafka_2\.13-\(.*\)\.jar$/\1/p')) serving at $BOOTSTRAP, pid $pid, ready after $((SECONDS - t0))s"
   echo "$BOOTSTRAP"
+}
+
+# A crash and a restart of the running broker: SIGKILL, then the same data
+# folder and settings started again (tests of a broker failing mid-transaction).
+cmd_restart() {
+  local pid i t0=$SECONDS
+  pid=$(running_pid) || die "not running: nothing to restart"
+  BOOTSTRAP=$(cat "$DIR/bootstrap" 2>/dev/null || echo "$BOOTSTRAP")
+  # the running broker's own jars, whatever KAFKA_VERSION says now
+  LIBS=$(tr '\0' '\n' <"/proc/$pid/cmdline" | sed -n '/^-cp$/{n;s,/\*$,,p}')
+  [ -d "$LIBS" ] || die "cannot tell the running broker's jars"
+  kill -KILL "$pid" 2>/dev/null
+  for i in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+  kill -0 "$pid" 2>/dev/null && die "broker pid $pid survived SIGKILL"
+  jvm=(java $HEAP -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true
+       -Dlog4j.configuration="file:$DIR/log4j.properties"
+       -Dlog4j2.configurationFile="$DIR/log4j2.properties" -Dkafka.logs.dir="$DIR"
+       -cp "$LIBS/*")
+  launch "$t0"
 }
 
 cmd_stop() {
@@ -242,5 +270,6 @@ case "${1:-}" in
   start) cmd_start ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+  restart) cmd_restart ;;
+  *) echo "usage: $0 start|stop|status|restart" >&2; exit 2 ;;
 esac

@@ -101,8 +101,9 @@ fi
 # instead of starting one.
 KAFKA_FACING=(tests/integration/test_sink_kafka.py tests/integration/test_kafka_local.py
               tests/integration/test_faults.py tests/integration/test_metrics.py
-              tests/integration/test_check.py)
+              tests/integration/test_check.py tests/integration/test_exactly_once.py)
 KAFKA_FACING_K="kafka or broker or delivery or too_large or metrics_during or good_setup"
+KAFKA_FACING_K="$KAFKA_FACING_K or (exactly_once and not sharded)"
 OTHER_STARTED=0
 OTHER_DIR=$PWD/$B/kafka-local-other
 PLATFORM_PID=""

@@ -10,13 +10,14 @@ import os
 import random
 import re
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import Daemon, wait_until
+from conftest import SOURCE_DIR, Daemon, wait_until
 from pipeline_support import (Sim, dataset_docs, dataset_loads, expected_key, key_id_text,
                               log_text, read_topics, wait_log, write_config)
 
@@ -253,7 +254,7 @@ def test_exactly_once_sigkill_loop(tmp_workdir, shared_dir, broker, start_mongoc
         sim.stop()
 
 
-def test_zombie_is_fenced(tmp_workdir, shared_dir, broker):
+def test_exactly_once_zombie_is_fenced(tmp_workdir, shared_dir, broker):
     """A first instance frozen (SIGSTOP), a second started on the same
     configuration, the first resumed (SIGCONT): the first is fenced, exits 1
     saying another instance holds the task, and read_committed consumers see
@@ -398,4 +399,63 @@ def test_exactly_once_sharded_with_chunk_moves(tmp_workdir, broker, start_mongoc
         for d in daemons:
             if d.running():
                 d.proc.kill()
+        sim.stop()
+
+
+def local_broker_dir(bootstrap):
+    """KAFKA_LOCAL_DIR when scripts/kafka-local.sh runs the broker at bootstrap there."""
+    d = os.environ.get("KAFKA_LOCAL_DIR")
+    if not d or not (Path(d) / "kafka.pid").is_file():
+        return None
+    b = Path(d) / "bootstrap"
+    return d if b.is_file() and b.read_text().strip() == bootstrap else None
+
+
+def test_exactly_once_broker_restart_mid_transaction(tmp_workdir, broker, start_mongocdc):
+    """The broker crashes (SIGKILL) and comes back while transactions are
+    open and changes keep coming: the daemon waits, aborts or commits as the
+    broker answers, never exits, and read_committed sees each change once."""
+    import kafka_support
+    bdir = local_broker_dir(broker.bootstrap)
+    if bdir is None:
+        pytest.skip("the broker at %s was not started by scripts/kafka-local.sh here"
+                    % broker.bootstrap)
+    prefix = "eosb%d" % time.time_ns()
+    sim = Sim(tmp_workdir, ())
+    try:
+        client = sim.client()
+        writer = Writer(client, pause=(0.005, 0.02))
+        cfg = eos_config(tmp_workdir, sim, broker, prefix,
+                         **{"transaction.boundary": "interval",
+                            "transaction.boundary.interval.ms": 1000})
+        with kafka_support.broker_outage_lock(broker.bootstrap, exclusive=True):
+            d = start_mongocdc("-c", cfg)
+            wait_log(tmp_workdir, "streaming changes from", daemon=d)
+            writer.start()
+            time.sleep(2.5)
+            before = len(writer.history)
+            out = subprocess.run([str(SOURCE_DIR / "scripts" / "kafka-local.sh"), "restart"],
+                                 env={**os.environ, "KAFKA_LOCAL_DIR": bdir},
+                                 capture_output=True, text=True, timeout=180)
+            assert out.returncode == 0, out.stdout + out.stderr
+            during = len(writer.history) - before
+            time.sleep(5)
+            writer.stop_flag.set()
+            writer.join(timeout=10)
+            assert not writer.errors, writer.errors[:3]
+            topic = "%s.eos.docs" % prefix
+
+            def complete():
+                recs = read_topics(broker.bootstrap, [topic], idle_s=3, timeout_s=60)
+                return recs if all(h in change_counts(recs, topic) for h in writer.history) \
+                    else None
+            recs = wait_until(complete, 120, "every change committed after the broker restart",
+                              interval_s=2)
+            assert d.running(), log_text(tmp_workdir)[-3000:]
+            assert d.stop(timeout_s=60) == 0
+        assert_exactly_once(recs, topic, writer, "read_committed after the broker restart")
+        print("\nEXACTLY-ONCE BROKER RESTART: %d changes (%d while the broker was down), each "
+              "once" % (len(writer.history), during))
+        client.close()
+    finally:
         sim.stop()
