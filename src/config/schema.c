@@ -315,8 +315,9 @@ const struct opt mcdc_options[] = {
     N("max.queue.size", "8192", 1, I32, NF, U, G_TOPI, "Internal queue capacity, events"),
     N("max.queue.size.in.bytes", "0", 0, INT64_MAX, NF, U, G_TOPI,
       "Internal queue capacity, bytes; 0 = unlimited"),
-    N("poll.interval.ms", "500", 1, I32, F(poll_interval_ms), U, G_TOPI,
-      "Idle wait between polls, ms"),
+    N("poll.interval.ms", "500", 1, I32, F(poll_interval_ms), 0, G_TOPI,
+      "Exactly-once with transaction.boundary poll: a batch (transaction) lasts at most this "
+      "long, ms"),
     N("errors.max.retries", "-1", -1, I32, NF, U, G_TOPI,
       "Restarts after retriable errors; -1 = unlimited"),
     N("retriable.restart.connector.wait.ms", "10000", 0, I32, NF, U, G_TOPI,
@@ -371,8 +372,9 @@ const struct opt mcdc_options[] = {
       "commit together): disabled (at-least-once), requested (when the broker allows, else "
       "at-least-once with a WARN) or required; needs sink.type kafka and offsets.storage kafka"),
     E("transaction.boundary", "poll", txn_boundaries, F(txn_boundary), 0, G_OFFS,
-      "Exactly-once: where a transaction ends: poll (each batch of up to max.batch.size "
-      "changes or snapshot rows, and whenever the source has nothing more ready) or interval"),
+      "Exactly-once: where a transaction ends: poll (each batch: max.batch.size records, "
+      "poll.interval.ms, or the source has nothing more ready, whichever comes first) or "
+      "interval"),
     N("transaction.boundary.interval.ms", "-1", -1, I32, F(txn_boundary_interval_ms), 0, G_OFFS,
       "Exactly-once, transaction.boundary interval: how long a transaction stays open, ms; "
       "-1 = offsets.flush.interval.ms"),

@@ -165,7 +165,10 @@ bool pipeline_txn_due(const struct pipeline *p, bool force)
     if (force || p->batch_end)
         return true;
     if (cfg->txn_boundary == MCDC_TXN_BOUNDARY_POLL)
-        return p->txn_records >= (uint64_t)cfg->max_batch_size;
+        /* Debezium's batch: up to max.batch.size records, or what has come
+         * within poll.interval.ms (ChangeEventQueue.poll) */
+        return p->txn_records >= (uint64_t)cfg->max_batch_size ||
+               now - p->txn_begun_ms >= cfg->poll_interval_ms;
     interval = cfg->txn_boundary_interval_ms > 0 ? cfg->txn_boundary_interval_ms
                                                  : cfg->offsets_flush_interval_ms;
     return now - p->txn_begun_ms >= interval;

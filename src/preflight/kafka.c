@@ -146,6 +146,54 @@ static void check_signal_kafka(struct pf *p, const struct mcdc_config *cfg)
     rd_kafka_destroy(rk);
 }
 
+/* exactly.once.support: the broker grants a transactional producer, tried
+ * with init_transactions under the id <prefix><name>-check (the tasks' ids
+ * are <prefix><name>-<task>, so the same ACL prefix covers it, and the
+ * daemon's own producers are not fenced by the check). */
+static void check_transactions(struct pf *p, const struct mcdc_config *cfg)
+{
+    bool required = cfg->exactly_once == MCDC_EXACTLY_ONCE_REQUIRED;
+    const char *pre = cfg->transactional_id_prefix ? cfg->transactional_id_prefix : "";
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    char id[512], errstr[512];
+    rd_kafka_conf_t *conf;
+    rd_kafka_error_t *e;
+    rd_kafka_t *rk;
+
+    snprintf(id, sizeof id, "%s%s-check", pre, mcdc_config_connector_name(cfg));
+    conf = mcdc_kafka_producer_conf(cfg, "check", id, &err);
+    if (conf == NULL) {
+        pf_say(p, "FAIL", "kafka-transactions", "%s", err.msg);
+        return;
+    }
+    rd_kafka_conf_set(conf, "log_level", "0", errstr, sizeof errstr);
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    if (rk == NULL) {
+        rd_kafka_conf_destroy(conf);
+        pf_say(p, "FAIL", "kafka-transactions", "cannot create a transactional producer: %s",
+               errstr);
+        return;
+    }
+    e = rd_kafka_init_transactions(rk, KAFKA_TIMEOUT_MS);
+    if (e == NULL)
+        pf_say(p, "PASS", "kafka-transactions",
+               "the broker grants transactions (init_transactions as %s)", id);
+    else if (rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR__TIMED_OUT)
+        pf_say(p, required ? "FAIL" : "WARN", "kafka-transactions",
+               "no transaction coordinator answered within %d ms (a single broker needs "
+               "transaction.state.log.replication.factor=1 and transaction.state.log.min.isr=1)%s",
+               KAFKA_TIMEOUT_MS, required ? "" : "; requested: the daemon would wait for it");
+    else
+        pf_say(p, required ? "FAIL" : "WARN", "kafka-transactions",
+               "init_transactions as %s: %s: %s%s", id, rd_kafka_err2name(rd_kafka_error_code(e)),
+               rd_kafka_error_string(e),
+               required ? " (exactly.once.support required stops the start)"
+                        : " (requested: the daemon delivers at-least-once)");
+    if (e != NULL)
+        rd_kafka_error_destroy(e);
+    rd_kafka_destroy(rk);
+}
+
 void pf_check_kafka(struct pf *p, const struct mcdc_config *cfg)
 {
     bool sink = cfg->sink_type == MCDC_SINK_KAFKA, store = cfg->offset_storage == MCDC_OFFSETS_KAFKA;
@@ -175,6 +223,8 @@ void pf_check_kafka(struct pf *p, const struct mcdc_config *cfg)
         rd_kafka_metadata_destroy(md);
         if (store)
             check_offsets_topic(p, rk, cfg->offsets_topic);
+        if (sink && cfg->exactly_once != MCDC_EXACTLY_ONCE_DISABLED)
+            check_transactions(p, cfg);
     }
     rd_kafka_destroy(rk);
 }

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SOURCE_DIR, Daemon, wait_until
+from test_metrics import get, metrics_port, promtool_ok, samples
 from pipeline_support import (Sim, dataset_docs, dataset_loads, expected_key, key_id_text,
                               log_text, read_topics, wait_log, write_config)
 
@@ -118,7 +119,8 @@ def test_exactly_once_restart_stream(tmp_workdir, shared_dir, broker, start_mong
     prefix = "eos%d" % time.time_ns()
     sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users"}))
     try:
-        cfg = eos_config(tmp_workdir, sim, broker, prefix, **{"capture.mode": mode})
+        cfg = eos_config(tmp_workdir, sim, broker, prefix,
+                         **{"capture.mode": mode, "metrics.enabled": True, "metrics.http.port": 0})
         client = sim.client()
         w = Writer(client)
         for _ in range(30):
@@ -136,6 +138,13 @@ def test_exactly_once_restart_stream(tmp_workdir, shared_dir, broker, start_mong
         for _ in range(200):
             w.step()
         time.sleep(1.5)
+        body = get(metrics_port(tmp_workdir, d), "/metrics")[1]
+        promtool_ok(body)
+        s = samples(body)
+        committed = s['mongocdc_transactions_committed_total{task="rs0"}']
+        assert committed >= 2, body
+        assert s['mongocdc_transactions_aborted_total{task="rs0"}'] == 0
+        assert s['mongocdc_transaction_commit_latency_seconds_count{task="rs0"}'] == committed
         assert d.stop() == 0
         topic = "%s.eos.docs" % prefix
         users = "%s.sample_mflix.users" % prefix
@@ -459,3 +468,15 @@ def test_exactly_once_broker_restart_mid_transaction(tmp_workdir, broker, start_
         client.close()
     finally:
         sim.stop()
+
+
+def test_exactly_once_check_tries_transactions(tmp_workdir, broker, users_sim, run_mongocdc):
+    """mongocdc check: with exactly.once.support, the broker is asked for a
+    transactional producer (under <name>-check, so no task is fenced)."""
+    prefix = "eosc%d" % time.time_ns()
+    cfg = eos_config(tmp_workdir, users_sim, broker, prefix)
+    r = run_mongocdc("check", "-c", cfg, timeout_s=90)
+    out = r.stdout.decode()
+    assert r.returncode == 0, out + r.stderr.decode()
+    assert re.search(r"^PASS\s+kafka-transactions: the broker grants transactions "
+                     r"\(init_transactions as %s-check\)" % prefix, out, re.M), out

@@ -74,6 +74,7 @@ static int setup(void **state)
     f->cfg.exactly_once = MCDC_EXACTLY_ONCE_REQUIRED;
     f->cfg.txn_boundary = MCDC_TXN_BOUNDARY_POLL;
     f->cfg.max_batch_size = 1000;
+    f->cfg.poll_interval_ms = 60000;
     f->cfg.transactional_id_prefix = (char *)"t-";
     atomic_init(&f->stop, false);
     *state = f;
