@@ -640,10 +640,10 @@ static void test_unsupported_set(void **state)
     assert_int_equal(config_unsupported_set(l.cfg, names, 1), 2);
     unload(&l);
     /* oplog capture is delivered: only the unsupported property is named. */
-    l = load(BASE "capture.mode: oplog\nmax.batch.size: 10\n");
+    l = load(BASE "capture.mode: oplog\ntopic.cache.size: 10\n");
     assert_non_null(l.cfg);
     assert_int_equal(config_unsupported_set(l.cfg, names, 8), 1);
-    assert_string_equal(names[0], "max.batch.size");
+    assert_string_equal(names[0], "topic.cache.size");
     unload(&l);
 }
 
