@@ -480,3 +480,44 @@ def test_exactly_once_check_tries_transactions(tmp_workdir, broker, users_sim, r
     assert r.returncode == 0, out + r.stderr.decode()
     assert re.search(r"^PASS\s+kafka-transactions: the broker grants transactions "
                      r"\(init_transactions as %s-check\)" % prefix, out, re.M), out
+
+
+def test_exactly_once_dead_letter_copy_in_the_transaction(tmp_workdir, broker, users_sim,
+                                                          start_mongocdc):
+    """A record the producer refuses for its size goes to the dead-letter
+    topic inside the transaction: nothing aborts, read_committed sees the
+    other records once and the copy once."""
+    from kafka_support import create_topic
+    prefix = "eosd%d" % time.time_ns()
+    dlq = create_topic(broker, prefix + "-dlq")
+    c = users_sim.client()
+    with c.start_session() as s:
+        c.itdb.dl.insert_one({"_id": "before"}, session=s)
+        ot = s.operation_time
+    cfg = write_config(tmp_workdir, users_sim.uri,
+                       kafka={"bootstrap.servers": broker.bootstrap, "message.max.bytes": "4000"},
+                       raw={"topic.prefix": prefix, "offsets.storage": "kafka",
+                            "offsets.topic": prefix + "-offsets",
+                            "exactly.once.support": "required", "snapshot.mode": "no_data",
+                            "capture.start.op.time": (ot.time << 32) | ot.inc,
+                            "errors.deadletterqueue.topic.name": prefix + "-dlq"})
+    for k in ("a", "b"):
+        c.itdb.dl.insert_one({"_id": k})
+    c.itdb.dl.insert_one({"_id": "big", "blob": "x" * 6000})
+    c.itdb.dl.insert_one({"_id": "c"})
+    d = start_mongocdc("-c", cfg)
+    topic = prefix + ".itdb.dl"
+
+    def ids():
+        recs = read_topics(broker.bootstrap, [topic], idle_s=2, timeout_s=30)
+        got = [json.loads(key_id_text(r)) for r in recs if r.op in ("c", "r")]
+        return got if "c" in got else None
+    assert wait_until(ids, 90, "the records after the too-large one", interval_s=2) == \
+        ["before", "a", "b", "c"]
+    dl = read_topics(broker.bootstrap, [dlq], idle_s=2, timeout_s=30)
+    assert [json.loads(key_id_text(r)) for r in dl] == ["big"]
+    assert dict(dl[0].headers)["mongocdc.dlq.reason"] == "MSG_SIZE_TOO_LARGE"
+    log = log_text(tmp_workdir)
+    assert "was aborted" not in log, log[-2000:]
+    assert d.stop(timeout_s=60) == 0
+    c.close()
