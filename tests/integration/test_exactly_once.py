@@ -120,7 +120,8 @@ def test_exactly_once_restart_stream(tmp_workdir, shared_dir, broker, start_mong
     sim = Sim(tmp_workdir, dataset_loads(shared_dir, only={"sample_mflix.users"}))
     try:
         cfg = eos_config(tmp_workdir, sim, broker, prefix,
-                         **{"capture.mode": mode, "metrics.enabled": True, "metrics.http.port": 0})
+                         **{"capture.mode": mode, "metrics.enabled": True, "metrics.http.port": 0,
+                            "heartbeat.interval.ms": 300, "provide.transaction.metadata": True})
         client = sim.client()
         w = Writer(client)
         for _ in range(30):
@@ -137,6 +138,11 @@ def test_exactly_once_restart_stream(tmp_workdir, shared_dir, broker, start_mong
         wait_log(tmp_workdir, started, daemon=d)
         for _ in range(200):
             w.step()
+        with client.start_session() as s:  # a MongoDB transaction: BEGIN and END records
+            with s.start_transaction():
+                client.eos.txn.insert_one({"_id": 1}, session=s)
+                client.eos.txn.insert_one({"_id": 2}, session=s)
+        w.step()  # the next change closes it (END)
         time.sleep(1.5)
         body = get(metrics_port(tmp_workdir, d), "/metrics")[1]
         promtool_ok(body)
@@ -148,6 +154,11 @@ def test_exactly_once_restart_stream(tmp_workdir, shared_dir, broker, start_mong
         assert d.stop() == 0
         topic = "%s.eos.docs" % prefix
         users = "%s.sample_mflix.users" % prefix
+        meta = read_topics(broker.bootstrap, ["%s.transaction" % prefix,
+                                              "__debezium-heartbeat.%s" % prefix], idle_s=3)
+        marks = [r.value["status"] for r in meta if r.topic == "%s.transaction" % prefix]
+        assert marks == ["BEGIN", "END"], marks
+        assert any(r.topic.startswith("__debezium-heartbeat") for r in meta), "no heartbeat"
         recs = read_topics(broker.bootstrap, [topic, users], idle_s=3)
         # the first 30 changes were before the snapshot: read as r records
         snap = {json.loads(key_id_text(r)) for r in recs if r.topic == topic and r.op == "r"}
