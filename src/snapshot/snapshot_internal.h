@@ -29,6 +29,7 @@ struct snapshot_part {
     struct snapshot_coll *coll; /* borrowed from the plan */
     bson_t filter;              /* the collection's filter, ANDed with the range when split */
     size_t index;               /* 1-based range number, for logs */
+    size_t entry;               /* its progress entry (resumable plans) */
 };
 
 struct snapshot {
@@ -61,6 +62,8 @@ struct snapshot {
     struct resume_failure fail;
     struct mcdc_error err;
     int64_t total_done;
+    /* resumable plans: what the task thread has emitted (task thread only) */
+    struct snapshot_progress *progress;
 
     pthread_t *threads;
     size_t nthreads;
