@@ -534,6 +534,8 @@ const char *progress_text(struct snapshot_progress *p, size_t *shared)
         any = true;
     }
     put(o, "]}\"}");
+    ejson_buf_grow(o, 0); /* ejson_buf_append does not terminate */
+    o->data[o->len] = '\0';
     return o->data;
 }
 
