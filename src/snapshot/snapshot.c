@@ -112,12 +112,12 @@ static bool part_add(struct snapshot *s, size_t *cap, struct snapshot_coll *c, b
     p = &s->parts[s->nparts];
     p->coll = c;
     p->index = ++c->parts;
-    bson_init(&p->filter);
+    p->filter = bson_new();
     if (whole && after == NULL) {
-        bson_concat(&p->filter, &c->filter);
-    } else if (!keyrange_span_filter(after != NULL ? after : lo, hi, &c->filter, &p->filter,
+        bson_concat(p->filter, &c->filter);
+    } else if (!keyrange_span_filter(after != NULL ? after : lo, hi, &c->filter, p->filter,
                                      err)) {
-        bson_destroy(&p->filter);
+        bson_destroy(p->filter);
         c->parts--;
         return false;
     }
@@ -163,7 +163,7 @@ static void plan_parts(struct snapshot *s, size_t *cap, struct snapshot_coll *c,
         } else {
             LOG_WARN("snapshot of %s.%s is read by one thread: %s", c->db, c->coll, err.msg);
             while (s->nparts > first)
-                bson_destroy(&s->parts[--s->nparts].filter);
+                bson_destroy(s->parts[--s->nparts].filter);
             if (s->progress != NULL)
                 progress_truncate(s->progress, entries);
             c->parts = c->parts_left = 0;
@@ -477,7 +477,7 @@ void snapshot_destroy(struct snapshot *s)
     }
     free(s->threads);
     for (size_t i = 0; i < s->nparts; i++)
-        bson_destroy(&s->parts[i].filter);
+        bson_destroy(s->parts[i].filter);
     free(s->parts);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->not_empty);

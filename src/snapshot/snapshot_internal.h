@@ -27,7 +27,10 @@
 /* One reader's unit of work: a collection, or one `_id` range of it. */
 struct snapshot_part {
     struct snapshot_coll *coll; /* borrowed from the plan */
-    bson_t filter;              /* the collection's filter, ANDed with the range when split */
+    /* the collection's filter, ANDed with the range when split; a heap bson_t
+     * (bson_new) because parts is grown with realloc and a grown bson_t
+     * points into itself */
+    bson_t *filter;
     size_t index;               /* 1-based range number, for logs */
     size_t entry;               /* its progress entry (resumable plans) */
 };

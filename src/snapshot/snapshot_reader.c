@@ -170,7 +170,7 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
 
     mongoc_client_session_t *session;
 
-    cur = majority_find(s, client, c, &p->filter, &session);
+    cur = majority_find(s, client, c, p->filter, &session);
     if (cur == NULL)
         return false;
     while (mongoc_cursor_next(cur, &doc)) {
