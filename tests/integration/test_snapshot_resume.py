@@ -45,15 +45,16 @@ def n_of(rec):
     return json_util.loads(rec.payload["after"], json_options=JSON_OPTS)["n"]
 
 
-def kill_mid_snapshot(start_mongocdc, workdir, cfg, run, previous):
+def kill_mid_snapshot(start_mongocdc, workdir, cfg, run, previous, done_colls):
     """Starts mongocdc, waits until its stored progress moved past previous
-    (a commit during this run's copy), SIGKILLs it and keeps its log.
-    Returns the progress stored at the kill."""
+    (a commit during this run's copy) with at least done_colls collections
+    done, SIGKILLs it and keeps its log. Returns the progress stored at the
+    kill."""
     d = start_mongocdc("-c", cfg)
 
     def moved():
         p = stored_progress(workdir)
-        return p if p is not None and p != previous else None
+        return p if p is not None and p != previous and len(p["done"]) >= done_colls else None
 
     wait_until(moved, 120, "a commit of the snapshot's progress in run %d" % run, 0.02)
     assert "snapshot complete" not in log_text(workdir), "the copy ended before the kill"
@@ -95,7 +96,10 @@ def test_killed_snapshot_resumes_from_committed_progress(tmp_workdir, shared_dir
         })
         kills, progress, mixed_partial = 3, None, False
         for run in range(1, kills + 1):
-            progress = kill_mid_snapshot(start_mongocdc, tmp_workdir, cfg, run, progress)
+            # the first kill inside the first collection (the mixed one), the
+            # others further on each time
+            progress = kill_mid_snapshot(start_mongocdc, tmp_workdir, cfg, run, progress,
+                                         3 * (run - 1))
             mixed_partial |= any(r["ns"] == MIXED_NS and "after" in r
                                  for r in progress.get("ranges", []))
         log = finish(start_mongocdc, tmp_workdir, cfg)
