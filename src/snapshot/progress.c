@@ -457,9 +457,55 @@ void progress_truncate(struct snapshot_progress *p, size_t n)
     p->head_valid = false;
 }
 
+/* Whether doc's keys and strings are all written as they are (no U+FFFD
+ * replacement: ejson_utf8_valid_java), recursively. */
+static bool doc_exact(const uint8_t *data, uint32_t len)
+{
+    bson_t d;
+    bson_iter_t it;
+    if (!bson_init_static(&d, data, len) || !bson_iter_init(&it, &d))
+        return false;
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key(&it);
+        const bson_value_t *v = bson_iter_value(&it);
+        if (!ejson_utf8_valid_java(k, strlen(k)) ||
+            (v->value_type == BSON_TYPE_UTF8 &&
+             !ejson_utf8_valid_java(v->value.v_utf8.str, v->value.v_utf8.len)) ||
+            ((v->value_type == BSON_TYPE_DOCUMENT || v->value_type == BSON_TYPE_ARRAY) &&
+             !doc_exact(v->value.v_doc.data, v->value.v_doc.data_len)))
+            return false;
+    }
+    return true;
+}
+
+/* Whether key's canonical JSON parses back to key itself: false for strings
+ * (also inside documents) that are not valid UTF-8, which the writer stores
+ * with U+FFFD (keyrange_key_to_json) and which would then sort elsewhere. */
+static bool key_exact(const bson_value_t *key)
+{
+    switch (key->value_type) {
+    case BSON_TYPE_UTF8:
+        return ejson_utf8_valid_java(key->value.v_utf8.str, key->value.v_utf8.len);
+    case BSON_TYPE_SYMBOL:
+        return ejson_utf8_valid_java(key->value.v_symbol.symbol, key->value.v_symbol.len);
+    case BSON_TYPE_CODE:
+        return ejson_utf8_valid_java(key->value.v_code.code, key->value.v_code.code_len);
+    case BSON_TYPE_DOCUMENT:
+    case BSON_TYPE_ARRAY:
+        return doc_exact(key->value.v_doc.data, key->value.v_doc.data_len);
+    default:
+        return true;
+    }
+}
+
 void progress_advance(struct snapshot_progress *p, size_t e, const bson_value_t *key)
 {
     struct entry *x = &p->entries[e];
+    /* A key that cannot be stored exactly leaves the range where it was: a
+     * resume then emits this row again (and the next ones up to an exact
+     * key) rather than risk passing over keys it never emitted. */
+    if (!key_exact(key))
+        return;
     x->state = PROGRESS_PARTIAL;
     entry_render(p, x, key);
 }

@@ -159,7 +159,11 @@ size_t progress_add(struct snapshot_progress *p, const char *ns, const bson_valu
 size_t progress_count(const struct snapshot_progress *p);
 void progress_truncate(struct snapshot_progress *p, size_t n);
 
-/* Entry e has handed over the document with `_id` key (borrowed). */
+/* Entry e has handed over the document with `_id` key (borrowed). A key
+ * whose JSON would not parse back to itself (a string, also inside a
+ * document `_id`, that is not valid UTF-8: written with U+FFFD) leaves the
+ * entry unchanged, so a resume emits that row again instead of passing over
+ * keys between the two spellings. */
 void progress_advance(struct snapshot_progress *p, size_t e, const bson_value_t *key);
 
 /* Entry e has handed over its last document. When every entry of its

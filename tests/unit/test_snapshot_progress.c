@@ -108,6 +108,36 @@ static void tracker_keeps_other_members_first(void **state)
     progress_free(p);
 }
 
+/* A key the writer cannot store exactly (invalid UTF-8, written with U+FFFD)
+ * does not move the range: a resume re-reads from the last exact key. */
+static void inexact_key_keeps_the_range_where_it_was(void **state)
+{
+    (void)state;
+    struct snapshot_progress *p = progress_new(NULL);
+    bson_value_t good = val("\"a\""), bad = good, nested;
+    bson_t *doc = bson_new();
+    char *before;
+    size_t e = progress_add(p, "db.s", NULL, NULL, PROGRESS_NOT_STARTED, NULL);
+
+    bad.value.v_utf8.str = (char *)"a\x80";
+    bad.value.v_utf8.len = 2;
+    progress_advance(p, e, &bad); /* not started still */
+    assert_non_null(strstr(progress_text(p, NULL), "\\\"ranges\\\":[]"));
+    progress_advance(p, e, &good);
+    before = strdup(progress_text(p, NULL));
+    progress_advance(p, e, &bad);
+    assert_string_equal(progress_text(p, NULL), before);
+    bson_append_utf8(doc, "k", 1, "b\xC0\xAF", 3); /* an overlong '/' */
+    nested.value_type = BSON_TYPE_DOCUMENT;
+    nested.value.v_doc.data = (uint8_t *)bson_get_data(doc);
+    nested.value.v_doc.data_len = doc->len;
+    progress_advance(p, e, &nested);
+    assert_string_equal(progress_text(p, NULL), before);
+    free(before);
+    bson_destroy(doc);
+    progress_free(p);
+}
+
 static void truncate_drops_unbuilt_ranges(void **state)
 {
     (void)state;
@@ -334,6 +364,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(tracker_text_follows_each_record, pool_free),
         cmocka_unit_test_teardown(tracker_keeps_other_members_first, pool_free),
+        cmocka_unit_test_teardown(inexact_key_keeps_the_range_where_it_was, pool_free),
         cmocka_unit_test_teardown(truncate_drops_unbuilt_ranges, pool_free),
         cmocka_unit_test_teardown(round_trip_through_extra_members, pool_free),
         cmocka_unit_test_teardown(extract_without_member, pool_free),
