@@ -23,8 +23,10 @@ import time
 
 from bson import json_util
 
+from conftest import start_sharded_sim
 from pipeline_support import (Sim, data_records, dataset_docs, dataset_loads, expected_key,
-                              log_text, offsets_value, read_jsonl, wait_until, write_config)
+                              log_text, offsets_value, read_jsonl, wait_log, wait_until,
+                              write_config)
 from test_snapshot_split import JSON_OPTS, mixed_docs
 
 PREFIX = "it"
@@ -32,13 +34,21 @@ MIXED_NS = "mix.aaa_ids"  # first in the plan (collections are copied in name or
 MIXED_DOCS = 3000
 
 
-def stored_progress(workdir):
-    """The progress member of the stored position (parsed), or None."""
+def stored_progresses(workdir):
+    """The progress members of every stored position (parsed), by offsets key."""
     text = offsets_value(workdir)
-    if not text or "mongocdc_snapshot" not in text:
-        return None
-    m = re.search(r'"mongocdc_snapshot":("(?:[^"\\]|\\.)*")', text)
-    return json.loads(json.loads(m.group(1))) if m else None
+    out = {}
+    for key, value in (json.loads(text).items() if text else ()):
+        if "mongocdc_snapshot" in value:
+            out[key] = json.loads(value["mongocdc_snapshot"])
+    return out
+
+
+def stored_progress(workdir):
+    """The progress member of the one stored position (parsed), or None."""
+    p = stored_progresses(workdir)
+    assert len(p) <= 1, p
+    return next(iter(p.values()), None)
 
 
 def n_of(rec):
@@ -177,5 +187,55 @@ def test_range_split_across_two_readers_resumes_both(tmp_workdir, start_mongocdc
         assert len(second) == len(set(second))
         assert len(ns) - total == len(set(first) & set(second))
         assert stored["ranges"][0]["ns"] == "big.mixed"
+    finally:
+        sim.stop()
+
+
+def test_per_shard_tasks_resume_their_own_ranges(tmp_workdir, start_mongocdc):
+    """Per-shard tasks read only the chunks their shard owns (orphans left on
+    shard02 by a migration are skipped) and each keeps its own progress under
+    its own offsets key: after a kill during both copies each resumes its own
+    ranges, and every document is read (orphans never)."""
+    total = 6000
+    sim = start_sharded_sim()
+    try:
+        c = sim.client()
+        c.admin.command("enableSharding", "shop")
+        c.admin.command("shardCollection", "shop.big", key={"_id": 1})
+        c.admin.command("split", "shop.big", middle={"_id": 3000})
+        c.admin.command("moveChunk", "shop.big", find={"_id": 4000}, to="shard02")
+        c.shop.big.insert_many(mixed_docs(total, maxkey=False))
+        sim.control("orphans", keep=True)
+        c.admin.command("moveChunk", "shop.big", find={"_id": 4000}, to="shard01")
+        c.close()
+        sim.control("delay", command="getMore", ms=25)
+        cfg = write_config(tmp_workdir, sim.uri, raw={
+            "snapshot.resumable": True,
+            "snapshot.max.threads": 2,
+            "snapshot.fetch.size": 50,
+            "snapshot.collection.split.min.documents": 1000,
+            "offsets.flush.interval.ms": 50,
+        })
+        d = start_mongocdc("-c", cfg)
+
+        def shard01_part_way():
+            return any(r.get("after") for p in stored_progresses(tmp_workdir).values()
+                       for r in p.get("ranges", []))
+
+        wait_until(shard01_part_way, 120, "a shard's progress part way", 0.02)
+        d.proc.kill()
+        d.proc.wait(timeout=10)
+        stored = stored_progresses(tmp_workdir)
+        os.rename(tmp_workdir / "mongocdc.stderr", tmp_workdir / "run01.log")
+
+        d = start_mongocdc("-c", cfg)
+        wait_log(tmp_workdir, "streaming changes from", 120, d, n=2)
+        assert d.stop(timeout_s=30) == 0
+        log = log_text(tmp_workdir)
+        assert log.count("resuming the initial snapshot: ") == len(stored)
+        recs = [r for r in data_records(read_jsonl(tmp_workdir / "events.jsonl"), PREFIX)
+                if r.op == "r"]
+        assert set(n_of(r) for r in recs) == set(range(total))
+        assert "orphans skipped" in log
     finally:
         sim.stop()
