@@ -285,6 +285,7 @@ bool snapshot_resume_pieces(const struct snapshot_resume *r, const char *ns,
 struct entry {
     size_t coll;               /* index into colls */
     struct ejson_buf bounds;   /* `"lo":...,"hi":...` (unescaped), may be empty */
+    struct ejson_buf prefix;   /* `{"ns":...,<bounds>,"after":`, escaped (written once) */
     struct ejson_buf frag;     /* the range's object, escaped for the string member */
     enum progress_state state;
 };
@@ -312,12 +313,17 @@ struct snapshot_progress {
  * backslashes are all there is to escape. */
 static void put_escaped(struct ejson_buf *b, const char *s, size_t n)
 {
+    char *o;
     ejson_buf_grow(b, 2 * n);
+    o = b->data + b->len;
     for (size_t i = 0; i < n; i++) {
-        if (s[i] == '"' || s[i] == '\\')
-            b->data[b->len++] = '\\';
-        b->data[b->len++] = s[i];
+        /* a backslash written always, kept only before a quote or a backslash
+         * (no branch per byte: this runs on every record's key) */
+        *o = '\\';
+        o += s[i] == '"' || s[i] == '\\';
+        *o++ = s[i];
     }
+    b->len = (size_t)(o - b->data);
     b->data[b->len] = '\0';
 }
 
@@ -354,6 +360,7 @@ void progress_free(struct snapshot_progress *p)
         return;
     for (size_t i = 0; i < p->n; i++) {
         ejson_buf_free(&p->entries[i].bounds);
+        ejson_buf_free(&p->entries[i].prefix);
         ejson_buf_free(&p->entries[i].frag);
     }
     free(p->entries);
@@ -390,24 +397,33 @@ void progress_add_done_coll(struct snapshot_progress *p, const char *ns)
     coll_done(p, coll_of(p, ns));
 }
 
-/* Rewrites e's escaped object for its state; key is the after key (PARTIAL). */
+/* Rewrites e's escaped object for its state; key is the after key (PARTIAL).
+ * Per record only the key is written and escaped; the rest is e->prefix. */
 static void entry_render(struct snapshot_progress *p, struct entry *e, const bson_value_t *key)
 {
     struct ejson_buf *s = &p->scratch;
     const char *ns = p->colls[e->coll].ns;
 
     ejson_buf_reset(s);
-    put(s, "{\"ns\":");
-    ejson_write_string(s, ns, strlen(ns));
-    ejson_buf_append(s, e->bounds.data, e->bounds.len);
+    if (e->prefix.len == 0) {
+        put(s, "{\"ns\":");
+        ejson_write_string(s, ns, strlen(ns));
+        ejson_buf_append(s, e->bounds.data, e->bounds.len);
+        put(s, ",\"after\":");
+        put_escaped(&e->prefix, s->data, s->len);
+        ejson_buf_reset(s);
+    }
+    ejson_buf_reset(&e->frag);
     if (e->state == PROGRESS_DONE) {
+        /* the prefix without its `,"after":` */
+        static const char after[] = ",\\\"after\\\":";
+        ejson_buf_append(&e->frag, e->prefix.data, e->prefix.len - (sizeof after - 1));
         put(s, ",\"done\":true}");
     } else {
-        put(s, ",\"after\":");
+        ejson_buf_append(&e->frag, e->prefix.data, e->prefix.len);
         keyrange_key_write(s, key);
         put(s, "}");
     }
-    ejson_buf_reset(&e->frag);
     put_escaped(&e->frag, s->data, s->len);
 }
 
@@ -452,6 +468,7 @@ void progress_truncate(struct snapshot_progress *p, size_t n)
         if (e->state != PROGRESS_DONE)
             p->colls[e->coll].left--;
         ejson_buf_free(&e->bounds);
+        ejson_buf_free(&e->prefix);
         ejson_buf_free(&e->frag);
     }
     p->head_valid = false;
