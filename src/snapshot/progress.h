@@ -57,8 +57,10 @@
 
 #include "common/error.h"
 
-/* The offset member's name. */
+/* The offset member's name, and the version its "v" says (a stored member of
+ * another version is not resumed). */
 #define SNAPSHOT_PROGRESS_KEY "mongocdc_snapshot"
+#define SNAPSHOT_PROGRESS_VERSION 1
 
 enum progress_state {
     PROGRESS_NOT_STARTED = 0,
