@@ -424,6 +424,10 @@ const struct mcdc_position *worker_incremental_stamp(struct worker *w,
  * base, and attaches w->snap_progress to it when it parses and fits the plan
  * (INFO: what is resumed) or says at WARN why not (the copy is then redone
  * whole); during then carries the stored progress until the first record.
+ * A copy retried in the same process resumes from the progress its pipeline
+ * stored last (pipeline_stored_json) when streaming resumes from the stored
+ * position; a copy that started from no stored position is redone whole,
+ * as its retry streams from a new start.
  */
 struct snapshot_plan;
 void worker_snapshot_progress_load(struct worker *w);

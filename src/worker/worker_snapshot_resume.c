@@ -50,6 +50,28 @@ void worker_snapshot_progress_load(struct worker *w)
     }
 }
 
+/* A copy retried in this process (a failed read): the progress this task
+ * stored last is newer than the one read at setup. Only while streaming
+ * resumes from the stored position (w->have_stored): the rows that progress
+ * covers were read after that position, not after a newer start. */
+static void refresh_progress(struct worker *w)
+{
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    const char *stored = pipeline_stored_json(w->pipe);
+    char *member = NULL, *rest = NULL;
+
+    if (w->snap_progress == NULL || !w->have_stored || stored == NULL ||
+        strstr(stored, SNAPSHOT_PROGRESS_KEY) == NULL)
+        return;
+    if (snapshot_progress_extract(stored, &member, &rest, &err) && member != NULL) {
+        free(w->snap_progress);
+        w->snap_progress = member;
+        member = NULL;
+    }
+    free(member);
+    free(rest);
+}
+
 void worker_snapshot_resumable(struct worker *w, struct snapshot_plan *plan,
                                struct mcdc_position *during)
 {
@@ -61,6 +83,7 @@ void worker_snapshot_resumable(struct worker *w, struct snapshot_plan *plan,
     plan->resumable = w->cfg->snapshot_resumable;
     if (!plan->resumable)
         return;
+    refresh_progress(w);
     free(plan->progress_base);
     plan->progress_base = during->extra_json ? xstrdup(during->extra_json) : NULL;
     if (w->snap_progress == NULL)
