@@ -296,8 +296,8 @@ bool snapshot_resume_check(const struct snapshot_plan *plan, const struct snapsh
         }
         if (!found)
             return mcdc_error_set(err, MCDC_ERR_IO, ENOENT,
-                                  "%s, copied in part by the interrupted snapshot, is no longer "
-                                  "in the snapshot's plan (dropped, renamed or excluded)",
+                                  "%s, named in the stored progress, is no longer in the "
+                                  "snapshot's plan (dropped, renamed or excluded)",
                                   ns);
     }
     for (size_t c = 0; c < plan->count; c++) {

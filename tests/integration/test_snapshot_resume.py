@@ -14,6 +14,11 @@ and each kill lands in the middle of it. Checked after the last run:
   - a collection with `_id`s of every type, split into ranges read by the two
     readers in parallel, was resumed part way (its ranges in the stored
     progress).
+
+Also: one range pair resumed exactly (nothing read twice by the resumed
+run), per-shard tasks each resuming their own progress, and stored progress
+that no longer fits the plan (a collection dropped) redoing the copy with a
+WARN.
 """
 
 import json
@@ -237,5 +242,45 @@ def test_per_shard_tasks_resume_their_own_ranges(tmp_workdir, start_mongocdc):
                 if r.op == "r"]
         assert set(n_of(r) for r in recs) == set(range(total))
         assert "orphans skipped" in log
+    finally:
+        sim.stop()
+
+
+def test_unusable_progress_redoes_the_copy_with_a_warning(tmp_workdir, start_mongocdc):
+    """A collection the stored progress names as copied was dropped meanwhile:
+    the progress no longer fits the plan, so the run says why at WARN and
+    copies everything again rather than trusting any of it."""
+    total = 4000
+    sim = Sim(tmp_workdir, members=1)
+    try:
+        c = sim.client()
+        c.big.aaa.insert_many([{"_id": i, "n": i} for i in range(100)])
+        c.big.mixed.insert_many(mixed_docs(total))
+        sim.control("delay", command="getMore", ms=25)
+        cfg = write_config(tmp_workdir, sim.uri, raw={
+            "snapshot.resumable": True,
+            "snapshot.max.threads": 2,
+            "snapshot.fetch.size": 50,
+            "offsets.flush.interval.ms": 50,
+        })
+        d = start_mongocdc("-c", cfg)
+
+        def aaa_done_mixed_part_way():
+            p = stored_progress(tmp_workdir)
+            return p and p["done"] == ["big.aaa"] and any("after" in r for r in p["ranges"])
+
+        wait_until(aaa_done_mixed_part_way, 120, "big.aaa done and big.mixed part way", 0.02)
+        d.proc.kill()
+        d.proc.wait(timeout=10)
+        os.rename(tmp_workdir / "mongocdc.stderr", tmp_workdir / "run01.log")
+        c.big.aaa.drop()
+        c.close()
+
+        log = finish(start_mongocdc, tmp_workdir, cfg)
+        assert ("WARN  [rs0] the interrupted initial snapshot cannot be resumed: big.aaa, named "
+                "in the stored progress, is no longer in the snapshot's plan (dropped, renamed "
+                "or excluded); it is redone whole") in log, log[-3000:]
+        assert "resuming the initial snapshot" not in log
+        assert copied(log) == total  # big.mixed whole again
     finally:
         sim.stop()
