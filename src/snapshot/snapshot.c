@@ -191,18 +191,29 @@ static void resume_parts(struct snapshot *s, size_t *cap, struct snapshot_coll *
         plan_parts(s, cap, c, threads);
         return;
     }
+    size_t first = s->nparts, entries = progress_count(s->progress);
+    bool built = true;
     c->parts = c->parts_left = 0;
-    for (size_t i = 0; i < np; i++) {
+    for (size_t i = 0; i < np && built; i++) {
         const struct progress_piece *q = &pieces[i];
-        if (q->state == PROGRESS_DONE) {
+        if (q->state == PROGRESS_DONE)
             progress_add(s->progress, ns, q->lo, q->hi, PROGRESS_DONE, NULL);
-        } else if (!part_add(s, cap, c, q->lo == NULL && q->hi == NULL, q->lo, q->after, q->hi,
-                             &err)) {
-            /* snapshot_resume_check built the same filters: not reached */
-            LOG_ERROR("snapshot of %s.%s: cannot resume a range: %s", c->db, c->coll, err.msg);
-        }
+        else
+            built = part_add(s, cap, c, q->lo == NULL && q->hi == NULL, q->lo, q->after, q->hi,
+                             &err);
     }
     free(pieces);
+    if (!built) {
+        /* a range filter could not be built (an internal error): the
+         * collection is copied whole again rather than counted done */
+        LOG_WARN("snapshot of %s.%s is copied again from its start: %s", c->db, c->coll,
+                 err.msg);
+        while (s->nparts > first)
+            bson_destroy(s->parts[--s->nparts].filter);
+        progress_truncate(s->progress, entries);
+        plan_parts(s, cap, c, threads);
+        return;
+    }
     if (c->parts == 0) {
         /* copied completely before (its ranges all done) */
         progress_add_done_coll(s->progress, ns);
