@@ -122,6 +122,9 @@ def run(a, mode, tasks, sink, bootstrap, data):
                     'metrics.enabled: true\nmetrics.http.port: %d\nlog.level: info\n'
                     % (port, "" if shards else "?replicaSet=rs0",
                        "no_data" if mode == "stream" else "initial", a.readers, work, mport))
+            for kv in a.set:
+                k, v = kv.split("=", 1)
+                f.write('%s: %s\n' % (k, v))
             if sink == "file":
                 f.write('sink.type: file\nsink.path: "%s/events.jsonl"\n' % work)
             else:
@@ -171,6 +174,8 @@ def main():
     ap.add_argument("--kafka", help="bootstrap servers of a real broker (--sink kafka)")
     ap.add_argument("--kafka-prop", action="append", default=[],
                     help="extra librdkafka property k=v for the daemon's producer")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra daemon config key, e.g. snapshot.resumable=true")
     ap.add_argument("--tasks", default="1,2,4")
     ap.add_argument("--modes", default="stream,snapshot")
     ap.add_argument("--events", type=int, default=500000, help="change events per task")

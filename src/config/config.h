@@ -205,6 +205,7 @@ struct mcdc_config {
     int64_t snapshot_max_threads;                       /* snapshot.max.threads, 1 */
     int64_t snapshot_fetch_size;                        /* snapshot.fetch.size, 0 */
     int64_t snapshot_split_min_docs; /* snapshot.collection.split.min.documents, 100000 */
+    bool snapshot_resumable;         /* snapshot.resumable (mongocdc), false */
     int64_t snapshot_delay_ms;                          /* snapshot.delay.ms, 0 */
     int64_t streaming_delay_ms;                         /* streaming.delay.ms, 0 */
     struct mcdc_strlist snapshot_include_collections;   /* snapshot.include.collection.list */

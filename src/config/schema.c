@@ -238,6 +238,11 @@ const struct opt mcdc_options[] = {
       "(mongocdc) With snapshot.max.threads > 1, a collection of at least this many documents "
       "(estimated) is split into _id ranges read in parallel, one range per this many "
       "documents up to one per thread; 0 = never split"),
+    B("snapshot.resumable", "false", F(snapshot_resumable), 0, G_SNAP,
+      "(mongocdc) An interrupted initial snapshot resumes after the last document committed: "
+      "each collection or _id range is read in _id order and every snapshot record's offset "
+      "carries the copy's progress (mongocdc_snapshot); false = an interrupted snapshot is "
+      "redone whole"),
     N("snapshot.delay.ms", "0", 0, I32, F(snapshot_delay_ms), U, G_SNAP,
       "Delay before a snapshot starts, ms"),
     N("streaming.delay.ms", "0", 0, I32, F(streaming_delay_ms), U, G_SNAP,

@@ -542,16 +542,21 @@ int keyrange_compare(const bson_value_t *a, const bson_value_t *b)
 
 /* ---- extended JSON ---- */
 
-char *keyrange_key_to_json(const bson_value_t *v)
+void keyrange_key_write(struct ejson_buf *b, const bson_value_t *v)
 {
     bson_t doc = BSON_INITIALIZER;
+    BSON_APPEND_VALUE(&doc, "_id", v);
+    ejson_write_document(b, &doc, EJSON_CANONICAL, EJSON_SEP_DEFAULT);
+    bson_destroy(&doc);
+}
+
+char *keyrange_key_to_json(const bson_value_t *v)
+{
     struct ejson_buf b = {0};
     char *json;
-    BSON_APPEND_VALUE(&doc, "_id", v);
-    ejson_write_document(&b, &doc, EJSON_CANONICAL, EJSON_SEP_DEFAULT);
+    keyrange_key_write(&b, v);
     json = ejson_buf_steal(&b, NULL);
     ejson_buf_free(&b);
-    bson_destroy(&doc);
     return json;
 }
 

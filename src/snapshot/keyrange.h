@@ -44,6 +44,7 @@
 #include <bson/bson.h>
 
 #include "common/error.h"
+#include "encode/ejson.h"
 
 /* The brackets in MongoDB's sort order (enum order = sort order). */
 enum keyrange_bracket {
@@ -158,6 +159,13 @@ int keyrange_compare(const bson_value_t *a, const bson_value_t *b);
  * frees with free().
  */
 char *keyrange_key_to_json(const bson_value_t *v);
+
+/*
+ * Appends to b (the caller's reusable buffer) the text keyrange_key_to_json
+ * returns, without allocating a string: for the initial snapshot's progress,
+ * written once per record (snapshot/progress.h).
+ */
+void keyrange_key_write(struct ejson_buf *b, const bson_value_t *v);
 
 /*
  * Parses what keyrange_key_to_json wrote (any extended JSON of a document

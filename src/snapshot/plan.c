@@ -185,5 +185,7 @@ void snapshot_plan_free(struct snapshot_plan *plan)
         bson_destroy(plan->colls[i].owned);
     }
     free(plan->colls);
+    snapshot_resume_free(plan->resume);
+    free(plan->progress_base);
     free(plan);
 }

@@ -96,10 +96,13 @@ bool snapshot_record_start(mongoc_client_t *client, const struct mcdc_config *cf
 
 /* ---- parts and the task thread's side of the queue ---- */
 
-/* Appends one part of c (the range (after, upto], or the whole collection when both are
- * NULL and whole is set) to s->parts. */
+/* Appends one part of c to s->parts: the range (lo, hi] (NULL: open) read
+ * after the key after (NULL: from lo), or the whole collection when whole.
+ * With a progress tracker the range is its entry, not started or, with
+ * after, partial. */
 static bool part_add(struct snapshot *s, size_t *cap, struct snapshot_coll *c, bool whole,
-                     const bson_value_t *after, const bson_value_t *upto, struct mcdc_error *err)
+                     const bson_value_t *lo, const bson_value_t *after, const bson_value_t *hi,
+                     struct mcdc_error *err)
 {
     struct snapshot_part *p;
     if (s->nparts == *cap) {
@@ -109,13 +112,20 @@ static bool part_add(struct snapshot *s, size_t *cap, struct snapshot_coll *c, b
     p = &s->parts[s->nparts];
     p->coll = c;
     p->index = ++c->parts;
-    bson_init(&p->filter);
-    if (whole) {
-        bson_concat(&p->filter, &c->filter);
-    } else if (!keyrange_span_filter(after, upto, &c->filter, &p->filter, err)) {
-        bson_destroy(&p->filter);
+    p->filter = bson_new();
+    if (whole && after == NULL) {
+        bson_concat(p->filter, &c->filter);
+    } else if (!keyrange_span_filter(after != NULL ? after : lo, hi, &c->filter, p->filter,
+                                     err)) {
+        bson_destroy(p->filter);
         c->parts--;
         return false;
+    }
+    if (s->progress != NULL) {
+        char ns[512];
+        snprintf(ns, sizeof ns, "%s.%s", c->db, c->coll);
+        p->entry = progress_add(s->progress, ns, lo, hi,
+                                after != NULL ? PROGRESS_PARTIAL : PROGRESS_NOT_STARTED, after);
     }
     s->nparts++;
     c->parts_left++;
@@ -130,6 +140,7 @@ static void plan_parts(struct snapshot *s, size_t *cap, struct snapshot_coll *c,
     struct mcdc_error err = MCDC_ERROR_INIT;
     bson_value_t *points = NULL;
     size_t npoints = 0, first = s->nparts;
+    size_t entries = s->progress != NULL ? progress_count(s->progress) : 0;
     mongoc_client_t *client;
     bool ok;
 
@@ -144,7 +155,7 @@ static void plan_parts(struct snapshot *s, size_t *cap, struct snapshot_coll *c,
     if (npoints > 0) {
         bool built = true;
         for (size_t i = 0; i <= npoints && built; i++)
-            built = part_add(s, cap, c, false, i > 0 ? &points[i - 1] : NULL,
+            built = part_add(s, cap, c, false, i > 0 ? &points[i - 1] : NULL, NULL,
                              i < npoints ? &points[i] : NULL, &err);
         if (built) {
             LOG_INFO("snapshot of %s.%s: about %lld documents split into %zu _id ranges", c->db,
@@ -152,13 +163,64 @@ static void plan_parts(struct snapshot *s, size_t *cap, struct snapshot_coll *c,
         } else {
             LOG_WARN("snapshot of %s.%s is read by one thread: %s", c->db, c->coll, err.msg);
             while (s->nparts > first)
-                bson_destroy(&s->parts[--s->nparts].filter);
+                bson_destroy(s->parts[--s->nparts].filter);
+            if (s->progress != NULL)
+                progress_truncate(s->progress, entries);
             c->parts = c->parts_left = 0;
         }
     }
     split_points_free(points, npoints);
     if (c->parts == 0)
-        part_add(s, cap, c, true, NULL, NULL, &err);
+        part_add(s, cap, c, true, NULL, NULL, NULL, &err);
+}
+
+/* Resumable plans: the parts of c from an earlier attempt's progress (the
+ * plan's resume, checked by snapshot_resume_check): nothing for a finished
+ * collection, its unfinished pieces for one with ranges, else plan_parts. */
+static void resume_parts(struct snapshot *s, size_t *cap, struct snapshot_coll *c, size_t threads)
+{
+    const struct snapshot_resume *r = s->plan->resume;
+    struct mcdc_error err = MCDC_ERROR_INIT;
+    struct progress_piece *pieces = NULL;
+    size_t np = 0;
+    char ns[512];
+
+    snprintf(ns, sizeof ns, "%s.%s", c->db, c->coll);
+    if (r == NULL || !snapshot_resume_names(r, ns) ||
+        (!snapshot_resume_done(r, ns) && !snapshot_resume_pieces(r, ns, &pieces, &np, &err))) {
+        plan_parts(s, cap, c, threads);
+        return;
+    }
+    size_t first = s->nparts, entries = progress_count(s->progress);
+    bool built = true;
+    c->parts = c->parts_left = 0;
+    for (size_t i = 0; i < np && built; i++) {
+        const struct progress_piece *q = &pieces[i];
+        if (q->state == PROGRESS_DONE)
+            progress_add(s->progress, ns, q->lo, q->hi, PROGRESS_DONE, NULL);
+        else
+            built = part_add(s, cap, c, q->lo == NULL && q->hi == NULL, q->lo, q->after, q->hi,
+                             &err);
+    }
+    free(pieces);
+    if (!built) {
+        /* a range filter could not be built (an internal error): the
+         * collection is copied whole again rather than counted done */
+        LOG_WARN("snapshot of %s.%s is copied again from its start: %s", c->db, c->coll,
+                 err.msg);
+        while (s->nparts > first)
+            bson_destroy(s->parts[--s->nparts].filter);
+        progress_truncate(s->progress, entries);
+        plan_parts(s, cap, c, threads);
+        return;
+    }
+    if (c->parts == 0) {
+        /* copied completely before (its ranges all done) */
+        progress_add_done_coll(s->progress, ns);
+        atomic_store_explicit(&c->finished_ms, mcdc_clock_mono_ms(), memory_order_relaxed);
+    } else {
+        LOG_INFO("snapshot of %s.%s resumes in %zu _id ranges", c->db, c->coll, c->parts);
+    }
 }
 
 struct snapshot *snapshot_start(mongoc_client_pool_t *pool, const struct mcdc_config *cfg,
@@ -177,8 +239,14 @@ struct snapshot *snapshot_start(mongoc_client_pool_t *pool, const struct mcdc_co
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->not_empty, NULL);
     pthread_cond_init(&s->not_full, NULL);
-    for (size_t i = 0; i < plan->count; i++)
-        plan_parts(s, &cap, &plan->colls[i], threads);
+    if (plan->resumable)
+        s->progress = progress_new(plan->progress_base);
+    for (size_t i = 0; i < plan->count; i++) {
+        if (plan->resumable)
+            resume_parts(s, &cap, &plan->colls[i], threads);
+        else
+            plan_parts(s, &cap, &plan->colls[i], threads);
+    }
     if (n > s->nparts)
         n = s->nparts;
     s->threads = xcalloc(n ? n : 1, sizeof *s->threads);
@@ -244,8 +312,11 @@ static void log_progress(struct snapshot *s, bool final)
     }
 }
 
-enum snapshot_status snapshot_next(struct snapshot *s, int timeout_ms, struct snapshot_doc **out,
-                                   struct resume_failure *fail, struct mcdc_error *err)
+/* snapshot_next's step: the next item of the queue, a document or the end
+ * marker of a part (doc NULL: snapshot_reader.c). */
+static enum snapshot_status next_item(struct snapshot *s, int timeout_ms,
+                                      struct snapshot_doc **out, struct resume_failure *fail,
+                                      struct mcdc_error *err)
 {
     enum snapshot_status st;
     struct timespec ts = mcdc_clock_deadline(CLOCK_REALTIME, timeout_ms);
@@ -257,7 +328,7 @@ enum snapshot_status snapshot_next(struct snapshot *s, int timeout_ms, struct sn
         s->taken = s->taken->next;
         (*out)->next = NULL;
         s->consumed++;
-        s->consumed_bytes += (*out)->doc->len;
+        s->consumed_bytes += (*out)->doc != NULL ? (*out)->doc->len : 0;
         return SNAPSHOT_DOC;
     }
     pthread_mutex_lock(&s->lock);
@@ -288,7 +359,7 @@ enum snapshot_status snapshot_next(struct snapshot *s, int timeout_ms, struct sn
         s->taken = s->taken->next;
         (*out)->next = NULL;
         s->consumed++;
-        s->consumed_bytes += (*out)->doc->len;
+        s->consumed_bytes += (*out)->doc != NULL ? (*out)->doc->len : 0;
         st = SNAPSHOT_DOC;
     } else if (s->readers_alive == 0) {
         st = atomic_load(s->stop) ? SNAPSHOT_WAIT : SNAPSHOT_DONE;
@@ -305,11 +376,43 @@ enum snapshot_status snapshot_next(struct snapshot *s, int timeout_ms, struct sn
     return st;
 }
 
+enum snapshot_status snapshot_next(struct snapshot *s, int timeout_ms, struct snapshot_doc **out,
+                                   struct resume_failure *fail, struct mcdc_error *err)
+{
+    enum snapshot_status st;
+
+    /* An end marker follows the last document of its part: every document
+     * of the part has been taken, and at most the newest taken one (held
+     * back by the caller) is still to be emitted, so the part counts as
+     * done for the records emitted from now on. */
+    while ((st = next_item(s, timeout_ms, out, fail, err)) == SNAPSHOT_DOC && (*out)->doc == NULL) {
+        if (s->progress != NULL)
+            progress_finish(s->progress, (*out)->entry);
+        free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+const char *snapshot_progress_json(struct snapshot *s, const struct snapshot_doc *d,
+                                   size_t *shared)
+{
+    bson_iter_t it;
+
+    if (s->progress == NULL)
+        return NULL;
+    /* a document without _id cannot be emitted (emit fails on it): no move */
+    if (bson_iter_init_find(&it, d->doc, "_id"))
+        progress_advance(s->progress, d->entry, bson_iter_value(&it));
+    return progress_text(s->progress, shared);
+}
+
 void snapshot_doc_free(struct snapshot_doc *d)
 {
     if (d == NULL)
         return;
-    bson_destroy(d->doc);
+    if (d->doc != NULL)
+        bson_destroy(d->doc);
     free(d);
 }
 
@@ -385,11 +488,12 @@ void snapshot_destroy(struct snapshot *s)
     }
     free(s->threads);
     for (size_t i = 0; i < s->nparts; i++)
-        bson_destroy(&s->parts[i].filter);
+        bson_destroy(s->parts[i].filter);
     free(s->parts);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->not_empty);
     pthread_cond_destroy(&s->not_full);
     snapshot_plan_free(s->plan);
+    progress_free(s->progress);
     free(s);
 }

@@ -47,6 +47,7 @@
 #include "config/config.h"
 #include "encode/encode.h"
 #include "event/position.h"
+#include "snapshot/progress.h"
 
 /* One collection to copy. */
 struct snapshot_coll {
@@ -74,6 +75,17 @@ struct snapshot_plan {
      * waits until the commit point reaches that time. */
     bool has_after;
     uint32_t after_sec, after_inc;
+    /* snapshot.resumable (the initial snapshot only; set by the caller
+     * before snapshot_start): every part is read in `_id` order and the
+     * snapshot keeps a progress tracker (snapshot/progress.h) that
+     * snapshot_progress_json reads. resume (owned, may be NULL) is an earlier
+     * attempt's progress checked by snapshot_resume_check: its finished
+     * collections and ranges are skipped, its partial ranges continue after
+     * their last key. progress_base (owned, may be NULL): the other extra
+     * members of the records' position, written before the progress member. */
+    bool resumable;
+    struct snapshot_resume *resume;
+    char *progress_base;
 };
 
 /* A document handed from a reader to the task thread. */
@@ -81,6 +93,7 @@ struct snapshot_doc {
     bson_t *doc;    /* owned */
     const char *db; /* borrowed from the plan, valid until snapshot_destroy */
     const char *coll;
+    size_t entry; /* the part's progress entry (resumable plans), internal */
     struct snapshot_doc *next;
 };
 
@@ -138,6 +151,27 @@ enum snapshot_status snapshot_next(struct snapshot *snap, int timeout_ms, struct
                                    struct resume_failure *fail, struct mcdc_error *err);
 
 void snapshot_doc_free(struct snapshot_doc *d);
+
+/*
+ * With a resumable plan: the extra members text of the position of record d
+ * (the document snapshot_next just gave or an earlier one not yet emitted):
+ * the progress after d, that is every document taken before d and d itself
+ * (snapshot/progress.h). Call once per record, in the order the records are
+ * emitted. The text is valid until the next call; *shared gets the
+ * extra_shared hint. NULL for a plan that is not resumable.
+ */
+const char *snapshot_progress_json(struct snapshot *snap, const struct snapshot_doc *d,
+                                   size_t *shared);
+
+/*
+ * Checks an earlier attempt's progress r against a new plan: every
+ * collection r names must be in the plan and its ranges must be consistent
+ * (snapshot_resume_pieces). On success writes into summary (size n) what is
+ * resumed ("3 of 7 collections done, 2 resumed in 5 ranges (2 done)") and
+ * returns true; else false with err saying why (domain IO).
+ */
+bool snapshot_resume_check(const struct snapshot_plan *plan, const struct snapshot_resume *r,
+                           char *summary, size_t n, struct mcdc_error *err);
 
 /* Documents handed over so far. */
 int64_t snapshot_docs_done(struct snapshot *snap);

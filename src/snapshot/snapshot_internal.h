@@ -27,8 +27,12 @@
 /* One reader's unit of work: a collection, or one `_id` range of it. */
 struct snapshot_part {
     struct snapshot_coll *coll; /* borrowed from the plan */
-    bson_t filter;              /* the collection's filter, ANDed with the range when split */
+    /* the collection's filter, ANDed with the range when split; a heap bson_t
+     * (bson_new) because parts is grown with realloc and a grown bson_t
+     * points into itself */
+    bson_t *filter;
     size_t index;               /* 1-based range number, for logs */
+    size_t entry;               /* its progress entry (resumable plans) */
 };
 
 struct snapshot {
@@ -61,6 +65,8 @@ struct snapshot {
     struct resume_failure fail;
     struct mcdc_error err;
     int64_t total_done;
+    /* resumable plans: what the task thread has emitted (task thread only) */
+    struct snapshot_progress *progress;
 
     pthread_t *threads;
     size_t nthreads;

@@ -43,7 +43,23 @@ static void reader_fail(struct snapshot *s, const bson_error_t *error, const bso
 struct batch {
     struct snapshot_doc *head, *tail;
     size_t n, bytes;
+    size_t markers; /* end markers among the n (not documents) */
 };
+
+/* Appends d to b. */
+static void batch_add(struct batch *b, struct snapshot_doc *d)
+{
+    if (b->tail != NULL)
+        b->tail->next = d;
+    else
+        b->head = d;
+    b->tail = d;
+    b->n++;
+    if (d->doc != NULL)
+        b->bytes += d->doc->len;
+    else
+        b->markers++;
+}
 
 /* Queues the batch b (n documents of c, in order); waits while the queue
  * would go over QUEUE_MAX_DOCS or QUEUE_MAX_BYTES (an empty queue takes any
@@ -69,12 +85,12 @@ static bool reader_push(struct snapshot *s, struct batch *b, struct snapshot_col
     s->tail = b->tail;
     s->queued += b->n;
     s->queued_bytes += b->bytes;
-    c->done += (int64_t)b->n;
-    s->total_done += (int64_t)b->n;
+    c->done += (int64_t)(b->n - b->markers);
+    s->total_done += (int64_t)(b->n - b->markers);
     pthread_cond_signal(&s->not_empty);
     pthread_mutex_unlock(&s->lock);
     b->head = b->tail = NULL;
-    b->n = b->bytes = 0;
+    b->n = b->bytes = b->markers = 0;
     return true;
 }
 
@@ -86,7 +102,7 @@ static void batch_free(struct batch *b)
         snapshot_doc_free(d);
     }
     b->tail = NULL;
-    b->n = b->bytes = 0;
+    b->n = b->bytes = b->markers = 0;
 }
 
 /*
@@ -113,6 +129,8 @@ static mongoc_cursor_t *majority_find(struct snapshot *s, mongoc_client_t *clien
     if (s->cfg->snapshot_fetch_size > 0)
         BSON_APPEND_INT32(&opts, "batchSize", (int32_t)s->cfg->snapshot_fetch_size);
     BCON_APPEND(&opts, "readConcern", "{", "level", BCON_UTF8("majority"), "}");
+    if (s->plan->resumable) /* progress is "every key up to the last one handed over" */
+        BCON_APPEND(&opts, "sort", "{", "_id", BCON_INT32(1), "}");
     if (s->plan->has_after) {
         mongoc_session_opt_t *so = mongoc_session_opts_new();
         mongoc_session_opts_set_causal_consistency(so, true);
@@ -148,11 +166,11 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
     const bson_t *reply = NULL;
     bson_error_t error;
     bool ok = true;
-    struct batch b = {NULL, NULL, 0, 0};
+    struct batch b = {NULL, NULL, 0, 0, 0};
 
     mongoc_client_session_t *session;
 
-    cur = majority_find(s, client, c, &p->filter, &session);
+    cur = majority_find(s, client, c, p->filter, &session);
     if (cur == NULL)
         return false;
     while (mongoc_cursor_next(cur, &doc)) {
@@ -169,13 +187,8 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
         d->doc = bson_copy(doc);
         d->db = c->db;
         d->coll = c->coll;
-        if (b.tail != NULL)
-            b.tail->next = d;
-        else
-            b.head = d;
-        b.tail = d;
-        b.n++;
-        b.bytes += d->doc->len;
+        d->entry = p->entry;
+        batch_add(&b, d);
         if ((b.n >= BATCH_MAX_DOCS || b.bytes >= BATCH_MAX_BYTES ||
              atomic_load_explicit(&s->starving, memory_order_relaxed)) &&
             !reader_push(s, &b, c)) {
@@ -190,6 +203,18 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
     if (ok && mongoc_cursor_error_document(cur, &error, &reply)) {
         reader_fail(s, &error, reply, c);
         ok = false;
+    }
+    if (ok && s->plan->resumable) {
+        /* the part's end, after its last document (snapshot_next) */
+        struct snapshot_doc *m = xcalloc(1, sizeof *m);
+        m->db = c->db;
+        m->coll = c->coll;
+        m->entry = p->entry;
+        batch_add(&b, m);
+        if (!reader_push(s, &b, c)) {
+            batch_free(&b);
+            ok = false;
+        }
     }
     mongoc_cursor_destroy(cur);
     if (session != NULL)

@@ -136,8 +136,13 @@ static void show_entry(FILE *out, const struct kv *e, const struct mcdc_config *
         BSON_ITER_HOLDS_UTF8(&ti))
         fprintf(out, "  token _data:   %s\n", bson_iter_utf8(&ti, NULL));
     fprintf(out, "  capture mode:  %s\n", pos.oplog ? "oplog" : "change streams");
+    /* the member snapshot/progress.h names (SNAPSHOT_PROGRESS_KEY) */
     fprintf(out, "  snapshot in progress: %s\n",
-            pos.initsync ? "yes (initsync: the snapshot is redone)" : "no");
+            !pos.initsync ? "no"
+            : pos.extra_json && strstr(pos.extra_json, "\"mongocdc_snapshot\"")
+                ? "yes (initsync, with its progress: resumed with snapshot.resumable, else "
+                  "redone)"
+                : "yes (initsync: the snapshot is redone)");
     if (pos.lsid)
         fprintf(out, "  transaction:   lsid %s txnNumber %" PRId64 "\n", pos.lsid, pos.txn_number);
     if (pos.extra_json && strstr(pos.extra_json, "incremental_snapshot"))

@@ -400,6 +400,7 @@ void worker_destroy(struct worker *w)
         return;
     pipeline_close(w->pipe);
     position_clear(&w->stream_pos);
+    free(w->snap_progress);
     worker_incremental_teardown(w);
     position_clear(&w->merged_start);
     bson_destroy(&w->pipeline);

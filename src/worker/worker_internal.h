@@ -55,6 +55,8 @@ struct worker {
 
     struct mcdc_position stream_pos; /* after the last processed event: where to resume */
     bool have_stored;                /* stream_pos came from the store (or a finished snapshot) */
+    char *snap_progress; /* the stored, interrupted initial snapshot's progress member
+                          * (snapshot.resumable; snapshot/progress.h), or NULL */
     bool need_snapshot;
     bool delayed_snapshot, delayed_stream; /* snapshot.delay.ms / streaming.delay.ms done */
     bool snapshot_only;                    /* initial_only: stop after the snapshot */
@@ -411,6 +413,26 @@ void worker_incremental_teardown(struct worker *w);
 enum phase worker_incremental(struct worker *w, const struct mcdc_event *ev, bool idle);
 const struct mcdc_position *worker_incremental_stamp(struct worker *w,
                                                      const struct mcdc_position *pos);
+
+/*
+ * Resumable initial snapshots (worker_snapshot_resume.c). _load, at setup
+ * while stream_pos is the stored position: takes the progress member out of
+ * stream_pos's extra members (always: it is never carried on) into
+ * w->snap_progress when the position is initsync and snapshot.resumable is
+ * on. _resumable, before the copy: marks the plan resumable as
+ * snapshot.resumable says, with during's extra members as the records'
+ * base, and attaches w->snap_progress to it when it parses and fits the plan
+ * (INFO: what is resumed) or says at WARN why not (the copy is then redone
+ * whole); during then carries the stored progress until the first record.
+ * A copy retried in the same process resumes from the progress its pipeline
+ * stored last (pipeline_stored_json) when streaming resumes from the stored
+ * position; a copy that started from no stored position is redone whole,
+ * as its retry streams from a new start.
+ */
+struct snapshot_plan;
+void worker_snapshot_progress_load(struct worker *w);
+void worker_snapshot_resumable(struct worker *w, struct snapshot_plan *plan,
+                               struct mcdc_position *during);
 
 /* The initial snapshot, then w->stream_pos = the recorded start (worker_snapshot.c). */
 enum phase worker_snapshot(struct worker *w);

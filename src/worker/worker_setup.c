@@ -189,6 +189,7 @@ enum phase worker_setup(struct worker *w, bool *proceed)
     if (warn)
         LOG_WARN("the initial snapshot was interrupted and snapshot.mode does not redo it: "
                  "streaming from the snapshot's start; documents not yet copied are not emitted");
+    worker_snapshot_progress_load(w);
     w->stream_pos.initsync = false;
     w->have_stored = found && (w->stream_pos.has_resume_token || w->stream_pos.sec > 0);
     w->need_snapshot =

@@ -5,7 +5,10 @@
  * record of the whole snapshot is marked `last` and carries the
  * post-snapshot offset (Debezium's BufferingSnapshotChangeRecordReceiver).
  * Every other record carries the resume position with initsync=true, so a
- * crash before the end redoes the snapshot.
+ * crash before the end redoes the snapshot; with snapshot.resumable that
+ * position also carries the copy's progress after the record
+ * (snapshot/progress.h, worker_snapshot_resume.c), and a crash resumes the
+ * copy after the last record committed instead.
  *
  * The resume position is the new snapshot's start, unless a position is
  * already stored (an interrupted snapshot's start, or a complete offset with
@@ -364,7 +367,9 @@ enum phase worker_snapshot_take(struct worker *w, struct snapshot *snap,
 /* The initial snapshot's rows: every record carries the resume position with
  * initsync (during), the last one the resume position without it. */
 struct initial_rows {
-    const struct mcdc_position *during, *resume;
+    struct mcdc_position *during; /* its extra members are each record's progress when resumable */
+    const struct mcdc_position *resume;
+    struct snapshot *snap;
     const struct snap_source_ts *src;
     const struct snapshot_plan *plan; /* borrowed from the snapshot, for the metrics */
 };
@@ -378,7 +383,18 @@ static enum phase initial_row(struct worker *w, const struct snapshot_doc *d, bo
     }
     if (last)
         return emit_doc(w, d, MCDC_SNAP_LAST, ir->resume, ir->src);
-    return emit_doc(w, d, MCDC_SNAP_TRUE, ir->during, ir->src);
+    size_t shared = 0;
+    const char *progress = snapshot_progress_json(ir->snap, d, &shared);
+    if (progress == NULL)
+        return emit_doc(w, d, MCDC_SNAP_TRUE, ir->during, ir->src);
+    /* the progress after d, borrowed for the call (the pipeline copies it) */
+    char *keep = ir->during->extra_json;
+    ir->during->extra_json = (char *)progress;
+    ir->during->extra_shared = shared;
+    enum phase ph = emit_doc(w, d, MCDC_SNAP_TRUE, ir->during, ir->src);
+    ir->during->extra_json = keep;
+    ir->during->extra_shared = 0;
+    return ph;
 }
 
 static void initial_progress(struct worker *w, struct snapshot *snap, void *ctx)
@@ -545,6 +561,7 @@ enum phase worker_snapshot(struct worker *w)
     started = true;
     position_copy(&during, &resume);
     during.initsync = true;
+    worker_snapshot_resumable(w, plan, &during);
     pipeline_pass(w->pipe, &during);
     ph = worker_service(w, true);
     if (ph != PHASE_OK)
@@ -562,7 +579,7 @@ enum phase worker_snapshot(struct worker *w)
     plan = NULL;                                 /* owned by snap */
     metrics_set_state(w->m, METRICS_STATE_SNAPSHOTTING);
 
-    struct initial_rows ir = {&during, &resume, &src, progress};
+    struct initial_rows ir = {&during, &resume, snap, &src, progress};
     struct worker_snapshot_rows rows = {initial_row, initial_progress, &ir, 0, false};
     ph = worker_snapshot_take(w, snap, &rows);
     done = rows.done;

@@ -13,3 +13,7 @@ mcdc_target_defaults(mcdc_keyrange_walk)
 # MongoDB's hash64 of hashed shard keys (hasher_test.cpp's values) and the
 # hashed-chunk ownership filter.
 mcdc_unit_test(test_hashkey SOURCES test_hashkey.c LIBS mcdc_snapshot)
+# The initial snapshot's resumable progress (snapshot.resumable): the offset
+# member per record, its parse, the pieces a collection resumes in, the check
+# against a new plan.
+mcdc_unit_test(test_snapshot_progress SOURCES test_snapshot_progress.c LIBS mcdc_snapshot)

@@ -141,6 +141,7 @@ static void test_defaults_1_9(void **state)
     assert_int_equal(c->filters_match_mode, MCDC_FILTER_MATCH_REGEX);
     assert_int_equal(c->snapshot_mode, MCDC_SNAPSHOT_INITIAL);
     assert_int_equal(c->snapshot_max_threads, 1);
+    assert_false(c->snapshot_resumable);
     assert_int_equal(c->incremental_snapshot_chunk_size, 1024);
     assert_string_equal(c->topic_delimiter, ".");
     assert_string_equal(c->topic_transaction, "transaction");
@@ -183,12 +184,14 @@ static void test_values_set(void **state)
     (void)state;
     struct loaded l = load(BASE "mongodb.connect.timeout.ms: 2500\ncapture.mode: OPLOG\n"
                                 "tombstones.on.delete: false\ncapture.start.op.time: 0\n"
+                                "snapshot.resumable: true\n"
                                 "log: {level: debug, format: json, file: /tmp/x.log}\n"
                                 "cursor.pipeline: '[{\"$match\": {\"x\": 1}}]'\n");
     assert_non_null(l.cfg);
     assert_int_equal(l.cfg->connect_timeout_ms, 2500);
     assert_int_equal(l.cfg->capture_mode, MCDC_CAPTURE_OPLOG); /* enum names ignore case */
     assert_false(l.cfg->tombstones_on_delete);
+    assert_true(l.cfg->snapshot_resumable);
     assert_int_equal(l.cfg->capture_start_op_time, 0);
     assert_int_equal(l.cfg->log_level, 3);
     assert_int_equal(l.cfg->log_format, 1);
