@@ -100,6 +100,17 @@ void check_exactly_once(struct checker *c)
                    "transactional.id.prefix, or no transactional.id)");
     if (cfg->exactly_once == MCDC_EXACTLY_ONCE_DISABLED)
         return;
+    /* Rows committed in one transaction must never be emitted again: an
+     * interrupted initial snapshot resumes from its committed progress. */
+    const struct cfg_entry *sr = cfg_entry_find(c->e, "snapshot.resumable", false);
+    if (sr != NULL && !sr->bad && !cfg->snapshot_resumable)
+        check_conflict(c, "snapshot.resumable", "exactly.once.support",
+                       "exactly-once delivery resumes an interrupted snapshot after its last "
+                       "committed row; redoing it would emit rows twice (expected true, or no "
+                       "snapshot.resumable)",
+                       "exactly.once.support needs the initial snapshot to resume from its "
+                       "committed progress (expected snapshot.resumable true, or unset)");
+    cfg->snapshot_resumable = true;
     if (cfg->sink_type != MCDC_SINK_KAFKA)
         check_conflict(c, "exactly.once.support", "sink.type",
                        "exactly-once delivery commits records in Kafka transactions (expected "

@@ -242,7 +242,7 @@ const struct opt mcdc_options[] = {
       "(mongocdc) An interrupted initial snapshot resumes after the last document committed: "
       "each collection or _id range is read in _id order and every snapshot record's offset "
       "carries the copy's progress (mongocdc_snapshot); false = an interrupted snapshot is "
-      "redone whole"),
+      "redone whole; always on with exactly.once.support"),
     N("snapshot.delay.ms", "0", 0, I32, F(snapshot_delay_ms), U, G_SNAP,
       "Delay before a snapshot starts, ms"),
     N("streaming.delay.ms", "0", 0, I32, F(streaming_delay_ms), U, G_SNAP,
