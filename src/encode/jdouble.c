@@ -37,7 +37,7 @@
  */
 static inline void digits24(uint64_t D, char d[48], int *first, int *end)
 {
-#ifdef JDOUBLE_DIGIT_WORDS
+#ifdef MCDC_DIGIT_WORDS
     /* zero digits are zero bytes; the first character is the low byte */
     uint64_t w0 = 0;
     if (D >= UINT64_C(10000000000000000)) {
@@ -198,29 +198,21 @@ static size_t integral_fast(uint64_t bits, char *p)
  * the loop decides).
  */
 
-/* False when the JDK runs its 32-bit loop for v, or its 64-bit loop with
- * 10S >= 2^62 (dtoa's operand sizes, for a value with fraction bits). */
-static bool jdk_loop_ok(uint64_t fract, int bin_exp, int dec_exp)
+/*
+ * False when the JDK runs its 32-bit loop for v, or its 64-bit loop with
+ * 10S >= 2^62 (dtoa's operand sizes). For a value with fraction bits and
+ * -3 <= decExp <= 7, dtoa's sizes reduce to closed forms: B has
+ * 54 + N5(max(0, -decExp)) < 64 bits (so never the 32-bit loop), and 10S has
+ * 57 - binExp + decExp bits when decExp < 0, 54 + decExp - binExp +
+ * N5(decExp + 1) otherwise (N5 = n5bits). Only 63 bits is excluded (64 or
+ * more is the wide loop). These were checked equal to dtoa's computation
+ * for every binExp, decExp and fraction length of the range.
+ */
+static inline bool jdk_loop_ok(int bin_exp, int dec_exp)
 {
-    int n_fract_bits = 53 - __builtin_ctzll(fract);
-    int n_tiny_bits = n_fract_bits - bin_exp - 1;
-    int B5 = dec_exp < 0 ? -dec_exp : 0;
-    int B2 = B5 + n_tiny_bits + bin_exp;
-    int S5 = dec_exp > 0 ? dec_exp : 0;
-    int S2 = S5 + n_tiny_bits;
-    int M2 = B2 - 53;
-    B2 -= n_fract_bits - 1;
-    int common2 = B2 < S2 ? B2 : S2;
-    B2 -= common2;
-    S2 -= common2;
-    M2 -= common2;
-    if (M2 < 0) {
-        B2 -= M2;
-        S2 -= M2;
-    }
-    int b_bits = n_fract_bits + B2 + n5bits[B5];
-    int ten_s_bits = S2 + 1 + n5bits[S5 + 1];
-    return !(b_bits < 64 && ten_s_bits < 64 && (ten_s_bits >= 63 || b_bits < 32));
+    int ten_s_bits = dec_exp < 0 ? 57 - bin_exp + dec_exp
+                                 : 54 + dec_exp - bin_exp + n5bits[dec_exp + 1];
+    return ten_s_bits != 63;
 }
 
 static size_t plain_fast(uint64_t bits, char *p)
@@ -232,7 +224,7 @@ static size_t plain_fast(uint64_t bits, char *p)
     fract |= UINT64_C(1) << 52;
     int bin_exp = (int)(bits >> 52) - 1023;
     int dec_exp = estimate_dec_exp(fract, bin_exp);
-    if (dec_exp < -3 || dec_exp > 7 || !jdk_loop_ok(fract, bin_exp, dec_exp)) {
+    if (dec_exp < -3 || dec_exp > 7 || !jdk_loop_ok(bin_exp, dec_exp)) {
         return 0;
     }
 #ifdef __SIZEOF_INT128__
