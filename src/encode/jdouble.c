@@ -41,8 +41,9 @@ static inline void digits24(uint64_t D, char d[48], int *first, int *end)
     /* zero digits are zero bytes; the first character is the low byte */
     uint64_t w0 = 0;
     if (D >= UINT64_C(10000000000000000)) {
-        w0 = eight_digit_values((uint32_t)(D / UINT64_C(10000000000000000)));
-        D %= UINT64_C(10000000000000000);
+        uint64_t q = D / UINT64_C(10000000000000000); /* 1..18 */
+        D -= q * UINT64_C(10000000000000000);
+        w0 = q < 10 ? q << 56 : eight_digit_values((uint32_t)q); /* one digit: the last byte */
     }
     uint64_t w1 = eight_digit_values((uint32_t)(D / 100000000u));
     uint64_t w2 = eight_digit_values((uint32_t)(D % 100000000u));
