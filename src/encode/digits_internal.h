@@ -60,6 +60,15 @@ static inline void eight_digits(uint32_t q, char *out)
  */
 static inline size_t digits_u64(uint64_t v, char *out)
 {
+    if (v < 100) { /* short values (counts, small ids) without the word */
+        if (v < 10) {
+            out[0] = (char)('0' + v);
+            return 1;
+        }
+        out[0] = (char)('0' + v / 10);
+        out[1] = (char)('0' + v % 10);
+        return 2;
+    }
 #ifdef MCDC_DIGIT_WORDS
     uint64_t top = v, mid = 0, low = 0;
     int groups = 0; /* full groups of eight after the leading one */

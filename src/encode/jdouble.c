@@ -94,15 +94,15 @@ static size_t plain_layout(uint64_t D, int k, char *p)
     int first, end;
     digits24(D, d, &first, &end);
     char *start = p;
-    int point = 24 - k;        /* index of the first fractional digit */
-    int frac = end - point;    /* fractional digits, may be <= 0 */
+    int point = 24 - k;     /* index of the first fractional digit */
+    int frac = end - point; /* fractional digits, may be <= 0 */
     if (point > first) {
         memcpy(p, d + first, 8);
-        p += point - first;    /* <= 7 integer digits */
+        p += point - first; /* <= 7 integer digits */
         *p++ = '.';
         if (frac > 0) {
             memcpy(p, d + point, 16);
-            p += frac;         /* <= 16 */
+            p += frac; /* <= 16 */
         } else {
             *p++ = '0';
         }
@@ -110,7 +110,7 @@ static size_t plain_layout(uint64_t D, int k, char *p)
         memcpy(p, "0.", 2);
         p += 2;
         memcpy(p, d + point, 24);
-        p += frac;             /* <= 2 + 17 */
+        p += frac; /* <= 2 + 17 */
     }
     return (size_t)(p - start);
 }
@@ -193,11 +193,21 @@ static size_t integral_fast(uint64_t bits, char *p)
  *    10^j, and it is the one multiple of 100 in range; its trailing zeros
  *    fall away in the layout. For j = 0 or 1 the two neighbours are compared
  *    as the loop does.
+ *  - Short decimals first, in double arithmetic: if the answer D has at
+ *    most 15 significant digits, half an ulp is below a ninth of D's last
+ *    unit, so D padded to 15 digits is the only 15-digit decimal within
+ *    half an ulp; N = round(v * 10^(14 - decExp)) finds it (the product's
+ *    rounding error is far below 0.5), and N / 10^(14 - decExp) == v (both
+ *    operands exact, the quotient correctly rounded) proves that N reads
+ *    back as v. Otherwise the integer computation above decides.
  *
  * Takes the bits of a positive double in range; returns the length written
  * to p (room for 31 bytes), or 0 when the value is not in this class (then
  * the loop decides).
  */
+
+static const double pow10_dbl[18] = {1e0, 1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,
+                                     1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17};
 
 /*
  * False when the JDK runs its 32-bit loop for v, or its 64-bit loop with
@@ -211,8 +221,8 @@ static size_t integral_fast(uint64_t bits, char *p)
  */
 static inline bool jdk_loop_ok(int bin_exp, int dec_exp)
 {
-    int ten_s_bits = dec_exp < 0 ? 57 - bin_exp + dec_exp
-                                 : 54 + dec_exp - bin_exp + n5bits[dec_exp + 1];
+    int ten_s_bits =
+        dec_exp < 0 ? 57 - bin_exp + dec_exp : 54 + dec_exp - bin_exp + n5bits[dec_exp + 1];
     return ten_s_bits != 63;
 }
 
@@ -227,6 +237,15 @@ static size_t plain_fast(uint64_t bits, char *p)
     int dec_exp = estimate_dec_exp(fract, bin_exp);
     if (dec_exp < -3 || dec_exp > 7 || !jdk_loop_ok(bin_exp, dec_exp)) {
         return 0;
+    }
+    double v;
+    memcpy(&v, &bits, sizeof v);
+    double scaled = v * pow10_dbl[14 - dec_exp];
+    if (scaled < 1e15) {
+        uint64_t N = (uint64_t)(scaled + 0.5); /* scaled < 2^50: the sum is exact */
+        if (N != 0 && N < UINT64_C(1000000000000000) && (double)N / pow10_dbl[14 - dec_exp] == v) {
+            return plain_layout(N, 14 - dec_exp, p);
+        }
     }
 #ifdef __SIZEOF_INT128__
     int k = 16 - dec_exp; /* 9 <= k <= 19 */
