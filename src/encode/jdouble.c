@@ -13,9 +13,13 @@
  * trailing zero, and we reproduce that, since Debezium on JDK 11/17 is what
  * consumers see.
  *
- * This file lays the digits out and holds the fast path for short
- * plain-notation values; the JDK's general digit loop is in jdouble_dtoa.c
- * (its 128-bit and arbitrary-precision variants in jdouble_wide.c).
+ * This file lays the digits out and holds the fast paths, which compute the
+ * digits the JDK's loop would print in closed form for the common values:
+ * integral doubles below 2^53, and plain-notation doubles with fraction bits
+ * (below). The JDK's general digit loop, emulated step by step, is in
+ * jdouble_dtoa.c (its 128-bit and arbitrary-precision variants in
+ * jdouble_wide.c) and decides every other value; test_jdouble compares the
+ * fast paths with it.
  */
 #include "encode/ejson.h"
 
