@@ -2,7 +2,11 @@
  * encode_bench: throughput of the extended-JSON writer, encode only, one
  * thread (issue "Event encoding", speed section).
  *
- *   encode_bench [SHARED_DIR] [--seconds S]
+ *   encode_bench [SHARED_DIR] [--seconds S] [--set NAME] [--passes N]
+ *
+ * --set runs one input set only; --passes runs exactly N passes per line
+ * instead of S seconds (for instruction counts under callgrind, where the
+ * clock is meaningless).
  *
  * Input sets, each held in memory as BSON before timing starts:
  *   datasets   every document of SHARED_DIR/datasets/<db>/<coll>.json (the
@@ -272,7 +276,7 @@ static size_t pass(const struct docset *set, enum bench_kind kind, struct ejson_
  * over all passes (thread CPU time), the best single pass (the figure least
  * disturbed by other processes on a shared machine) and the wall-clock rate.
  */
-static void run(const struct docset *set, enum bench_kind kind, double seconds)
+static void run(const struct docset *set, enum bench_kind kind, double seconds, size_t passes)
 {
     struct ejson_buf buf = {0};
     size_t out_bytes = 0, rounds = 0;
@@ -288,7 +292,7 @@ static void run(const struct docset *set, enum bench_kind kind, double seconds)
         }
         rounds++;
         t1 = now_s();
-    } while (t1 - t0 < seconds);
+    } while (passes ? rounds < passes : t1 - t0 < seconds);
     double el = t1 - t0;
     double cpu = cpu_s() - c0;
     double mb = (double)set->bytes / 1e6;
@@ -305,30 +309,39 @@ int main(int argc, char **argv)
 {
     const char *shared = getenv("MCDC_SHARED_DIR");
     double seconds = 1.0;
+    size_t passes = 0;
+    const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
             seconds = atof(argv[++i]);
+        } else if (strcmp(argv[i], "--passes") == 0 && i + 1 < argc) {
+            passes = (size_t)strtoul(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--set") == 0 && i + 1 < argc) {
+            only = argv[++i];
         } else {
             shared = argv[i];
         }
     }
     struct docset sets[4] = {
         {.name = "datasets"}, {.name = "synthetic"}, {.name = "numbers"}, {.name = "prices"}};
-    if (shared) {
-        load_datasets(&sets[0], shared);
-    } else {
-        fprintf(stderr,
-                "encode_bench: no shared folder (argv or MCDC_SHARED_DIR); datasets skipped\n");
+    if (only == NULL || strcmp(only, "datasets") == 0) {
+        if (shared) {
+            load_datasets(&sets[0], shared);
+        } else {
+            fprintf(stderr,
+                    "encode_bench: no shared folder (argv or MCDC_SHARED_DIR); datasets skipped\n");
+        }
     }
     make_synthetic(&sets[1], 20000);
     make_numbers(&sets[2], 5000, true);
     make_numbers(&sets[3], 5000, false);
     for (int s = 0; s < 4; s++) {
-        if (sets[s].count == 0) {
+        if (sets[s].count == 0 || (only && strcmp(only, sets[s].name) != 0)) {
+            set_free(&sets[s]);
             continue;
         }
         for (int k = 0; k < BENCH_KIND_COUNT; k++) {
-            run(&sets[s], (enum bench_kind)k, seconds);
+            run(&sets[s], (enum bench_kind)k, seconds, passes);
         }
         set_free(&sets[s]);
     }

@@ -24,71 +24,16 @@
 #include <string.h>
 
 #include "common/base64.h"
+#include "encode/digits_internal.h"
 #include "encode/ejson_internal.h"
-
-static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
-                                     "25262728293031323334353637383940414243444546474849"
-                                     "50515253545556575859606162636465666768697071727374"
-                                     "75767778798081828384858687888990919293949596979899";
-
-static const uint64_t pow10_u64[20] = {
-    UINT64_C(1),
-    UINT64_C(10),
-    UINT64_C(100),
-    UINT64_C(1000),
-    UINT64_C(10000),
-    UINT64_C(100000),
-    UINT64_C(1000000),
-    UINT64_C(10000000),
-    UINT64_C(100000000),
-    UINT64_C(1000000000),
-    UINT64_C(10000000000),
-    UINT64_C(100000000000),
-    UINT64_C(1000000000000),
-    UINT64_C(10000000000000),
-    UINT64_C(100000000000000),
-    UINT64_C(1000000000000000),
-    UINT64_C(10000000000000000),
-    UINT64_C(100000000000000000),
-    UINT64_C(1000000000000000000),
-    UINT64_C(10000000000000000000),
-};
-
-/* Number of decimal digits of v (1..20): log10 from the bit length. */
-static inline int decimal_len(uint64_t v)
-{
-    int t = ((64 - __builtin_clzll(v | 1)) * 1233) >> 12;
-    return v < 10 ? 1 : t + 1 - (v < pow10_u64[t]);
-}
-
-/* Decimal text of v into out (at least 20 bytes); returns the length.
- * Two digits per step, written from the right straight into out. */
-static size_t fmt_u64(uint64_t v, char *out)
-{
-    int n = decimal_len(v);
-    char *p = out + n;
-    while (v >= 100) {
-        unsigned r = (unsigned)(v % 100);
-        v /= 100;
-        p -= 2;
-        memcpy(p, digit_pairs + 2 * r, 2);
-    }
-    if (v >= 10) {
-        p -= 2;
-        memcpy(p, digit_pairs + 2 * v, 2);
-    } else {
-        *--p = (char)('0' + v);
-    }
-    return (size_t)n;
-}
 
 static size_t fmt_i64(int64_t v, char *out)
 {
     if (v < 0) {
         out[0] = '-';
-        return 1 + fmt_u64((uint64_t)0 - (uint64_t)v, out + 1);
+        return 1 + digits_u64((uint64_t)0 - (uint64_t)v, out + 1);
     }
-    return fmt_u64((uint64_t)v, out);
+    return digits_u64((uint64_t)v, out);
 }
 
 static void put_i64(struct ejson_buf *buf, int64_t v)

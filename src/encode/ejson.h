@@ -116,12 +116,6 @@ bool ejson_write_key(struct ejson_buf *buf, const bson_t *doc);
  * are JDK 17's, which are not always the shortest (JDK-4511638; jdouble.c). */
 size_t ejson_java_double(double v, char *out);
 
-/* The decimal digits JDK 17's Double.toString uses for v (finite, > 0):
- * writes up to 20 digit characters (no dot; the JDK may leave a trailing
- * zero) to digits, returns their count and sets *dexp so that
- * v ~= 0.d1d2...dn * 10^dexp. */
-int ejson_java_digits(double v, char *digits, int *dexp);
-
 /* Decimal128.toString() of the Java driver (IEEE 754-2008 string form, with
  * non-canonical coefficients printed in full as the driver does) into out (at
  * least 48 bytes, not NUL-terminated); returns the length. */

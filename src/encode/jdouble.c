@@ -13,9 +13,13 @@
  * trailing zero, and we reproduce that, since Debezium on JDK 11/17 is what
  * consumers see.
  *
- * This file lays the digits out and holds the fast path for short
- * plain-notation values; the JDK's general digit loop is in jdouble_dtoa.c
- * (its 128-bit and arbitrary-precision variants in jdouble_wide.c).
+ * This file lays the digits out and holds the fast paths, which compute the
+ * digits the JDK's loop would print in closed form for the common values:
+ * integral doubles below 2^53, and plain-notation doubles with fraction bits
+ * (below). The JDK's general digit loop, emulated step by step, is in
+ * jdouble_dtoa.c (its 128-bit and arbitrary-precision variants in
+ * jdouble_wide.c) and decides every other value; test_jdouble compares the
+ * fast paths with it.
  */
 #include "encode/ejson.h"
 
@@ -26,120 +30,227 @@
 
 #include "encode/jdouble_internal.h"
 
-/*
- * ---- Fast path: plain-notation values (1e-3 <= v < 1e7)
- *
- * Most doubles in real documents are plain-notation values, often short
- * decimals (prices, rates, readings rounded to a few places). For those the
- * digit loop above ends on the shortest decimal that reads back as the same
- * double (the nearest such one when there are several), so that decimal can
- * be found directly: for up to 15 digits with one multiplication and one
- * division, for 16-17 digits in 128-bit integers (short_plain_exact).
- *
- *  - Range 1e-3 <= v < 1e7 (plain notation): the loop's stop test applies
- *    from the first digit (no forced second digit as in E-form).
- *  - Let D be the shortest decimal that rounds to v, with n <= 15
- *    significant digits and last-digit unit u. Then half an ulp of v is
- *    below u/9, so D is the only n-digit decimal within half an ulp, and no
- *    decimal of <= 17 digits lies exactly half an ulp from v (such a point
- *    is an odd multiple of 2^(e-53), e <= 23, which needs more than 30
- *    significant digits): the loop's strict and non-strict comparisons
- *    agree. Before digit n the stop test would name a shorter decimal
- *    within half an ulp, so it fails; at digit n it holds for exactly one
- *    of "low" (D <= v: the truncated digits are D) and "high" (D > v: they
- *    are D minus one unit, rounded up without carry since D ends in a
- *    non-zero digit). Either way the loop prints D.
- *  - Excluded, left to the loop: powers of two (the JDK narrows the
- *    interval to a quarter ulp on both sides), the 32-bit loop, and the
- *    64-bit loop when 10S >= 2^62, where Java's b + m can wrap and the
- *    JDK then prints extra digits.
- *
- * D padded to 15 digits is the only 15-digit decimal within half an ulp,
- * so N = round(v * 10^k) with k = 14 - decExp finds it (the product's
- * rounding error is far below 0.5), and N / 10^k == v in double arithmetic
- * (both operands exact, the quotient correctly rounded) proves N rounds to
- * v. Stripping N's trailing zeros gives D.
- *
- * short_plain takes the bits of a positive double; returns 1 with the
- * digits the JDK prints in *sd, or 0 when the value is not in this class
- * (then dtoa decides).
- */
-static const double pow10_dbl[18] = {1e0, 1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,
-                                     1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17};
-
-/* The fast path's digits: D = N * 10^-k with N's 24 zero-padded digits at
- * d[0..24), zeros at d[24..48) (so fixed-size copies may read past the
- * digits), d[first] the first non-zero digit, d[end - 1] the last, and the
- * decimal point after d[24 - k - 1]. */
-struct short_dec {
-    char d[48];
-    int first, end, k;
-};
-
+#define FRACT_MASK ((UINT64_C(1) << 52) - 1)
 #define ZEROS8 UINT64_C(0x3030303030303030)
 
-/* Lays D * 10^-k (D < 10^18) out in sd as described above. */
-static void short_fill(struct short_dec *sd, uint64_t D, int k)
+/*
+ * The decimal digits of D < 10^18 as characters, zero-padded to 24 at
+ * d[0..24), with '0' at d[24..48) so that fixed-size copies may read past
+ * them; *first is the index of the first non-zero digit, *end one past the
+ * last (D != 0).
+ */
+static inline void digits24(uint64_t D, char d[48], int *first, int *end)
 {
-#ifdef JDOUBLE_DIGIT_WORDS
+#ifdef MCDC_DIGIT_WORDS
     /* zero digits are zero bytes; the first character is the low byte */
     uint64_t w0 = 0;
     if (D >= UINT64_C(10000000000000000)) {
-        w0 = eight_digit_values((uint32_t)(D / UINT64_C(10000000000000000)));
-        D %= UINT64_C(10000000000000000);
+        uint64_t q = D / UINT64_C(10000000000000000); /* 1..18 */
+        D -= q * UINT64_C(10000000000000000);
+        w0 = q < 10 ? q << 56 : eight_digit_values((uint32_t)q); /* one digit: the last byte */
     }
     uint64_t w1 = eight_digit_values((uint32_t)(D / 100000000u));
     uint64_t w2 = eight_digit_values((uint32_t)(D % 100000000u));
-    /* D != 0: not all zero */
-    sd->first = w0   ? __builtin_ctzll(w0) / 8
-                : w1 ? 8 + __builtin_ctzll(w1) / 8
-                     : 16 + __builtin_ctzll(w2) / 8;
-    sd->end = w2   ? 24 - __builtin_clzll(w2) / 8
-              : w1 ? 16 - __builtin_clzll(w1) / 8
-                   : 8 - __builtin_clzll(w0) / 8;
+    *first = w0   ? __builtin_ctzll(w0) / 8
+             : w1 ? 8 + __builtin_ctzll(w1) / 8
+                  : 16 + __builtin_ctzll(w2) / 8;
+    *end = w2   ? 24 - __builtin_clzll(w2) / 8
+           : w1 ? 16 - __builtin_clzll(w1) / 8
+                : 8 - __builtin_clzll(w0) / 8;
     w0 += ZEROS8;
     w1 += ZEROS8;
     w2 += ZEROS8;
-    memcpy(sd->d, &w0, 8);
-    memcpy(sd->d + 8, &w1, 8);
-    memcpy(sd->d + 16, &w2, 8);
-    memset(sd->d + 24, '0', 24);
+    memcpy(d, &w0, 8);
+    memcpy(d + 8, &w1, 8);
+    memcpy(d + 16, &w2, 8);
+    memset(d + 24, '0', 24);
 #else
     if (D < UINT64_C(10000000000000000)) {
-        memset(sd->d, '0', 8);
+        memset(d, '0', 8);
     } else {
-        eight_digits((uint32_t)(D / UINT64_C(10000000000000000)), sd->d);
+        eight_digits((uint32_t)(D / UINT64_C(10000000000000000)), d);
         D %= UINT64_C(10000000000000000);
     }
-    eight_digits((uint32_t)(D / 100000000u), sd->d + 8);
-    eight_digits((uint32_t)(D % 100000000u), sd->d + 16);
-    memset(sd->d + 24, '0', 24);
-    int first = 0, end = 24;
-    while (sd->d[first] == '0') {
-        first++;
+    eight_digits((uint32_t)(D / 100000000u), d + 8);
+    eight_digits((uint32_t)(D % 100000000u), d + 16);
+    memset(d + 24, '0', 24);
+    int f = 0, e = 24;
+    while (d[f] == '0') {
+        f++;
     }
-    while (sd->d[end - 1] == '0') {
-        end--;
+    while (d[e - 1] == '0') {
+        e--;
     }
-    sd->first = first;
-    sd->end = end;
+    *first = f;
+    *end = e;
 #endif
-    sd->k = k;
 }
 
 /*
- * The same class with 16 or 17 digits, where half an ulp can span several
- * candidates, in exact integer arithmetic: v * 10^k = X / 2^sh with
- * X = significand * 5^k, and half an ulp is 5^k / 2 in units of 2^-sh. The
- * integers lo..hi (in units of 10^-k) are the decimals strictly within half
- * an ulp (never on its edge, as above). The shortest length is the coarsest
- * unit 10^j with a multiple in lo..hi; there the digit loop stops with
- * "low" if floor(v * 10^(k-j)) is in range and "high" if the next one is,
- * and takes the nearer of the two when both are (ties: the even one, its
- * "2B vs 10S" test), which is what is computed here.
+ * Writes D * 10^-k (0 < D < 10^18, 1e-3 <= value < 1e7, at most 17
+ * significant digits, k <= 24) in plain notation to p, which has room for
+ * 31 bytes: the integer digits (or "0"), '.', the fraction without trailing
+ * zeros (or "0"). Returns the length.
  */
-static int short_plain_exact(struct short_dec *sd, uint64_t fract, int bin_exp, int dec_exp)
+static size_t plain_layout(uint64_t D, int k, char *p)
 {
+    char d[48];
+    int first, end;
+    digits24(D, d, &first, &end);
+    char *start = p;
+    int point = 24 - k;     /* index of the first fractional digit */
+    int frac = end - point; /* fractional digits, may be <= 0 */
+    if (point > first) {
+        memcpy(p, d + first, 8);
+        p += point - first; /* <= 7 integer digits */
+        *p++ = '.';
+        if (frac > 0) {
+            memcpy(p, d + point, 16);
+            p += frac; /* <= 16 */
+        } else {
+            *p++ = '0';
+        }
+    } else {
+        memcpy(p, "0.", 2);
+        p += 2;
+        memcpy(p, d + point, 24);
+        p += frac; /* <= 2 + 17 */
+    }
+    return (size_t)(p - start);
+}
+
+/*
+ * ---- Fast path: integral values below 2^53
+ *
+ * The JDK's "easy" case (jdouble_dtoa.c, step 1) prints an integral double
+ * whose binary exponent is at most 52 as the exact decimal digits of the
+ * integer (no insignificant digits to round away: binExp <= nSigBits).
+ * Laid out as Java does: plain with ".0" below 1e7, d.ddd"E"exp above.
+ * Takes the bits of a positive double; returns the length written to p (room
+ * for 31 bytes), or 0 when v is not such an integer.
+ */
+static size_t integral_fast(uint64_t bits, char *p)
+{
+    int bin_exp = (int)(bits >> 52) - 1023;
+    if (bin_exp < 0 || bin_exp > 52) {
+        return 0;
+    }
+    uint64_t fract = (bits & FRACT_MASK) | (UINT64_C(1) << 52);
+    if (fract & ((UINT64_C(1) << (52 - bin_exp)) - 1)) {
+        return 0; /* has fraction bits */
+    }
+    uint64_t N = fract >> (52 - bin_exp);
+    if (N < 10000000u) {
+        return plain_layout(N, 0, p);
+    }
+    char d[48];
+    int first, end;
+    digits24(N, d, &first, &end); /* N < 2^53: 8 <= first digits, end <= 24 */
+    char *start = p;
+    *p++ = d[first];
+    *p++ = '.';
+    if (end - first > 1) {
+        memcpy(p, d + first + 1, 16);
+        p += end - first - 1; /* <= 15 */
+    } else {
+        *p++ = '0';
+    }
+    int e = 23 - first; /* 7..15 */
+    *p++ = 'E';
+    if (e >= 10) {
+        *p++ = '1';
+        e -= 10;
+    }
+    *p++ = (char)('0' + e);
+    return (size_t)(p - start);
+}
+
+/*
+ * ---- Fast path: plain-notation values (1e-3 <= v < 1e7) with fraction bits
+ *
+ * For these the JDK's digit loop (jdouble_dtoa.c, step 2) stops on the
+ * shortest decimal within half an ulp of v, so the digits can be computed
+ * directly, in exact integer arithmetic, in the manner of the
+ * shortest-digit algorithms (Steele & White's stopping rule evaluated in
+ * closed form, as Ryu and Schubfach do), without any table: 10^k = 5^k * 2^k
+ * and 5^k fits in 64 bits for the k needed here.
+ *
+ *  - Range and exclusions (as in the JDK's loop): the stop test applies from
+ *    the first digit (no forced second digit as in E-form). Excluded, left to
+ *    the loop: powers of two (the JDK narrows the interval to a quarter ulp
+ *    on both sides), the 32-bit loop, and the 64-bit loop when 10S >= 2^62,
+ *    where Java's b + m can wrap and the JDK then prints extra digits
+ *    (jdk_loop_ok).
+ *  - Scaling: with k = 16 - decExp, v * 10^k = X / 2^sh for X =
+ *    significand * 5^k (< 2^98) and half an ulp is 5^k / 2 in units of
+ *    2^-sh. The integers lo..hi (in units of 10^-k) are the decimals
+ *    strictly within half an ulp. None lies exactly on an edge: an edge is
+ *    an odd multiple of 2^(binExp-53), binExp <= 23, which needs more than
+ *    30 significant digits; so the loop's strict and non-strict comparisons
+ *    agree. Since v * 10^k < 10^17, the interval is narrower than
+ *    2^(binExp-52) * 10^k < 10^17 / 2^52 < 23.
+ *  - The loop stops after the digit whose unit 10^j is the coarsest with a
+ *    multiple in lo..hi, "low" when the truncation floor(v*10^k / 10^j) is in
+ *    range, "high" when the next multiple is, and prints the nearer of the
+ *    two when both are (ties: the even one, its "2B vs 10S" test). For
+ *    j >= 2 the interval (narrower than 100) holds exactly one multiple of
+ *    10^j, and it is the one multiple of 100 in range; its trailing zeros
+ *    fall away in the layout. For j = 0 or 1 the two neighbours are compared
+ *    as the loop does.
+ *  - Short decimals first, in double arithmetic: if the answer D has at
+ *    most 15 significant digits, half an ulp is below a ninth of D's last
+ *    unit, so D padded to 15 digits is the only 15-digit decimal within
+ *    half an ulp; N = round(v * 10^(14 - decExp)) finds it (the product's
+ *    rounding error is far below 0.5), and N / 10^(14 - decExp) == v (both
+ *    operands exact, the quotient correctly rounded) proves that N reads
+ *    back as v. Otherwise the integer computation above decides.
+ *
+ * Takes the bits of a positive double in range; returns the length written
+ * to p (room for 31 bytes), or 0 when the value is not in this class (then
+ * the loop decides).
+ */
+
+static const double pow10_dbl[18] = {1e0, 1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,
+                                     1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17};
+
+/*
+ * False when the JDK runs its 32-bit loop for v, or its 64-bit loop with
+ * 10S >= 2^62 (dtoa's operand sizes). For a value with fraction bits and
+ * -3 <= decExp <= 7, dtoa's sizes reduce to closed forms: B has
+ * 54 + N5(max(0, -decExp)) < 64 bits (so never the 32-bit loop), and 10S has
+ * 57 - binExp + decExp bits when decExp < 0, 54 + decExp - binExp +
+ * N5(decExp + 1) otherwise (N5 = n5bits). Only 63 bits is excluded (64 or
+ * more is the wide loop). These were checked equal to dtoa's computation
+ * for every binExp, decExp and fraction length of the range.
+ */
+static inline bool jdk_loop_ok(int bin_exp, int dec_exp)
+{
+    int ten_s_bits =
+        dec_exp < 0 ? 57 - bin_exp + dec_exp : 54 + dec_exp - bin_exp + n5bits[dec_exp + 1];
+    return ten_s_bits != 63;
+}
+
+static size_t plain_fast(uint64_t bits, char *p)
+{
+    uint64_t fract = bits & FRACT_MASK;
+    if (fract == 0) {
+        return 0; /* power of two */
+    }
+    fract |= UINT64_C(1) << 52;
+    int bin_exp = (int)(bits >> 52) - 1023;
+    int dec_exp = estimate_dec_exp(fract, bin_exp);
+    if (dec_exp < -3 || dec_exp > 7 || !jdk_loop_ok(bin_exp, dec_exp)) {
+        return 0;
+    }
+    double v;
+    memcpy(&v, &bits, sizeof v);
+    double scaled = v * pow10_dbl[14 - dec_exp];
+    if (scaled < 1e15) {
+        uint64_t N = (uint64_t)(scaled + 0.5); /* scaled < 2^50: the sum is exact */
+        if (N != 0 && N < UINT64_C(1000000000000000) && (double)N / pow10_dbl[14 - dec_exp] == v) {
+            return plain_layout(N, 14 - dec_exp, p);
+        }
+    }
 #ifdef __SIZEOF_INT128__
     int k = 16 - dec_exp; /* 9 <= k <= 19 */
     int sh = 52 - bin_exp - k;
@@ -147,106 +258,42 @@ static int short_plain_exact(struct short_dec *sd, uint64_t fract, int bin_exp, 
         return 0;
     }
     uint64_t p5 = pow5_tab[k];
-    u128 X = (u128)fract * p5; /* < 2^98 */
+    u128 X = (u128)fract * p5;
     uint64_t T = (uint64_t)(X >> sh);
     if (T >= UINT64_C(100000000000000000)) {
         return 0;
     }
-    uint64_t R = (uint64_t)X & ((UINT64_C(1) << sh) - 1);
     uint64_t lo = (uint64_t)((2 * X - p5) >> (sh + 1)) + 1;
     uint64_t hi = (uint64_t)((2 * X + p5) >> (sh + 1));
     if (hi < lo) {
         return 0;
     }
-    int j = 0;
-    while (j < 16) {
-        uint64_t nlo = (lo + 9) / 10, nhi = hi / 10;
-        if (nhi < nlo) {
-            break;
-        }
-        lo = nlo;
-        hi = nhi;
-        j++;
-    }
-    uint64_t pj = pow10_tab[j];
-    uint64_t Tj = T / pj, rem = T - Tj * pj;
-    bool low = Tj >= lo, high = Tj + 1 <= hi;
-    uint64_t D;
-    if (low && high) {
-        u128 l = ((u128)rem << (sh + 1)) + 2 * (u128)R;
-        u128 r = (u128)pj << sh;
-        D = (l > r || (l == r && (Tj & 1))) ? Tj + 1 : Tj;
-    } else if (low) {
-        D = Tj;
-    } else if (high) {
-        D = Tj + 1;
-    } else {
-        return 0;
-    }
-    short_fill(sd, D, k - j);
-    return 1;
-#else
-    (void)sd;
-    (void)fract;
-    (void)bin_exp;
-    (void)dec_exp;
-    return 0;
-#endif
-}
-
-static int short_plain(uint64_t bits, struct short_dec *sd)
-{
-    double v;
-    memcpy(&v, &bits, sizeof v);
-    if (!(v >= 1e-3 && v < 1e7)) {
-        return 0;
-    }
-    uint64_t fract = bits & ((UINT64_C(1) << 52) - 1);
-    if (fract == 0) {
-        return 0; /* power of two */
-    }
-    fract |= UINT64_C(1) << 52;
-    int bin_exp = (int)(bits >> 52) - 1023;
-    int dec_exp = estimate_dec_exp(fract, bin_exp);
-    if (dec_exp < -3 || dec_exp > 7) {
-        return 0;
-    }
-    /* Which loop the JDK runs (as in dtoa): only the 64-bit one has a
-     * wrap-around to rule out; the 32-bit one is left to dtoa. */
-    int tail_zeros = __builtin_ctzll(fract);
-    int n_fract_bits = 53 - tail_zeros;
-    int n_tiny_bits = n_fract_bits - bin_exp - 1;
-    if (n_tiny_bits > 0) {
-        int B5 = dec_exp < 0 ? -dec_exp : 0;
-        int B2 = B5 + n_tiny_bits + bin_exp;
-        int S5 = dec_exp > 0 ? dec_exp : 0;
-        int S2 = S5 + n_tiny_bits;
-        int M2 = B2 - 53;
-        B2 -= n_fract_bits - 1;
-        int common2 = B2 < S2 ? B2 : S2;
-        B2 -= common2;
-        S2 -= common2;
-        M2 -= common2;
-        if (M2 < 0) {
-            B2 -= M2;
-            S2 -= M2;
-        }
-        int b_bits = n_fract_bits + B2 + n5bits[B5];
-        int ten_s_bits = S2 + 1 + n5bits[S5 + 1];
-        if (b_bits < 64 && ten_s_bits < 64 && (ten_s_bits >= 63 || b_bits < 32)) {
+    uint64_t D = hi / 100u * 100u;
+    if (D < lo) {
+        /* no multiple of 100 in range: unit 10 if a multiple of 10 is,
+         * else 1 */
+        uint64_t pj = hi / 10u * 10u >= lo ? 10u : 1u;
+        uint64_t Tj = T / pj, rem = T - Tj * pj;
+        bool low = Tj * pj >= lo, high = (Tj + 1) * pj <= hi;
+        if (low && high) {
+            uint64_t R = (uint64_t)X & ((UINT64_C(1) << sh) - 1);
+            u128 l = ((u128)rem << (sh + 1)) + 2 * (u128)R;
+            u128 r = (u128)pj << sh;
+            D = (l > r || (l == r && (Tj & 1))) ? Tj + 1 : Tj;
+        } else if (low) {
+            D = Tj;
+        } else if (high) {
+            D = Tj + 1;
+        } else {
             return 0;
         }
+        D *= pj;
     }
-    int k = 14 - dec_exp; /* 7 <= k <= 17 */
-    double p = v * pow10_dbl[k];
-    if (p < 1e15) {
-        uint64_t N = (uint64_t)(p + 0.5); /* p < 2^50: p + 0.5 is exact */
-        if (N != 0 && N < UINT64_C(1000000000000000) && (double)N / pow10_dbl[k] == v) {
-            short_fill(sd, N, k);
-            return 1;
-        }
-    }
-    return short_plain_exact(sd, fract, bin_exp, dec_exp);
+    return plain_layout(D, k, p);
+#else
+    (void)p;
+    return 0;
+#endif
 }
 
 size_t ejson_java_double(double v, char *out)
@@ -270,30 +317,12 @@ size_t ejson_java_double(double v, char *out)
     }
     uint64_t bits;
     memcpy(&bits, &v, sizeof bits);
-    struct short_dec sd;
-    if (short_plain(bits, &sd)) {
-        /* 1e-3 <= D < 1e7, at most 17 digits (short_plain): the plain
-         * layout below, with fixed-size copies (out has 32 bytes; at most
-         * 1 + 2 + 24 are written) */
-        int point = 24 - sd.k;     /* index of the first fractional digit */
-        int frac = sd.end - point; /* fractional digits, may be <= 0 */
-        if (point > sd.first) {
-            memcpy(p, sd.d + sd.first, 8);
-            p += point - sd.first; /* <= 7 integer digits */
-            *p++ = '.';
-            if (frac > 0) {
-                memcpy(p, sd.d + point, 16);
-                p += frac; /* <= 16 */
-            } else {
-                *p++ = '0';
-            }
-        } else {
-            memcpy(p, "0.", 2);
-            p += 2;
-            memcpy(p, sd.d + point, 24);
-            p += frac; /* <= 2 + 17 */
-        }
-        return (size_t)(p - out);
+    size_t fast = integral_fast(bits, p);
+    if (fast == 0 && v >= 1e-3 && v < 1e7) {
+        fast = plain_fast(bits, p);
+    }
+    if (fast != 0) {
+        return (size_t)(p - out) + fast;
     }
     char digits[32];
     int dexp;
@@ -351,19 +380,4 @@ size_t ejson_java_double(double v, char *out)
         }
     }
     return (size_t)(p - out);
-}
-
-int ejson_java_digits(double v, char *digits, int *dexp)
-{
-    uint64_t bits;
-    memcpy(&bits, &v, sizeof bits);
-    bits &= ~(UINT64_C(1) << 63);
-    struct short_dec sd;
-    if (short_plain(bits, &sd)) {
-        int n = sd.end - sd.first; /* <= 17 */
-        memcpy(digits, sd.d + sd.first, 20);
-        *dexp = (24 - sd.k) - sd.first;
-        return n;
-    }
-    return jdouble_java_digits(bits, digits, dexp);
 }

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "encode/digits_internal.h"
+
 #define MAX_DIGITS 20
 
 struct jdigits {
@@ -109,48 +111,6 @@ static const uint64_t pow10_tab[17] = {1u,
                                        100000000000000u,
                                        1000000000000000u,
                                        10000000000000000u};
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define JDOUBLE_DIGIT_WORDS 1
-
-/* The 8 decimal digits of q < 10^8, zero-padded, as byte values 0..9 in one
- * word, the first digit in the low byte (memory order on this target).
- * Splits q into two 4-digit lanes, then each lane into 2-digit and 1-digit
- * lanes with multiply-and-shift quotients (x * 10486 >> 20 = x / 100 for
- * x < 10^4, y * 103 >> 10 = y / 10 for y < 100); no lane carries into the
- * next. Checked against division for every q < 10^8. */
-static inline uint64_t eight_digit_values(uint32_t q)
-{
-    uint32_t hi = q / 10000u;
-    uint64_t p = hi | ((uint64_t)(q - hi * 10000u) << 32);
-    uint64_t q2 = ((p * 10486u) >> 20) & UINT64_C(0x0000007F0000007F);
-    p = (p << 16) - q2 * (100u * 65536u - 1u);
-    uint64_t q3 = ((p * 103u) >> 10) & UINT64_C(0x000F000F000F000F);
-    return (p << 8) - q3 * (10u * 256u - 1u);
-}
-
-/* The 8 decimal digits of q < 10^8, zero-padded, as characters. */
-static inline void eight_digits(uint32_t q, char *out)
-{
-    uint64_t w = eight_digit_values(q) + UINT64_C(0x3030303030303030);
-    memcpy(out, &w, 8);
-}
-#else
-static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
-                                     "25262728293031323334353637383940414243444546474849"
-                                     "50515253545556575859606162636465666768697071727374"
-                                     "75767778798081828384858687888990919293949596979899";
-
-/* The 8 decimal digits of q < 10^8, zero-padded, as characters. */
-static inline void eight_digits(uint32_t q, char *out)
-{
-    uint32_t hi = q / 10000u, lo = q % 10000u;
-    memcpy(out, digit_pairs + 2 * (hi / 100u), 2);
-    memcpy(out + 2, digit_pairs + 2 * (hi % 100u), 2);
-    memcpy(out + 4, digit_pairs + 2 * (lo / 100u), 2);
-    memcpy(out + 6, digit_pairs + 2 * (lo % 100u), 2);
-}
-#endif
 
 #ifdef __SIZEOF_INT128__
 __extension__ typedef unsigned __int128 u128;

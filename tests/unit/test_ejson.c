@@ -394,6 +394,15 @@ static void test_doubles(void **state)
     check_double(1.3191472680134929e-228, "1.3191472680134929E-228");
     check_double(6.32e-322, "6.32E-322");
     check_double(-1.5, "-1.5");
+    /* integral values below 2^53 (exact digits), powers of two included */
+    check_double(1.0, "1.0");
+    check_double(1024.0, "1024.0");
+    check_double(123456789.0, "1.23456789E8");
+    check_double(1e15, "1.0E15");
+    check_double(9007199254740991.0, "9.007199254740991E15");
+    check_double(9007199254740992.0, "9.007199254740992E15");
+    check_double(2097152.25, "2097152.25");
+    check_double(0.001953125, "0.001953125");
 }
 
 /* /ejson/string/java_escaping (§2.2) */
