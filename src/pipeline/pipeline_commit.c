@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "kafka/kafka_conf.h"
 #include "metrics/metrics.h"
 
 #include <librdkafka/rdkafka.h>
@@ -255,12 +256,37 @@ static bool fenced(const struct mcdc_error *e)
 }
 
 /* A transaction error that ends the task: fenced (another instance took the
- * transactional id over) or fatal. */
+ * transactional id over) or fatal. One exception: a producer whose
+ * transaction stayed open longer than its transaction.timeout.ms (the
+ * process or machine was paused) finds its epoch bumped by the coordinator,
+ * which aborted the transaction; librdkafka reports that as fenced too. The
+ * task then restarts from the committed offsets with a new producer instead
+ * of stopping: if another instance did start meanwhile, the new producer
+ * fences it in turn, and either way one instance goes on and every
+ * transaction stays all-or-nothing. */
 static enum pipeline_status txn_fatal(struct pipeline *p, enum sink_txn_status st,
                                       const struct mcdc_error *e, struct mcdc_error *err)
 {
+    bool was_open = p->txn_open;
+    int64_t age = mcdc_clock_mono_ms() - p->txn_begun_ms;
+    int64_t timeout = mcdc_kafka_txn_timeout_ms(p->o.cfg);
+
     *err = *e;
     p->txn_open = false; /* a fenced or fatal producer cannot abort */
+    if ((st == SINK_TXN_FENCED || fenced(e)) && was_open && age >= timeout) {
+        LOG_WARN("exactly-once: the transaction of %s stayed open %lld ms, longer than "
+                 "kafka.transaction.timeout.ms (%lld ms: the process or the machine was "
+                 "paused?), and the broker aborted it: none of its records is visible to "
+                 "read_committed consumers; restarting from the committed offsets with a new "
+                 "producer",
+                 p->name, (long long)age, (long long)timeout);
+        metrics_add(p->m, METRICS_TXN_ABORTED, 1);
+        if (!p->delivery_failed) {
+            p->delivery_failed = true;
+            p->delivery_err = *e;
+        }
+        return pipeline_delivery_failure(p, err);
+    }
     if (st == SINK_TXN_FENCED || fenced(e))
         mcdc_error_prefix(err,
                           "another instance holds this task: transactional id %s was fenced by "

@@ -51,12 +51,14 @@ static enum sink_txn_status classify(struct kafka_sink *ks, rd_kafka_error_t *e,
         if (cause != RD_KAFKA_RESP_ERR_NO_ERROR && cause != code)
             mcdc_error_set(err, MCDC_ERR_KAFKA, cause, "kafka transaction: %s: %s: %s", what,
                            rd_kafka_err2name(cause), why);
+    } else if (rd_kafka_error_txn_requires_abort(e)) {
+        /* librdkafka's word first: an epoch bumped by the coordinator (a
+         * transaction it timed out, KIP-360) is abortable, not a fencing */
+        st = SINK_TXN_ABORT;
     } else if (fenced_code(code)) {
         st = SINK_TXN_FENCED;
     } else if (unsupported_code(code)) {
         st = SINK_TXN_UNSUPPORTED;
-    } else if (rd_kafka_error_txn_requires_abort(e)) {
-        st = SINK_TXN_ABORT;
     } else if (rd_kafka_error_is_retriable(e) || code == RD_KAFKA_RESP_ERR__TIMED_OUT) {
         st = SINK_TXN_RETRY;
         err->retriable = true;

@@ -532,3 +532,45 @@ def test_exactly_once_dead_letter_copy_in_the_transaction(tmp_workdir, broker, u
     assert "was aborted" not in log, log[-2000:]
     assert d.stop(timeout_s=60) == 0
     c.close()
+
+
+def test_exactly_once_transaction_timed_out_by_the_broker(tmp_workdir, broker, start_mongocdc):
+    """The daemon frozen (SIGSTOP) with a transaction open for longer than
+    its transaction.timeout.ms: the coordinator aborts the transaction and
+    bumps the producer's epoch. Resumed, the daemon must not take that for
+    another instance: it aborts, rewinds and goes on, each change once."""
+    prefix = "eost%d" % time.time_ns()
+    sim = Sim(tmp_workdir, ())
+    try:
+        client = sim.client()
+        writer = Writer(client, pause=(0.01, 0.03))
+        cfg = write_config(tmp_workdir, sim.uri,
+                           kafka={"bootstrap.servers": broker.bootstrap,
+                                  "transaction.timeout.ms": "3000"},
+                           raw={"topic.prefix": prefix, "offsets.storage": "kafka",
+                                "offsets.topic": prefix + "-offsets",
+                                "exactly.once.support": "required",
+                                "transaction.boundary": "interval",
+                                "transaction.boundary.interval.ms": 2000})
+        d = start_mongocdc("-c", cfg)
+        wait_log(tmp_workdir, "streaming changes from", daemon=d)
+        writer.start()
+        time.sleep(1.0)
+        d.proc.send_signal(signal.SIGSTOP)
+        time.sleep(float(os.environ.get("MCDC_EOS_FREEZE_S", "16")))
+        d.proc.send_signal(signal.SIGCONT)
+        time.sleep(4)
+        writer.stop_flag.set()
+        writer.join(timeout=10)
+        topic = "%s.eos.docs" % prefix
+
+        def complete():
+            recs = read_topics(broker.bootstrap, [topic], idle_s=3, timeout_s=60)
+            return recs if all(h in change_counts(recs, topic) for h in writer.history) else None
+        recs = wait_until(complete, 90, "every change committed after the freeze", interval_s=2)
+        assert d.running(), log_text(tmp_workdir)[-3000:]
+        assert d.stop(timeout_s=60) == 0
+        assert_exactly_once(recs, topic, writer, "read_committed after a timed-out transaction")
+        client.close()
+    finally:
+        sim.stop()
