@@ -332,7 +332,7 @@ def test_exactly_once_sharded_with_chunk_moves(tmp_workdir, broker, start_mongoc
     read_committed sees every update once and in order per document, and
     every document once in the snapshot."""
     from conftest import start_sharded_sim
-    from test_sharded import SHARDED, populate
+    from test_sharded import SHARDED, populate, update_and_move_chunks
     prefix = "eoss%d" % time.time_ns()
     sim = start_sharded_sim()
     daemons = []
@@ -344,28 +344,10 @@ def test_exactly_once_sharded_with_chunk_moves(tmp_workdir, broker, start_mongoc
                                 "exactly.once.support": "required", "max.batch.size": 50,
                                 "mongodb.connection.mode": connection})
         tasks = 2 if connection == "replica_set" else 1
-        rnd = random.Random(8)
         written = []
         stop = threading.Event()
-
-        def writer():
-            w = sim.client()
-            n = 0
-            while not stop.is_set():
-                i = rnd.randrange(SHARDED)
-                n += 1
-                w.shop.orders.update_one({"_id": i}, {"$set": {"v": n}})
-                written.append(n)
-                if n % 40 == 0:
-                    try:
-                        w.admin.command("moveChunk", "shop.orders",
-                                        find={"_id": rnd.randrange(SHARDED)},
-                                        to="shard01" if n % 80 == 0 else "shard02")
-                    except Exception:
-                        pass  # the chunk is already there
-                time.sleep(0.01)
-            w.close()
-        t = threading.Thread(target=writer, daemon=True)
+        t = threading.Thread(target=update_and_move_chunks, args=(sim, written, stop),
+                             daemon=True)
         for k in range(int(os.environ.get("MCDC_EOS_SHARD_RUNS", "4"))):
             d = start_mongocdc("-c", cfg)
             daemons.append(d)

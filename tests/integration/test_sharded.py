@@ -37,6 +37,28 @@ def populate(sim):
     return c
 
 
+def update_and_move_chunks(sim, written, stop, seed=8):
+    """Until stop is set: $set v = n (1, 2, ...) on a random shop.orders
+    document, n appended to written; every 40th update also moves a random
+    document's chunk, to shard01 or shard02 in turn."""
+    import random
+    rnd = random.Random(seed)
+    w = sim.client()
+    n = 0
+    while not stop.is_set():
+        n += 1
+        w.shop.orders.update_one({"_id": rnd.randrange(SHARDED)}, {"$set": {"v": n}})
+        written.append(n)
+        if n % 40 == 0:
+            try:
+                w.admin.command("moveChunk", "shop.orders", find={"_id": rnd.randrange(SHARDED)},
+                                to="shard01" if n % 80 == 0 else "shard02")
+            except Exception:
+                pass  # the chunk is already there
+        time.sleep(0.01)
+    w.close()
+
+
 def ids_of(recs, ops):
     return [json.loads(key_id_text(r)) for r in recs if r.op in ops]
 
@@ -386,33 +408,14 @@ def test_sigkill_loop_with_chunk_moves_loses_nothing(tmp_workdir, start_mongocdc
     snapshot completes), the others while documents are written and chunks
     move between the shards: every change reaches the sink at least once and
     every document is in a snapshot."""
-    import random
     import threading
     sim = start_sharded_sim()
     try:
         c = populate(sim)
-        rnd = random.Random(8)
         written = []
         stop = threading.Event()
-
-        def writer():
-            w = sim.client()
-            n = 0
-            while not stop.is_set():
-                i = rnd.randrange(SHARDED)
-                n += 1
-                w.shop.orders.update_one({"_id": i}, {"$set": {"v": n}})
-                written.append(n)
-                if n % 40 == 0:
-                    to = "shard01" if n % 80 == 0 else "shard02"
-                    try:
-                        w.admin.command("moveChunk", "shop.orders", find={"_id": rnd.randrange(SHARDED)},
-                                        to=to)
-                    except Exception:
-                        pass  # the chunk is already there
-                time.sleep(0.01)
-            w.close()
-        t = threading.Thread(target=writer, daemon=True)
+        t = threading.Thread(target=update_and_move_chunks, args=(sim, written, stop),
+                             daemon=True)
         runs = []
         for k in range(4):
             sink = tmp_workdir / ("run%d.jsonl" % k)

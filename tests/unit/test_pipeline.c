@@ -24,6 +24,7 @@
 
 #include "common/xalloc.h"
 #include "pipeline/pipeline.h"
+#include "pipeline_support.h"
 #include "pipeline/pipeline_internal.h"
 
 #define RS "rs0"
@@ -87,18 +88,6 @@ static struct pipeline *open_pipe(struct fixture *f)
     if (!pipeline_open(p, RS, RS, NULL, &err))
         fail_msg("pipeline_open: %s", err.msg);
     return p;
-}
-
-static void make_pos(struct mcdc_position *pos, int64_t sec)
-{
-    char data[32];
-
-    position_init(pos);
-    pos->sec = sec;
-    pos->ord = 1;
-    snprintf(data, sizeof data, "82%08llX", (unsigned long long)sec);
-    BSON_APPEND_UTF8(&pos->resume_token, "_data", data);
-    pos->has_resume_token = true;
 }
 
 /* Produces one record (a value of value_len bytes) carrying position sec. */

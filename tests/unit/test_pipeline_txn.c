@@ -23,6 +23,7 @@
 
 #include "common/xalloc.h"
 #include "pipeline/pipeline.h"
+#include "pipeline_support.h"
 
 #define RS "rs0"
 #define TOPIC "shop.db.orders"
@@ -100,18 +101,6 @@ static struct pipeline *open_pipe(struct fixture *f, struct mcdc_error *err)
         return NULL;
     }
     return p;
-}
-
-static void make_pos(struct mcdc_position *pos, int64_t sec)
-{
-    char data[32];
-
-    position_init(pos);
-    pos->sec = sec;
-    pos->ord = 1;
-    snprintf(data, sizeof data, "82%08llX", (unsigned long long)sec);
-    BSON_APPEND_UTF8(&pos->resume_token, "_data", data);
-    pos->has_resume_token = true;
 }
 
 static enum pipeline_status produce_at(struct pipeline *p, int64_t sec)
