@@ -25,9 +25,15 @@
  *     per reply, so that each collection bench.c<k> holds _id 0..docs-1.
  * The stream ends after --events events (rounded up to whole batches); later
  * getMores wait their maxTimeMS and return empty batches, as an idle server does.
+ * With --rate N, each change stream cursor is paced at N events per second
+ * from its opening: every --tick-ms (default 10) the events then due are
+ * released, and a getMore waits for the next release (at most its maxTimeMS)
+ * and returns what is due, up to --batch events (end-to-end latency at a
+ * fixed rate; without it, a whole batch per getMore).
  *
  * Usage: replay_server --port P --data FILE [--data FILE...] [--events N]
- *        [--batch K] [--collections C] [--docs M] [--shards S]
+ *        [--batch K] [--collections C] [--docs M] [--shards S] [--rate N]
+ *        [--tick-ms T]
  * Prints "ready <port> [<shard port>...]" on stdout once listening.
  *
  * A benchmark tool, not a MongoDB: no writes, no auth, no TLS, no compression.
@@ -89,6 +95,56 @@ static void sleep_ms(int64_t ms)
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
     while (nanosleep(&ts, &ts) && errno == EINTR)
         ;
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * How many events the getMore of stream cursor cu returns: at memory speed,
+ * a whole template batch while events remain. With --rate, event k of the
+ * cursor (k = 1, 2, ... after the position it was opened at) is due
+ * k / rate seconds after the cursor opened, released at the next multiple
+ * of --tick-ms; the call waits until at least one event is due and returns
+ * those due (at most a batch). With nothing left, or nothing due within
+ * max_time_ms, it waits max_time_ms and returns 0 (an empty nextBatch, as
+ * an awaitData getMore of an idle server).
+ */
+static size_t stream_due(const struct cursor *cu, int64_t max_time_ms)
+{
+    uint64_t left = cu->end > cu->pos ? cu->end - cu->pos : 0;
+    int64_t deadline = now_ns() + max_time_ms * 1000000;
+    int64_t tick = G.tick_ms * 1000000;
+
+    if (left > G.stream.n)
+        left = G.stream.n;
+    if (left == 0 || G.rate <= 0) {
+        if (left == 0)
+            sleep_ms(max_time_ms);
+        return (size_t)left;
+    }
+    for (;;) {
+        int64_t t = now_ns();
+        int64_t released = (t - cu->t_open_ns) / tick * tick; /* ns since open, in whole ticks */
+        uint64_t due = cu->pos0 + (uint64_t)((double)released * G.rate / 1e9);
+        if (due > cu->pos)
+            return (size_t)(due - cu->pos < left ? due - cu->pos : left);
+        /* the next event's release: ceil((pos + 1 - pos0) / rate) in ticks */
+        int64_t at = (int64_t)((double)(cu->pos + 1 - cu->pos0) * 1e9 / G.rate);
+        at = cu->t_open_ns + (at + tick - 1) / tick * tick;
+        if (at > deadline) {
+            if (deadline > t)
+                sleep_ms((deadline - t) / 1000000);
+            return 0;
+        }
+        struct timespec ts = {(at - t) / 1000000000, (at - t) % 1000000000};
+        while (nanosleep(&ts, &ts) && errno == EINTR)
+            ;
+    }
 }
 
 static void unhandled(const char *name)
@@ -260,6 +316,8 @@ void replay_dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
                 if (!cu)
                     replay_die("too many open cursors");
                 cu->pos = token_pos(&s0);
+                cu->pos0 = cu->pos;
+                cu->t_open_ns = now_ns();
                 cu->end = G.events;
                 stream_cursor(r, cu, "firstBatch", 0);
             }
@@ -289,9 +347,7 @@ void replay_dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
             BSON_APPEND_INT32(r, "code", 43);
             BSON_APPEND_UTF8(r, "codeName", "CursorNotFound");
         } else if (cu->kind == CUR_STREAM) {
-            size_t n = cu->pos < cu->end ? G.stream.n : 0;
-            if (n == 0)
-                sleep_ms(iter_int(cmd, "maxTimeMS", 1000));
+            size_t n = stream_due(cu, iter_int(cmd, "maxTimeMS", 1000));
             uint64_t first = cu->pos + 1;
             stream_cursor(r, cu, "nextBatch", n);
             BSON_APPEND_DOUBLE(r, "ok", 1.0);
@@ -359,12 +415,13 @@ int main(int argc, char **argv)
     G.batch = 1000;
     G.collections = 1;
     G.docs = 100000;
+    G.tick_ms = 10;
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
             replay_die("usage: replay_server --port P --data FILE... [--events N] [--batch K] "
-                "[--collections C] [--docs M] [--shards S]");
+                "[--collections C] [--docs M] [--shards S] [--rate N] [--tick-ms T]");
         if (!strcmp(a, "--port"))
             port = atoi(v);
         else if (!strcmp(a, "--data") && nfiles < 64)
@@ -377,6 +434,10 @@ int main(int argc, char **argv)
             G.collections = atoi(v);
         else if (!strcmp(a, "--docs"))
             G.docs = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--rate"))
+            G.rate = strtod(v, NULL);
+        else if (!strcmp(a, "--tick-ms"))
+            G.tick_ms = strtoll(v, NULL, 10);
         else if (!strcmp(a, "--shards"))
             G.nshards = atoi(v);
         else
@@ -384,6 +445,8 @@ int main(int argc, char **argv)
     }
     if (G.batch == 0 || G.nshards < 0 || G.nshards > MAX_SHARDS || G.collections < 0)
         replay_die("bad --batch, --collections or --shards");
+    if (G.rate < 0 || G.tick_ms <= 0)
+        replay_die("bad --rate (events per second, >= 0) or --tick-ms (> 0)");
     G.events = (G.events + G.batch - 1) / G.batch * G.batch;
     G.t0 = (uint32_t)time(NULL);
 
