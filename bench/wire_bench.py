@@ -51,7 +51,8 @@ seconds stay at the run's start.)
                         [--tasks 1,2,4] [--modes stream,snapshot]
                         [--events N] [--docs N] [--readers R] [--repeat R]
                         [--eos off,on] [--boundary poll|interval:MS[,...]]
-                        [--max-batch N] [--latency --rate N [--warmup S]]
+                        [--max-batch N] [--precreate]
+                        [--latency --rate N [--warmup S]]
 """
 import argparse
 import glob
@@ -159,21 +160,26 @@ def topics_of(prefix, data):
                    for d in data})
 
 
+def create_topics(bootstrap, topics):
+    """Creates the topics (one partition, replication 1) before the daemon
+    runs, so that the first transaction does not wait for their creation."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    for f in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
+        try:
+            f.result(30)
+        except Exception as e:  # already there is fine
+            if "TOPIC_ALREADY_EXISTS" not in str(e):
+                raise
+
+
 class Latency(object):
     """A read_committed consumer of the run's topics, created and assigned
     (from the beginning) before the daemon starts."""
 
     def __init__(self, bootstrap, topics):
         from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
-        from confluent_kafka.admin import AdminClient, NewTopic
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        fs = admin.create_topics([NewTopic(t, 1, 1) for t in topics])
-        for f in fs.values():
-            try:
-                f.result(30)
-            except Exception as e:  # already there is fine
-                if "TOPIC_ALREADY_EXISTS" not in str(e):
-                    raise
+        create_topics(bootstrap, topics)
         self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": "wire-bench-%s" % uuid.uuid4().hex,
                            "isolation.level": "read_committed", "enable.auto.commit": False,
                            "fetch.wait.max.ms": 10, "log_level": 3})
@@ -269,6 +275,8 @@ def run(a, mode, tasks, sink, bootstrap, data, eos, boundary):
                     f.write('transaction.boundary: interval\ntransaction.boundary.interval.ms: %d\n'
                             % int(boundary.split(":", 1)[1]))
         lat = Latency(bootstrap, topics_of(prefix, data)) if a.latency else None
+        if a.precreate and lat is None and sink != "file":
+            create_topics(bootstrap, topics_of(prefix, data))  # the daemon creates its offsets topic
         log = open(os.path.join(work, "daemon.log"), "wb")
         t0 = time.monotonic()
         s0 = cpu_s(srv.pid)
@@ -369,6 +377,8 @@ def main():
     ap.add_argument("--rate", type=float, default=20000, help="change events per second per task")
     ap.add_argument("--warmup", type=float, default=2.0,
                     help="latency: seconds of records left out at the start")
+    ap.add_argument("--precreate", action="store_true",
+                    help="create the run's topics before the daemon starts (--latency always does)")
     ap.add_argument("--data", action="append", help="dataset file (default: a mix of eight)")
     ap.add_argument("--datasets", default=os.environ.get("MCDC_SHARED_DIR", "") and
                     os.path.join(os.environ["MCDC_SHARED_DIR"], "datasets"),
