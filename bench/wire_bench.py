@@ -152,18 +152,27 @@ def txn_figures(text):
     return out
 
 
-def topics_of(prefix, data):
-    """The topics the daemon writes the datasets' namespaces to
-    ("<prefix>.<parent folder>.<file name without .json>", replay_data.c)."""
+def topics_of(prefix, data, mode="stream", collections=0):
+    """The topics the daemon writes to: a stream's, the datasets' namespaces
+    ("<prefix>.<parent folder>.<file name without .json>", replay_data.c);
+    a snapshot's, "<prefix>.bench.c<k>" (replay_server.c)."""
+    if mode == "snapshot":
+        return ["%s.bench.c%d" % (prefix, k) for k in range(collections)]
     return sorted({"%s.%s.%s" % (prefix, os.path.basename(os.path.dirname(d)),
                                  os.path.basename(d)[:-5] if d.endswith(".json") else os.path.basename(d))
                    for d in data})
 
 
-def create_topics(bootstrap, topics):
+def create_topics(bootstrap, topics, mock=None):
     """Creates the topics (one partition, replication 1) before the daemon
-    runs, so that the first transaction does not wait for their creation."""
+    runs, so that the first transaction does not wait for their creation.
+    The mock cluster does not serve CreateTopics: there a metadata request
+    of mock's producer creates each (auto-creation)."""
     from confluent_kafka.admin import AdminClient, NewTopic
+    if mock is not None:
+        for t in topics:
+            mock.owner.list_topics(t, timeout=10)
+        return
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
     for f in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
         try:
@@ -177,9 +186,9 @@ class Latency(object):
     """A read_committed consumer of the run's topics, created and assigned
     (from the beginning) before the daemon starts."""
 
-    def __init__(self, bootstrap, topics):
+    def __init__(self, bootstrap, topics, mock=None):
         from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
-        create_topics(bootstrap, topics)
+        create_topics(bootstrap, topics, mock)
         self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": "wire-bench-%s" % uuid.uuid4().hex,
                            "isolation.level": "read_committed", "enable.auto.commit": False,
                            "fetch.wait.max.ms": 10, "log_level": 3})
@@ -274,9 +283,9 @@ def run(a, mode, tasks, sink, bootstrap, data, eos, boundary):
                 else:
                     f.write('transaction.boundary: interval\ntransaction.boundary.interval.ms: %d\n'
                             % int(boundary.split(":", 1)[1]))
-        lat = Latency(bootstrap, topics_of(prefix, data)) if a.latency else None
+        lat = Latency(bootstrap, topics_of(prefix, data), a.mock) if a.latency else None
         if a.precreate and lat is None and sink != "file":
-            create_topics(bootstrap, topics_of(prefix, data))  # the daemon creates its offsets topic
+            create_topics(bootstrap, topics_of(prefix, data, mode, a.collections), a.mock)  # the daemon creates its offsets topic
         log = open(os.path.join(work, "daemon.log"), "wb")
         t0 = time.monotonic()
         s0 = cpu_s(srv.pid)
@@ -398,10 +407,10 @@ def main():
         ap.error("--eos on needs a Kafka sink (mock or kafka)")
     if a.latency and (a.sink == "file" or a.modes != "stream"):
         ap.error("--latency needs --modes stream and a Kafka sink (mock or kafka)")
-    bootstrap, mock = None, None
+    bootstrap, a.mock = None, None
     if a.sink == "mock":
-        mock = Mock()
-        bootstrap = mock.bootstrap
+        a.mock = Mock()
+        bootstrap = a.mock.bootstrap
     elif a.sink == "kafka":
         if not a.kafka:
             ap.error("--sink kafka needs --kafka host:port")
