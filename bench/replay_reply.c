@@ -124,18 +124,53 @@ struct cursor *cursor_find(struct server *s, int64_t id)
     return NULL;
 }
 
-/* Appends `field`: the first n elements of t; returns the offset of the
- * elements inside r's data (valid once r is complete; r is not reallocated
- * by later appends into a parent as its offsets stay). */
-static void append_batch(bson_t *cur, const char *field, const struct tmpl *t, size_t n)
+/*
+ * Copies elements k, k + 1, ... (wrapping around t) of t, n of them, as the
+ * elements "0".."n-1" of a batch into dst (NULL: only measured). With move
+ * set, move[i] is how far the bytes of the i-th copied element moved
+ * (new offset - old offset, inside the elements), which relocates the
+ * template's patch offsets. Returns the length of the elements. With k 0 and
+ * no wrap the copy is the template's first n elements as they are.
+ */
+static size_t copy_elems(const struct tmpl *t, size_t k, size_t n, uint8_t *dst, int64_t *move)
 {
-    size_t len = n ? t->end[n - 1] : 0;
+    size_t w = 0;
+
+    if (k == 0 && n <= t->n) {
+        size_t len = n ? t->end[n - 1] : 0;
+        if (dst)
+            memcpy(dst, t->elems, len);
+        if (move)
+            memset(move, 0, n * sizeof *move);
+        return len;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t j = (k + i) % t->n, s = j ? t->end[j - 1] : 0;
+        size_t oldkl = strlen((const char *)t->elems + s + 1), vlen = t->end[j] - s - 2 - oldkl;
+        char key[24];
+        size_t kl = (size_t)snprintf(key, sizeof key, "%zu", i);
+        if (dst) {
+            dst[w] = t->elems[s];
+            memcpy(dst + w + 1, key, kl + 1);
+            memcpy(dst + w + 2 + kl, t->elems + s + 2 + oldkl, vlen);
+        }
+        if (move)
+            move[i] = (int64_t)(w + 2 + kl) - (int64_t)(s + 2 + oldkl);
+        w += 2 + kl + vlen;
+    }
+    return w;
+}
+
+/* Appends `field`: n elements of t from element k on (copy_elems). */
+static void append_batch(bson_t *cur, const char *field, const struct tmpl *t, size_t k, size_t n)
+{
+    size_t len = copy_elems(t, k, n, NULL, NULL);
     uint8_t *buf = malloc(len + 5);
     int32_t total = (int32_t)(len + 5);
     bson_t arr;
 
     memcpy(buf, &total, 4);
-    memcpy(buf + 4, t->elems, len);
+    copy_elems(t, k, n, buf + 4, NULL);
     buf[4 + len] = 0;
     if (!bson_init_static(&arr, buf, len + 5))
         replay_die("bad batch template");
@@ -165,6 +200,11 @@ static void hex8(uint8_t *w, uint32_t v)
     }
 }
 
+size_t stream_tmpl_first(const struct cursor *cu)
+{
+    return G.rate > 0 ? (size_t)((cu->pos - cu->pos0) % G.stream.n) : 0;
+}
+
 /* cursor document of a change stream: events (pos, pos + n] */
 void stream_cursor(bson_t *r, struct cursor *cu, const char *field, size_t n)
 {
@@ -172,7 +212,7 @@ void stream_cursor(bson_t *r, struct cursor *cu, const char *field, size_t n)
     char t[160];
 
     bson_append_document_begin(r, "cursor", 6, &cur);
-    append_batch(&cur, field, &G.stream, n);
+    append_batch(&cur, field, &G.stream, stream_tmpl_first(cu), n);
     token_hex(t, sizeof t, cu->pos + n);
     bson_append_document_begin(&cur, "postBatchResumeToken", 20, &tok);
     BSON_APPEND_UTF8(&tok, "_data", t);
@@ -182,21 +222,27 @@ void stream_cursor(bson_t *r, struct cursor *cu, const char *field, size_t n)
     bson_append_document_end(r, &cur);
 }
 
-void stream_patch(bson_t *r, const char *field, uint64_t first, size_t n)
+void stream_patch(bson_t *r, const char *field, size_t k, uint64_t first, size_t n)
 {
     uint8_t *base = batch_at(r, field);
-    for (size_t j = 0; j < n; j++) {
-        uint32_t inc = (uint32_t)(first + j);
-        hex8(base + G.stream.patch[j], inc);
-        memcpy(base + G.stream.patch2[j], &inc, 4); /* Timestamp: increment, then seconds */
+    int64_t *move = malloc((n ? n : 1) * sizeof *move);
+
+    copy_elems(&G.stream, k, n, NULL, move);
+    for (size_t i = 0; i < n; i++) {
+        size_t j = (k + i) % G.stream.n;
+        uint32_t inc = (uint32_t)(first + i);
+        hex8(base + (int64_t)G.stream.patch[j] + move[i], inc);
+        /* Timestamp: increment, then seconds */
+        memcpy(base + (int64_t)G.stream.patch2[j] + move[i], &inc, 4);
     }
+    free(move);
 }
 
 void snap_cursor(bson_t *r, struct cursor *cu, const char *field, size_t n)
 {
     bson_t cur;
     bson_append_document_begin(r, "cursor", 6, &cur);
-    append_batch(&cur, field, &G.snap, n);
+    append_batch(&cur, field, &G.snap, 0, n);
     BSON_APPEND_INT64(&cur, "id", cu->pos + n < cu->end ? cu->id : 0);
     BSON_APPEND_UTF8(&cur, "ns", cu->ns);
     bson_append_document_end(r, &cur);

@@ -349,6 +349,7 @@ void replay_dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
         } else if (cu->kind == CUR_STREAM) {
             size_t n = stream_due(cu, iter_int(cmd, "maxTimeMS", 1000));
             uint64_t first = cu->pos + 1;
+            size_t k = stream_tmpl_first(cu);
             stream_cursor(r, cu, "nextBatch", n);
             BSON_APPEND_DOUBLE(r, "ok", 1.0);
             cu->pos += n;
@@ -357,7 +358,7 @@ void replay_dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
                 s->served = cu->pos;
             pthread_mutex_unlock(&s->mu);
             append_cluster_time(r, s);
-            stream_patch(r, "nextBatch", first, n);
+            stream_patch(r, "nextBatch", k, first, n);
             return;
         } else {
             int64_t bs = iter_int(cmd, "batchSize", 0);

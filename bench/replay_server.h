@@ -115,14 +115,22 @@ struct cursor *cursor_new(struct server *s, enum cursor_kind kind);
 /* The open cursor of s with that id, or NULL. The caller holds s->mu. */
 struct cursor *cursor_find(struct server *s, int64_t id);
 
+/* The template element the next reply of stream cursor cu starts at: 0 at
+ * memory speed (every reply is a whole template); with --rate, where the
+ * previous reply stopped, so that partial replies keep the template's mix
+ * of operations and documents. */
+size_t stream_tmpl_first(const struct cursor *cu);
+
 /* Appends the cursor document of a change stream to r: events
- * (cu->pos, cu->pos + n] of the template as cursor.<field>, the
- * postBatchResumeToken of event cu->pos + n, the id and ns. */
+ * (cu->pos, cu->pos + n] as cursor.<field> (n template events from
+ * stream_tmpl_first(cu) on, keyed "0".."n-1"), the postBatchResumeToken of
+ * event cu->pos + n, the id and ns. */
 void stream_cursor(bson_t *r, struct cursor *cu, const char *field, size_t n);
 
 /* Patches, in the complete reply r, the resume token and clusterTime
- * increments of the n events of cursor.<field> to first, first + 1, ... */
-void stream_patch(bson_t *r, const char *field, uint64_t first, size_t n);
+ * increments of the n events of cursor.<field> (template events from k on,
+ * as stream_cursor put them) to first, first + 1, ... */
+void stream_patch(bson_t *r, const char *field, size_t k, uint64_t first, size_t n);
 
 /* Appends the cursor document of a snapshot read to r: n documents of the
  * template as cursor.<field>; the id is 0 once the read ends with them. */
