@@ -1,6 +1,6 @@
 /*
- * replay: what the replay server's files share (bench/replay_server.c, the
- * wire protocol; bench/replay_data.c, the data). A benchmark tool.
+ * replay: what the replay server's files share (replay_server.h lists them;
+ * replay_data.c builds the data declared here). A benchmark tool.
  */
 #ifndef MCDC_BENCH_REPLAY_H
 #define MCDC_BENCH_REPLAY_H

@@ -25,320 +25,36 @@
  *     per reply, so that each collection bench.c<k> holds _id 0..docs-1.
  * The stream ends after --events events (rounded up to whole batches); later
  * getMores wait their maxTimeMS and return empty batches, as an idle server does.
+ * With --rate N, each change stream cursor is paced at N events per second
+ * from its opening: every --tick-ms (default 10) the events then due are
+ * released, and a getMore waits for the next release (at most its maxTimeMS)
+ * and returns what is due, up to --batch events (end-to-end latency at a
+ * fixed rate; without it, a whole batch per getMore).
  *
  * Usage: replay_server --port P --data FILE [--data FILE...] [--events N]
- *        [--batch K] [--collections C] [--docs M] [--shards S]
+ *        [--batch K] [--collections C] [--docs M] [--shards S] [--rate N]
+ *        [--tick-ms T]
  * Prints "ready <port> [<shard port>...]" on stdout once listening.
  *
  * A benchmark tool, not a MongoDB: no writes, no auth, no TLS, no compression.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#define _GNU_SOURCE
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <bson/bson.h>
 
-#include "replay.h"
+#include "replay_server.h"
 
-#define OP_REPLY 1
-#define OP_QUERY 2004
-#define OP_MSG 2013
-#define MAX_SHARDS 16
-#define MAX_CURSORS 256
-
-enum cursor_kind { CUR_FREE = 0, CUR_STREAM, CUR_SNAPSHOT };
-
-struct cursor {
-    enum cursor_kind kind;
-    int64_t id;
-    uint64_t pos, end; /* stream: events served / total; snapshot: next _id / end */
-    char ns[128];
-};
-
-/* one listening endpoint: a replica-set primary (a shard) or the mongos */
-struct server {
-    int fd, port;
-    int shard;  /* -1 = the mongos of a sharded cluster, else the shard index */
-    bool mongos;
-    char set_name[32];
-    pthread_mutex_t mu;
-    struct cursor cursors[MAX_CURSORS];
-    uint64_t served; /* stream: highest event number handed out */
-    int64_t next_cursor;
-};
-
-static struct {
-    struct tmpl stream, snap;
-    uint32_t t0;    /* clusterTime seconds of the whole run */
-    uint64_t events; /* per shard */
-    size_t batch;
-    int collections;
-    uint64_t docs; /* per collection (per shard) */
-    int nshards;   /* 0 = plain replica set */
-    struct server srv[MAX_SHARDS + 1];
-    int nsrv;
-    atomic_int conn_ids;
-} G;
-
-static void token_hex(char *out, size_t cap, uint64_t n)
-{
-    snprintf(out, cap, "82%08X%08X%s", G.t0, (uint32_t)n, REPLAY_TOKEN_TAIL);
-}
-
-static void append_ts(bson_t *b, const char *k, uint64_t n)
-{
-    bson_append_timestamp(b, k, -1, G.t0, (uint32_t)n);
-}
-
-/* ---------------------------------------------------------------- replies */
-
-struct conn {
-    struct server *s;
-    int fd;
-    int id;
-    uint8_t *out;
-    size_t out_cap;
-    int32_t req_seq;
-};
-
-static void append_cluster_time(bson_t *r, struct server *s)
-{
-    bson_t ct, sig;
-    uint8_t zero[20] = {0};
-    uint64_t n;
-
-    pthread_mutex_lock(&s->mu);
-    n = s->served;
-    pthread_mutex_unlock(&s->mu);
-    bson_append_document_begin(r, "$clusterTime", 12, &ct);
-    append_ts(&ct, "clusterTime", n);
-    bson_append_document_begin(&ct, "signature", 9, &sig);
-    bson_append_binary(&sig, "hash", 4, BSON_SUBTYPE_BINARY, zero, 20);
-    BSON_APPEND_INT64(&sig, "keyId", 0);
-    bson_append_document_end(&ct, &sig);
-    bson_append_document_end(r, &ct);
-    append_ts(r, "operationTime", n);
-}
-
-static bool send_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return false;
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
-static bool send_reply(struct conn *c, int32_t resp_to, int opcode, const bson_t *body)
-{
-    size_t pre = opcode == OP_MSG ? 5 : 20;
-    size_t total = 16 + pre + body->len;
-    if (total > c->out_cap) {
-        c->out_cap = total * 2;
-        c->out = realloc(c->out, c->out_cap);
-    }
-    uint8_t *w = c->out;
-    int32_t hdr[4] = {(int32_t)total, (c->s->port << 16) ^ ++c->req_seq, resp_to, opcode};
-    memcpy(w, hdr, 16);
-    w += 16;
-    if (opcode == OP_MSG) {
-        memset(w, 0, 5); /* flags 0, kind 0 */
-    } else {
-        int32_t f = 8, start = 0, nret = 1;
-        int64_t cid = 0;
-        memcpy(w, &f, 4);
-        memcpy(w + 4, &cid, 8);
-        memcpy(w + 12, &start, 4);
-        memcpy(w + 16, &nret, 4);
-    }
-    memcpy(w + pre, bson_get_data(body), body->len);
-    return send_all(c->fd, c->out, total);
-}
-
-static void hello_reply(struct conn *c, const bson_t *cmd, bson_t *r, bool legacy)
-{
-    struct server *s = c->s;
-    bson_t sub, sub2, arr;
-    bson_oid_t pid, eid;
-    char host[64];
-    uint64_t n;
-    bson_iter_t it;
-
-    bson_oid_init_from_string(&pid, "6b12be2ff4c7158c52ab1434");
-    bson_oid_init_from_string(&eid, "7fffffff0000000000000001");
-    snprintf(host, sizeof host, "127.0.0.1:%d", s->port);
-    if (bson_iter_init_find(&it, cmd, "helloOk"))
-        BSON_APPEND_BOOL(r, "helloOk", true);
-    bson_append_document_begin(r, "topologyVersion", 15, &sub);
-    BSON_APPEND_OID(&sub, "processId", &pid);
-    BSON_APPEND_INT64(&sub, "counter", 0);
-    bson_append_document_end(r, &sub);
-    BSON_APPEND_BOOL(r, legacy ? "ismaster" : "isWritablePrimary", true);
-    if (s->mongos) {
-        BSON_APPEND_UTF8(r, "msg", "isdbgrid");
-    } else {
-        bson_append_array_begin(r, "hosts", 5, &arr);
-        BSON_APPEND_UTF8(&arr, "0", host);
-        bson_append_array_end(r, &arr);
-        BSON_APPEND_UTF8(r, "setName", s->set_name);
-        BSON_APPEND_INT32(r, "setVersion", 1);
-        BSON_APPEND_BOOL(r, "secondary", false);
-        BSON_APPEND_UTF8(r, "primary", host);
-        BSON_APPEND_UTF8(r, "me", host);
-        BSON_APPEND_OID(r, "electionId", &eid);
-        pthread_mutex_lock(&s->mu);
-        n = s->served;
-        pthread_mutex_unlock(&s->mu);
-        bson_append_document_begin(r, "lastWrite", 9, &sub);
-        bson_append_document_begin(&sub, "opTime", 6, &sub2);
-        append_ts(&sub2, "ts", n);
-        BSON_APPEND_INT64(&sub2, "t", 1);
-        bson_append_document_end(&sub, &sub2);
-        BSON_APPEND_DATE_TIME(&sub, "lastWriteDate", (int64_t)G.t0 * 1000);
-        bson_append_document_begin(&sub, "majorityOpTime", 14, &sub2);
-        append_ts(&sub2, "ts", n);
-        BSON_APPEND_INT64(&sub2, "t", 1);
-        bson_append_document_end(&sub, &sub2);
-        BSON_APPEND_DATE_TIME(&sub, "majorityWriteDate", (int64_t)G.t0 * 1000);
-        bson_append_document_end(r, &sub);
-    }
-    BSON_APPEND_INT32(r, "maxBsonObjectSize", 16777216);
-    BSON_APPEND_INT32(r, "maxMessageSizeBytes", 48000000);
-    BSON_APPEND_INT32(r, "maxWriteBatchSize", 100000);
-    BSON_APPEND_DATE_TIME(r, "localTime", (int64_t)time(NULL) * 1000);
-    BSON_APPEND_INT32(r, "logicalSessionTimeoutMinutes", 30);
-    BSON_APPEND_INT32(r, "connectionId", c->id);
-    BSON_APPEND_INT32(r, "minWireVersion", 0);
-    BSON_APPEND_INT32(r, "maxWireVersion", 17);
-    BSON_APPEND_BOOL(r, "readOnly", false);
-    BSON_APPEND_DOUBLE(r, "ok", 1.0);
-}
-
-static struct cursor *cursor_new(struct server *s, enum cursor_kind kind)
-{
-    for (int i = 0; i < MAX_CURSORS; i++) {
-        if (s->cursors[i].kind == CUR_FREE) {
-            struct cursor *cu = &s->cursors[i];
-            memset(cu, 0, sizeof *cu);
-            cu->kind = kind;
-            cu->id = s->next_cursor++;
-            return cu;
-        }
-    }
-    return NULL;
-}
-
-static struct cursor *cursor_find(struct server *s, int64_t id)
-{
-    for (int i = 0; i < MAX_CURSORS; i++)
-        if (s->cursors[i].kind != CUR_FREE && s->cursors[i].id == id)
-            return &s->cursors[i];
-    return NULL;
-}
-
-/* Appends `field`: the first n elements of t; returns the offset of the
- * elements inside r's data (valid once r is complete; r is not reallocated
- * by later appends into a parent as its offsets stay). */
-static void append_batch(bson_t *cur, const char *field, const struct tmpl *t, size_t n)
-{
-    size_t len = n ? t->end[n - 1] : 0;
-    uint8_t *buf = malloc(len + 5);
-    int32_t total = (int32_t)(len + 5);
-    bson_t arr;
-
-    memcpy(buf, &total, 4);
-    memcpy(buf + 4, t->elems, len);
-    buf[4 + len] = 0;
-    if (!bson_init_static(&arr, buf, len + 5))
-        replay_die("bad batch template");
-    bson_append_array(cur, field, -1, &arr);
-    free(buf);
-}
-
-/* offset of the elements of cursor.<field> inside r */
-static uint8_t *batch_at(bson_t *r, const char *field)
-{
-    bson_iter_t it, sub;
-    uint32_t len;
-    const uint8_t *data;
-    if (!bson_iter_init_find(&it, r, "cursor") || !bson_iter_recurse(&it, &sub) ||
-        !bson_iter_find(&sub, field))
-        replay_die("batch not found in reply");
-    bson_iter_array(&sub, &len, &data);
-    return (uint8_t *)data + 4;
-}
-
-static void hex8(uint8_t *w, uint32_t v)
-{
-    static const char H[] = "0123456789ABCDEF";
-    for (int k = 7; k >= 0; k--) {
-        w[k] = (uint8_t)H[v & 15];
-        v >>= 4;
-    }
-}
-
-/* cursor document of a change stream: events (pos, pos + n] */
-static void stream_cursor(bson_t *r, struct cursor *cu, const char *field, size_t n)
-{
-    bson_t cur, tok;
-    char t[160];
-
-    bson_append_document_begin(r, "cursor", 6, &cur);
-    append_batch(&cur, field, &G.stream, n);
-    token_hex(t, sizeof t, cu->pos + n);
-    bson_append_document_begin(&cur, "postBatchResumeToken", 20, &tok);
-    BSON_APPEND_UTF8(&tok, "_data", t);
-    bson_append_document_end(&cur, &tok);
-    BSON_APPEND_INT64(&cur, "id", cu->id);
-    BSON_APPEND_UTF8(&cur, "ns", "admin.$cmd.aggregate");
-    bson_append_document_end(r, &cur);
-}
-
-static void stream_patch(bson_t *r, const char *field, uint64_t first, size_t n)
-{
-    uint8_t *base = batch_at(r, field);
-    for (size_t j = 0; j < n; j++) {
-        uint32_t inc = (uint32_t)(first + j);
-        hex8(base + G.stream.patch[j], inc);
-        memcpy(base + G.stream.patch2[j], &inc, 4); /* Timestamp: increment, then seconds */
-    }
-}
-
-static void snap_cursor(bson_t *r, struct cursor *cu, const char *field, size_t n)
-{
-    bson_t cur;
-    bson_append_document_begin(r, "cursor", 6, &cur);
-    append_batch(&cur, field, &G.snap, n);
-    BSON_APPEND_INT64(&cur, "id", cu->pos + n < cu->end ? cu->id : 0);
-    BSON_APPEND_UTF8(&cur, "ns", cu->ns);
-    bson_append_document_end(r, &cur);
-}
-
-static void snap_patch(bson_t *r, const char *field, uint64_t first, size_t n)
-{
-    uint8_t *base = batch_at(r, field);
-    for (size_t j = 0; j < n; j++) {
-        int64_t id = (int64_t)(first + j);
-        memcpy(base + G.snap.patch[j], &id, 8);
-    }
-}
+struct replay_state G;
 
 static int64_t iter_int(const bson_t *b, const char *k, int64_t dflt)
 {
@@ -381,6 +97,56 @@ static void sleep_ms(int64_t ms)
         ;
 }
 
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * How many events the getMore of stream cursor cu returns: at memory speed,
+ * a whole template batch while events remain. With --rate, event k of the
+ * cursor (k = 1, 2, ... after the position it was opened at) is due
+ * k / rate seconds after the cursor opened, released at the next multiple
+ * of --tick-ms; the call waits until at least one event is due and returns
+ * those due (at most a batch). With nothing left, or nothing due within
+ * max_time_ms, it waits max_time_ms and returns 0 (an empty nextBatch, as
+ * an awaitData getMore of an idle server).
+ */
+static size_t stream_due(const struct cursor *cu, int64_t max_time_ms)
+{
+    uint64_t left = cu->end > cu->pos ? cu->end - cu->pos : 0;
+    int64_t deadline = now_ns() + max_time_ms * 1000000;
+    int64_t tick = G.tick_ms * 1000000;
+
+    if (left > G.stream.n)
+        left = G.stream.n;
+    if (left == 0 || G.rate <= 0) {
+        if (left == 0)
+            sleep_ms(max_time_ms);
+        return (size_t)left;
+    }
+    for (;;) {
+        int64_t t = now_ns();
+        int64_t released = (t - cu->t_open_ns) / tick * tick; /* ns since open, in whole ticks */
+        uint64_t due = cu->pos0 + (uint64_t)((double)released * G.rate / 1e9);
+        if (due > cu->pos)
+            return (size_t)(due - cu->pos < left ? due - cu->pos : left);
+        /* the next event's release: ceil((pos + 1 - pos0) / rate) in ticks */
+        int64_t at = (int64_t)((double)(cu->pos + 1 - cu->pos0) * 1e9 / G.rate);
+        at = cu->t_open_ns + (at + tick - 1) / tick * tick;
+        if (at > deadline) {
+            if (deadline > t)
+                sleep_ms((deadline - t) / 1000000);
+            return 0;
+        }
+        struct timespec ts = {(at - t) / 1000000000, (at - t) % 1000000000};
+        while (nanosleep(&ts, &ts) && errno == EINTR)
+            ;
+    }
+}
+
 static void unhandled(const char *name)
 {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -398,7 +164,7 @@ out:
 }
 
 /* Answers one command into r. */
-static void dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
+void replay_dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
 {
     struct server *s = c->s;
     bson_iter_t it;
@@ -550,6 +316,8 @@ static void dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
                 if (!cu)
                     replay_die("too many open cursors");
                 cu->pos = token_pos(&s0);
+                cu->pos0 = cu->pos;
+                cu->t_open_ns = now_ns();
                 cu->end = G.events;
                 stream_cursor(r, cu, "firstBatch", 0);
             }
@@ -579,10 +347,9 @@ static void dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
             BSON_APPEND_INT32(r, "code", 43);
             BSON_APPEND_UTF8(r, "codeName", "CursorNotFound");
         } else if (cu->kind == CUR_STREAM) {
-            size_t n = cu->pos < cu->end ? G.stream.n : 0;
-            if (n == 0)
-                sleep_ms(iter_int(cmd, "maxTimeMS", 1000));
+            size_t n = stream_due(cu, iter_int(cmd, "maxTimeMS", 1000));
             uint64_t first = cu->pos + 1;
+            size_t k = stream_tmpl_first(cu);
             stream_cursor(r, cu, "nextBatch", n);
             BSON_APPEND_DOUBLE(r, "ok", 1.0);
             cu->pos += n;
@@ -591,7 +358,7 @@ static void dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
                 s->served = cu->pos;
             pthread_mutex_unlock(&s->mu);
             append_cluster_time(r, s);
-            stream_patch(r, "nextBatch", first, n);
+            stream_patch(r, "nextBatch", k, first, n);
             return;
         } else {
             int64_t bs = iter_int(cmd, "batchSize", 0);
@@ -640,136 +407,6 @@ static void dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
     append_cluster_time(r, s);
 }
 
-/* ---------------------------------------------------------------- connections */
-
-static bool recv_all(int fd, uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t got = recv(fd, p, n, 0);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return false;
-        p += got;
-        n -= (size_t)got;
-    }
-    return true;
-}
-
-static void *serve(void *arg)
-{
-    struct conn *c = arg;
-    uint8_t *in = NULL;
-    size_t in_cap = 0;
-
-    for (;;) {
-        int32_t hdr[4];
-        if (!recv_all(c->fd, (uint8_t *)hdr, 16))
-            break;
-        if (hdr[0] < 16 || hdr[0] > 48000000)
-            break;
-        size_t len = (size_t)hdr[0] - 16;
-        if (len > in_cap) {
-            in_cap = len * 2;
-            in = realloc(in, in_cap);
-        }
-        if (!recv_all(c->fd, in, len))
-            break;
-        bson_t cmd, r = BSON_INITIALIZER;
-        bool more_to_come = false;
-        int opcode;
-        int32_t size;
-        if (hdr[3] == OP_MSG) {
-            uint32_t flags;
-            memcpy(&flags, in, 4);
-            more_to_come = flags & 2;
-            if (len < 10 || in[4] != 0)
-                break; /* mongocdc and libmongoc send the body first, no sequences here */
-            memcpy(&size, in + 5, 4);
-            if (size < 5 || (size_t)size > len - 5 || !bson_init_static(&cmd, in + 5, (size_t)size))
-                break;
-            opcode = OP_MSG;
-        } else if (hdr[3] == OP_QUERY) {
-            /* flags, ns cstring, skip, nreturn, query */
-            size_t i = 4;
-            while (i < len && in[i])
-                i++;
-            i += 1 + 8;
-            if (i + 4 > len)
-                break;
-            memcpy(&size, in + i, 4);
-            if (size < 5 || (size_t)size > len - i || !bson_init_static(&cmd, in + i, (size_t)size))
-                break;
-            bson_iter_t q;
-            if (bson_iter_init_find(&q, &cmd, "$query") && BSON_ITER_HOLDS_DOCUMENT(&q)) {
-                uint32_t ql;
-                const uint8_t *qd;
-                bson_iter_document(&q, &ql, &qd);
-                bson_init_static(&cmd, qd, ql);
-            }
-            opcode = OP_REPLY;
-        } else {
-            break;
-        }
-        dispatch(c, &cmd, &r);
-        bool ok = more_to_come || send_reply(c, hdr[1], opcode, &r);
-        bson_destroy(&r);
-        if (!ok)
-            break;
-    }
-    close(c->fd);
-    free(in);
-    free(c->out);
-    free(c);
-    return NULL;
-}
-
-static void *accept_loop(void *arg)
-{
-    struct server *s = arg;
-    for (;;) {
-        int fd = accept(s->fd, NULL, NULL);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED)
-                continue;
-            replay_die("accept failed");
-        }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        struct conn *c = calloc(1, sizeof *c);
-        c->s = s;
-        c->fd = fd;
-        c->id = atomic_fetch_add(&G.conn_ids, 1) + 1;
-        pthread_t th;
-        pthread_attr_t at;
-        pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&th, &at, serve, c))
-            replay_die("pthread_create failed");
-        pthread_attr_destroy(&at);
-    }
-    return NULL;
-}
-
-static void listen_on(struct server *s, int port)
-{
-    struct sockaddr_in a = {0};
-    socklen_t alen = sizeof a;
-    int one = 1;
-
-    s->fd = socket(AF_INET, SOCK_STREAM, 0);
-    setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(s->fd, (struct sockaddr *)&a, sizeof a) || listen(s->fd, 128))
-        replay_die("cannot listen");
-    getsockname(s->fd, (struct sockaddr *)&a, &alen);
-    s->port = ntohs(a.sin_port);
-    pthread_mutex_init(&s->mu, NULL);
-    s->next_cursor = 1000 + 100000 * (int64_t)(s->shard + 2);
-}
-
 int main(int argc, char **argv)
 {
     char *files[64];
@@ -779,12 +416,13 @@ int main(int argc, char **argv)
     G.batch = 1000;
     G.collections = 1;
     G.docs = 100000;
+    G.tick_ms = 10;
     for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
             replay_die("usage: replay_server --port P --data FILE... [--events N] [--batch K] "
-                "[--collections C] [--docs M] [--shards S]");
+                "[--collections C] [--docs M] [--shards S] [--rate N] [--tick-ms T]");
         if (!strcmp(a, "--port"))
             port = atoi(v);
         else if (!strcmp(a, "--data") && nfiles < 64)
@@ -797,6 +435,10 @@ int main(int argc, char **argv)
             G.collections = atoi(v);
         else if (!strcmp(a, "--docs"))
             G.docs = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--rate"))
+            G.rate = strtod(v, NULL);
+        else if (!strcmp(a, "--tick-ms"))
+            G.tick_ms = strtoll(v, NULL, 10);
         else if (!strcmp(a, "--shards"))
             G.nshards = atoi(v);
         else
@@ -804,6 +446,8 @@ int main(int argc, char **argv)
     }
     if (G.batch == 0 || G.nshards < 0 || G.nshards > MAX_SHARDS || G.collections < 0)
         replay_die("bad --batch, --collections or --shards");
+    if (G.rate < 0 || G.tick_ms <= 0)
+        replay_die("bad --rate (events per second, >= 0) or --tick-ms (> 0)");
     G.events = (G.events + G.batch - 1) / G.batch * G.batch;
     G.t0 = (uint32_t)time(NULL);
 
@@ -822,7 +466,7 @@ int main(int argc, char **argv)
             snprintf(s->set_name, sizeof s->set_name, "shard%02d", i);
         else
             snprintf(s->set_name, sizeof s->set_name, "rs0");
-        listen_on(s, i == 0 ? port : 0);
+        replay_listen(s, i == 0 ? port : 0);
     }
     printf("ready");
     for (int i = 0; i < G.nsrv; i++)
@@ -831,9 +475,9 @@ int main(int argc, char **argv)
     fflush(stdout);
     for (int i = 1; i < G.nsrv; i++) {
         pthread_t th;
-        if (pthread_create(&th, NULL, accept_loop, &G.srv[i]))
+        if (pthread_create(&th, NULL, replay_accept_loop, &G.srv[i]))
             replay_die("pthread_create failed");
     }
-    accept_loop(&G.srv[0]);
+    replay_accept_loop(&G.srv[0]);
     return 0;
 }

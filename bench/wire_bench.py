@@ -25,9 +25,34 @@ CPU seconds (user+sys, /proc, whole process) per million records, its peak RSS
 is from being the bound. Each run repeats --repeat times; min..max is printed.
 Figures are reported, never asserted: the machine is shared.
 
+Exactly-once (--eos off,on): each setting runs in the same invocation, the
+settings alternating within every repeat, so that on and off meet the same
+machine load. With eos on the daemon runs with exactly.once.support required,
+offsets.storage kafka and the transaction boundary of --boundary (poll, with
+max.batch.size = --max-batch, or interval:MS; a comma list alternates too);
+every run has a topic.prefix and offsets.topic of its own. Printed in
+addition: transactions committed / aborted and the commit latency from the
+histogram mongocdc_transaction_commit_latency_seconds: p50 / p99 estimated
+by linear interpolation inside its buckets (bucket resolution: 1, 5, 10, 25,
+50, 100, 250 ms, ...) and the exact mean (sum / count).
+
+Latency (--latency, stream, --sink kafka or mock): the replay server paces
+each task's change stream at --rate events per second while a
+confluent_kafka consumer (isolation.level read_committed) assigned to the
+run's topics beforehand reads them; per record, receive time minus the
+record's Kafka CreateTime (set by the daemon's producer at produce, so it
+includes everything after the daemon read the event: batching, the
+transaction's commit, the broker and the consumer's fetch). Records created
+in the first --warmup seconds are left out. p50 / p99 / max are printed.
+(The event's source ts_ms cannot serve here: the replay server's clusterTime
+seconds stay at the run's start.)
+
     bench/wire_bench.py [--sink mock|kafka|file] [--kafka HOST:PORT]
                         [--tasks 1,2,4] [--modes stream,snapshot]
                         [--events N] [--docs N] [--readers R] [--repeat R]
+                        [--eos off,on] [--boundary poll|interval:MS[,...]]
+                        [--max-batch N] [--precreate]
+                        [--latency --rate N [--warmup S]]
 """
 import argparse
 import glob
@@ -40,6 +65,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -72,13 +98,127 @@ def free_port():
     return p
 
 
-def acked(port):
+TXN_RE = re.compile(r"^mongocdc_transactions_(committed|aborted)_total(?:\{[^}]*\})? (\d+)", re.M)
+HIST = "mongocdc_transaction_commit_latency_seconds"
+BUCKET_RE = re.compile(r"^%s_bucket\{[^}]*le=\"([^\"]+)\"\} (\d+)" % HIST, re.M)
+HSUM_RE = re.compile(r"^%s_(sum|count)(?:\{[^}]*\})? ([0-9.e+-]+)" % HIST, re.M)
+
+
+def metrics(port):
     try:
         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=2) as r:
-            text = r.read().decode()
+            return r.read().decode()
     except OSError:
-        return 0
-    return sum(int(m.group(1)) for m in ACK_RE.finditer(text))
+        return ""
+
+
+def acked(port):
+    return sum(int(m.group(1)) for m in ACK_RE.finditer(metrics(port)))
+
+
+def quantile(buckets, q):
+    """q-quantile of a cumulative histogram [(upper bound, count)], linear
+    inside the bucket that holds it (as Prometheus' histogram_quantile);
+    None when empty. Bucket resolution only."""
+    total = buckets[-1][1] if buckets else 0
+    if total == 0:
+        return None
+    rank, lo, below = q * total, 0.0, 0
+    for le, cum in buckets:
+        if cum >= rank:
+            if le == float("inf"):
+                return lo
+            return lo + (le - lo) * (rank - below) / max(cum - below, 1)
+        lo, below = le, cum
+    return lo
+
+
+def txn_figures(text):
+    """Transactions committed / aborted, commit latency p50 / p99 (bucket
+    resolution) and mean, seconds, summed over the tasks."""
+    out = {"committed": 0, "aborted": 0}
+    for m in TXN_RE.finditer(text):
+        out[m.group(1)] += int(m.group(2))
+    cum = {}
+    for m in BUCKET_RE.finditer(text):
+        le = float("inf") if m.group(1) == "+Inf" else float(m.group(1))
+        cum[le] = cum.get(le, 0) + int(m.group(2))
+    b = sorted(cum.items())
+    out["p50"], out["p99"] = quantile(b, 0.5), quantile(b, 0.99)
+    hs = {"sum": 0.0, "count": 0.0}
+    for m in HSUM_RE.finditer(text):
+        hs[m.group(1)] += float(m.group(2))
+    out["mean"] = hs["sum"] / hs["count"] if hs["count"] else None
+    return out
+
+
+def topics_of(prefix, data, mode="stream", collections=0):
+    """The topics the daemon writes to: a stream's, the datasets' namespaces
+    ("<prefix>.<parent folder>.<file name without .json>", replay_data.c);
+    a snapshot's, "<prefix>.bench.c<k>" (replay_server.c)."""
+    if mode == "snapshot":
+        return ["%s.bench.c%d" % (prefix, k) for k in range(collections)]
+    return sorted({"%s.%s.%s" % (prefix, os.path.basename(os.path.dirname(d)),
+                                 os.path.basename(d)[:-5] if d.endswith(".json") else os.path.basename(d))
+                   for d in data})
+
+
+def create_topics(bootstrap, topics, mock=None):
+    """Creates the topics (one partition, replication 1) before the daemon
+    runs, so that the first transaction does not wait for their creation.
+    The mock cluster does not serve CreateTopics: there a metadata request
+    of mock's producer creates each (auto-creation)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    if mock is not None:
+        for t in topics:
+            mock.owner.list_topics(t, timeout=10)
+        return
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    for f in admin.create_topics([NewTopic(t, 1, 1) for t in topics]).values():
+        try:
+            f.result(30)
+        except Exception as e:  # already there is fine
+            if "TOPIC_ALREADY_EXISTS" not in str(e):
+                raise
+
+
+class Latency(object):
+    """A read_committed consumer of the run's topics, created and assigned
+    (from the beginning) before the daemon starts."""
+
+    def __init__(self, bootstrap, topics, mock=None):
+        from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
+        create_topics(bootstrap, topics, mock)
+        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": "wire-bench-%s" % uuid.uuid4().hex,
+                           "isolation.level": "read_committed", "enable.auto.commit": False,
+                           "fetch.wait.max.ms": 10, "log_level": 3})
+        self.c.assign([TopicPartition(t, 0, OFFSET_BEGINNING) for t in topics])
+        self.c.poll(1.0)
+        self.lat = []  # (CreateTime ms, receive - CreateTime ms)
+        self.n = 0
+
+    def drain(self, seconds):
+        for m in self.c.consume(2000, seconds):
+            if m.error():
+                continue
+            now = time.time() * 1000.0
+            kind, ts = m.timestamp()
+            self.n += 1
+            if kind == 1:  # TIMESTAMP_CREATE_TIME
+                self.lat.append((ts, now - ts))
+
+    def figures(self, warmup_s):
+        if not self.lat:
+            return None
+        t0 = min(t for t, _ in self.lat)
+        v = sorted(d for t, d in self.lat if t >= t0 + warmup_s * 1000.0)
+        if not v:
+            return None
+        pick = lambda q: v[min(len(v) - 1, int(q * len(v)))]
+        return {"p50": pick(0.5), "p99": pick(0.99), "max": v[-1], "n": len(v)}
+
+    def close(self):
+        self.c.close()
 
 
 class Mock(object):
@@ -91,8 +231,11 @@ class Mock(object):
         self.bootstrap = ",".join("%s:%d" % (b.host, b.port) for b in md.brokers.values())
 
 
-def run(a, mode, tasks, sink, bootstrap, data):
+def run(a, mode, tasks, sink, bootstrap, data, eos, boundary):
+    """One run of the daemon; eos True with boundary "poll" or "interval:MS"."""
     work = tempfile.mkdtemp(prefix="wire_bench.")
+    tag = uuid.uuid4().hex[:10]
+    prefix = "bench%s" % tag
     shards = tasks if tasks > 1 else 0
     if mode == "stream":
         argv = ["--events", str(a.events), "--collections", "0", "--docs", "0"]
@@ -101,6 +244,8 @@ def run(a, mode, tasks, sink, bootstrap, data):
         argv = ["--events", "0", "--collections", str(a.collections),
                 "--docs", str(a.docs // a.collections)]
         expect = tasks * (a.docs // a.collections) * a.collections
+    if a.latency:
+        argv += ["--rate", str(a.rate)]
     srv = subprocess.Popen([a.server, "--port", "0", "--batch", str(a.batch), "--shards", str(shards)]
                            + argv + sum((["--data", d] for d in data), []),
                            stdout=subprocess.PIPE, stderr=open(os.path.join(work, "server.log"), "wb"),
@@ -113,7 +258,8 @@ def run(a, mode, tasks, sink, bootstrap, data):
         mport = free_port()
         cfg = os.path.join(work, "cfg.yaml")
         with open(cfg, "w") as f:
-            f.write('topic.prefix: bench\n'
+            f.write('topic.prefix: %s\n' % prefix)
+            f.write(''
                     'mongodb.connection.string: "mongodb://127.0.0.1:%d/%s"\n'
                     'mongodb.connection.mode: replica_set\n'
                     'snapshot.mode: %s\nsnapshot.max.threads: %d\n'
@@ -132,40 +278,91 @@ def run(a, mode, tasks, sink, bootstrap, data):
                 for kv in a.kafka_prop:
                     k, v = kv.split("=", 1)
                     f.write('  %s: "%s"\n' % (k, v))
+            if eos:
+                f.write('exactly.once.support: required\noffsets.storage: kafka\n'
+                        'offsets.topic: "bench-offsets-%s"\n' % tag)
+                if boundary == "poll":
+                    f.write('transaction.boundary: poll\nmax.batch.size: %d\n' % a.max_batch)
+                else:
+                    f.write('transaction.boundary: interval\ntransaction.boundary.interval.ms: %d\n'
+                            % int(boundary.split(":", 1)[1]))
+        lat = Latency(bootstrap, topics_of(prefix, data), a.mock) if a.latency else None
+        if a.precreate and lat is None and sink != "file":
+            create_topics(bootstrap, topics_of(prefix, data, mode, a.collections), a.mock)  # the daemon creates its offsets topic
         log = open(os.path.join(work, "daemon.log"), "wb")
         t0 = time.monotonic()
         s0 = cpu_s(srv.pid)
         p = subprocess.Popen(a.wrap.split() + [a.bin, "-c", cfg], stderr=log)
         done = None
+        txt = ""
         try:
             n = 0
             while time.monotonic() - t0 < a.timeout:
                 n = acked(mport)
-                if n >= expect:
-                    done = (time.monotonic() - t0, cpu_s(p.pid), peak_rss_mib(p.pid), cpu_s(srv.pid) - s0)
+                if n >= expect and (lat is None or lat.n >= expect):
+                    if done is None:
+                        done = (time.monotonic() - t0, cpu_s(p.pid), peak_rss_mib(p.pid),
+                                cpu_s(srv.pid) - s0)
                     break
                 if p.poll() is not None:
                     break
-                time.sleep(0.02)
+                if lat is not None:
+                    lat.drain(0.2)
+                    if n >= expect and done is None:  # the daemon's figures end at its last ack
+                        done = (time.monotonic() - t0, cpu_s(p.pid), peak_rss_mib(p.pid),
+                                cpu_s(srv.pid) - s0)
+                else:
+                    time.sleep(0.02)
+            txt = metrics(mport)
         finally:
             p.terminate()
             p.wait(60)
             log.close()
+            if lat is not None:
+                lat.close()
         if done is None:
             print("  %s %d task(s): only %d of %d records acknowledged (logs in %s)"
                   % (mode, tasks, n, expect, work))
             return None
         wall, cpu, rss, scpu = done
-        return {"rps": expect / wall, "cpu": cpu * 1e6 / expect, "rss": rss,
-                "srv": scpu / wall, "n": expect, "work": work}
+        res = {"rps": expect / wall, "cpu": cpu * 1e6 / expect, "rss": rss,
+               "srv": scpu / wall, "n": expect, "work": work, "txn": txn_figures(txt)}
+        if lat is not None:
+            res["lat"] = lat.figures(a.warmup)
+        with open(os.path.join(work, "daemon.log"), "rb") as f:
+            # warnings and errors, but the oplog headroom one: the replay
+            # server's oplog is "full" from its first entry, by design
+            res["log_warn"] = [l.decode(errors="replace").rstrip() for l in f
+                               if (b"WARN" in l or b"ERROR" in l or b"abort" in l.lower())
+                               and b"oplog headroom" not in l][:20]
+        return res
     finally:
         srv.terminate()
         srv.wait(30)
 
 
 def spread(vals, fmt):
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return "-"
     lo, hi = min(vals), max(vals)
     return fmt % lo if len(vals) == 1 else (fmt % lo) + ".." + (fmt % hi)
+
+
+def settings(a):
+    """[(eos, boundary)] in the order the runs of one repeat alternate."""
+    out = []
+    for e in [x for x in a.eos.split(",") if x]:
+        if e not in ("off", "on"):
+            raise SystemExit("--eos takes off, on or off,on")
+        if e == "off":
+            out.append((False, "-"))
+            continue
+        for b in [x for x in a.boundary.split(",") if x]:
+            if b != "poll" and not re.match(r"^interval:\d+$", b):
+                raise SystemExit("--boundary takes poll or interval:MS (got %s)" % b)
+            out.append((True, b))
+    return out
 
 
 def main():
@@ -185,6 +382,17 @@ def main():
     ap.add_argument("--batch", type=int, default=1000, help="documents per server reply")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--eos", default="off", help="off, on or off,on (alternating in each repeat)")
+    ap.add_argument("--boundary", default="poll",
+                    help="with eos on: poll or interval:MS, or a comma list of them")
+    ap.add_argument("--max-batch", type=int, default=2048, help="max.batch.size (poll boundary)")
+    ap.add_argument("--latency", action="store_true",
+                    help="end-to-end latency at --rate events/s per task (stream, kafka or mock sink)")
+    ap.add_argument("--rate", type=float, default=20000, help="change events per second per task")
+    ap.add_argument("--warmup", type=float, default=2.0,
+                    help="latency: seconds of records left out at the start")
+    ap.add_argument("--precreate", action="store_true",
+                    help="create the run's topics before the daemon starts (--latency always does)")
     ap.add_argument("--data", action="append", help="dataset file (default: a mix of eight)")
     ap.add_argument("--datasets", default=os.environ.get("MCDC_SHARED_DIR", "") and
                     os.path.join(os.environ["MCDC_SHARED_DIR"], "datasets"),
@@ -199,38 +407,71 @@ def main():
     data = [d for d in data if glob.glob(d)]
     if not data:
         ap.error("no dataset files: give --datasets DIR or --data FILE")
-    bootstrap, mock = None, None
+    sets = settings(a)
+    if a.sink == "file" and any(e for e, _ in sets):
+        ap.error("--eos on needs a Kafka sink (mock or kafka)")
+    if a.latency and (a.sink == "file" or a.modes != "stream"):
+        ap.error("--latency needs --modes stream and a Kafka sink (mock or kafka)")
+    bootstrap, a.mock = None, None
     if a.sink == "mock":
-        mock = Mock()
-        bootstrap = mock.bootstrap
+        a.mock = Mock()
+        bootstrap = a.mock.bootstrap
     elif a.sink == "kafka":
         if not a.kafka:
             ap.error("--sink kafka needs --kafka host:port")
         bootstrap = a.kafka
     print("wire_bench: sink %s, %d events / %d snapshot documents per task, %d readers, "
-          "replies of %d documents, %d dataset files"
-          % (a.sink, a.events, a.docs, a.readers, a.batch, len(data)))
-    print("%-9s %5s %18s %20s %16s %14s" % ("mode", "tasks", "records/s", "CPU-s per million",
-                                             "peak RSS MiB", "server cores"))
+          "replies of %d documents, %d dataset files%s"
+          % (a.sink, a.events, a.docs, a.readers, a.batch, len(data),
+             ", paced at %.0f events/s per task" % a.rate if a.latency else ""))
     ok = True
+    rows = []
     for mode in [m for m in a.modes.split(",") if m]:
         for tasks in [int(t) for t in a.tasks.split(",") if t]:
-            res = []
+            res = dict((st, []) for st in sets)
             for _ in range(a.repeat):
-                r = run(a, mode, tasks, a.sink, bootstrap, data)
-                if r is None:
-                    ok = False
-                    break
-                res.append(r)
-                if not a.keep:
-                    shutil.rmtree(r["work"], ignore_errors=True)
-            if not res:
+                for st in sets:  # alternating: every setting meets the same load
+                    r = run(a, mode, tasks, a.sink, bootstrap, data, st[0], st[1])
+                    if r is None:
+                        ok = False
+                        continue
+                    res[st].append(r)
+                    for l in r["log_warn"]:
+                        print("  [%s %s] %s" % ("eos" if st[0] else "no eos", st[1], l))
+                    if not a.keep:
+                        shutil.rmtree(r["work"], ignore_errors=True)
+                    sys.stdout.flush()
+            rows.append((mode, tasks, res))
+    print("%-9s %5s %4s %12s %16s %8s %9s %7s %10s %7s %15s %15s %10s"
+          % ("mode", "tasks", "eos", "boundary", "records/s", "CPU-s/M", "RSS MiB", "srv",
+             "txn commit", "abort", "commit p50 ms", "commit p99 ms", "mean ms"))
+    for mode, tasks, res in rows:
+        for (eos, b), rs in res.items():
+            if not rs:
                 continue
-            print("%-9s %5d %18s %20s %16s %14s" % (
-                mode, tasks, spread([r["rps"] for r in res], "%.0f"),
-                spread([r["cpu"] for r in res], "%.2f"), spread([r["rss"] for r in res], "%.1f"),
-                spread([r["srv"] for r in res], "%.2f")))
-            sys.stdout.flush()
+            t = [r["txn"] for r in rs]
+            ms = lambda k: [x[k] * 1000.0 if x[k] is not None else None for x in t]
+            print("%-9s %5d %4s %12s %16s %8s %9s %7s %10s %7s %15s %15s %10s" % (
+                mode, tasks, "on" if eos else "off", b, spread([r["rps"] for r in rs], "%.0f"),
+                spread([r["cpu"] for r in rs], "%.2f"), spread([r["rss"] for r in rs], "%.0f"),
+                spread([r["srv"] for r in rs], "%.2f"),
+                spread([x["committed"] for x in t], "%d"), spread([x["aborted"] for x in t], "%d"),
+                spread(ms("p50"), "%.1f"), spread(ms("p99"), "%.0f"), spread(ms("mean"), "%.1f")))
+    if a.latency:
+        print("end-to-end latency, receive - CreateTime, read_committed, after %.0f s warm-up (ms):"
+              % a.warmup)
+        print("%-9s %5s %4s %12s %14s %14s %14s %10s" % ("mode", "tasks", "eos", "boundary",
+                                                       "p50", "p99", "max", "records"))
+        for mode, tasks, res in rows:
+            for (eos, b), rs in res.items():
+                ls = [r["lat"] for r in rs if r.get("lat")]
+                if not ls:
+                    continue
+                print("%-9s %5d %4s %12s %14s %14s %14s %10s" % (
+                    mode, tasks, "on" if eos else "off", b, spread([x["p50"] for x in ls], "%.1f"),
+                    spread([x["p99"] for x in ls], "%.1f"), spread([x["max"] for x in ls], "%.0f"),
+                    spread([x["n"] for x in ls], "%d")))
+    sys.stdout.flush()
     return 0 if ok else 1
 
 

@@ -57,8 +57,15 @@ def lines(path: Path):
         return 0
 
 
-def test_replayed_events_arrive_whole_and_in_order(replay_server, start_mongocdc, tmp_workdir):
-    port = replay_server("--events", "3000", "--batch", "500", "--collections", "0", "--docs", "0")
+@pytest.mark.parametrize("pace", [[], ["--rate", "2000", "--tick-ms", "7"]],
+                         ids=["memory-speed", "paced"])
+def test_replayed_events_arrive_whole_and_in_order(replay_server, start_mongocdc, tmp_workdir, pace):
+    """Paced (--rate), replies hold 14 events each (2000/s, 7 ms ticks) that
+    continue the 500-event template across its end: the mix, the updates'
+    documents and the unique increasing clusterTimes are those of whole
+    batches."""
+    port = replay_server("--events", "3000", "--batch", "500", "--collections", "0", "--docs", "0",
+                         *pace)
     d = start_mongocdc("-c", write_cfg(tmp_workdir, port, "offsets.flush.interval.ms: 100\n"))
     out = tmp_workdir / "events.jsonl"
     wait_until(lambda: lines(out) >= 3300, 60, "3000 events and 300 tombstones")
