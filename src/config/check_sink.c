@@ -147,6 +147,21 @@ void check_exactly_once(struct checker *c)
                        tt);
         }
     }
+    /* A transaction open longer than the producer's transaction.timeout.ms
+     * is aborted by the broker: the boundary must come well before. */
+    if (tt > 0 && cfg->txn_boundary == MCDC_TXN_BOUNDARY_INTERVAL &&
+        cfg->txn_boundary_interval_ms >= tt)
+        check_problem(c, "transaction.boundary.interval.ms",
+                      "a transaction open that long is aborted by the broker after "
+                      "kafka.transaction.timeout.ms (%lld ms) (expected less than it, at most "
+                      "half of it to leave time for the commit)",
+                      tt);
+    if (tt > 0 && cfg->txn_boundary == MCDC_TXN_BOUNDARY_POLL && cfg->poll_interval_ms >= tt)
+        check_problem(c, "poll.interval.ms",
+                      "with transaction.boundary poll a transaction may stay open this long, and "
+                      "the broker aborts it after kafka.transaction.timeout.ms (%lld ms) "
+                      "(expected less than it)",
+                      tt);
     if (cfg->txn_boundary == MCDC_TXN_BOUNDARY_INTERVAL && cfg->txn_boundary_interval_ms == 0)
         check_problem(c, "transaction.boundary.interval.ms",
                       "0 would end a transaction after every record (expected a positive number "

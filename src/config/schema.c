@@ -382,7 +382,7 @@ const struct opt mcdc_options[] = {
       "interval"),
     N("transaction.boundary.interval.ms", "-1", -1, I32, F(txn_boundary_interval_ms), 0, G_OFFS,
       "Exactly-once, transaction.boundary interval: how long a transaction stays open, ms; "
-      "-1 = offsets.flush.interval.ms"),
+      "-1 = offsets.flush.interval.ms, at most half of kafka.transaction.timeout.ms"),
     S("transactional.id.prefix", "", F(transactional_id_prefix), 0, G_OFFS,
       "Exactly-once: prefix of each task's transactional id (<prefix><name>-<task>, name the "
       "connector name); two daemons with the same id fence each other"),

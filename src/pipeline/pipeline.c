@@ -240,6 +240,16 @@ enum pipeline_status pipeline_produce(struct pipeline *p, struct mcdc_records *r
                 st = PIPELINE_STOPPED;
                 break;
             }
+            if (p->eos && (p->txn_status != SINK_TXN_OK || sink_fatal(p->sink, err))) {
+                /* fenced (another instance, or a transaction the broker
+                 * timed out) or a fatal producer: the transaction's word */
+                struct mcdc_error e = *err;
+                enum sink_txn_status ts = p->txn_status != SINK_TXN_OK ? p->txn_status
+                                                                        : SINK_TXN_FATAL;
+                p->txn_status = SINK_TXN_OK;
+                records_release(recs);
+                return pipeline_txn_failed(p, ts, &e, err);
+            }
             /* a failed produce leaves the key with the record (sink.h) */
             snprintf(key, sizeof key, "%.*s", (int)(r->key_len < 100 ? r->key_len : 100),
                      r->key ? r->key : "");

@@ -138,7 +138,9 @@ enum pipeline_status pipeline_event_failed(struct pipeline *p, const struct mcdc
  * record: pos is passed). A topic not known yet is waited for (a WARN every
  * 10 s), never dropped. what names the records' source in errors.
  * PIPELINE_OK, PIPELINE_STOPPED, or PIPELINE_FATAL with err (a record that
- * can never be delivered: too large, a fatal producer).
+ * can never be delivered: too large, a fatal producer); with exactly-once
+ * also PIPELINE_RETRY (the broker timed the transaction out: restart) and
+ * the fenced message of pipeline_txn_failed.
  */
 enum pipeline_status pipeline_produce(struct pipeline *p, struct mcdc_records *recs,
                                       const struct mcdc_position *pos, const char *what,
@@ -197,6 +199,10 @@ enum pipeline_status pipeline_finish(struct pipeline *p, size_t *unacked, struct
  * otherwise. NULL ok.
  */
 void pipeline_batch_end(struct pipeline *p);
+/* transaction.boundary interval: how long a transaction stays open, ms:
+ * transaction.boundary.interval.ms, or with -1 offsets.flush.interval.ms
+ * capped at half of kafka.transaction.timeout.ms. */
+int64_t pipeline_txn_interval_ms(const struct mcdc_config *cfg);
 /* True when this run delivers exactly-once (transactions in use). */
 bool pipeline_exactly_once(const struct pipeline *p);
 /* This run's transactional.id, NULL without exactly-once. */

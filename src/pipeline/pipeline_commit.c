@@ -264,8 +264,8 @@ static bool fenced(const struct mcdc_error *e)
  * of stopping: if another instance did start meanwhile, the new producer
  * fences it in turn, and either way one instance goes on and every
  * transaction stays all-or-nothing. */
-static enum pipeline_status txn_fatal(struct pipeline *p, enum sink_txn_status st,
-                                      const struct mcdc_error *e, struct mcdc_error *err)
+enum pipeline_status pipeline_txn_failed(struct pipeline *p, enum sink_txn_status st,
+                                         const struct mcdc_error *e, struct mcdc_error *err)
 {
     bool was_open = p->txn_open;
     int64_t age = mcdc_clock_mono_ms() - p->txn_begun_ms;
@@ -273,6 +273,7 @@ static enum pipeline_status txn_fatal(struct pipeline *p, enum sink_txn_status s
 
     *err = *e;
     p->txn_open = false; /* a fenced or fatal producer cannot abort */
+    p->txn_committing = false;
     if ((st == SINK_TXN_FENCED || fenced(e)) && was_open && age >= timeout) {
         LOG_WARN("exactly-once: the transaction of %s stayed open %lld ms, longer than "
                  "kafka.transaction.timeout.ms (%lld ms: the process or the machine was "
@@ -306,16 +307,21 @@ static enum pipeline_status txn_abort(struct pipeline *p, const struct mcdc_erro
     struct mcdc_error e = MCDC_ERROR_INIT;
     enum sink_txn_status st = sink_txn_abort(p->sink, (int)p->o.cfg->offsets_flush_timeout_ms, &e);
 
-    p->txn_open = false;
-    metrics_add(p->m, METRICS_TXN_ABORTED, 1);
     if (st == SINK_TXN_FENCED || st == SINK_TXN_FATAL)
-        return txn_fatal(p, st, &e, err);
-    if (st != SINK_TXN_OK) /* the next start's init_transactions aborts it */
-        LOG_WARN("exactly-once: abort of the transaction of %s: %s", p->name, e.msg);
-    LOG_WARN("exactly-once: the transaction of %s was aborted (%s): none of its records is "
-             "visible to read_committed consumers; the task restarts from the last committed "
-             "offset and reads those changes again",
-             p->name, cause->msg);
+        return pipeline_txn_failed(p, st, &e, err);
+    p->txn_open = false;
+    p->txn_committing = false;
+    metrics_add(p->m, METRICS_TXN_ABORTED, 1);
+    if (st != SINK_TXN_OK) /* the new producer's init_transactions aborts it */
+        LOG_WARN("exactly-once: the transaction of %s must be aborted (%s) and cannot be now "
+                 "(%s): none of its records is visible to read_committed consumers; the task "
+                 "restarts from the last committed offset, which aborts it",
+                 p->name, cause->msg, e.msg);
+    else
+        LOG_WARN("exactly-once: the transaction of %s was aborted (%s): none of its records is "
+                 "visible to read_committed consumers; the task restarts from the last "
+                 "committed offset and reads those changes again",
+                 p->name, cause->msg);
     if (!p->delivery_failed) {
         p->delivery_failed = true;
         p->delivery_err = *cause;
@@ -332,7 +338,9 @@ enum pipeline_status pipeline_txn_commit_now(struct pipeline *p, bool with_offse
     bool wrote = false, warned = false, saved;
 
     p->last_commit_ms = mcdc_clock_mono_ms();
-    if (with_offset && p->txn_pos_dirty) {
+    /* A commit that timed out goes on in the background: it is called again
+     * as it is (librdkafka's resumable commit), nothing added to it. */
+    if (with_offset && p->txn_pos_dirty && !p->txn_committing) {
         /* The offset record of the newest position handed to the pipeline:
          * every earlier change's records are in this transaction or in a
          * committed one (the store's writer puts it into this one). */
@@ -344,7 +352,7 @@ enum pipeline_status pipeline_txn_commit_now(struct pipeline *p, bool with_offse
             wrote = true;
         } else if (p->txn_status != SINK_TXN_OK) {
             return p->txn_status == SINK_TXN_ABORT ? txn_abort(p, &e, err)
-                                                   : txn_fatal(p, p->txn_status, &e, err);
+                                                   : pipeline_txn_failed(p, p->txn_status, &e, err);
         } else if (!(e.domain == MCDC_ERR_IO && e.code == ERANGE)) {
             *err = e;
             mcdc_error_prefix(err, "cannot store the offsets of %s", p->name);
@@ -362,7 +370,8 @@ enum pipeline_status pipeline_txn_commit_now(struct pipeline *p, bool with_offse
         if (st == SINK_TXN_ABORT)
             return txn_abort(p, &e, err);
         if (st != SINK_TXN_RETRY)
-            return txn_fatal(p, st, &e, err);
+            return pipeline_txn_failed(p, st, &e, err);
+        p->txn_committing = true;
         if (pipeline_stopping(p)) {
             *err = e;
             return PIPELINE_STOPPED;
@@ -377,6 +386,7 @@ enum pipeline_status pipeline_txn_commit_now(struct pipeline *p, bool with_offse
         LOG_INFO("exactly-once: the transaction of %s committed after %lld ms", p->name,
                  (long long)((mcdc_clock_mono_ns() - t0) / 1000000));
     p->txn_open = false;
+    p->txn_committing = false;
     p->txn_records = 0;
     p->batch_end = false;
     metrics_add(p->m, METRICS_TXN_COMMITTED, 1);
@@ -401,7 +411,7 @@ static enum pipeline_status txn_service(struct pipeline *p, bool force, bool fai
         return pipeline_delivery_failure(p, err);
     }
     if (failed)
-        return txn_fatal(p, SINK_TXN_FATAL, ferr, err);
+        return pipeline_txn_failed(p, SINK_TXN_FATAL, ferr, err);
     if (!pipeline_txn_due(p, force))
         return PIPELINE_OK;
     return pipeline_txn_commit_now(p, true, err);

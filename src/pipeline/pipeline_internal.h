@@ -53,6 +53,7 @@ struct pipeline {
     char *txn_id;                  /* the transactional.id */
     bool txn_open;                 /* a transaction is begun and not yet ended */
     bool txn_in_commit;            /* the commit step is saving the offset record */
+    bool txn_committing;           /* a commit timed out and goes on (called again) */
     enum sink_txn_status txn_status; /* what the store's writer last hit */
     uint64_t txn_records;          /* records produced in the open transaction */
     int64_t txn_begun_ms;          /* monotonic ms it began */
@@ -84,6 +85,13 @@ void pipeline_txn_stop(struct pipeline *p);
 bool pipeline_txn_begin(struct pipeline *p, struct mcdc_error *err);
 void pipeline_txn_reached(struct pipeline *p, const struct mcdc_position *pos);
 bool pipeline_txn_due(const struct pipeline *p, bool force);
+
+/* A transaction error (st, e) that ends the task or, when the transaction
+ * was open longer than kafka.transaction.timeout.ms and the producer finds
+ * itself fenced, restarts it (pipeline_commit.c): PIPELINE_FATAL or
+ * PIPELINE_RETRY, err set. */
+enum pipeline_status pipeline_txn_failed(struct pipeline *p, enum sink_txn_status st,
+                                         const struct mcdc_error *e, struct mcdc_error *err);
 
 /* The exactly-once commit step (pipeline_commit.c): with_offset, the offset
  * record of p->txn_pos into the open transaction, then commit. OK;

@@ -24,9 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <librdkafka/rdkafka.h>
+
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
+#include "kafka/kafka_conf.h"
 #include "metrics/metrics.h"
 
 /* How long one init_transactions call waits before it is retried, ms. */
@@ -97,6 +100,10 @@ bool pipeline_txn_start(struct pipeline *p, struct mcdc_error *err)
         }
         if (st == SINK_TXN_RETRY)
             mcdc_error_prefix(err, "stopped while initialising transactions");
+        else if (err->code == RD_KAFKA_RESP_ERR_INVALID_TRANSACTION_TIMEOUT)
+            mcdc_error_prefix(err, "kafka.transaction.timeout.ms (%lld ms) is above the broker's "
+                                   "transaction.max.timeout.ms: lower it",
+                              (long long)mcdc_kafka_txn_timeout_ms(cfg));
         else
             mcdc_error_prefix(err, "exactly.once.support %s: transactional id %s",
                               required ? "required" : "requested", p->txn_id);
@@ -154,6 +161,17 @@ void pipeline_txn_reached(struct pipeline *p, const struct mcdc_position *pos)
     p->txn_pos_dirty = true;
 }
 
+int64_t pipeline_txn_interval_ms(const struct mcdc_config *cfg)
+{
+    int64_t half = mcdc_kafka_txn_timeout_ms(cfg) / 2;
+
+    if (cfg->txn_boundary_interval_ms > 0)
+        return cfg->txn_boundary_interval_ms;
+    /* -1: offsets.flush.interval.ms, as Kafka Connect; never so long that
+     * the broker times the transaction out first */
+    return cfg->offsets_flush_interval_ms < half ? cfg->offsets_flush_interval_ms : half;
+}
+
 bool pipeline_txn_due(const struct pipeline *p, bool force)
 {
     const struct mcdc_config *cfg = p->o.cfg;
@@ -169,8 +187,7 @@ bool pipeline_txn_due(const struct pipeline *p, bool force)
          * within poll.interval.ms (ChangeEventQueue.poll) */
         return p->txn_records >= (uint64_t)cfg->max_batch_size ||
                now - p->txn_begun_ms >= cfg->poll_interval_ms;
-    interval = cfg->txn_boundary_interval_ms > 0 ? cfg->txn_boundary_interval_ms
-                                                 : cfg->offsets_flush_interval_ms;
+    interval = pipeline_txn_interval_ms(cfg);
     return now - p->txn_begun_ms >= interval;
 }
 

@@ -178,11 +178,16 @@ static void check_transactions(struct pf *p, const struct mcdc_config *cfg)
     if (e == NULL)
         pf_say(p, "PASS", "kafka-transactions",
                "the broker grants transactions (init_transactions as %s)", id);
+    else if (rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR_INVALID_TRANSACTION_TIMEOUT)
+        pf_say(p, "FAIL", "kafka-transactions",
+               "kafka.transaction.timeout.ms (%lld ms) is above the broker's "
+               "transaction.max.timeout.ms: the daemon would stop at start; lower it",
+               (long long)mcdc_kafka_txn_timeout_ms(cfg));
     else if (rd_kafka_error_code(e) == RD_KAFKA_RESP_ERR__TIMED_OUT)
         pf_say(p, required ? "FAIL" : "WARN", "kafka-transactions",
                "no transaction coordinator answered within %d ms (a single broker needs "
                "transaction.state.log.replication.factor=1 and transaction.state.log.min.isr=1)%s",
-               KAFKA_TIMEOUT_MS, required ? "" : "; requested: the daemon would wait for it");
+               KAFKA_TIMEOUT_MS, "; the daemon waits for one at start, with a WARN");
     else
         pf_say(p, required ? "FAIL" : "WARN", "kafka-transactions",
                "init_transactions as %s: %s: %s%s", id, rd_kafka_err2name(rd_kafka_error_code(e)),
