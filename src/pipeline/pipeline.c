@@ -250,6 +250,13 @@ enum pipeline_status pipeline_produce(struct pipeline *p, struct mcdc_records *r
                 records_release(recs);
                 return pipeline_txn_failed(p, ts, &e, err);
             }
+            if (p->eos && err->domain == MCDC_ERR_KAFKA && err->code == RD_KAFKA_RESP_ERR__STATE) {
+                /* the transaction already failed (an abortable error): abort
+                 * it and read its changes again */
+                struct mcdc_error e = *err;
+                records_release(recs);
+                return pipeline_txn_abort(p, &e, err);
+            }
             /* a failed produce leaves the key with the record (sink.h) */
             snprintf(key, sizeof key, "%.*s", (int)(r->key_len < 100 ? r->key_len : 100),
                      r->key ? r->key : "");

@@ -301,8 +301,8 @@ enum pipeline_status pipeline_txn_failed(struct pipeline *p, enum sink_txn_statu
 /* Aborts the open transaction (cause: why) and asks for a restart from the
  * last committed offsets: its records are never visible to read_committed
  * consumers, and its changes are read again from MongoDB. */
-static enum pipeline_status txn_abort(struct pipeline *p, const struct mcdc_error *cause,
-                                      struct mcdc_error *err)
+enum pipeline_status pipeline_txn_abort(struct pipeline *p, const struct mcdc_error *cause,
+                                        struct mcdc_error *err)
 {
     struct mcdc_error e = MCDC_ERROR_INIT;
     enum sink_txn_status st = sink_txn_abort(p->sink, (int)p->o.cfg->offsets_flush_timeout_ms, &e);
@@ -351,7 +351,7 @@ enum pipeline_status pipeline_txn_commit_now(struct pipeline *p, bool with_offse
         if (saved) {
             wrote = true;
         } else if (p->txn_status != SINK_TXN_OK) {
-            return p->txn_status == SINK_TXN_ABORT ? txn_abort(p, &e, err)
+            return p->txn_status == SINK_TXN_ABORT ? pipeline_txn_abort(p, &e, err)
                                                    : pipeline_txn_failed(p, p->txn_status, &e, err);
         } else if (!(e.domain == MCDC_ERR_IO && e.code == ERANGE)) {
             *err = e;
@@ -368,7 +368,7 @@ enum pipeline_status pipeline_txn_commit_now(struct pipeline *p, bool with_offse
         if (st == SINK_TXN_OK)
             break;
         if (st == SINK_TXN_ABORT)
-            return txn_abort(p, &e, err);
+            return pipeline_txn_abort(p, &e, err);
         if (st != SINK_TXN_RETRY)
             return pipeline_txn_failed(p, st, &e, err);
         p->txn_committing = true;
@@ -407,7 +407,7 @@ static enum pipeline_status txn_service(struct pipeline *p, bool force, bool fai
 {
     if (p->delivery_failed) {
         if (p->txn_open && !pipeline_too_large(&p->delivery_err))
-            return txn_abort(p, &p->delivery_err, err);
+            return pipeline_txn_abort(p, &p->delivery_err, err);
         return pipeline_delivery_failure(p, err);
     }
     if (failed)

@@ -93,6 +93,12 @@ bool pipeline_txn_due(const struct pipeline *p, bool force);
 enum pipeline_status pipeline_txn_failed(struct pipeline *p, enum sink_txn_status st,
                                          const struct mcdc_error *e, struct mcdc_error *err);
 
+/* Aborts the open transaction (cause: why) and asks for a restart from the
+ * committed offsets (pipeline_commit.c): PIPELINE_RETRY, or what
+ * pipeline_txn_failed returns when the abort finds the producer fenced. */
+enum pipeline_status pipeline_txn_abort(struct pipeline *p, const struct mcdc_error *cause,
+                                        struct mcdc_error *err);
+
 /* The exactly-once commit step (pipeline_commit.c): with_offset, the offset
  * record of p->txn_pos into the open transaction, then commit. OK;
  * PIPELINE_RETRY after an abort (restart from the committed offsets);
