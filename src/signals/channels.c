@@ -178,6 +178,18 @@ static void kafka_poll(struct signal_channels *ch)
 
 /* ---- file ------------------------------------------------------------- */
 
+/* True when fd (signal.file, locked) still has size bytes: a writer that
+ * does not take the lock (an operator's `echo >>`) may append at any time,
+ * and bytes appended after the size was taken would be lost by the
+ * truncation that cuts what was read. Checked right before truncating;
+ * when the file grew, the caller leaves it as it is and the next poll reads
+ * it again with the new bytes. */
+static bool file_unchanged(int fd, size_t size)
+{
+    struct stat now;
+    return fstat(fd, &now) == 0 && (size_t)now.st_size == size;
+}
+
 /* The first line of signal.file (fd, locked, size bytes) is longer than one
  * read (FILE_MAX_BYTES): no signal is that large, so once it is complete it
  * is cut from the file with a WARN giving its size, and the lines after it
@@ -211,6 +223,10 @@ static void file_drop_long_line(struct signal_channels *ch, int fd, const char *
     size_t rest_len = size - (nl + 1);
     char *rest = xmalloc(rest_len + 1);
     ssize_t rgot = rest_len ? pread(fd, rest, rest_len, (off_t)(nl + 1)) : 0;
+    if (rgot >= 0 && (size_t)rgot == rest_len && !file_unchanged(fd, size)) {
+        free(rest); /* still being appended to: cut at the next poll */
+        return;
+    }
     if (rgot < 0 || (size_t)rgot != rest_len ||
         ftruncate(fd, 0) != 0 || (rest_len && pwrite(fd, rest, rest_len, 0) != (ssize_t)rest_len)) {
         LOG_WARN("file signal channel: cannot cut the over-long first line of %s: %s", path,
@@ -297,6 +313,12 @@ static void file_poll(struct signal_channels *ch)
     if (rgot < 0 || (size_t)rgot != rest_len) {
         LOG_WARN("file signal channel: cannot read %s: %s", path, strerror(errno));
         free(rest);
+        free(buf);
+        close(fd);
+        return;
+    }
+    if (!file_unchanged(fd, (size_t)st.st_size)) {
+        free(rest); /* still being appended to: read again at the next poll */
         free(buf);
         close(fd);
         return;
