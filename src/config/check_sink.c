@@ -67,20 +67,6 @@ void check_sink_and_offsets(struct checker *c)
     }
 }
 
-/* The producer's transaction.timeout.ms as the kafka: map sets it (librdkafka's
- * default 60000 otherwise), ms; -1 when the value is not a number. */
-static long long kafka_txn_timeout_ms(const struct mcdc_config *cfg)
-{
-    for (size_t i = 0; i < cfg->kafka.count; i++) {
-        if (strcmp(cfg->kafka.items[i].key, "transaction.timeout.ms") == 0) {
-            char *end = NULL;
-            long long v = strtoll(cfg->kafka.items[i].value, &end, 10);
-            return end != NULL && *end == '\0' && v > 0 ? v : -1;
-        }
-    }
-    return 60000;
-}
-
 /*
  * exactly.once.support (Kafka Connect KIP-618): the records and the offset
  * record that covers them commit in one Kafka transaction, so it needs the
@@ -124,7 +110,7 @@ void check_exactly_once(struct checker *c)
                        "offsets.storage kafka)",
                        "exactly.once.support needs the offsets in the same Kafka cluster as the "
                        "records (expected offsets.storage kafka)");
-    long long tt = kafka_txn_timeout_ms(cfg);
+    long long tt = (long long)mcdc_config_kafka_txn_timeout_ms(cfg);
     if (tt < 0) {
         const struct cfg_entry *at = cfg_entry_find(c->e, "transaction.timeout.ms", true);
         if (at != NULL && !at->bad)

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -344,6 +345,26 @@ static inline const char *mcdc_config_connector_name(const struct mcdc_config *c
 {
     return cfg->connector_name && cfg->connector_name[0] ? cfg->connector_name
                                                           : cfg->topic_prefix;
+}
+
+/*
+ * The producer's transaction.timeout.ms as the kafka: map sets it, ms:
+ * librdkafka's default 60000 when unset, -1 when the value is not a positive
+ * number (the load reports that; librdkafka CONFIGURATION.md,
+ * transaction.timeout.ms). The one reader of the key for every module.
+ */
+static inline int64_t mcdc_config_kafka_txn_timeout_ms(const struct mcdc_config *cfg)
+{
+    for (size_t i = 0; i < cfg->kafka.count; i++) {
+        if (strcmp(cfg->kafka.items[i].key, "transaction.timeout.ms") == 0) {
+            char *end = NULL;
+            long long v = strtoll(cfg->kafka.items[i].value, &end, 10);
+            return end != NULL && end != cfg->kafka.items[i].value && *end == '\0' && v > 0
+                       ? (int64_t)v
+                       : -1;
+        }
+    }
+    return 60000;
 }
 
 /*

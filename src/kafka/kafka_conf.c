@@ -74,13 +74,8 @@ static bool check_locked(const struct mcdc_config *cfg, const struct mcdc_kv *kv
 
 int64_t mcdc_kafka_txn_timeout_ms(const struct mcdc_config *cfg)
 {
-    for (size_t i = 0; i < cfg->kafka.count; i++) {
-        if (!strcmp(cfg->kafka.items[i].key, "transaction.timeout.ms")) {
-            long long v = strtoll(cfg->kafka.items[i].value, NULL, 10);
-            return v > 0 ? (int64_t)v : 60000;
-        }
-    }
-    return 60000;
+    int64_t v = mcdc_config_kafka_txn_timeout_ms(cfg);
+    return v > 0 ? v : 60000;
 }
 
 rd_kafka_conf_t *mcdc_kafka_producer_conf(const struct mcdc_config *cfg, const char *client_tag,

@@ -74,7 +74,8 @@ bool mcdc_kafka_set(rd_kafka_conf_t *conf, const struct mcdc_config *cfg, const 
 rd_kafka_conf_t *mcdc_kafka_producer_conf(const struct mcdc_config *cfg, const char *client_tag,
                                           const char *transactional_id, struct mcdc_error *err);
 
-/* The kafka: map's transaction.timeout.ms, else librdkafka's default 60000, ms. */
+/* The kafka: map's transaction.timeout.ms (mcdc_config_kafka_txn_timeout_ms),
+ * else librdkafka's default 60000 (unset or not a number), ms. */
 int64_t mcdc_kafka_txn_timeout_ms(const struct mcdc_config *cfg);
 
 /*
