@@ -371,6 +371,14 @@ static void warn_unsupported(const struct mcdc_config *cfg, bool to_log)
         else
             fprintf(stderr, "%s: warning: %s: not supported yet\n", cfg->path, names[i]);
     }
+    const char *ignored[UNSUPPORTED_MAX];
+    n = config_ignored_set(cfg, ignored, UNSUPPORTED_MAX);
+    for (size_t i = 0; i < n && i < UNSUPPORTED_MAX; i++) {
+        if (to_log)
+            LOG_WARN("%s", ignored[i]);
+        else
+            fprintf(stderr, "warning: %s\n", ignored[i]);
+    }
 }
 
 static int run_daemon(const struct mcdc_config *cfg)

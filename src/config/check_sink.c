@@ -84,8 +84,21 @@ void check_exactly_once(struct checker *c)
         cfg_report(c->d, tid->line, tid->col, "kafka.transactional.id",
                    "the daemon sets one per task, for exactly.once.support (expected "
                    "transactional.id.prefix, or no transactional.id)");
-    if (cfg->exactly_once == MCDC_EXACTLY_ONCE_DISABLED)
+    if (cfg->exactly_once == MCDC_EXACTLY_ONCE_DISABLED) {
+        /* Kafka Connect reads these only with exactly-once source support
+         * (KIP-618); a file that sets them most likely meant to turn it on. */
+        static const char *const keys[] = {"transaction.boundary",
+                                           "transaction.boundary.interval.ms",
+                                           "transactional.id.prefix"};
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            const struct cfg_entry *at = cfg_entry_find(c->e, keys[i], false);
+            if (at != NULL && !at->bad)
+                cfg_add_ignored(cfg, at->line, at->col, keys[i],
+                                "has no effect while exactly.once.support is disabled (set "
+                                "exactly.once.support to requested or required to use it)");
+        }
         return;
+    }
     /* Rows committed in one transaction must never be emitted again: an
      * interrupted initial snapshot resumes from its committed progress. */
     const struct cfg_entry *sr = cfg_entry_find(c->e, "snapshot.resumable", false);

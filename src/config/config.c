@@ -59,6 +59,15 @@ bool cfg_kafka_key_is_secret(const char *key)
            strcmp(key, "sasl.oauthbearer.config") == 0 || strcmp(key, "ssl_key") == 0;
 }
 
+void cfg_add_ignored(struct mcdc_config *cfg, int line, int col, const char *key, const char *why)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s:%d:%d: %s: %s", cfg->path ? cfg->path : "config", line, col, key,
+             why);
+    cfg->ignored = xrealloc(cfg->ignored, (cfg->ignored_count + 1) * sizeof(char *));
+    cfg->ignored[cfg->ignored_count++] = xstrdup(buf);
+}
+
 void cfg_add_unsupported(struct mcdc_config *cfg, const char *name)
 {
     cfg->unsupported = xrealloc(cfg->unsupported, (cfg->unsupported_count + 1) * sizeof(char *));
@@ -197,6 +206,9 @@ void config_free(struct mcdc_config *cfg)
     }
     free(cfg->snapshot_filter_overrides);
     free(cfg->unsupported);
+    for (size_t i = 0; i < cfg->ignored_count; i++)
+        free(cfg->ignored[i]);
+    free(cfg->ignored);
     free(cfg->path);
     free(cfg);
 }
@@ -206,4 +218,11 @@ size_t config_unsupported_set(const struct mcdc_config *cfg, const char **names,
     for (size_t i = 0; i < cfg->unsupported_count && i < cap; i++)
         names[i] = cfg->unsupported[i];
     return cfg->unsupported_count;
+}
+
+size_t config_ignored_set(const struct mcdc_config *cfg, const char **texts, size_t cap)
+{
+    for (size_t i = 0; i < cfg->ignored_count && i < cap; i++)
+        texts[i] = cfg->ignored[i];
+    return cfg->ignored_count;
 }

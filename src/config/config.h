@@ -286,6 +286,11 @@ struct mcdc_config {
      * yet (see config_unsupported_set); static strings. */
     const char **unsupported;
     size_t unsupported_count;
+    /* Options the file sets that have no effect with the rest of the
+     * configuration, as "<file>:<line>:<col>: <key>: <why>" (owned; see
+     * config_ignored_set). */
+    char **ignored;
+    size_t ignored_count;
 };
 
 /*
@@ -334,6 +339,15 @@ char *config_redact_text(const char *text, const char *uri);
  * there are, which may exceed cap.
  */
 size_t config_unsupported_set(const struct mcdc_config *cfg, const char **names, size_t cap);
+
+/*
+ * The options cfg sets that have no effect with the rest of it (e.g.
+ * transaction.boundary while exactly.once.support is disabled, which Kafka
+ * Connect also ignores: KIP-618), each as "<file>:<line>:<col>: <key>: <why>",
+ * to warn at startup and in --validate: fills texts (borrowed from cfg) up
+ * to cap and returns how many there are, which may exceed cap.
+ */
+size_t config_ignored_set(const struct mcdc_config *cfg, const char **texts, size_t cap);
 
 /*
  * The connector name of the offsets key ["<name>", partition]: the `name`

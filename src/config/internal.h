@@ -141,6 +141,10 @@ void cfg_check_uri(struct mcdc_config *cfg, const struct cfg_entries *e, struct 
  * static string (an option key, or "key: value"). */
 void cfg_add_unsupported(struct mcdc_config *cfg, const char *name);
 
+/* config.c: records that the option key, set at line:col, has no effect
+ * with the rest of cfg, and why (config_ignored_set). */
+void cfg_add_ignored(struct mcdc_config *cfg, int line, int col, const char *key, const char *why);
+
 /* check.c: the cross-field rules, the connection string and kafka:. */
 void config_check(struct mcdc_config *cfg, const struct cfg_entries *e, struct cfg_diag *d);
 /* Masks the secrets of uri (password, secret options) in text with "****"

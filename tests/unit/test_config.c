@@ -650,6 +650,29 @@ static void test_unsupported_set(void **state)
     unload(&l);
 }
 
+static void test_ignored_set(void **state)
+{
+    (void)state;
+    const char *texts[8];
+    char want[160];
+    /* Exactly-once-only keys with exactly-once off: loaded, and named. */
+    struct loaded l = load(BASE "transaction.boundary: interval\n"
+                                "transaction.boundary.interval.ms: 500\n");
+    assert_non_null(l.cfg);
+    assert_int_equal(config_ignored_set(l.cfg, texts, 8), 2);
+    snprintf(want, sizeof want, "%s:5:1: transaction.boundary: has no effect while", l.path);
+    assert_memory_equal(texts[0], want, strlen(want));
+    snprintf(want, sizeof want, "%s:6:1: transaction.boundary.interval.ms: has no effect", l.path);
+    assert_memory_equal(texts[1], want, strlen(want));
+    assert_int_equal(config_ignored_set(l.cfg, texts, 1), 2);
+    unload(&l);
+    /* Nothing set: nothing named. */
+    l = load(BASE);
+    assert_non_null(l.cfg);
+    assert_int_equal(config_ignored_set(l.cfg, texts, 8), 0);
+    unload(&l);
+}
+
 static void test_syntax_error(void **state)
 {
     (void)state;
@@ -775,6 +798,7 @@ int main(void)
         cmocka_unit_test(test_userinfo_escaping),
         cmocka_unit_test(test_oversize_options),
         cmocka_unit_test(test_unsupported_set),
+        cmocka_unit_test(test_ignored_set),
         cmocka_unit_test(test_syntax_error),
         cmocka_unit_test(test_help_lists_every_option),
         cmocka_unit_test(test_every_debezium_property_accepted),
