@@ -10,7 +10,12 @@
  *   encode-only  the same events through event_from_change + encoder_encode;
  *   raw produce  the same records, pre-encoded, through the same sink.
  *
- *   e2e_bench [--count N] [--rate EVENTS_PER_S] [--metrics] [TARGET...]
+ *   e2e_bench [--count N] [--rate EVENTS_PER_S] [--metrics] [--events FILE] [TARGET...]
+ *
+ * --events FILE replays the change events of FILE (a stream of BSON change
+ * events, e.g. from replay_server --dump-events) instead of the built-in
+ * ones, so that the bounds are those of the events a wire benchmark served.
+ * --rate 0 leaves out the paced run.
  *
  * --metrics updates the capture task's metrics as the worker does (events
  * seen and emitted, records produced and acknowledged, delivery latency,
@@ -18,8 +23,9 @@
  * system), scraped once a second by a thread of the bench: run it with and
  * without to see what metrics cost.
  *
- * TARGET: "mock" (librdkafka's in-process mock cluster, default) or a
- * bootstrap address (scripts/kafka-local.sh). Per target it prints events/s,
+ * TARGET: "mock" (librdkafka's in-process mock cluster, default), a
+ * bootstrap address (scripts/kafka-local.sh), or file:PATH (the file sink,
+ * JSON lines appended to PATH). Per target it prints events/s,
  * CPU seconds per million events (user+sys of the whole process, librdkafka's
  * threads included; with the mock cluster the in-process broker too), the
  * ratio e2e CPU / (raw + encode-only) CPU, and peak RSS; with --rate (default
@@ -54,6 +60,7 @@
 
 /* Distinct recorded events, replayed cyclically (memory stays small). */
 #define NEVENTS 4096
+static size_t nevents = NEVENTS;
 
 struct slot {
     void *cookie;
@@ -219,6 +226,37 @@ static bson_t *make_event(uint64_t i)
     return ev;
 }
 
+/* The change events of a file of concatenated BSON documents (*n set; at
+ * least one, else exits). */
+static bson_t **read_events(const char *path, size_t *n)
+{
+    bson_error_t error;
+    bson_reader_t *rd = bson_reader_new_from_file(path, &error);
+    const bson_t *doc;
+    bool eof = false;
+    size_t cap = 1024;
+    bson_t **out = xcalloc(cap, sizeof *out);
+
+    if (rd == NULL) {
+        fprintf(stderr, "e2e_bench: %s: %s\n", path, error.message);
+        exit(2);
+    }
+    *n = 0;
+    while ((doc = bson_reader_read(rd, &eof)) != NULL) {
+        if (*n == cap) {
+            cap *= 2;
+            out = xrealloc(out, cap * sizeof *out);
+        }
+        out[(*n)++] = bson_copy(doc);
+    }
+    bson_reader_destroy(rd);
+    if (!eof || *n == 0) {
+        fprintf(stderr, "e2e_bench: %s: not a stream of BSON documents\n", path);
+        exit(2);
+    }
+    return out;
+}
+
 static struct mcdc_config *load_config(const char *target)
 {
     char path[] = "/tmp/e2e_bench_XXXXXX";
@@ -227,14 +265,14 @@ static struct mcdc_config *load_config(const char *target)
     struct mcdc_error err = MCDC_ERROR_INIT;
     struct mcdc_config *cfg;
 
-    fprintf(
-        f,
-        "topic.prefix: bench\nmongodb.connection.string: \"mongodb://127.0.0.1/"
-        "?replicaSet=rs0\"\nsink.type: kafka\noffsets.file.path: /tmp/e2e_bench.offsets\nkafka:\n");
-    if (strcmp(target, "mock") == 0)
-        fprintf(f, "  test.mock.num.brokers: \"1\"\n");
+    fprintf(f, "topic.prefix: bench\nmongodb.connection.string: \"mongodb://127.0.0.1/"
+               "?replicaSet=rs0\"\noffsets.file.path: /tmp/e2e_bench.offsets\n");
+    if (strncmp(target, "file:", 5) == 0)
+        fprintf(f, "sink.type: file\nsink.path: \"%s\"\n", target + 5);
+    else if (strcmp(target, "mock") == 0)
+        fprintf(f, "sink.type: kafka\nkafka:\n  test.mock.num.brokers: \"1\"\n");
     else
-        fprintf(f, "  bootstrap.servers: \"%s\"\n", target);
+        fprintf(f, "sink.type: kafka\nkafka:\n  bootstrap.servers: \"%s\"\n", target);
     fclose(f);
     cfg = config_load(path, stderr, &err);
     unlink(path);
@@ -318,7 +356,7 @@ static void run_produce(const char *target, bson_t **events, size_t n,
                 }
             }
         } else {
-            encode_one(enc, events[i % NEVENTS], &recs, &pos);
+            encode_one(enc, events[i % nevents], &recs, &pos);
             if (mt != NULL) {
                 metrics_progress(mt);
                 metrics_event_seen(mt, METRICS_OP_C);
@@ -376,6 +414,7 @@ int main(int argc, char **argv)
 {
     size_t n = 200000, npool = 4096;
     double rate = 20000;
+    const char *events_file = NULL;
     const char *targets[8];
     size_t ntargets = 0;
     bson_t **events;
@@ -392,9 +431,12 @@ int main(int argc, char **argv)
             rate = strtod(argv[++i], NULL);
         else if (strcmp(argv[i], "--metrics") == 0)
             mt = metrics_task_register("rs0");
+        else if (strcmp(argv[i], "--events") == 0 && i + 1 < argc)
+            events_file = argv[++i];
         else if (argv[i][0] == '-') {
             fprintf(stderr,
-                    "usage: e2e_bench [--count N] [--rate EVENTS_PER_S] [--metrics] [TARGET...]\n");
+                    "usage: e2e_bench [--count N] [--rate EVENTS_PER_S] [--metrics] [--events FILE] "
+                    "[TARGET...]\n");
             return 2;
         } else if (ntargets < 8)
             targets[ntargets++] = argv[i];
@@ -415,11 +457,15 @@ int main(int argc, char **argv)
         pthread_create(&scrape_thread, NULL, scraper, NULL);
     }
 
-    events = xcalloc(NEVENTS, sizeof *events);
-    for (size_t i = 0; i < NEVENTS; i++) {
-        events[i] = make_event(i);
-        avg += (double)events[i]->len;
+    if (events_file != NULL) {
+        events = read_events(events_file, &nevents);
+    } else {
+        events = xcalloc(NEVENTS, sizeof *events);
+        for (size_t i = 0; i < NEVENTS; i++)
+            events[i] = make_event(i);
     }
+    for (size_t i = 0; i < nevents; i++)
+        avg += (double)events[i]->len;
     cfg = load_config("mock");
     enc = encoder_new(cfg, &err);
     /* encode-only bound */
@@ -427,17 +473,18 @@ int main(int argc, char **argv)
     c0 = cpu_s();
     for (size_t i = 0; i < n; i++) {
         struct mcdc_records recs = {.count = 0};
-        encode_one(enc, events[i % NEVENTS], &recs, NULL);
+        encode_one(enc, events[i % nevents], &recs, NULL);
         records_release(&recs);
     }
     enc_cpu = (cpu_s() - c0) / ((double)n / 1e6);
-    printf("events: %d recorded change events replayed to %zu, %.0f bytes of BSON on average\n",
-           NEVENTS, n, avg / NEVENTS);
+    printf("events: %zu recorded change events%s%s replayed to %zu, %.0f bytes of BSON on "
+           "average\n",
+           nevents, events_file ? " of " : "", events_file ? events_file : "", n, avg / (double)nevents);
     printf("%-10s %-12s %8zu events %9.0f events/s %6.2f CPU-s/M events\n", "-", "encode-only", n,
            (double)n / (now_s() - t0), enc_cpu);
     pool = xcalloc(npool, sizeof *pool);
     for (size_t i = 0; i < npool && i < n; i++)
-        encode_one(enc, events[i % NEVENTS], &pool[i], NULL);
+        encode_one(enc, events[i % nevents], &pool[i], NULL);
     for (size_t t = 0; t < ntargets; t++) {
         /* warm-up: topic creation and connections are not part of the figures */
         run_produce(targets[t], events, n / 20 ? n / 20 : 1, pool, npool, 0, "warm-up", &raw_cpu);
@@ -453,7 +500,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < npool && i < n; i++)
         records_release(&pool[i]);
     free(pool);
-    for (size_t i = 0; i < NEVENTS; i++)
+    for (size_t i = 0; i < nevents; i++)
         bson_destroy(events[i]);
     free(events);
     encoder_destroy(enc);

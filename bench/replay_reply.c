@@ -202,7 +202,7 @@ static void hex8(uint8_t *w, uint32_t v)
 
 size_t stream_tmpl_first(const struct cursor *cu)
 {
-    return G.rate > 0 ? (size_t)((cu->pos - cu->pos0) % G.stream.n) : 0;
+    return G.rate > 0 ? (size_t)((cu->pos - cu->pos0) % cu->tmpl->n) : 0;
 }
 
 /* cursor document of a change stream: events (pos, pos + n] */
@@ -212,7 +212,7 @@ void stream_cursor(bson_t *r, struct cursor *cu, const char *field, size_t n)
     char t[160];
 
     bson_append_document_begin(r, "cursor", 6, &cur);
-    append_batch(&cur, field, &G.stream, stream_tmpl_first(cu), n);
+    append_batch(&cur, field, cu->tmpl, stream_tmpl_first(cu), n);
     token_hex(t, sizeof t, cu->pos + n);
     bson_append_document_begin(&cur, "postBatchResumeToken", 20, &tok);
     BSON_APPEND_UTF8(&tok, "_data", t);
@@ -222,18 +222,20 @@ void stream_cursor(bson_t *r, struct cursor *cu, const char *field, size_t n)
     bson_append_document_end(r, &cur);
 }
 
-void stream_patch(bson_t *r, const char *field, size_t k, uint64_t first, size_t n)
+void stream_patch(bson_t *r, const struct cursor *cu, const char *field, size_t k, uint64_t first,
+                  size_t n)
 {
+    const struct tmpl *t = cu->tmpl;
     uint8_t *base = batch_at(r, field);
     int64_t *move = malloc((n ? n : 1) * sizeof *move);
 
-    copy_elems(&G.stream, k, n, NULL, move);
+    copy_elems(t, k, n, NULL, move);
     for (size_t i = 0; i < n; i++) {
-        size_t j = (k + i) % G.stream.n;
+        size_t j = (k + i) % t->n;
         uint32_t inc = (uint32_t)(first + i);
-        hex8(base + (int64_t)G.stream.patch[j] + move[i], inc);
+        hex8(base + (int64_t)t->patch[j] + move[i], inc);
         /* Timestamp: increment, then seconds */
-        memcpy(base + (int64_t)G.stream.patch2[j] + move[i], &inc, 4);
+        memcpy(base + (int64_t)t->patch2[j] + move[i], &inc, 4);
     }
     free(move);
 }
@@ -255,4 +257,82 @@ void snap_patch(bson_t *r, const char *field, uint64_t first, size_t n)
         int64_t id = (int64_t)(first + j);
         memcpy(base + G.snap.patch[j], &id, 8);
     }
+}
+
+/* the $sample stage's size in the aggregate cmd, or 0 when it is not a
+ * [{$sample: ...}, ...] pipeline */
+static int64_t sample_size(const bson_t *cmd)
+{
+    bson_iter_t p, st, s0, sz;
+    if (!bson_iter_init_find(&p, cmd, "pipeline") || !bson_iter_recurse(&p, &st) ||
+        !bson_iter_next(&st) || !BSON_ITER_HOLDS_DOCUMENT(&st) || !bson_iter_recurse(&st, &s0) ||
+        !bson_iter_find(&s0, "$sample") || !BSON_ITER_HOLDS_DOCUMENT(&s0) ||
+        !bson_iter_recurse(&s0, &sz) || !bson_iter_find(&sz, "size") ||
+        !BSON_ITER_HOLDS_NUMBER(&sz))
+        return 0;
+    return bson_iter_as_int64(&sz);
+}
+
+bool sample_reply(const bson_t *cmd, const char *db, const char *coll, bson_t *r)
+{
+    int64_t size = sample_size(cmd);
+    bson_t cur, arr, d;
+    char ns[160];
+
+    if (size <= 0 || strcmp(db, "bench") != 0 || G.docs == 0)
+        return false;
+    if ((uint64_t)size > G.docs)
+        size = (int64_t)G.docs;
+    bson_append_document_begin(r, "cursor", 6, &cur);
+    bson_append_array_begin(&cur, "firstBatch", 10, &arr);
+    for (int64_t i = 0; i < size; i++) {
+        char k[24];
+        /* evenly spread over 0..docs-1, in a shuffled order as $sample's */
+        int64_t j = (i * 7919) % size;
+        snprintf(k, sizeof k, "%lld", (long long)i);
+        bson_append_document_begin(&arr, k, -1, &d);
+        BSON_APPEND_INT64(&d, "_id", (int64_t)((uint64_t)j * G.docs / (uint64_t)size));
+        bson_append_document_end(&arr, &d);
+    }
+    bson_append_array_end(&cur, &arr);
+    BSON_APPEND_INT64(&cur, "id", 0);
+    snprintf(ns, sizeof ns, "%s.%s", db, coll);
+    BSON_APPEND_UTF8(&cur, "ns", ns);
+    bson_append_document_end(r, &cur);
+    return true;
+}
+
+/* narrows [*lo, *hi) by the numeric _id bounds anywhere in filter document it */
+static void id_bounds(bson_iter_t *it, bool in_id, uint64_t *lo, uint64_t *hi)
+{
+    while (bson_iter_next(it)) {
+        const char *k = bson_iter_key(it);
+        bson_iter_t sub;
+        if (in_id && BSON_ITER_HOLDS_NUMBER(it)) {
+            double v = bson_iter_as_double(it);
+            uint64_t f = v < 0 ? 0 : (uint64_t)v; /* the _ids are integers */
+            uint64_t c = v < 0 ? 0 : (double)f < v ? f + 1 : f;
+            if (!strcmp(k, "$gt") && f + 1 > *lo)
+                *lo = v < 0 ? 0 : f + 1;
+            else if (!strcmp(k, "$gte") && c > *lo)
+                *lo = c;
+            else if (!strcmp(k, "$lt") && c < *hi)
+                *hi = c;
+            else if (!strcmp(k, "$lte") && (v < 0 ? 0 : f + 1) < *hi)
+                *hi = v < 0 ? 0 : f + 1;
+        } else if ((BSON_ITER_HOLDS_DOCUMENT(it) || BSON_ITER_HOLDS_ARRAY(it)) &&
+                   bson_iter_recurse(it, &sub)) {
+            id_bounds(&sub, in_id || !strcmp(k, "_id"), lo, hi);
+        }
+    }
+}
+
+void find_id_range(const bson_t *cmd, uint64_t *lo, uint64_t *hi)
+{
+    bson_iter_t it, f;
+    if (bson_iter_init_find(&it, cmd, "filter") && BSON_ITER_HOLDS_DOCUMENT(&it) &&
+        bson_iter_recurse(&it, &f))
+        id_bounds(&f, false, lo, hi);
+    if (*lo > *hi)
+        *lo = *hi;
 }

@@ -10,7 +10,8 @@
  *   hello / isMaster (awaitable hello waits maxAwaitTimeMS), buildInfo, ping,
  *   endSessions, killCursors, listDatabases, listCollections, count,
  *   find (the collection reads of a snapshot, local.oplog.rs, config.shards),
- *   aggregate ($changeStream, $sample for split points) and getMore.
+ *   aggregate ($changeStream, $sample for split points: _ids spread over the
+ *   collection, which a split snapshot's ranged finds then read) and getMore.
  * Anything else is answered {ok: 1} and logged once, so that a new command in
  * the daemon shows up in the benchmark's log instead of failing it.
  *
@@ -33,8 +34,18 @@
  *
  * Usage: replay_server --port P --data FILE [--data FILE...] [--events N]
  *        [--batch K] [--collections C] [--docs M] [--shards S] [--rate N]
- *        [--tick-ms T]
+ *        [--tick-ms T] [--dump-events FILE] [--chunks C [--migrate M]]
+ *        [--slow-shard-ms D]
  * Prints "ready <port> [<shard port>...]" on stdout once listening.
+ * --dump-events writes the change events of one reply (the template, the
+ * increments of event j's token and clusterTime patched to j + 1) to FILE as
+ * a stream of BSON documents and exits: the same events for the encode-only
+ * and raw-produce bounds (e2e_bench --events FILE).
+ * --chunks C (with --shards) makes the datasets' namespaces sharded
+ * collections of C chunks, each shard replaying its own; --migrate M moves
+ * the first one's chunks from the first shard to the second at event M
+ * (replay_chunks.c). --slow-shard-ms D delays each change-stream getMore of
+ * the first shard by D ms (a donor that lags).
  *
  * A benchmark tool, not a MongoDB: no writes, no auth, no TLS, no compression.
  */
@@ -120,8 +131,8 @@ static size_t stream_due(const struct cursor *cu, int64_t max_time_ms)
     int64_t deadline = now_ns() + max_time_ms * 1000000;
     int64_t tick = G.tick_ms * 1000000;
 
-    if (left > G.stream.n)
-        left = G.stream.n;
+    if (left > cu->tmpl->n)
+        left = cu->tmpl->n;
     if (left == 0 || G.rate <= 0) {
         if (left == 0)
             sleep_ms(max_time_ms);
@@ -251,9 +262,12 @@ void replay_dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
         bson_append_document_end(r, &cur);
         BSON_APPEND_DOUBLE(r, "ok", 1.0);
     } else if (!strcmp(name, "find") && !strcmp(db, "config")) {
-        /* config.shards (the mongos); other config collections are empty */
+        /* config.shards (the mongos); config.collections and config.chunks
+         * with --chunks (replay_chunks.c); other config collections are empty */
         bson_t cur, arr, d;
-        bool shards = BSON_ITER_HOLDS_UTF8(&it) && !strcmp(bson_iter_utf8(&it, NULL), "shards");
+        const char *cname = BSON_ITER_HOLDS_UTF8(&it) ? bson_iter_utf8(&it, NULL) : "";
+        bool shards = !strcmp(cname, "shards");
+        char cns[160];
         bson_append_document_begin(r, "cursor", 6, &cur);
         bson_append_array_begin(&cur, "firstBatch", 10, &arr);
         for (int i = 0; shards && i < G.nshards; i++) {
@@ -268,9 +282,11 @@ void replay_dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
             bson_append_timestamp(&d, "topologyTime", 12, G.t0 - 100, 1);
             bson_append_document_end(&arr, &d);
         }
+        replay_config_docs(cname, cmd, &arr, 0);
         bson_append_array_end(&cur, &arr);
         BSON_APPEND_INT64(&cur, "id", 0);
-        BSON_APPEND_UTF8(&cur, "ns", shards ? "config.shards" : "config.unknown");
+        snprintf(cns, sizeof cns, "config.%s", cname);
+        BSON_APPEND_UTF8(&cur, "ns", cns);
         bson_append_document_end(r, &cur);
         BSON_APPEND_DOUBLE(r, "ok", 1.0);
     } else if (!strcmp(name, "find")) {
@@ -285,6 +301,7 @@ void replay_dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
         snprintf(cu->ns, sizeof cu->ns, "%s.%s", db, coll);
         cu->pos = 0;
         cu->end = !strcmp(db, "bench") ? G.docs : 0;
+        find_id_range(cmd, &cu->pos, &cu->end); /* a split snapshot's _id range */
         size_t n = (size_t)(cu->end - cu->pos);
         if (bs <= 0)
             bs = 101;
@@ -319,11 +336,15 @@ void replay_dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
                 cu->pos0 = cu->pos;
                 cu->t_open_ns = now_ns();
                 cu->end = G.events;
+                cu->tmpl = replay_stream_tmpl(s, cu->pos);
                 stream_cursor(r, cu, "firstBatch", 0);
             }
         }
-        if (!cs) {
-            /* $sample for split points, and anything else: an empty result */
+        if (!cs && sample_reply(cmd, db, BSON_ITER_HOLDS_UTF8(&it) ? bson_iter_utf8(&it, NULL) : "x",
+                                r)) {
+            /* $sample of a bench collection: split points */
+        } else if (!cs) {
+            /* anything else: an empty result */
             bson_t cur, arr;
             char ns[160];
             bson_append_document_begin(r, "cursor", 6, &cur);
@@ -347,9 +368,13 @@ void replay_dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
             BSON_APPEND_INT32(r, "code", 43);
             BSON_APPEND_UTF8(r, "codeName", "CursorNotFound");
         } else if (cu->kind == CUR_STREAM) {
-            size_t n = stream_due(cu, iter_int(cmd, "maxTimeMS", 1000));
+            size_t n, k;
             uint64_t first = cu->pos + 1;
-            size_t k = stream_tmpl_first(cu);
+            if (G.shard_delay_ms > 0 && s->shard == 0 && !s->mongos)
+                sleep_ms(G.shard_delay_ms);
+            cu->tmpl = replay_stream_tmpl(s, cu->pos);
+            n = stream_due(cu, iter_int(cmd, "maxTimeMS", 1000));
+            k = stream_tmpl_first(cu);
             stream_cursor(r, cu, "nextBatch", n);
             BSON_APPEND_DOUBLE(r, "ok", 1.0);
             cu->pos += n;
@@ -358,7 +383,7 @@ void replay_dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
                 s->served = cu->pos;
             pthread_mutex_unlock(&s->mu);
             append_cluster_time(r, s);
-            stream_patch(r, "nextBatch", k, first, n);
+            stream_patch(r, cu, "nextBatch", k, first, n);
             return;
         } else {
             int64_t bs = iter_int(cmd, "batchSize", 0);
@@ -407,9 +432,39 @@ void replay_dispatch(struct conn *c, const bson_t *cmd, bson_t *r)
     append_cluster_time(r, s);
 }
 
+/* --dump-events: the stream template's events, each patched as a reply
+ * patches it (stream_patch), as concatenated BSON documents. */
+static void dump_events(const char *path)
+{
+    FILE *f = fopen(path, "wb");
+    size_t begin = 0;
+
+    if (f == NULL)
+        replay_die("cannot write --dump-events file");
+    for (size_t j = 0; j < G.stream.n; j++) {
+        size_t end = G.stream.end[j];
+        uint8_t *elem = malloc(end - begin);
+        uint32_t inc = (uint32_t)(j + 1);
+        char hex[9];
+        size_t doc = 1 + strlen((const char *)G.stream.elems + begin + 1) + 1;
+
+        memcpy(elem, G.stream.elems + begin, end - begin);
+        snprintf(hex, sizeof hex, "%08X", inc);
+        memcpy(elem + (G.stream.patch[j] - begin), hex, 8);
+        memcpy(elem + (G.stream.patch2[j] - begin), &inc, 4); /* increment, then seconds */
+        if (fwrite(elem + doc, 1, end - begin - doc, f) != end - begin - doc)
+            replay_die("cannot write --dump-events file");
+        free(elem);
+        begin = end;
+    }
+    if (fclose(f) != 0)
+        replay_die("cannot write --dump-events file");
+}
+
 int main(int argc, char **argv)
 {
     char *files[64];
+    const char *dump = NULL;
     int nfiles = 0, port = 0;
 
     G.events = 1000000;
@@ -422,7 +477,8 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
             replay_die("usage: replay_server --port P --data FILE... [--events N] [--batch K] "
-                "[--collections C] [--docs M] [--shards S] [--rate N] [--tick-ms T]");
+                "[--collections C] [--docs M] [--shards S] [--rate N] [--tick-ms T] "
+                "[--dump-events FILE]");
         if (!strcmp(a, "--port"))
             port = atoi(v);
         else if (!strcmp(a, "--data") && nfiles < 64)
@@ -441,6 +497,14 @@ int main(int argc, char **argv)
             G.tick_ms = strtoll(v, NULL, 10);
         else if (!strcmp(a, "--shards"))
             G.nshards = atoi(v);
+        else if (!strcmp(a, "--dump-events"))
+            dump = v;
+        else if (!strcmp(a, "--chunks"))
+            G.chunks = atoi(v);
+        else if (!strcmp(a, "--migrate"))
+            G.migrate_at = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--slow-shard-ms"))
+            G.shard_delay_ms = strtoll(v, NULL, 10);
         else
             replay_die("unknown option");
     }
@@ -448,6 +512,9 @@ int main(int argc, char **argv)
         replay_die("bad --batch, --collections or --shards");
     if (G.rate < 0 || G.tick_ms <= 0)
         replay_die("bad --rate (events per second, >= 0) or --tick-ms (> 0)");
+    if (G.chunks < 0 || (G.chunks > 0 && G.nshards == 0) ||
+        (G.migrate_at > 0 && (G.chunks == 0 || G.nshards < 2)))
+        replay_die("--chunks needs --shards; --migrate needs --chunks and two shards or more");
     G.events = (G.events + G.batch - 1) / G.batch * G.batch;
     G.t0 = (uint32_t)time(NULL);
 
@@ -456,6 +523,12 @@ int main(int argc, char **argv)
     bson_t **docs = replay_load_docs(files, nfiles, &nss, &ndocs);
     replay_build_stream(&G.stream, G.batch, G.t0, docs, nss, ndocs);
     replay_build_snapshot(&G.snap, G.batch, docs, ndocs);
+    if (G.chunks > 0)
+        replay_chunks_build(docs, nss, ndocs);
+    if (dump != NULL) {
+        dump_events(dump);
+        return 0;
+    }
 
     G.nsrv = G.nshards ? G.nshards + 1 : 1;
     for (int i = 0; i < G.nsrv; i++) {

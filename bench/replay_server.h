@@ -6,7 +6,9 @@
  *   replay_reply.c    reply building blocks: hello, $clusterTime, cursors,
  *                     batches copied from the templates and patched;
  *   replay_server.c   the command handlers (dispatch) and main;
- *   replay_data.c     the templates (replay.h).
+ *   replay_data.c     the templates (replay.h);
+ *   replay_chunks.c   sharded collections and a chunk migration (--chunks,
+ *                     --migrate).
  */
 #ifndef MCDC_BENCH_REPLAY_SERVER_H
 #define MCDC_BENCH_REPLAY_SERVER_H
@@ -25,6 +27,7 @@
 #define OP_MSG 2013
 #define MAX_SHARDS 16
 #define MAX_CURSORS 256
+#define MAX_NAMESPACES 64
 
 enum cursor_kind { CUR_FREE = 0, CUR_STREAM, CUR_SNAPSHOT };
 
@@ -34,6 +37,7 @@ struct cursor {
     uint64_t pos, end; /* stream: events served / total; snapshot: next _id / end */
     uint64_t pos0;     /* stream: pos when the cursor was opened (--rate pacing) */
     int64_t t_open_ns; /* stream: CLOCK_MONOTONIC when it was opened (--rate pacing) */
+    const struct tmpl *tmpl; /* stream: the template of its current reply (replay_stream_tmpl) */
     char ns[128];
 };
 
@@ -70,6 +74,14 @@ struct replay_state {
     double rate;   /* stream: change events per second per cursor, 0 = memory speed */
     int64_t tick_ms; /* stream with --rate: events are released every tick_ms */
     int nshards;   /* 0 = plain replica set */
+    int chunks;    /* --chunks: chunks per sharded collection, 0 = nothing sharded */
+    uint64_t migrate_at; /* --migrate: the event the migration commits after, 0 = none */
+    int64_t shard_delay_ms; /* --slow-shard-ms: each getMore of the first shard waits this */
+    atomic_bool migrated;   /* a shard has served past migrate_at */
+    const char *ns[MAX_NAMESPACES]; /* the datasets' namespaces, in order (--chunks) */
+    int nns;
+    struct tmpl shard_stream[MAX_SHARDS]; /* --chunks: per shard, its namespaces' events */
+    struct tmpl shard_after[2]; /* --migrate: the donor's and recipient's after the commit */
     struct server srv[MAX_SHARDS + 1];
     int nsrv;
     atomic_int conn_ids;
@@ -94,6 +106,24 @@ void *replay_accept_loop(void *arg);
 /* Answers the command cmd (the body of an OP_MSG, or the query of a legacy
  * OP_QUERY) of connection c into r, an initialised empty document. */
 void replay_dispatch(struct conn *c, const bson_t *cmd, bson_t *r);
+
+/* ---- replay_chunks.c */
+
+/* With --chunks: collects the datasets' namespaces from nss (ndocs, one per
+ * document of docs) and builds each shard's template of change events of
+ * the namespaces it owns (and, with --migrate, the donor's and recipient's
+ * after the migration). Exits (replay_die) when a shard would own none. */
+void replay_chunks_build(bson_t **docs, char **nss, size_t ndocs);
+
+/* The template of the stream reply server s sends from event pos + 1 on:
+ * G.stream, or with --chunks the shard's own (after the migration once pos
+ * reaches --migrate, which marks the migration committed). */
+const struct tmpl *replay_stream_tmpl(const struct server *s, uint64_t pos);
+
+/* Appends to arr, from element key k on, the documents of config.<coll>
+ * (collections, chunks) that match the find cmd's filter (_id or ns, or
+ * all); nothing without --chunks. Returns the next element key. */
+size_t replay_config_docs(const char *coll, const bson_t *cmd, bson_t *arr, size_t k);
 
 /* ---- replay_reply.c */
 
@@ -128,9 +158,10 @@ size_t stream_tmpl_first(const struct cursor *cu);
 void stream_cursor(bson_t *r, struct cursor *cu, const char *field, size_t n);
 
 /* Patches, in the complete reply r, the resume token and clusterTime
- * increments of the n events of cursor.<field> (template events from k on,
- * as stream_cursor put them) to first, first + 1, ... */
-void stream_patch(bson_t *r, const char *field, size_t k, uint64_t first, size_t n);
+ * increments of the n events of cursor.<field> (events of cu->tmpl from k
+ * on, as stream_cursor put them) to first, first + 1, ... */
+void stream_patch(bson_t *r, const struct cursor *cu, const char *field, size_t k, uint64_t first,
+                  size_t n);
 
 /* Appends the cursor document of a snapshot read to r: n documents of the
  * template as cursor.<field>; the id is 0 once the read ends with them. */
@@ -139,5 +170,17 @@ void snap_cursor(bson_t *r, struct cursor *cu, const char *field, size_t n);
 /* Patches, in the complete reply r, the _id of the n documents of
  * cursor.<field> to first, first + 1, ... */
 void snap_patch(bson_t *r, const char *field, uint64_t first, size_t n);
+
+/* Answers an aggregate cmd on db.coll that starts with {$sample: {size: S}}
+ * on a bench collection into r (a cursor of min(S, --docs) documents {_id},
+ * spread evenly over the collection's _ids 0..docs-1, in one batch) and
+ * returns true; false (r untouched) for anything else. */
+bool sample_reply(const bson_t *cmd, const char *db, const char *coll, bson_t *r);
+
+/* Narrows [*lo, *hi) to the _ids the find cmd's filter admits by the numeric
+ * bounds ($gt, $gte, $lt, $lte) under an _id anywhere in it, as the split
+ * snapshot's ranges give them (keyrange_span_filter); every snapshot _id is an
+ * integer, so other brackets of the filter match nothing here. */
+void find_id_range(const bson_t *cmd, uint64_t *lo, uint64_t *hi);
 
 #endif

@@ -22,8 +22,27 @@ one capture task per shard):
 Figures: records/s (acknowledged, from the daemon's /metrics), the daemon's
 CPU seconds (user+sys, /proc, whole process) per million records, its peak RSS
 (VmHWM), and the replay server's CPU over the same time, which shows how far it
-is from being the bound. Each run repeats --repeat times; min..max is printed.
-Figures are reported, never asserted: the machine is shared.
+is from being the bound. Each run repeats --repeat times; min..max is printed
+(from three repeats on, the median first: "med [min..max]"). Figures are
+reported, never asserted: the machine is shared.
+
+Bounds (stream mode, unless --no-bounds): after the stream runs, --repeat
+times, e2e_bench replays the replay server's own change events
+(replay_server --dump-events: one reply's events) from memory for --events
+events: encode-only (event_from_change + encoder_encode), raw produce (the
+pre-encoded records through the daemon's sink code into the same sink: the
+same mock cluster, broker, or a file sink) and e2e_bench's in-memory end to
+end; printed per record beside the daemon's figures.
+
+Order gate (2+ tasks): each shard task logs at stop how many events the gate
+checked and its added latency p50 / p99 per event, and how many events it
+held and for how long; printed per run set. --chunks C makes the datasets'
+namespaces sharded collections of C chunks, each shard replaying only its
+own (so the gate looks every event up in a chunk map); --migrate moves the
+first namespace's chunks from the first shard to the second at half the
+stream; --slow-shard-ms D makes the first shard (the donor) lag by D ms per
+getMore, so the recipient's events of the moved documents wait for it
+(replay_chunks.c).
 
 Exactly-once (--eos off,on): each setting runs in the same invocation, the
 settings alternating within every repeat, so that on and off meet the same
@@ -52,7 +71,9 @@ seconds stay at the run's start.)
                         [--events N] [--docs N] [--readers R] [--repeat R]
                         [--eos off,on] [--boundary poll|interval:MS[,...]]
                         [--max-batch N] [--precreate]
-                        [--latency --rate N [--warmup S]]
+                        [--latency --rate N [--warmup S]] [--no-bounds]
+                        [--chunks C [--migrate] [--slow-shard-ms D]]
+                        [--set KEY=VALUE ...]
 """
 import argparse
 import glob
@@ -98,6 +119,12 @@ def free_port():
     return p
 
 
+GATE_RE = re.compile(r"order gate: (\d+) events checked, added latency p50 ([\d.]+) us, "
+                     r"p99 ([\d.]+) us")
+HELD_RE = re.compile(r"order gate: (\d+) events of documents moved from another shard were held, "
+                     r"(\d+) ms in all")
+BOUND_RE = re.compile(r"^(\S+)\s+(encode-only|raw-produce|end-to-end)\s+(\d+) events\s+(\d+) events/s"
+                      r"\s+([\d.]+) CPU-s/M events(?:\s+(\d+)/(\d+) records)?", re.M)
 TXN_RE = re.compile(r"^mongocdc_transactions_(committed|aborted)_total(?:\{[^}]*\})? (\d+)", re.M)
 HIST = "mongocdc_transaction_commit_latency_seconds"
 BUCKET_RE = re.compile(r"^%s_bucket\{[^}]*le=\"([^\"]+)\"\} (\d+)" % HIST, re.M)
@@ -246,6 +273,13 @@ def run(a, mode, tasks, sink, bootstrap, data, eos, boundary):
         expect = tasks * (a.docs // a.collections) * a.collections
     if a.latency:
         argv += ["--rate", str(a.rate)]
+    if shards and mode == "stream" and a.chunks:
+        argv += ["--chunks", str(a.chunks)]
+        if a.migrate and shards >= 2:
+            # at half the stream, on a reply boundary
+            argv += ["--migrate", str(max(1, a.events // 2 // a.batch) * a.batch)]
+        if a.slow_shard_ms:
+            argv += ["--slow-shard-ms", str(a.slow_shard_ms)]
     srv = subprocess.Popen([a.server, "--port", "0", "--batch", str(a.batch), "--shards", str(shards)]
                            + argv + sum((["--data", d] for d in data), []),
                            stdout=subprocess.PIPE, stderr=open(os.path.join(work, "server.log"), "wb"),
@@ -330,6 +364,12 @@ def run(a, mode, tasks, sink, bootstrap, data, eos, boundary):
         if lat is not None:
             res["lat"] = lat.figures(a.warmup)
         with open(os.path.join(work, "daemon.log"), "rb") as f:
+            text = f.read().decode(errors="replace")
+        # the order gate's figures, one line per shard task (logged at stop)
+        res["gate"] = [(int(m.group(1)), float(m.group(2)), float(m.group(3)))
+                       for m in GATE_RE.finditer(text)]
+        res["held"] = [(int(m.group(1)), int(m.group(2))) for m in HELD_RE.finditer(text)]
+        with open(os.path.join(work, "daemon.log"), "rb") as f:
             # warnings and errors, but the oplog headroom one: the replay
             # server's oplog is "full" from its first entry, by design
             res["log_warn"] = [l.decode(errors="replace").rstrip() for l in f
@@ -342,11 +382,50 @@ def run(a, mode, tasks, sink, bootstrap, data, eos, boundary):
 
 
 def spread(vals, fmt):
-    vals = [v for v in vals if v is not None]
+    """min..max; from three values on, the median first: "med [min..max]"."""
+    vals = sorted(v for v in vals if v is not None)
     if not vals:
         return "-"
-    lo, hi = min(vals), max(vals)
-    return fmt % lo if len(vals) == 1 else (fmt % lo) + ".." + (fmt % hi)
+    lo, hi = vals[0], vals[-1]
+    if len(vals) == 1:
+        return fmt % lo
+    if len(vals) < 3:
+        return (fmt % lo) + ".." + (fmt % hi)
+    n = len(vals)
+    med = vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2.0
+    return "%s [%s..%s]" % (fmt % med, fmt % lo, fmt % hi)
+
+
+def bounds(a, sink, bootstrap, data):
+    """The bounds of the same events as the stream runs (issue "The daemon's
+    own ceiling"): the replay server writes one reply's change events
+    (--dump-events), and e2e_bench replays --events of them from memory:
+    encode-only (event_from_change + encoder_encode), raw produce (the
+    pre-encoded records through the daemon's sink code into the same sink:
+    the same mock cluster, broker or a file sink) and its own in-memory
+    end-to-end (no wire, no libmongoc). Figures per record (a delete's
+    tombstone is a record, as in the daemon's runs); None when it fails."""
+    work = tempfile.mkdtemp(prefix="wire_bench_bounds.")
+    try:
+        ev = os.path.join(work, "events.bson")
+        subprocess.run([a.server, "--port", "0", "--batch", str(a.batch), "--dump-events", ev]
+                       + sum((["--data", d] for d in data), []), check=True,
+                       stdout=subprocess.DEVNULL)
+        target = bootstrap if sink != "file" else "file:%s/bounds.jsonl" % work
+        out = subprocess.run([a.e2e, "--events", ev, "--count", str(a.events), "--rate", "0",
+                              target], capture_output=True, text=True, timeout=a.timeout)
+        res, ratio = {}, None
+        for m in BOUND_RE.finditer(out.stdout):
+            if m.group(7):
+                ratio = int(m.group(7)) / float(m.group(3))
+            res[m.group(2)] = (float(m.group(4)), float(m.group(5)))
+        if out.returncode != 0 or len(res) < 3 or ratio is None:
+            print("  bounds: e2e_bench failed (%d): %s" % (out.returncode, out.stderr[-500:]))
+            return None
+        # per record: events/s * records per event, CPU per million records
+        return dict((k, (eps * ratio, cpu / ratio)) for k, (eps, cpu) in res.items())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def settings(a):
@@ -399,6 +478,17 @@ def main():
                     help="folder of the datasets (default $MCDC_SHARED_DIR/datasets)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "mongocdc"))
     ap.add_argument("--server", default=os.path.join(ROOT, "build", "bench", "replay_server"))
+    ap.add_argument("--e2e", default=os.path.join(ROOT, "build", "bench", "e2e_bench"))
+    ap.add_argument("--chunks", type=int, default=0,
+                    help="stream, 2+ tasks: the datasets' namespaces are sharded collections of "
+                    "this many chunks, each shard replaying its own (replay_chunks.c)")
+    ap.add_argument("--migrate", action="store_true",
+                    help="with --chunks: the first namespace's chunks move from the first shard "
+                    "to the second at half the stream")
+    ap.add_argument("--slow-shard-ms", type=int, default=0,
+                    help="with --chunks: each change-stream getMore of the first shard waits this")
+    ap.add_argument("--no-bounds", action="store_true",
+                    help="leave out the encode-only and raw-produce bounds of the stream events")
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
     ap.add_argument("--wrap", default="", help="command line the daemon runs under, e.g. "
                     "'perf record -g -o perf.data --' (the CPU and RSS figures are then the wrapper's)")
@@ -425,7 +515,7 @@ def main():
           % (a.sink, a.events, a.docs, a.readers, a.batch, len(data),
              ", paced at %.0f events/s per task" % a.rate if a.latency else ""))
     ok = True
-    rows = []
+    rows, brows = [], []
     for mode in [m for m in a.modes.split(",") if m]:
         for tasks in [int(t) for t in a.tasks.split(",") if t]:
             res = dict((st, []) for st in sets)
@@ -442,6 +532,12 @@ def main():
                         shutil.rmtree(r["work"], ignore_errors=True)
                     sys.stdout.flush()
             rows.append((mode, tasks, res))
+        if mode == "stream" and not a.no_bounds and not a.latency:
+            for _ in range(a.repeat):
+                b = bounds(a, a.sink, bootstrap, data)
+                if b is not None:
+                    brows.append(b)
+                sys.stdout.flush()
     print("%-9s %5s %4s %12s %16s %8s %9s %7s %10s %7s %15s %15s %10s"
           % ("mode", "tasks", "eos", "boundary", "records/s", "CPU-s/M", "RSS MiB", "srv",
              "txn commit", "abort", "commit p50 ms", "commit p99 ms", "mean ms"))
@@ -457,6 +553,28 @@ def main():
                 spread([r["srv"] for r in rs], "%.2f"),
                 spread([x["committed"] for x in t], "%d"), spread([x["aborted"] for x in t], "%d"),
                 spread(ms("p50"), "%.1f"), spread(ms("p99"), "%.0f"), spread(ms("mean"), "%.1f")))
+    if any(r.get("gate") for _, _, res in rows for rs in res.values() for r in rs):
+        print("order gate, per shard task (daemon log at stop; added latency per checked event):")
+        print("%-9s %5s %4s %12s %16s %14s %14s %12s" % ("mode", "tasks", "eos", "boundary",
+                                                       "events checked", "p50 us", "p99 us", "held (ms)"))
+        for mode, tasks, res in rows:
+            for (eos, b), rs in res.items():
+                g = [x for r in rs for x in r.get("gate", [])]
+                if not g:
+                    continue
+                h = [x for r in rs for x in r.get("held", [])]
+                print("%-9s %5d %4s %12s %16s %14s %14s %12s" % (
+                    mode, tasks, "on" if eos else "off", b, spread([x[0] for x in g], "%d"),
+                    spread([x[1] for x in g], "%.2f"), spread([x[2] for x in g], "%.2f"),
+                    "%d (%d)" % (sum(x[0] for x in h), sum(x[1] for x in h)) if h else "0"))
+    if brows:
+        print("bounds of the same %d stream events (e2e_bench --events, one task's worth; "
+              "per record, sink %s):" % (a.events, a.sink))
+        print("%-22s %16s %14s" % ("", "records/s", "CPU-s/M"))
+        for k, label in (("encode-only", "encode-only"), ("raw-produce", "raw produce"),
+                         ("end-to-end", "in-memory end-to-end")):
+            print("%-22s %16s %14s" % (label, spread([b[k][0] for b in brows], "%.0f"),
+                                       spread([b[k][1] for b in brows], "%.2f")))
     if a.latency:
         print("end-to-end latency, receive - CreateTime, read_committed, after %.0f s warm-up (ms):"
               % a.warmup)

@@ -73,6 +73,33 @@ struct snapshot {
     int64_t started_ms, last_progress_ms;
 };
 
+/* A reader's batch not handed over yet: a chain of documents of one part. */
+struct snapshot_batch {
+    struct snapshot_doc *head, *tail;
+    size_t n, bytes; /* items, and the BSON bytes of the documents among them */
+    size_t markers;  /* end markers among the n (not documents) */
+};
+
+/*
+ * Appends d (owned from now on: queued, or freed by snapshot_batch_free) to
+ * the reader's batch b of collection c and hands b over to the queue
+ * (snapshot_batch_push) when it holds BATCH_MAX_DOCS items or
+ * BATCH_MAX_BYTES bytes, or at once when the task thread waits on an empty
+ * queue (s->starving). Returns false when the snapshot is ending (b is kept
+ * for the caller to free). Reader threads.
+ */
+bool snapshot_batch_offer(struct snapshot *s, struct snapshot_batch *b, struct snapshot_coll *c,
+                          struct snapshot_doc *d);
+
+/* Queues all of b (in order; counted as done for c), waiting while the queue
+ * would go over QUEUE_MAX_DOCS or QUEUE_MAX_BYTES (an empty queue takes any
+ * batch); one lock and one wake-up of the task thread. b is empty after.
+ * Returns false when the snapshot is ending; b then stays with the caller. */
+bool snapshot_batch_push(struct snapshot *s, struct snapshot_batch *b, struct snapshot_coll *c);
+
+/* Frees what b still holds. */
+void snapshot_batch_free(struct snapshot_batch *b);
+
 struct reader_arg {
     struct snapshot *snap;
     size_t index;

@@ -39,15 +39,8 @@ static void reader_fail(struct snapshot *s, const bson_error_t *error, const bso
     pthread_mutex_unlock(&s->lock);
 }
 
-/* A reader's batch not handed over yet: a chain of documents of one collection. */
-struct batch {
-    struct snapshot_doc *head, *tail;
-    size_t n, bytes;
-    size_t markers; /* end markers among the n (not documents) */
-};
-
 /* Appends d to b. */
-static void batch_add(struct batch *b, struct snapshot_doc *d)
+static void batch_add(struct snapshot_batch *b, struct snapshot_doc *d)
 {
     if (b->tail != NULL)
         b->tail->next = d;
@@ -61,11 +54,7 @@ static void batch_add(struct batch *b, struct snapshot_doc *d)
         b->markers++;
 }
 
-/* Queues the batch b (n documents of c, in order); waits while the queue
- * would go over QUEUE_MAX_DOCS or QUEUE_MAX_BYTES (an empty queue takes any
- * batch). Returns false when the snapshot is ending; the batch then stays
- * with the caller. */
-static bool reader_push(struct snapshot *s, struct batch *b, struct snapshot_coll *c)
+bool snapshot_batch_push(struct snapshot *s, struct snapshot_batch *b, struct snapshot_coll *c)
 {
     pthread_mutex_lock(&s->lock);
     while (!s->quit && !s->failed && !atomic_load(s->stop) &&
@@ -94,7 +83,17 @@ static bool reader_push(struct snapshot *s, struct batch *b, struct snapshot_col
     return true;
 }
 
-static void batch_free(struct batch *b)
+bool snapshot_batch_offer(struct snapshot *s, struct snapshot_batch *b, struct snapshot_coll *c,
+                          struct snapshot_doc *d)
+{
+    batch_add(b, d);
+    if (b->n >= BATCH_MAX_DOCS || b->bytes >= BATCH_MAX_BYTES ||
+        atomic_load_explicit(&s->starving, memory_order_relaxed))
+        return snapshot_batch_push(s, b, c);
+    return true;
+}
+
+void snapshot_batch_free(struct snapshot_batch *b)
 {
     while (b->head != NULL) {
         struct snapshot_doc *d = b->head;
@@ -166,7 +165,7 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
     const bson_t *reply = NULL;
     bson_error_t error;
     bool ok = true;
-    struct batch b = {NULL, NULL, 0, 0, 0};
+    struct snapshot_batch b = {NULL, NULL, 0, 0, 0};
 
     mongoc_client_session_t *session;
 
@@ -188,18 +187,15 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
         d->db = c->db;
         d->coll = c->coll;
         d->entry = p->entry;
-        batch_add(&b, d);
-        if ((b.n >= BATCH_MAX_DOCS || b.bytes >= BATCH_MAX_BYTES ||
-             atomic_load_explicit(&s->starving, memory_order_relaxed)) &&
-            !reader_push(s, &b, c)) {
+        if (!snapshot_batch_offer(s, &b, c, d)) {
             ok = false;
             break;
         }
     }
     /* the tail of the collection (or range), before it counts as finished */
-    if (ok && b.n > 0 && !reader_push(s, &b, c))
+    if (ok && b.n > 0 && !snapshot_batch_push(s, &b, c))
         ok = false;
-    batch_free(&b);
+    snapshot_batch_free(&b);
     if (ok && mongoc_cursor_error_document(cur, &error, &reply)) {
         reader_fail(s, &error, reply, c);
         ok = false;
@@ -211,8 +207,8 @@ static bool reader_copy(struct snapshot *s, mongoc_client_t *client, struct snap
         m->coll = c->coll;
         m->entry = p->entry;
         batch_add(&b, m);
-        if (!reader_push(s, &b, c)) {
-            batch_free(&b);
+        if (!snapshot_batch_push(s, &b, c)) {
+            snapshot_batch_free(&b);
             ok = false;
         }
     }

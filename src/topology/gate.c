@@ -4,6 +4,7 @@
  * "Comparison/Sort Order").
  */
 #include "topology/gate.h"
+#include "topology/gate_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,12 +18,6 @@
 
 #define MAX_KEY_FIELDS 32
 #define REFRESH_MIN_MS 100
-
-struct chunk {
-    bson_t *min, *max;
-    struct gate_entry *hist; /* newest first; shard strings owned */
-    size_t nhist;
-};
 
 struct ns_map {
     struct ns_map *next;
@@ -54,27 +49,6 @@ struct gate_registry {
     size_t max;
     _Atomic size_t count; /* tasks[0..count) are published */
 };
-
-/* One shard key value (a struct: bson_iter_t is over-aligned for arrays). */
-struct keyval {
-    bson_iter_t it;
-};
-
-/* Compares key values (nfields, in pattern order) with a chunk bound document. */
-static int cmp_key_bound(const struct keyval *vals, size_t n, const bson_t *bound)
-{
-    bson_iter_t it;
-    size_t i = 0;
-    if (!bson_iter_init(&it, bound))
-        return 0;
-    while (i < n && bson_iter_next(&it)) {
-        int c = gate_compare_values(&vals[i].it, &it);
-        if (c != 0)
-            return c;
-        i++;
-    }
-    return 0;
-}
 
 /* ---- registry ---- */
 
@@ -483,13 +457,11 @@ static int lookup(struct gate_task *t, const struct ns_map *m, const bson_t *key
                 vals[i].it = h;
         }
     }
-    for (size_t i = 0; i < m->nchunks; i++) {
+    size_t i = gate_chunk_find(m->chunks, m->nchunks, vals, m->nfields);
+    if (i < m->nchunks) {
         const struct chunk *ch = &m->chunks[i];
         const char *name = NULL;
         struct gate_task *d;
-        if (cmp_key_bound(vals, m->nfields, ch->min) < 0 ||
-            cmp_key_bound(vals, m->nfields, ch->max) >= 0)
-            continue;
         switch (gate_decide(ch->hist, ch->nhist, t->name, ts, need, &name)) {
         case GATE_NOT_OWNER: break; /* result 0: the map is older than a migration */
         case GATE_EVERY_OTHER:
@@ -508,7 +480,6 @@ static int lookup(struct gate_task *t, const struct ns_map *m, const bson_t *key
         case GATE_NONE:
         default: result = 1; break;
         }
-        break;
     }
     bson_destroy(&nullv);
     bson_destroy(&hashes);

@@ -28,7 +28,8 @@
  * its shard answers). A task that resumes from a stored position publishes
  * that position before it connects. Events from before a chunk's
  * arrival on this shard pass at once. The gate costs one chunk lookup per
- * event of a sharded collection.
+ * event of a sharded collection (a binary search of its chunks by min:
+ * gate_internal.h).
  *
  * Each task publishes its acknowledged watermark (the cluster time of its
  * committed position) in a registry shared by all tasks; a task that has

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "topology/gate.h"
+#include "topology/gate_internal.h"
 
 /* Canonical type rank of the comparison order. */
 static int type_rank(bson_type_t t)
@@ -109,3 +110,46 @@ int gate_compare_values(const bson_iter_t *a, const bson_iter_t *b)
     }
 }
 
+
+int gate_cmp_key_bound(const struct keyval *vals, size_t n, const bson_t *bound)
+{
+    bson_iter_t it;
+    size_t i = 0;
+    if (!bson_iter_init(&it, bound))
+        return 0;
+    while (i < n && bson_iter_next(&it)) {
+        int c = gate_compare_values(&vals[i].it, &it);
+        if (c != 0)
+            return c;
+        i++;
+    }
+    return 0;
+}
+
+/* chunks[i] holds the key */
+static bool holds(const struct chunk *ch, const struct keyval *vals, size_t nvals)
+{
+    return gate_cmp_key_bound(vals, nvals, ch->min) >= 0 &&
+           gate_cmp_key_bound(vals, nvals, ch->max) < 0;
+}
+
+size_t gate_chunk_find(const struct chunk *chunks, size_t n, const struct keyval *vals,
+                       size_t nvals)
+{
+    size_t lo = 0, hi = n;
+
+    /* lo: the first chunk whose min is above the key */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (gate_cmp_key_bound(vals, nvals, chunks[mid].min) < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    if (lo > 0 && holds(&chunks[lo - 1], vals, nvals))
+        return lo - 1;
+    for (size_t i = 0; i < n; i++)
+        if (holds(&chunks[i], vals, nvals))
+            return i;
+    return n;
+}

@@ -17,3 +17,6 @@ mcdc_unit_test(test_hashkey SOURCES test_hashkey.c LIBS mcdc_snapshot)
 # member per record, its parse, the pieces a collection resumes in, the check
 # against a new plan.
 mcdc_unit_test(test_snapshot_progress SOURCES test_snapshot_progress.c LIBS mcdc_snapshot)
+# The snapshot readers' batched hand-over to the task thread: batches bounded
+# by documents and bytes, and at once to a task waiting on an empty queue.
+mcdc_unit_test(test_snapshot_handover SOURCES test_snapshot_handover.c LIBS mcdc_snapshot)

@@ -4,7 +4,8 @@
  * donor, or every other task when the history is trimmed: commitChunkMigration
  * keeps at least the donor's entry, mergeChunks one entry), the history a
  * re-read keeps from an earlier one, and the registry's watermarks (two tasks
- * each holding an event are released). End to end:
+ * each holding an event are released), and the search of a key's chunk in
+ * a chunk map (sorted, and out of order). End to end:
  * tests/integration/test_sharded_gate.py.
  */
 #include <setjmp.h>
@@ -19,6 +20,7 @@
 
 #include "common/xalloc.h"
 #include "topology/gate.h"
+#include "topology/gate_internal.h"
 
 #define TS(s, i) (((uint64_t)(s) << 32) | (uint32_t)(i))
 
@@ -189,6 +191,86 @@ static void unstarted_task_is_not_waited_for(void **state)
     gate_registry_destroy(r);
 }
 
+/* A map of n chunks on {_id: 1}: [MinKey, 0), [0, 10), ..., [10 (n - 2),
+ * MaxKey), in order, or reversed. */
+static struct chunk *int_chunks(size_t n, bool reversed)
+{
+    struct chunk *c = xcalloc(n, sizeof *c);
+    for (size_t i = 0; i < n; i++) {
+        struct chunk *ch = &c[reversed ? n - 1 - i : i];
+        ch->min = bson_new();
+        ch->max = bson_new();
+        if (i == 0)
+            bson_append_minkey(ch->min, "_id", 3);
+        else
+            BSON_APPEND_INT64(ch->min, "_id", (int64_t)(i - 1) * 10);
+        if (i == n - 1)
+            bson_append_maxkey(ch->max, "_id", 3);
+        else
+            BSON_APPEND_INT64(ch->max, "_id", (int64_t)i * 10);
+    }
+    return c;
+}
+
+static void int_chunks_free(struct chunk *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        bson_destroy(c[i].min);
+        bson_destroy(c[i].max);
+    }
+    free(c);
+}
+
+/* The chunk index of key {_id: <json value>} in c (n chunks). */
+static size_t find_of(const struct chunk *c, size_t n, const char *json_value)
+{
+    char buf[128];
+    bson_error_t error;
+    bson_t *key;
+    struct keyval v;
+    size_t at;
+    snprintf(buf, sizeof buf, "{\"_id\": %s}", json_value);
+    key = bson_new_from_json((const uint8_t *)buf, -1, &error);
+    assert_non_null(key);
+    assert_true(bson_iter_init_find(&v.it, key, "_id"));
+    at = gate_chunk_find(c, n, &v, 1);
+    bson_destroy(key);
+    return at;
+}
+
+static void chunk_found_in_sorted_and_unsorted_maps(void **state)
+{
+    (void)state;
+    const size_t n = 1001;
+    struct chunk *c = int_chunks(n, false);
+    struct chunk *r = int_chunks(n, true);
+
+    /* sorted: the chunk whose [min, max) holds the key */
+    assert_int_equal(find_of(c, n, "{\"$minKey\": 1}"), 0);
+    assert_int_equal(find_of(c, n, "null"), 0);                 /* null < numbers */
+    assert_int_equal(find_of(c, n, "-5"), 0);
+    assert_int_equal(find_of(c, n, "0"), 1);                    /* a min is inside */
+    assert_int_equal(find_of(c, n, "9.5"), 1);
+    assert_int_equal(find_of(c, n, "10"), 2);                   /* a max is outside */
+    assert_int_equal(find_of(c, n, "{\"$numberLong\": \"4999\"}"), 500);
+    assert_int_equal(find_of(c, n, "9989"), 999);
+    assert_int_equal(find_of(c, n, "9990"), 1000);              /* the last, to MaxKey */
+    assert_int_equal(find_of(c, n, "\"a string\""), 1000);      /* strings > numbers */
+    assert_int_equal(find_of(c, n, "{\"$oid\": \"65f100000000000000000001\"}"), 1000);
+    /* out of order: the same chunks found (by the scan) */
+    assert_int_equal(find_of(r, n, "-5"), n - 1 - 0);
+    assert_int_equal(find_of(r, n, "4999"), n - 1 - 500);
+    assert_int_equal(find_of(r, n, "\"a string\""), n - 1 - 1000);
+    /* a gap in the map: nothing holds the key */
+    assert_int_equal(find_of(c + 1, 10, "-5"), 10);
+    assert_int_equal(find_of(c, 10, "500"), 10);
+    /* one chunk, and none */
+    assert_int_equal(find_of(c + n - 1, 1, "12345"), 0);
+    assert_int_equal(find_of(c, 0, "1"), 0);
+    int_chunks_free(c, n);
+    int_chunks_free(r, n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -197,6 +279,7 @@ int main(void)
         cmocka_unit_test(history_kept_across_a_trim),
         cmocka_unit_test(holders_release_each_other),
         cmocka_unit_test(unstarted_task_is_not_waited_for),
+        cmocka_unit_test(chunk_found_in_sorted_and_unsorted_maps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
