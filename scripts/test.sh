@@ -20,7 +20,8 @@
 #
 # Environment: MCDC_TEST_KAFKA (a broker address, or "mock") skips starting the
 # local broker; MONGO_TEST_URI is passed on to the integration suite;
-# JOBS sets build and ctest parallelism (default: number of cores);
+# JOBS sets build and ctest parallelism (default: number of cores; the normal
+# tree's ctest runs CTEST_JOBS, default JOBS + 1, at once);
 # MCDC_TEST_BUILD_DIR and MCDC_TEST_ASAN_BUILD_DIR name the two build trees
 # (default build and build-asan).
 set -uo pipefail
@@ -107,9 +108,13 @@ KAFKA_FACING_K="$KAFKA_FACING_K or (exactly_once and not sharded and not sigkill
 OTHER_STARTED=0
 OTHER_DIR=$PWD/$B/kafka-local-other
 PLATFORM_PID=""
+OTHER_PID=""
 cleanup() {
   if [ -n "$PLATFORM_PID" ] && kill -0 "$PLATFORM_PID" 2>/dev/null; then
     kill -TERM "$PLATFORM_PID" 2>/dev/null; wait "$PLATFORM_PID" 2>/dev/null
+  fi
+  if [ -n "$OTHER_PID" ] && kill -0 "$OTHER_PID" 2>/dev/null; then
+    kill -TERM "$OTHER_PID" 2>/dev/null; wait "$OTHER_PID" 2>/dev/null
   fi
   if [ "$KAFKA_STARTED" = 1 ]; then scripts/kafka-local.sh stop >/dev/null 2>&1 || true; fi
   if [ "$OTHER_STARTED" = 1 ]; then
@@ -128,7 +133,7 @@ run_ctest() { # name dir ctest-args...
   shift 2
   log="$dir/ctest.log"
   echo "== ctest ($name)"
-  (cd "$dir" && ctest --output-on-failure --timeout 600 -j "$JOBS" "$@") 2>&1 | tee "$log"
+  (cd "$dir" && ctest --output-on-failure --timeout 600 -j "${CTEST_JOBS:-$JOBS}" "$@") 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   summary=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1)
   if [[ "$summary" =~ ([0-9]+)\ tests?\ failed\ out\ of\ ([0-9]+) ]]; then
@@ -141,21 +146,26 @@ run_ctest() { # name dir ctest-args...
   grep -qE 'out of [1-9]' "$log" || { echo "test.sh: ctest ($name) ran no test"; return 1; }
 }
 
-# pytest's own counts, from the JUnit file the integration test writes.
-pytest_counts() { # junit-file
-  local f="$1"
-  [ -f "$f" ] || return 0
-  /usr/bin/python3 - "$f" <<'EOF'
+# pytest's own counts, summed over the JUnit files the integration tests
+# write (the suite runs as several ctest tests at once).
+pytest_counts() { # junit-file...
+  local f have=()
+  for f in "$@"; do [ -f "$f" ] && have+=("$f"); done
+  [ "${#have[@]}" -gt 0 ] || return 0
+  /usr/bin/python3 - "${have[@]}" <<'EOF'
 import sys, xml.etree.ElementTree as ET
-r = ET.parse(sys.argv[1]).getroot()
-s = r if r.tag == "testsuite" else r.find("testsuite")
-t, f, e, k = (int(s.get(a, 0)) for a in ("tests", "failures", "errors", "skipped"))
+t = f = e = k = 0
+for path in sys.argv[1:]:
+    r = ET.parse(path).getroot()
+    for s in ([r] if r.tag == "testsuite" else r.findall("testsuite")):
+        t += int(s.get("tests", 0)); f += int(s.get("failures", 0))
+        e += int(s.get("errors", 0)); k += int(s.get("skipped", 0))
 print("integration (pytest): %d passed, %d failed, %d skipped" % (t - f - e - k, f + e, k))
 EOF
 }
 
 rc=0
-rm -f "$B/integration-junit.xml" "$BA/integration-junit.xml" "$B/kafka-other-junit.xml"
+rm -f "$B"/integration-junit*.xml "$BA"/integration-junit*.xml "$B/kafka-other-junit.xml"
 # The platform check, alongside the ctest runs: most of the integration
 # suite's time is waiting, which the check's builds use; at nice 10 it yields
 # the CPU whenever the suite wants it. Its host package comes from $B.
@@ -164,7 +174,9 @@ B_ABS=$(cd "$B" && pwd)
 MCDC_PLATFORM_HOST_BUILD=$B_ABS MCDC_PLATFORM_BUILD=$B_ABS/platform JOBS=$JOBS \
   nice -n 10 scripts/test-platforms.sh >"$B/platform-check.log" 2>&1 &
 PLATFORM_PID=$!
-run_ctest "normal build" "$B" || rc=1
+# One more ctest job than cores: the two halves of the integration suite and
+# the Debezium tests spend most of their time waiting.
+CTEST_JOBS=${CTEST_JOBS:-$((JOBS + 1))} run_ctest "normal build" "$B" || rc=1
 if [ "$MCDC_TEST_KAFKA" != mock ]; then
   first=${KAFKA_VERSION:-4.4.0}
   other=${KAFKA_OTHER_VERSION:-$([ "${first%%.*}" -ge 4 ] && echo 3.9.1 || echo 4.4.0)}
@@ -185,16 +197,15 @@ if [ "$MCDC_TEST_KAFKA" != mock ]; then
     fi
   fi
   if [ -n "$other_bootstrap" ]; then
-    echo "== Kafka-facing tests against Kafka $other at $other_bootstrap"
-    if (MCDC_TEST_KAFKA=$other_bootstrap KAFKA_LOCAL_DIR=$OTHER_DIR MCDC_BIN=$PWD/$B/mongocdc \
+    # In the background, beside the sanitizer and fuzz runs below: most of
+    # its time is waiting on the broker and the daemons. Its output is
+    # printed when it ends.
+    echo "== Kafka-facing tests against Kafka $other at $other_bootstrap (in the background: $B/kafka-other.log)"
+    (MCDC_TEST_KAFKA=$other_bootstrap KAFKA_LOCAL_DIR=$OTHER_DIR MCDC_BIN=$PWD/$B/mongocdc \
         MCDC_BUILD_DIR=$PWD/$B MCDC_SOURCE_DIR=$PWD PYTHONDONTWRITEBYTECODE=1 \
         /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider -k "$KAFKA_FACING_K" \
-        --junitxml="$B/kafka-other-junit.xml" "${KAFKA_FACING[@]}"); then
-      PASSED=$((PASSED + 1))
-    else
-      rc=1
-      FAILED=$((FAILED + 1))
-    fi
+        --junitxml="$B/kafka-other-junit.xml" "${KAFKA_FACING[@]}") >"$B/kafka-other.log" 2>&1 &
+    OTHER_PID=$!
   fi
 fi
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -217,6 +228,20 @@ else
   run_ctest "fuzz targets, short runs" "$BF" -L '^fuzz$' || rc=1
 fi
 
+if [ -n "$OTHER_PID" ]; then
+  echo "== Kafka-facing tests against Kafka $other (waiting for them to finish)"
+  other_rc=0
+  wait "$OTHER_PID" || other_rc=$?
+  OTHER_PID=""
+  cat "$B/kafka-other.log"
+  if [ "$other_rc" -eq 0 ]; then
+    PASSED=$((PASSED + 1))
+  else
+    rc=1
+    FAILED=$((FAILED + 1))
+  fi
+fi
+
 echo "== platform check (waiting for it to finish)"
 platform_rc=0
 wait "$PLATFORM_PID" || platform_rc=$?
@@ -234,11 +259,11 @@ fi
 
 echo "== summary"
 echo "Kafka: ${MCDC_TEST_KAFKA:-unset}   MongoDB: ${MONGO_TEST_URI:-simulator}   time: $((SECONDS - T0))s"
-pytest_counts "$B/integration-junit.xml"
+pytest_counts "$B"/integration-junit*.xml
 if [ -f "$B/kafka-other-junit.xml" ]; then
   printf 'Kafka-facing tests on Kafka %s: ' "$other"; pytest_counts "$B/kafka-other-junit.xml"
 fi
-if [ "${MCDC_ASAN_INTEGRATION:-0}" = 1 ]; then pytest_counts "$BA/integration-junit.xml"; fi
+if [ "${MCDC_ASAN_INTEGRATION:-0}" = 1 ]; then pytest_counts "$BA"/integration-junit*.xml; fi
 echo "$PLATFORM_LINE"
 if [ $rc -ne 0 ]; then
   echo "test.sh: FAILED"

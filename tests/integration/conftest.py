@@ -86,6 +86,32 @@ def kafka(request) -> KafkaEndpoint:
     ep.close()
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "broker_outage: the test stops, freezes or restarts the shared broker itself "
+        "(it takes kafka_support.broker_outage_lock exclusively; the suite does not hold it "
+        "shared around the test)")
+
+
+@pytest.fixture(autouse=True)
+def _broker_answering(request):
+    """Every test that uses the real broker holds it shared, so a test of
+    another pytest process that stops or freezes it (marked broker_outage, or
+    using test_faults' broker_pause_lock) waits until none of them runs, and
+    they wait for it (kafka_support.broker_outage_lock)."""
+    names = request.fixturenames
+    if ("kafka" not in names or request.node.get_closest_marker("broker_outage") is not None
+            or "broker_pause_lock" in names):
+        yield
+        return
+    ep = request.getfixturevalue("kafka")
+    if ep.is_mock:
+        yield
+        return
+    with kafka_support.broker_outage_lock(ep.bootstrap, exclusive=False):
+        yield
+
+
 @pytest.fixture
 def kafka_topic(kafka) -> str:
     """A new, empty topic unique to the test: one partition on a real broker,

@@ -274,21 +274,52 @@ def _partitions(c: Consumer, topic: str, deadline: float) -> List[int]:
         time.sleep(0.25)
 
 
+_held_shared = {}  # lock file path -> [fd, depth]: this process's shared holds
+
+
 @contextlib.contextmanager
 def broker_outage_lock(bootstrap, exclusive):
-    """Orders the tests that freeze the shared broker (SIGSTOP) against the
-    tests of other ctest processes that need it answering the whole time.
+    """Orders the tests that stop or freeze the shared broker (SIGSTOP, a
+    restart) against the tests of other pytest processes that need it
+    answering the whole time (the integration suite runs as several ctest
+    processes at once; a Kafka Connect worker gives up after 60 s without
+    metadata).
 
-    exclusive=True: held by a test that pauses the broker at `bootstrap`;
-    exclusive=False: held by a test that must not see it paused (a Kafka
-    Connect worker gives up after 60 s without metadata). One lock file per
-    broker address in the temporary directory, flock(2): released when the
-    holder exits, also on a crash."""
-    name = "mongocdc-broker-%s.lock" % bootstrap.replace(":", "_").replace("/", "_")
-    path = os.path.join(tempfile.gettempdir(), name)
+    exclusive=True: held by a test that pauses or restarts the broker at
+    `bootstrap`; exclusive=False: held by a test that uses it. One lock file
+    per broker address in the temporary directory, flock(2): released when the
+    holder exits, also on a crash. A second file is a turnstile: a test
+    waiting for the exclusive hold holds it, so the shared holds of the other
+    processes' next tests queue behind it instead of starving it. Shared
+    holds nest within one process (one flock, counted)."""
+    base = "mongocdc-broker-%s" % bootstrap.replace(":", "_").replace("/", "_")
+    path = os.path.join(tempfile.gettempdir(), base + ".lock")
+    turn_path = os.path.join(tempfile.gettempdir(), base + ".turn")
+    if exclusive and path in _held_shared:
+        raise RuntimeError("a test holding the broker shared cannot take it exclusively: mark it "
+                           "broker_outage (conftest.py)")
+    if not exclusive and path in _held_shared:
+        _held_shared[path][1] += 1
+        try:
+            yield
+        finally:
+            _held_shared[path][1] -= 1
+        return
+    turn = os.open(turn_path, os.O_RDWR | os.O_CREAT, 0o666)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        if exclusive:
+            fcntl.flock(turn, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(turn, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(turn, fcntl.LOCK_SH)
+            fcntl.flock(turn, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            _held_shared[path] = [fd, 1]
         yield
     finally:
+        if not exclusive:
+            del _held_shared[path]
         os.close(fd)
+        os.close(turn)

@@ -413,6 +413,7 @@ def local_broker_dir(bootstrap):
     return d if b.is_file() and b.read_text().strip() == bootstrap else None
 
 
+@pytest.mark.broker_outage
 def test_exactly_once_broker_restart_mid_transaction(tmp_workdir, broker, start_mongocdc):
     """The broker crashes (SIGKILL) and comes back while transactions are
     open and changes keep coming: the daemon waits, aborts or commits as the
