@@ -1,299 +1,252 @@
 /*
  * encode/ejson_doc: documents and arrays in extended JSON (debezium-format.md
- * §2.2): members in order, `"name": value` separated as the caller asks, each
- * value written by ejson_write_value (ejson.c), and the Kafka key's _id.
+ * §2.2): members in order, `"name": value` separated as the caller asks, and
+ * the Kafka key's _id.
+ *
+ * The member loop walks the BSON itself instead of calling bson_iter_next
+ * per member: it finds a name's end eight bytes at a time, checks it for
+ * escapes and hashes it (for the repeated-name table, ejson_names.c) from
+ * the same words, and writes the common scalars (doubles, integers,
+ * booleans, null) straight into space reserved once per member. It stops
+ * exactly where bson_iter_next would: fixed-size elements are checked here
+ * the way libbson checks them (the value must end before the document's
+ * last byte; a boolean is 0 or 1), and every other element is read through
+ * bson_iter_init_from_data_at_offset, which applies libbson's own checks and
+ * gives the iterator ejson_write_value needs.
  *
  * Debezium's documents are Java maps, so a name repeated in one BSON
- * document is printed once; the names table below finds the repeats
- * without allocating once the buffer's table region has reached its size.
+ * document is printed once (ejson_names_internal.h).
  */
 #include "encode/ejson.h"
 
 #include <string.h>
 
-#include "common/xalloc.h"
+#include "encode/digits_internal.h"
 #include "encode/ejson_internal.h"
+#include "encode/ejson_names_internal.h"
+
+/* One element of a document, as bson_iter_next would position on it. */
+struct member {
+    uint32_t off;  /* the type byte */
+    uint32_t next; /* the next element's type byte */
+    uint8_t type;
+    size_t key_len;
+    /* names of fewer than 16 bytes read as two words (short_key; the
+     * bytes past key_len zeroed), else both 0 */
+    bool short_key;
+    uint64_t w0, w1;
+    /* the element through libbson (types the loop does not write itself) */
+    bool has_iter;
+    bson_iter_t it;
+};
+
+/* Bytes of a word below byte n (n < 8). */
+static inline uint64_t low_bytes(size_t n)
+{
+    return (UINT64_C(1) << (8 * n)) - 1;
+}
 
 /*
- * ---- Repeated member names
- *
- * Debezium's documents are maps (BsonDocument, Document): a name repeated in
- * one BSON document is printed once, at its first position, with its last
- * value. Names are equal when Java decodes them to the same string (jname). While writing a
- * document's members, a hash table of their names (in buf->keys, one region per nesting level,
- * stacked) detects a repeat; then the document is rewound and written again by write_collapsed. An
- * entry is (hash high 32 bits) << 32 | EMITTED flag | offset of the element
- * in the document (never 0: the length prefix comes first).
+ * Positions m on the element at off of data (len bytes, a document that
+ * bson_iter_init_from_data accepted, off < len). Returns false where
+ * bson_iter_next returns false: no NUL ends the name, an unknown or EOD
+ * type, or a value that does not end before the document's last byte.
  */
-#define NAMES_MIN 16
-#define NAMES_MAX 4096 /* initial size limit; larger tables grow */
-#define NAME_EMITTED UINT64_C(0x80000000)
-#define NAME_OFFSET UINT64_C(0x7fffffff)
-
-static uint64_t name_hash(const char *k, size_t n, size_t readable)
+static inline bool member_at(const uint8_t *data, uint32_t len, uint32_t off, struct member *m)
 {
-    uint64_t h = (uint64_t)n * UINT64_C(0x9e3779b97f4a7c15);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, k + i, 8);
-        h = (h ^ w) * UINT64_C(0xff51afd7ed558ccd);
-    }
-    if (i < n) {
-        uint64_t w = 0;
+    const char *k = (const char *)data + off + 1;
+    size_t avail = len - off - 1; /* bytes from the name to the document's end */
+    m->off = off;
+    m->type = data[off];
+    m->short_key = false;
+    m->has_iter = false;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        if (readable - i >= 8) {
-            memcpy(&w, k + i, 8);
-            w &= (UINT64_C(1) << (8 * (n - i))) - 1;
-        } else {
-            memcpy(&w, k + i, n - i);
+    if (avail >= 16) {
+        uint64_t w0, w1, z;
+        memcpy(&w0, k, 8);
+        memcpy(&w1, k + 8, 8);
+        if ((z = has_zero_byte(w0)) != 0) {
+            m->key_len = (size_t)__builtin_ctzll(z) / 8;
+            m->w0 = w0 & low_bytes(m->key_len);
+            m->w1 = 0;
+            m->short_key = true;
+        } else if ((z = has_zero_byte(w1)) != 0) {
+            m->key_len = 8 + (size_t)__builtin_ctzll(z) / 8;
+            m->w0 = w0;
+            m->w1 = w1 & low_bytes(m->key_len - 8);
+            m->short_key = true;
         }
-#else
-        (void)readable;
-        memcpy(&w, k + i, n - i);
+    }
 #endif
-        h = (h ^ w) * UINT64_C(0xff51afd7ed558ccd);
+    if (!m->short_key) {
+        const char *nul = memchr(k, 0, avail);
+        if (!nul) {
+            return false;
+        }
+        m->key_len = (size_t)(nul - k);
+        m->w0 = m->w1 = 0;
     }
-    return h ^ (h >> 29);
+    uint32_t o = off + 1 + (uint32_t)m->key_len + 1; /* the value */
+    switch (m->type) {
+    case BSON_TYPE_DOUBLE:
+    case BSON_TYPE_INT64:
+    case BSON_TYPE_DATE_TIME:
+    case BSON_TYPE_TIMESTAMP:
+        m->next = o + 8;
+        break;
+    case BSON_TYPE_INT32:
+        m->next = o + 4;
+        break;
+    case BSON_TYPE_NULL:
+        m->next = o;
+        break;
+    case BSON_TYPE_BOOL:
+        if (o >= len || data[o] > 1) {
+            return false;
+        }
+        m->next = o + 1;
+        break;
+    default:
+        if (!bson_iter_init_from_data_at_offset(&m->it, data, len, off,
+                                                (uint32_t)m->key_len)) {
+            return false;
+        }
+        m->has_iter = true;
+        m->next = m->it.next_off;
+        break;
+    }
+    return m->next < len;
 }
 
 /*
- * A member name as Java sees it: its bytes, unless they are invalid UTF-8;
- * then their JDK decoding re-encoded (each malformed sequence one U+FFFD), so
- * that names Java reads as the same string compare equal here too.
+ * Writes `"name": ` (after the separator unless first) for m when its name
+ * is short and needs no escape; returns false (nothing written) otherwise.
+ * Room for 24 bytes must be reserved.
  */
-struct jname {
-    const char *p;
-    size_t n;
-    size_t readable; /* bytes readable from p, for name_hash */
-    char *owned;
-};
-
-static bool has_high_byte(const char *k, size_t n)
+static inline bool put_plain_name(struct ejson_buf *buf, const struct member *m, bool first,
+                                  enum ejson_separators sep)
 {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, k + i, 8);
-        if (w & UINT64_C(0x8080808080808080)) {
-            return true;
-        }
-    }
-    for (; i < n; i++) {
-        if ((unsigned char)k[i] & 0x80) {
-            return true;
-        }
-    }
-    return false;
-}
-
-static void jname_get(struct jname *jn, const char *k, size_t n, size_t readable)
-{
-    jn->p = k;
-    jn->n = n;
-    jn->readable = readable;
-    jn->owned = NULL;
-    if (!has_high_byte(k, n) || ejson_utf8_valid_java(k, n)) {
-        return;
-    }
-    jn->owned = xmalloc(3 * n + 1); /* pathological names only */
-    jn->n = ejson_java_utf8(k, n, jn->owned);
-    jn->p = jn->owned;
-    jn->readable = jn->n;
-}
-
-static void jname_done(struct jname *jn)
-{
-    free(jn->owned);
-}
-
-/* The names table of one document: size entries at buf->keys + base. */
-struct names {
-    size_t base;
-    size_t size;
-    size_t count;
-};
-
-static void names_reserve(struct ejson_buf *buf, size_t need)
-{
-    if (buf->keys_cap < need) {
-        size_t cap = buf->keys_cap ? buf->keys_cap : 256;
-        while (cap < need) {
-            cap *= 2;
-        }
-        buf->keys = xrealloc(buf->keys, cap * sizeof buf->keys[0]);
-        buf->keys_cap = cap;
-    }
-}
-
-/* Opens a table sized for a document of len bytes: an element with a
- * short name and a number takes 8-12 bytes, so len / 6 slots keeps the load
- * under one half without growing in the usual case. */
-static void names_open(struct ejson_buf *buf, struct names *t, uint32_t len)
-{
-    size_t want = len / 6, size = NAMES_MIN;
-    while (size < want && size < NAMES_MAX) {
-        size *= 2;
-    }
-    t->base = buf->keys_top;
-    t->size = size;
-    t->count = 0;
-    names_reserve(buf, t->base + t->size);
-    memset(buf->keys + t->base, 0, t->size * sizeof buf->keys[0]);
-    buf->keys_top = t->base + t->size;
-}
-
-static const char *entry_name(const uint8_t *data, uint64_t e, size_t *n)
-{
-    const char *k = (const char *)data + (e & NAME_OFFSET) + 1;
-    *n = strlen(k);
-    return k;
-}
-
-/*
- * Finds name jn (hash h) in t; returns its slot, or the empty slot where it
- * belongs (*found false).
- */
-static size_t names_find(const struct ejson_buf *buf, const struct names *t, const uint8_t *data,
-                         uint32_t len, const struct jname *jn, uint64_t h, bool *found)
-{
-    size_t mask = t->size - 1;
-    size_t i = (size_t)h & mask;
-    for (;;) {
-        uint64_t e = buf->keys[t->base + i];
-        if (e == 0) {
-            *found = false;
-            return i;
-        }
-        if ((e >> 32) == (h >> 32)) {
-            size_t en;
-            const char *ek = entry_name(data, e, &en);
-            struct jname ej;
-            jname_get(&ej, ek, en, (size_t)(data + len - (const uint8_t *)ek));
-            bool same = ej.n == jn->n && memcmp(ej.p, jn->p, jn->n) == 0;
-            jname_done(&ej);
-            if (same) {
-                *found = true;
-                return i;
-            }
-        }
-        i = (i + 1) & mask;
-    }
-}
-
-/* Doubles the table (it is the top region of buf->keys). */
-static void names_grow(struct ejson_buf *buf, struct names *t, const uint8_t *data, uint32_t len)
-{
-    size_t old = t->base, osize = t->size, nsize = osize * 2;
-    names_reserve(buf, old + osize + nsize);
-    uint64_t *tmp = buf->keys + old + osize;
-    memset(tmp, 0, nsize * sizeof tmp[0]);
-    for (size_t i = 0; i < osize; i++) {
-        uint64_t e = buf->keys[old + i];
-        if (e == 0) {
-            continue;
-        }
-        size_t en;
-        const char *ek = entry_name(data, e, &en);
-        struct jname ej;
-        jname_get(&ej, ek, en, (size_t)(data + len - (const uint8_t *)ek));
-        size_t j = (size_t)name_hash(ej.p, ej.n, ej.readable) & (nsize - 1);
-        jname_done(&ej);
-        while (tmp[j] != 0) {
-            j = (j + 1) & (nsize - 1);
-        }
-        tmp[j] = e;
-    }
-    memmove(buf->keys + old, tmp, nsize * sizeof tmp[0]);
-    t->size = nsize;
-    buf->keys_top = old + nsize;
-}
-
-/*
- * Adds the member named k (n bytes, inside data). Returns false if its name was seen
- * before in this document (the entry then points at this later element).
- */
-static bool names_add(struct ejson_buf *buf, struct names *t, const uint8_t *data, uint32_t len,
-                      const char *k, size_t n)
-{
-    if ((t->count + 1) * 2 > t->size) {
-        names_grow(buf, t, data, len);
-    }
-    struct jname jn;
-    jname_get(&jn, k, n, (size_t)(data + len - (const uint8_t *)k));
-    uint64_t h = name_hash(jn.p, jn.n, jn.readable);
-    bool found;
-    size_t i = names_find(buf, t, data, len, &jn, h, &found);
-    jname_done(&jn);
-    uint64_t off = (uint64_t)((const uint8_t *)k - 1 - data); /* the element's type byte */
-    if (found) {
-        buf->keys[t->base + i] = (buf->keys[t->base + i] & ~NAME_OFFSET) | off;
+    if (!m->short_key) {
         return false;
     }
-    buf->keys[t->base + i] = (h & ~UINT64_C(0xffffffff)) | off;
-    t->count++;
+    /* the bytes past the name become 'a' for the test */
+    uint64_t fill = EJSON_ONES * 'a';
+    uint64_t t0 = m->key_len >= 8 ? m->w0 : m->w0 | (fill & ~low_bytes(m->key_len));
+    uint64_t t1 = m->key_len <= 8 ? fill : m->w1 | (fill & ~low_bytes(m->key_len - 8));
+    if (!plain_ascii8(t0) || !plain_ascii8(t1)) {
+        return false;
+    }
+    char *p = buf->data + buf->len;
+    if (!first) {
+        *p++ = ',';
+        if (sep != EJSON_SEP_COMPACT) {
+            *p++ = ' ';
+        }
+    }
+    *p = '"';
+    memcpy(p + 1, &m->w0, 8);
+    memcpy(p + 9, &m->w1, 8);
+    memcpy(p + 1 + m->key_len, "\": ", 3);
+    buf->len = (size_t)(p + 4 + m->key_len - buf->data);
     return true;
 }
 
-/*
- * Writes a document that repeats a name: each name once, at its first
- * position, with its last value. t already holds every name with the offset
- * of its last element (the first pass ran to the end).
- */
-static void write_collapsed(struct ejson_buf *buf, struct names *t, const uint8_t *data,
-                            uint32_t len, enum ejson_mode mode, enum ejson_separators sep)
+static inline size_t put_digits_i64(int64_t v, char *p)
 {
-    bson_iter_t it;
-    bool first = true;
-    put(buf, "{", 1);
-    if (bson_iter_init_from_data(&it, data, len)) {
-        while (bson_iter_next(&it)) {
-            const char *k = bson_iter_key_unsafe(&it);
-            size_t n = bson_iter_key_len(&it);
-            struct jname jn;
-            jname_get(&jn, k, n, (size_t)(data + len - (const uint8_t *)k));
-            uint64_t h = name_hash(jn.p, jn.n, jn.readable);
-            bool found;
-            size_t i = names_find(buf, t, data, len, &jn, h, &found);
-            jname_done(&jn);
-            uint64_t e = buf->keys[t->base + i];
-            if (!found || (e & NAME_EMITTED)) {
-                continue;
-            }
-            buf->keys[t->base + i] = e | NAME_EMITTED;
-            /* the last occurrence's name may have other bytes (invalid
-             * UTF-8 that decodes alike), hence its own length */
-            size_t last_n;
-            entry_name(data, e, &last_n);
-            bson_iter_t last;
-            if (!bson_iter_init_from_data_at_offset(&last, data, len, (uint32_t)(e & NAME_OFFSET),
-                                                    (uint32_t)last_n)) {
-                continue;
-            }
-            if (!first) {
-                put_sep(buf, sep);
-            }
-            first = false;
-            ejson_write_string(buf, k, n);
-            PUT_LIT(buf, ": ");
-            ejson_write_value(buf, &last, mode, sep);
-        }
+    if (v < 0) {
+        *p = '-';
+        return 1 + digits_u64((uint64_t)0 - (uint64_t)v, p + 1);
     }
-    put(buf, "}", 1);
+    return digits_u64((uint64_t)v, p);
+}
+
+/*
+ * Writes m's value when it is a double, int32, int64, boolean or null whose
+ * form in mode is a plain number or literal (or STRICT's $numberLong), as
+ * ejson_write_value would; returns false (nothing written) for any other
+ * value. Room for 64 bytes must be reserved.
+ */
+static inline bool put_plain_scalar(struct ejson_buf *buf, const uint8_t *data,
+                                    const struct member *m, enum ejson_mode mode)
+{
+    const uint8_t *v = data + m->off + 1 + m->key_len + 1;
+    char *p = buf->data + buf->len;
+    switch (m->type) {
+    case BSON_TYPE_DOUBLE: {
+        double d;
+        memcpy(&d, v, 8);
+        if (mode == EJSON_CANONICAL || (mode == EJSON_RELAXED && (d != d || d - d != 0))) {
+            return false;
+        }
+        p += ejson_java_double(d, p);
+        break;
+    }
+    case BSON_TYPE_INT32: {
+        int32_t i;
+        memcpy(&i, v, 4);
+        if (mode == EJSON_CANONICAL) {
+            return false;
+        }
+        p += put_digits_i64((int32_t)BSON_UINT32_FROM_LE((uint32_t)i), p);
+        break;
+    }
+    case BSON_TYPE_INT64: {
+        int64_t i;
+        memcpy(&i, v, 8);
+        i = (int64_t)BSON_UINT64_FROM_LE((uint64_t)i);
+        if (mode == EJSON_RELAXED) {
+            p += put_digits_i64(i, p);
+        } else {
+            memcpy(p, "{\"$numberLong\": \"", 17);
+            p += 17;
+            p += put_digits_i64(i, p);
+            memcpy(p, "\"}", 2);
+            p += 2;
+        }
+        break;
+    }
+    case BSON_TYPE_BOOL:
+        if (*v) {
+            memcpy(p, "true", 4);
+            p += 4;
+        } else {
+            memcpy(p, "false", 5);
+            p += 5;
+        }
+        break;
+    case BSON_TYPE_NULL:
+        memcpy(p, "null", 4);
+        p += 4;
+        break;
+    default:
+        return false;
+    }
+    buf->len = (size_t)(p - buf->data);
+    return true;
+}
+
+/* An iterator on m for ejson_write_value (m passed member_at's checks). */
+static const bson_iter_t *member_iter(const uint8_t *data, uint32_t len, struct member *m)
+{
+    if (!m->has_iter) {
+        /* accepted above, so libbson accepts it too */
+        bson_iter_init_from_data_at_offset(&m->it, data, len, m->off, (uint32_t)m->key_len);
+        m->has_iter = true;
+    }
+    return &m->it;
 }
 
 void ejson_write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t len, bool array,
                          enum ejson_mode mode, enum ejson_separators sep)
 {
-    bson_iter_t it;
-    if (!data || !bson_iter_init_from_data(&it, data, len)) {
+    bson_iter_t check;
+    if (!data || !bson_iter_init_from_data(&check, data, len)) {
         /* libbson rejects a malformed sub-document; render it empty rather
          * than reading past it. Unreachable for documents that passed
-         * bson_iter_next's length checks. */
+         * the enclosing walk's length checks. */
         put(buf, array ? "[]" : "{}", 2);
         return;
     }
-    const uint8_t *end = data + len;
     size_t start = buf->len;
     struct names names = {0};
     bool repeated = false;
@@ -302,38 +255,49 @@ void ejson_write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t le
     }
     bool first = true;
     put(buf, array ? "[" : "{", 1);
-    while (bson_iter_next(&it)) {
+    struct member m;
+    for (uint32_t off = 4; member_at(data, len, off, &m); off = m.next) {
+        const char *key = (const char *)data + off + 1;
         if (!array) {
-            const char *key = bson_iter_key_unsafe(&it);
-            size_t n = bson_iter_key_len(&it);
-            if (!names_add(buf, &names, data, len, key, n)) {
-                repeated = true;
-                continue; /* finish the table, then start over */
+            bool added = m.short_key && m.w0 == (m.w0 & ~EJSON_HIGHS) &&
+                                 m.w1 == (m.w1 & ~EJSON_HIGHS)
+                             ? names_add_ascii(buf, &names, data, len, key, m.key_len,
+                                               name_hash16(m.w0, m.w1, m.key_len))
+                             : names_add(buf, &names, data, len, key, m.key_len);
+            if (!added) {
+                repeated = true; /* finish the table, then start over */
             }
             if (repeated) {
                 continue;
             }
+        }
+        reserve(buf, 96); /* a separator, a short name, a plain scalar */
+        if (array) {
             if (!first) {
                 put_sep(buf, sep);
             }
-            ejson_write_string_bounded(buf, key, n, (size_t)(end - (const uint8_t *)key));
+        } else if (!put_plain_name(buf, &m, first, sep)) {
+            if (!first) {
+                put_sep(buf, sep);
+            }
+            ejson_write_string_bounded(buf, key, m.key_len,
+                                       (size_t)(len - (off + 1)));
             PUT_LIT(buf, ": ");
-        } else if (!first) {
-            put_sep(buf, sep);
+            reserve(buf, 64);
         }
         first = false;
-        if (!repeated) {
-            ejson_write_value(buf, &it, mode, sep);
+        if (!put_plain_scalar(buf, data, &m, mode)) {
+            ejson_write_value(buf, member_iter(data, len, &m), mode, sep);
         }
     }
     if (repeated) {
         buf->len = start;
-        write_collapsed(buf, &names, data, len, mode, sep);
+        names_write_collapsed(buf, &names, data, len, mode, sep);
     } else {
         put(buf, array ? "]" : "}", 1);
     }
     if (!array) {
-        buf->keys_top = names.base;
+        names_close(buf, &names);
     }
 }
 
