@@ -21,6 +21,7 @@
 
 #include <string.h>
 
+#include "common/xalloc.h"
 #include "encode/digits_internal.h"
 #include "encode/ejson_internal.h"
 #include "encode/ejson_names_internal.h"
@@ -52,7 +53,13 @@ static inline uint64_t low_bytes(size_t n)
  * bson_iter_next returns false: no NUL ends the name, an unknown or EOD
  * type, or a value that does not end before the document's last byte.
  */
-static inline bool member_at(const uint8_t *data, uint32_t len, uint32_t off, struct member *m)
+#if defined(__GNUC__)
+#define EJSON_HOT_INLINE inline __attribute__((always_inline))
+#else
+#define EJSON_HOT_INLINE inline
+#endif
+
+static EJSON_HOT_INLINE bool member_at(const uint8_t *data, uint32_t len, uint32_t off, struct member *m)
 {
     const char *k = (const char *)data + off + 1;
     size_t avail = len - off - 1; /* bytes from the name to the document's end */
@@ -61,10 +68,17 @@ static inline bool member_at(const uint8_t *data, uint32_t len, uint32_t off, st
     m->short_key = false;
     m->has_iter = false;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (avail >= 16) {
+    {
         uint64_t w0, w1, z;
-        memcpy(&w0, k, 8);
-        memcpy(&w1, k + 8, 8);
+        if (avail >= 16) {
+            memcpy(&w0, k, 8);
+            memcpy(&w1, k + 8, 8);
+        } else { /* near the end: the bytes past it read as NULs */
+            unsigned char tail[16] = {0};
+            memcpy(tail, k, avail);
+            memcpy(&w0, tail, 8);
+            memcpy(&w1, tail + 8, 8);
+        }
         if ((z = has_zero_byte(w0)) != 0) {
             m->key_len = (size_t)__builtin_ctzll(z) / 8;
             m->w0 = w0 & low_bytes(m->key_len);
@@ -75,6 +89,9 @@ static inline bool member_at(const uint8_t *data, uint32_t len, uint32_t off, st
             m->w0 = w0;
             m->w1 = w1 & low_bytes(m->key_len - 8);
             m->short_key = true;
+        }
+        if (m->short_key && m->key_len >= avail) {
+            return false; /* the NUL found is past the end */
         }
     }
 #endif
@@ -118,13 +135,8 @@ static inline bool member_at(const uint8_t *data, uint32_t len, uint32_t off, st
     return m->next < len;
 }
 
-/*
- * Writes `"name": ` (after the separator unless first) for m when its name
- * is short and needs no escape; returns false (nothing written) otherwise.
- * Room for 24 bytes must be reserved.
- */
-static inline bool put_plain_name(struct ejson_buf *buf, const struct member *m, bool first,
-                                  enum ejson_separators sep)
+/* True if m's name is short (short_key) and needs no escape. */
+static inline bool name_is_plain(const struct member *m)
 {
     if (!m->short_key) {
         return false;
@@ -133,22 +145,19 @@ static inline bool put_plain_name(struct ejson_buf *buf, const struct member *m,
     uint64_t fill = EJSON_ONES * 'a';
     uint64_t t0 = m->key_len >= 8 ? m->w0 : m->w0 | (fill & ~low_bytes(m->key_len));
     uint64_t t1 = m->key_len <= 8 ? fill : m->w1 | (fill & ~low_bytes(m->key_len - 8));
-    if (!plain_ascii8(t0) || !plain_ascii8(t1)) {
-        return false;
-    }
+    return plain_ascii8(t0) && plain_ascii8(t1);
+}
+
+/* Writes `"name": ` for m, whose name is plain (name_is_plain). Room for
+ * 20 bytes must be reserved. */
+static inline void put_plain_name(struct ejson_buf *buf, const struct member *m)
+{
     char *p = buf->data + buf->len;
-    if (!first) {
-        *p++ = ',';
-        if (sep != EJSON_SEP_COMPACT) {
-            *p++ = ' ';
-        }
-    }
     *p = '"';
     memcpy(p + 1, &m->w0, 8);
     memcpy(p + 9, &m->w1, 8);
     memcpy(p + 1 + m->key_len, "\": ", 3);
-    buf->len = (size_t)(p + 4 + m->key_len - buf->data);
-    return true;
+    buf->len += 4 + m->key_len;
 }
 
 static inline size_t put_digits_i64(int64_t v, char *p)
@@ -236,8 +245,95 @@ static const bson_iter_t *member_iter(const uint8_t *data, uint32_t len, struct 
     return &m->it;
 }
 
-void ejson_write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t len, bool array,
-                         enum ejson_mode mode, enum ejson_separators sep)
+/* Bytes of both words that are not ASCII (a name with any is compared as
+ * Java decodes it, by names_add). */
+static inline bool short_ascii(const struct member *m)
+{
+    return m->short_key && ((m->w0 | m->w1) & EJSON_HIGHS) == 0;
+}
+
+#define SHAPE_MAX 4096 /* names kept of a top-level document */
+
+/*
+ * The names of the document being written. A top-level document first
+ * compares its names with buf->shape (those of the last top-level document,
+ * known distinct and plain); at the first difference it opens the hash
+ * table with the names before it, and from there on writes its own names
+ * into buf->shape as long as they stay distinct and plain. Other documents
+ * use the table from the start.
+ */
+struct doc_names {
+    struct names table;
+    bool open;        /* table in use */
+    bool shape_match; /* the names so far are buf->shape[0..n) */
+    bool shape_rec;   /* buf->shape[0..n) are this document's names */
+    size_t n;         /* names seen */
+};
+
+/* Opens dn's table holding the first count names of data (all of them
+ * distinct short ASCII names, as buf->shape's are). */
+static void open_table_after(struct ejson_buf *buf, struct doc_names *dn, const uint8_t *data,
+                             uint32_t len, size_t count)
+{
+    names_open(buf, &dn->table, len);
+    dn->open = true;
+    struct member m;
+    uint32_t off = 4;
+    for (size_t j = 0; j < count && member_at(data, len, off, &m); j++, off = m.next) {
+        names_add_ascii(buf, &dn->table, data, len, (const char *)data + off + 1, m.key_len,
+                        name_hash16(m.w0, m.w1, m.key_len));
+    }
+}
+
+/* Stores m's name as buf->shape's i-th (m short and plain). */
+static void shape_put(struct ejson_buf *buf, size_t i, const struct member *m)
+{
+    if (i >= buf->shape_cap) {
+        size_t cap = buf->shape_cap ? 2 * buf->shape_cap : 64;
+        buf->shape = xrealloc(buf->shape, cap * 2 * sizeof buf->shape[0]);
+        buf->shape_cap = cap;
+    }
+    buf->shape[2 * i] = m->w0;
+    buf->shape[2 * i + 1] = m->w1;
+}
+
+/*
+ * Counts member m (at data, len bytes) in dn. Returns false if its name
+ * repeats an earlier one; sets *plain when the name is short and needs no
+ * escape (put_plain_name may write it).
+ */
+static inline bool name_seen(struct ejson_buf *buf, struct doc_names *dn, const uint8_t *data,
+                             uint32_t len, const struct member *m, bool *plain)
+{
+    size_t i = dn->n++;
+    if (dn->shape_match) {
+        if (i < buf->shape_len && m->short_key && m->w0 == buf->shape[2 * i] &&
+            m->w1 == buf->shape[2 * i + 1]) {
+            *plain = true;
+            return true;
+        }
+        dn->shape_match = false;
+        open_table_after(buf, dn, data, len, i);
+    }
+    *plain = name_is_plain(m);
+    const char *k = (const char *)data + m->off + 1;
+    bool added = short_ascii(m) ? names_add_ascii(buf, &dn->table, data, len, k, m->key_len,
+                                                  name_hash16(m->w0, m->w1, m->key_len))
+                                : names_add(buf, &dn->table, data, len, k, m->key_len);
+    if (dn->shape_rec) {
+        if (added && *plain && i < SHAPE_MAX) {
+            shape_put(buf, i, m);
+        } else {
+            dn->shape_rec = false; /* the names before it stay distinct */
+            buf->shape_len = i;
+        }
+    }
+    return added;
+}
+
+/* ejson_write_members; top for a document written by ejson_write_document. */
+static void write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t len, bool array,
+                          bool top, enum ejson_mode mode, enum ejson_separators sep)
 {
     bson_iter_t check;
     if (!data || !bson_iter_init_from_data(&check, data, len)) {
@@ -248,23 +344,19 @@ void ejson_write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t le
         return;
     }
     size_t start = buf->len;
-    struct names names = {0};
+    struct doc_names dn = {.shape_match = top && buf->shape_len > 0, .shape_rec = top};
     bool repeated = false;
-    if (!array) {
-        names_open(buf, &names, len);
+    if (!array && !dn.shape_match) {
+        names_open(buf, &dn.table, len);
+        dn.open = true;
     }
     bool first = true;
     put(buf, array ? "[" : "{", 1);
     struct member m;
     for (uint32_t off = 4; member_at(data, len, off, &m); off = m.next) {
-        const char *key = (const char *)data + off + 1;
+        bool plain = false;
         if (!array) {
-            bool added = m.short_key && m.w0 == (m.w0 & ~EJSON_HIGHS) &&
-                                 m.w1 == (m.w1 & ~EJSON_HIGHS)
-                             ? names_add_ascii(buf, &names, data, len, key, m.key_len,
-                                               name_hash16(m.w0, m.w1, m.key_len))
-                             : names_add(buf, &names, data, len, key, m.key_len);
-            if (!added) {
+            if (!name_seen(buf, &dn, data, len, &m, &plain)) {
                 repeated = true; /* finish the table, then start over */
             }
             if (repeated) {
@@ -272,39 +364,46 @@ void ejson_write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t le
             }
         }
         reserve(buf, 96); /* a separator, a short name, a plain scalar */
-        if (array) {
-            if (!first) {
-                put_sep(buf, sep);
-            }
-        } else if (!put_plain_name(buf, &m, first, sep)) {
-            if (!first) {
-                put_sep(buf, sep);
-            }
-            ejson_write_string_bounded(buf, key, m.key_len,
+        if (!first) {
+            put_sep(buf, sep);
+        }
+        first = false;
+        if (plain) {
+            put_plain_name(buf, &m);
+        } else if (!array) {
+            ejson_write_string_bounded(buf, (const char *)data + off + 1, m.key_len,
                                        (size_t)(len - (off + 1)));
             PUT_LIT(buf, ": ");
             reserve(buf, 64);
         }
-        first = false;
         if (!put_plain_scalar(buf, data, &m, mode)) {
             ejson_write_value(buf, member_iter(data, len, &m), mode, sep);
         }
     }
+    if (dn.shape_rec && !dn.shape_match) {
+        buf->shape_len = dn.n;
+    }
     if (repeated) {
         buf->len = start;
-        names_write_collapsed(buf, &names, data, len, mode, sep);
+        names_write_collapsed(buf, &dn.table, data, len, mode, sep);
     } else {
         put(buf, array ? "]" : "}", 1);
     }
-    if (!array) {
-        names_close(buf, &names);
+    if (dn.open) {
+        names_close(buf, &dn.table);
     }
+}
+
+void ejson_write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t len, bool array,
+                         enum ejson_mode mode, enum ejson_separators sep)
+{
+    write_members(buf, data, len, array, false, mode, sep);
 }
 
 void ejson_write_document(struct ejson_buf *buf, const bson_t *doc, enum ejson_mode mode,
                           enum ejson_separators sep)
 {
-    ejson_write_members(buf, bson_get_data(doc), doc->len, false, mode, sep);
+    write_members(buf, bson_get_data(doc), doc->len, false, true, mode, sep);
 }
 
 bool ejson_write_key(struct ejson_buf *buf, const bson_t *doc)
