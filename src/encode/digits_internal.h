@@ -74,12 +74,13 @@ static inline size_t digits_u64(uint64_t v, char *out)
     int groups = 0; /* full groups of eight after the leading one */
     if (v >= UINT64_C(10000000000000000)) {
         top = v / UINT64_C(10000000000000000);
-        mid = v / 100000000u % 100000000u;
-        low = v % 100000000u;
+        uint64_t rest = v - top * UINT64_C(10000000000000000); /* two divisions, not four */
+        mid = rest / 100000000u;
+        low = rest - mid * 100000000u;
         groups = 2;
     } else if (v >= 100000000u) {
         top = v / 100000000u;
-        low = v % 100000000u;
+        low = v - top * 100000000u;
         groups = 1;
     }
     /* top < 10^8; its leading zero digits are the low zero bytes */

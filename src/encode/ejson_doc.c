@@ -36,9 +36,7 @@ struct member {
      * bytes past key_len zeroed), else both 0 */
     bool short_key;
     uint64_t w0, w1;
-    /* the element through libbson (types the loop does not write itself) */
-    bool has_iter;
-    bson_iter_t it;
+    bool has_iter; /* the caller's iterator is on this element */
 };
 
 /* Bytes of a word below byte n (n < 8). */
@@ -59,7 +57,8 @@ static inline uint64_t low_bytes(size_t n)
 #define EJSON_HOT_INLINE inline
 #endif
 
-static EJSON_HOT_INLINE bool member_at(const uint8_t *data, uint32_t len, uint32_t off, struct member *m)
+static EJSON_HOT_INLINE bool member_at(const uint8_t *data, uint32_t len, uint32_t off,
+                                       struct member *m, bson_iter_t *it)
 {
     const char *k = (const char *)data + off + 1;
     size_t avail = len - off - 1; /* bytes from the name to the document's end */
@@ -124,12 +123,11 @@ static EJSON_HOT_INLINE bool member_at(const uint8_t *data, uint32_t len, uint32
         m->next = o + 1;
         break;
     default:
-        if (!bson_iter_init_from_data_at_offset(&m->it, data, len, off,
-                                                (uint32_t)m->key_len)) {
+        if (!bson_iter_init_from_data_at_offset(it, data, len, off, (uint32_t)m->key_len)) {
             return false;
         }
         m->has_iter = true;
-        m->next = m->it.next_off;
+        m->next = it->next_off;
         break;
     }
     return m->next < len;
@@ -148,16 +146,15 @@ static inline bool name_is_plain(const struct member *m)
     return plain_ascii8(t0) && plain_ascii8(t1);
 }
 
-/* Writes `"name": ` for m, whose name is plain (name_is_plain). Room for
- * 20 bytes must be reserved. */
-static inline void put_plain_name(struct ejson_buf *buf, const struct member *m)
+/* Writes `"name": ` for m, whose name is plain (name_is_plain), at p
+ * (room for 20 bytes); returns the end. */
+static inline char *put_plain_name(char *p, const struct member *m)
 {
-    char *p = buf->data + buf->len;
     *p = '"';
     memcpy(p + 1, &m->w0, 8);
     memcpy(p + 9, &m->w1, 8);
     memcpy(p + 1 + m->key_len, "\": ", 3);
-    buf->len += 4 + m->key_len;
+    return p + 4 + m->key_len;
 }
 
 static inline size_t put_digits_i64(int64_t v, char *p)
@@ -170,22 +167,21 @@ static inline size_t put_digits_i64(int64_t v, char *p)
 }
 
 /*
- * Writes m's value when it is a double, int32, int64, boolean or null whose
- * form in mode is a plain number or literal (or STRICT's $numberLong), as
- * ejson_write_value would; returns false (nothing written) for any other
- * value. Room for 64 bytes must be reserved.
+ * Writes m's value at p (room for 64 bytes) when it is a double, int32,
+ * int64, boolean or null whose form in mode is a plain number or literal (or
+ * STRICT's $numberLong), as ejson_write_value would; returns the end, or
+ * NULL (nothing written) for any other value.
  */
-static inline bool put_plain_scalar(struct ejson_buf *buf, const uint8_t *data,
-                                    const struct member *m, enum ejson_mode mode)
+static inline char *put_plain_scalar(char *p, const uint8_t *data, const struct member *m,
+                                     enum ejson_mode mode)
 {
     const uint8_t *v = data + m->off + 1 + m->key_len + 1;
-    char *p = buf->data + buf->len;
     switch (m->type) {
     case BSON_TYPE_DOUBLE: {
         double d;
         memcpy(&d, v, 8);
         if (mode == EJSON_CANONICAL || (mode == EJSON_RELAXED && (d != d || d - d != 0))) {
-            return false;
+            return NULL;
         }
         p += ejson_java_double(d, p);
         break;
@@ -194,7 +190,7 @@ static inline bool put_plain_scalar(struct ejson_buf *buf, const uint8_t *data,
         int32_t i;
         memcpy(&i, v, 4);
         if (mode == EJSON_CANONICAL) {
-            return false;
+            return NULL;
         }
         p += put_digits_i64((int32_t)BSON_UINT32_FROM_LE((uint32_t)i), p);
         break;
@@ -228,21 +224,20 @@ static inline bool put_plain_scalar(struct ejson_buf *buf, const uint8_t *data,
         p += 4;
         break;
     default:
-        return false;
+        return NULL;
     }
-    buf->len = (size_t)(p - buf->data);
-    return true;
+    return p;
 }
 
 /* An iterator on m for ejson_write_value (m passed member_at's checks). */
-static const bson_iter_t *member_iter(const uint8_t *data, uint32_t len, struct member *m)
+static const bson_iter_t *member_iter(const uint8_t *data, uint32_t len, const struct member *m,
+                                     bson_iter_t *it)
 {
     if (!m->has_iter) {
         /* accepted above, so libbson accepts it too */
-        bson_iter_init_from_data_at_offset(&m->it, data, len, m->off, (uint32_t)m->key_len);
-        m->has_iter = true;
+        bson_iter_init_from_data_at_offset(it, data, len, m->off, (uint32_t)m->key_len);
     }
-    return &m->it;
+    return it;
 }
 
 /* Bytes of both words that are not ASCII (a name with any is compared as
@@ -263,24 +258,27 @@ static inline bool short_ascii(const struct member *m)
  * use the table from the start.
  */
 struct doc_names {
-    struct names table;
-    bool open;        /* table in use */
-    bool shape_match; /* the names so far are buf->shape[0..n) */
-    bool shape_rec;   /* buf->shape[0..n) are this document's names */
-    size_t n;         /* names seen */
+    struct names *table; /* opened by the caller when !shape_match */
+    bool open;           /* table in use */
+    bool shape_match;    /* the names so far are shape[0..n) */
+    bool shape_rec;      /* buf->shape[0..n) are this document's names */
+    size_t n;            /* names seen */
+    /* buf->shape as the document started (unchanged while it matches) */
+    const uint64_t *shape;
+    size_t shape_len;
 };
 
-/* Opens dn's table holding the first count names of data (all of them
- * distinct short ASCII names, as buf->shape's are). */
-static void open_table_after(struct ejson_buf *buf, struct doc_names *dn, const uint8_t *data,
+/* Opens table holding the first count names of data (all of them distinct
+ * short ASCII names, as buf->shape's are). */
+static void open_table_after(struct ejson_buf *buf, struct names *table, const uint8_t *data,
                              uint32_t len, size_t count)
 {
-    names_open(buf, &dn->table, len);
-    dn->open = true;
+    names_open(buf, table, len);
     struct member m;
+    bson_iter_t it;
     uint32_t off = 4;
-    for (size_t j = 0; j < count && member_at(data, len, off, &m); j++, off = m.next) {
-        names_add_ascii(buf, &dn->table, data, len, (const char *)data + off + 1, m.key_len,
+    for (size_t j = 0; j < count && member_at(data, len, off, &m, &it); j++, off = m.next) {
+        names_add_ascii(buf, table, data, len, (const char *)data + off + 1, m.key_len,
                         name_hash16(m.w0, m.w1, m.key_len));
     }
 }
@@ -302,24 +300,26 @@ static void shape_put(struct ejson_buf *buf, size_t i, const struct member *m)
  * repeats an earlier one; sets *plain when the name is short and needs no
  * escape (put_plain_name may write it).
  */
-static inline bool name_seen(struct ejson_buf *buf, struct doc_names *dn, const uint8_t *data,
-                             uint32_t len, const struct member *m, bool *plain)
+static EJSON_HOT_INLINE bool name_seen(struct ejson_buf *buf, struct doc_names *dn,
+                                       const uint8_t *data, uint32_t len, const struct member *m,
+                                       bool *plain)
 {
     size_t i = dn->n++;
     if (dn->shape_match) {
-        if (i < buf->shape_len && m->short_key && m->w0 == buf->shape[2 * i] &&
-            m->w1 == buf->shape[2 * i + 1]) {
+        if (i < dn->shape_len && m->short_key && m->w0 == dn->shape[2 * i] &&
+            m->w1 == dn->shape[2 * i + 1]) {
             *plain = true;
             return true;
         }
         dn->shape_match = false;
-        open_table_after(buf, dn, data, len, i);
+        open_table_after(buf, dn->table, data, len, i);
+        dn->open = true;
     }
     *plain = name_is_plain(m);
     const char *k = (const char *)data + m->off + 1;
-    bool added = short_ascii(m) ? names_add_ascii(buf, &dn->table, data, len, k, m->key_len,
+    bool added = short_ascii(m) ? names_add_ascii(buf, dn->table, data, len, k, m->key_len,
                                                   name_hash16(m->w0, m->w1, m->key_len))
-                                : names_add(buf, &dn->table, data, len, k, m->key_len);
+                                : names_add(buf, dn->table, data, len, k, m->key_len);
     if (dn->shape_rec) {
         if (added && *plain && i < SHAPE_MAX) {
             shape_put(buf, i, m);
@@ -344,16 +344,22 @@ static void write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t l
         return;
     }
     size_t start = buf->len;
-    struct doc_names dn = {.shape_match = top && buf->shape_len > 0, .shape_rec = top};
+    struct names table = {0};
+    struct doc_names dn = {.table = &table,
+                           .shape_match = top && buf->shape_len > 0,
+                           .shape_rec = top,
+                           .shape = buf->shape,
+                           .shape_len = buf->shape_len};
     bool repeated = false;
     if (!array && !dn.shape_match) {
-        names_open(buf, &dn.table, len);
+        names_open(buf, &table, len);
         dn.open = true;
     }
     bool first = true;
     put(buf, array ? "[" : "{", 1);
     struct member m;
-    for (uint32_t off = 4; member_at(data, len, off, &m); off = m.next) {
+    bson_iter_t it; /* elements the loop does not write itself */
+    for (uint32_t off = 4; member_at(data, len, off, &m, &it); off = m.next) {
         bool plain = false;
         if (!array) {
             if (!name_seen(buf, &dn, data, len, &m, &plain)) {
@@ -363,21 +369,32 @@ static void write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t l
                 continue;
             }
         }
-        reserve(buf, 96); /* a separator, a short name, a plain scalar */
+        /* a separator, a short name and a plain scalar through p; buf->len
+         * is set once (stores through p could alias buf's fields) */
+        reserve(buf, 96);
+        char *p = buf->data + buf->len;
         if (!first) {
-            put_sep(buf, sep);
+            p[0] = ',';
+            p[1] = ' ';
+            p += sep == EJSON_SEP_COMPACT ? 1 : 2;
         }
         first = false;
         if (plain) {
-            put_plain_name(buf, &m);
+            p = put_plain_name(p, &m);
         } else if (!array) {
+            buf->len = (size_t)(p - buf->data);
             ejson_write_string_bounded(buf, (const char *)data + off + 1, m.key_len,
                                        (size_t)(len - (off + 1)));
             PUT_LIT(buf, ": ");
             reserve(buf, 64);
+            p = buf->data + buf->len;
         }
-        if (!put_plain_scalar(buf, data, &m, mode)) {
-            ejson_write_value(buf, member_iter(data, len, &m), mode, sep);
+        char *end = put_plain_scalar(p, data, &m, mode);
+        if (end) {
+            buf->len = (size_t)(end - buf->data);
+        } else {
+            buf->len = (size_t)(p - buf->data);
+            ejson_write_value(buf, member_iter(data, len, &m, &it), mode, sep);
         }
     }
     if (dn.shape_rec && !dn.shape_match) {
@@ -385,12 +402,12 @@ static void write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t l
     }
     if (repeated) {
         buf->len = start;
-        names_write_collapsed(buf, &dn.table, data, len, mode, sep);
+        names_write_collapsed(buf, &table, data, len, mode, sep);
     } else {
         put(buf, array ? "]" : "}", 1);
     }
     if (dn.open) {
-        names_close(buf, &dn.table);
+        names_close(buf, &table);
     }
 }
 
