@@ -53,8 +53,10 @@ static inline uint64_t low_bytes(size_t n)
  */
 #if defined(__GNUC__)
 #define EJSON_HOT_INLINE inline __attribute__((always_inline))
+#define EJSON_COLD __attribute__((noinline, cold)) /* out of the member loop */
 #else
 #define EJSON_HOT_INLINE inline
+#define EJSON_COLD
 #endif
 
 static EJSON_HOT_INLINE bool member_at(const uint8_t *data, uint32_t len, uint32_t off,
@@ -192,7 +194,15 @@ static inline char *put_plain_scalar(char *p, const uint8_t *data, const struct 
         if (mode == EJSON_CANONICAL) {
             return NULL;
         }
-        p += put_digits_i64((int32_t)BSON_UINT32_FROM_LE((uint32_t)i), p);
+        i = (int32_t)BSON_UINT32_FROM_LE((uint32_t)i);
+#ifdef MCDC_DIGIT_WORDS
+        if (i < 0) {
+            *p++ = '-';
+        }
+        p += digits_u32(i < 0 ? 0u - (uint32_t)i : (uint32_t)i, p);
+#else
+        p += put_digits_i64(i, p);
+#endif
         break;
     }
     case BSON_TYPE_INT64: {
@@ -229,13 +239,14 @@ static inline char *put_plain_scalar(char *p, const uint8_t *data, const struct 
     return p;
 }
 
-/* An iterator on m for ejson_write_value (m passed member_at's checks). */
-static const bson_iter_t *member_iter(const uint8_t *data, uint32_t len, const struct member *m,
-                                     bson_iter_t *it)
+/* it on the element at off (key_len bytes of name) for ejson_write_value,
+ * unless member_at left it there (has_iter); the element passed member_at's
+ * checks, so libbson accepts it too. */
+static const bson_iter_t *member_iter(const uint8_t *data, uint32_t len, uint32_t off,
+                                      size_t key_len, bool has_iter, bson_iter_t *it)
 {
-    if (!m->has_iter) {
-        /* accepted above, so libbson accepts it too */
-        bson_iter_init_from_data_at_offset(it, data, len, m->off, (uint32_t)m->key_len);
+    if (!has_iter) {
+        bson_iter_init_from_data_at_offset(it, data, len, off, (uint32_t)key_len);
     }
     return it;
 }
@@ -270,7 +281,7 @@ struct doc_names {
 
 /* Opens table holding the first count names of data (all of them distinct
  * short ASCII names, as buf->shape's are). */
-static void open_table_after(struct ejson_buf *buf, struct names *table, const uint8_t *data,
+static EJSON_COLD void open_table_after(struct ejson_buf *buf, struct names *table, const uint8_t *data,
                              uint32_t len, size_t count)
 {
     names_open(buf, table, len);
@@ -284,12 +295,17 @@ static void open_table_after(struct ejson_buf *buf, struct names *table, const u
 }
 
 /* Stores m's name as buf->shape's i-th (m short and plain). */
-static void shape_put(struct ejson_buf *buf, size_t i, const struct member *m)
+static EJSON_COLD void shape_grow(struct ejson_buf *buf)
+{
+    size_t cap = buf->shape_cap ? 2 * buf->shape_cap : 64;
+    buf->shape = xrealloc(buf->shape, cap * 2 * sizeof buf->shape[0]);
+    buf->shape_cap = cap;
+}
+
+static inline void shape_put(struct ejson_buf *buf, size_t i, const struct member *m)
 {
     if (i >= buf->shape_cap) {
-        size_t cap = buf->shape_cap ? 2 * buf->shape_cap : 64;
-        buf->shape = xrealloc(buf->shape, cap * 2 * sizeof buf->shape[0]);
-        buf->shape_cap = cap;
+        shape_grow(buf);
     }
     buf->shape[2 * i] = m->w0;
     buf->shape[2 * i + 1] = m->w1;
@@ -394,7 +410,8 @@ static void write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t l
             buf->len = (size_t)(end - buf->data);
         } else {
             buf->len = (size_t)(p - buf->data);
-            ejson_write_value(buf, member_iter(data, len, &m, &it), mode, sep);
+            ejson_write_value(buf, member_iter(data, len, off, m.key_len, m.has_iter, &it), mode,
+                              sep);
         }
     }
     if (dn.shape_rec && !dn.shape_match) {
