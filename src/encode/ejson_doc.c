@@ -26,6 +26,16 @@
 #include "encode/ejson_internal.h"
 #include "encode/ejson_names_internal.h"
 
+/* The member loop's steps are inlined into it; its rare paths are not, which
+ * keeps its registers for the common case. */
+#if defined(__GNUC__)
+#define EJSON_HOT_INLINE inline __attribute__((always_inline))
+#define EJSON_COLD __attribute__((noinline, cold)) /* out of the member loop */
+#else
+#define EJSON_HOT_INLINE inline
+#define EJSON_COLD
+#endif
+
 /* One element of a document, as bson_iter_next would position on it. */
 struct member {
     uint32_t off;  /* the type byte */
@@ -51,13 +61,6 @@ static inline uint64_t low_bytes(size_t n)
  * bson_iter_next returns false: no NUL ends the name, an unknown or EOD
  * type, or a value that does not end before the document's last byte.
  */
-#if defined(__GNUC__)
-#define EJSON_HOT_INLINE inline __attribute__((always_inline))
-#define EJSON_COLD __attribute__((noinline, cold)) /* out of the member loop */
-#else
-#define EJSON_HOT_INLINE inline
-#define EJSON_COLD
-#endif
 
 static EJSON_HOT_INLINE bool member_at(const uint8_t *data, uint32_t len, uint32_t off,
                                        struct member *m, bson_iter_t *it)
@@ -251,8 +254,8 @@ static const bson_iter_t *member_iter(const uint8_t *data, uint32_t len, uint32_
     return it;
 }
 
-/* Bytes of both words that are not ASCII (a name with any is compared as
- * Java decodes it, by names_add). */
+/* True if m's name is short and ASCII (then Java's string has its bytes;
+ * any other name is compared as Java decodes it, by names_add). */
 static inline bool short_ascii(const struct member *m)
 {
     return m->short_key && ((m->w0 | m->w1) & EJSON_HIGHS) == 0;
@@ -281,8 +284,8 @@ struct doc_names {
 
 /* Opens table holding the first count names of data (all of them distinct
  * short ASCII names, as buf->shape's are). */
-static EJSON_COLD void open_table_after(struct ejson_buf *buf, struct names *table, const uint8_t *data,
-                             uint32_t len, size_t count)
+static EJSON_COLD void open_table_after(struct ejson_buf *buf, struct names *table,
+                                        const uint8_t *data, uint32_t len, size_t count)
 {
     names_open(buf, table, len);
     struct member m;
@@ -294,7 +297,7 @@ static EJSON_COLD void open_table_after(struct ejson_buf *buf, struct names *tab
     }
 }
 
-/* Stores m's name as buf->shape's i-th (m short and plain). */
+/* Doubles buf->shape's room (aborts on out-of-memory). */
 static EJSON_COLD void shape_grow(struct ejson_buf *buf)
 {
     size_t cap = buf->shape_cap ? 2 * buf->shape_cap : 64;
@@ -302,6 +305,7 @@ static EJSON_COLD void shape_grow(struct ejson_buf *buf)
     buf->shape_cap = cap;
 }
 
+/* Stores m's name as buf->shape's i-th (m short and plain). */
 static inline void shape_put(struct ejson_buf *buf, size_t i, const struct member *m)
 {
     if (i >= buf->shape_cap) {

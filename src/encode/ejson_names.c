@@ -191,7 +191,7 @@ static void names_grow(struct ejson_buf *buf, struct names *t, const uint8_t *da
  * before in this document (the entry then points at this later element).
  */
 bool names_add(struct ejson_buf *buf, struct names *t, const uint8_t *data, uint32_t len,
-                      const char *k, size_t n)
+               const char *k, size_t n)
 {
     if ((t->count + 1) * 2 > t->size) {
         names_grow(buf, t, data, len);
@@ -218,7 +218,7 @@ bool names_add(struct ejson_buf *buf, struct names *t, const uint8_t *data, uint
  * of its last element (the first pass ran to the end).
  */
 void names_write_collapsed(struct ejson_buf *buf, struct names *t, const uint8_t *data,
-                            uint32_t len, enum ejson_mode mode, enum ejson_separators sep)
+                           uint32_t len, enum ejson_mode mode, enum ejson_separators sep)
 {
     bson_iter_t it;
     bool first = true;
@@ -258,4 +258,3 @@ void names_write_collapsed(struct ejson_buf *buf, struct names *t, const uint8_t
     }
     put(buf, "}", 1);
 }
-
