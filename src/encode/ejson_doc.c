@@ -164,11 +164,9 @@ static inline char *put_plain_name(char *p, const struct member *m)
 
 static inline size_t put_digits_i64(int64_t v, char *p)
 {
-    if (v < 0) {
-        *p = '-';
-        return 1 + digits_u64((uint64_t)0 - (uint64_t)v, p + 1);
-    }
-    return digits_u64((uint64_t)v, p);
+    size_t neg = v < 0;
+    *p = '-';
+    return neg + digits_u64(neg ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, p + neg);
 }
 
 /*
