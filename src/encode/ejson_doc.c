@@ -8,9 +8,10 @@
  * escapes and hashes it (for the repeated-name table, ejson_names.c) from
  * the same words, and writes the common scalars (doubles, integers,
  * booleans, null) straight into space reserved once per member. It stops
- * exactly where bson_iter_next would: fixed-size elements are checked here
- * the way libbson checks them (the value must end before the document's
- * last byte; a boolean is 0 or 1), and every other element is read through
+ * exactly where bson_iter_next would: fixed-size elements and strings are
+ * checked here the way libbson checks them (the value must end before the
+ * document's last byte; a boolean is 0 or 1; a string's length counts its
+ * final NUL), and every other element is read through
  * bson_iter_init_from_data_at_offset, which applies libbson's own checks and
  * gives the iterator ejson_write_value needs.
  *
@@ -127,6 +128,21 @@ static EJSON_HOT_INLINE bool member_at(const uint8_t *data, uint32_t len, uint32
         }
         m->next = o + 1;
         break;
+    case BSON_TYPE_UTF8: {
+        /* libbson's checks: the length fits, counts the NUL, and the
+         * string ends with one before the document's last byte */
+        uint32_t l;
+        if (o + 4 >= len) {
+            return false;
+        }
+        memcpy(&l, data + o, 4);
+        l = BSON_UINT32_FROM_LE(l);
+        if (l == 0 || l > len - (o + 4) || o + 4 + l >= len || data[o + 4 + l - 1] != 0) {
+            return false;
+        }
+        m->next = o + 4 + l;
+        break;
+    }
     default:
         if (!bson_iter_init_from_data_at_offset(it, data, len, off, (uint32_t)m->key_len)) {
             return false;
@@ -410,6 +426,10 @@ static void write_members(struct ejson_buf *buf, const uint8_t *data, uint32_t l
         char *end = put_plain_scalar(p, data, &m, mode);
         if (end) {
             buf->len = (size_t)(end - buf->data);
+        } else if (m.type == BSON_TYPE_UTF8) {
+            buf->len = (size_t)(p - buf->data);
+            uint32_t at = off + 1 + (uint32_t)m.key_len + 1 + 4; /* after the length */
+            ejson_write_string(buf, (const char *)data + at, m.next - at - 1);
         } else {
             buf->len = (size_t)(p - buf->data);
             ejson_write_value(buf, member_iter(data, len, off, m.key_len, m.has_iter, &it), mode,

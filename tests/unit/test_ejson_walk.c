@@ -127,7 +127,7 @@ static void test_mutated(void **state)
     (void)state;
     struct ejson_buf shared = {0};
     int compared = 0;
-    for (int round = 0; round < 6000; round++) {
+    for (int round = 0; round < 30000; round++) {
         bson_t *base = seed(round % 3);
         uint32_t len = base->len;
         uint8_t *bytes = bson_malloc(len);
@@ -169,7 +169,7 @@ static void test_mutated(void **state)
         bson_destroy(base);
     }
     /* most mutations leave something libbson can copy */
-    assert_true(compared > 3000);
+    assert_true(compared > 15000);
     ejson_buf_free(&shared);
 }
 
