@@ -1,7 +1,8 @@
 /*
- * encode/ejson_internal: what the extended-JSON writer's two files share
- * (ejson.c: one value per BSON type; ejson_doc.c: documents, arrays and
- * repeated member names). Not part of the module's interface.
+ * encode/ejson_internal: what the extended-JSON writer's files share
+ * (ejson.c: one value per BSON type; ejson_doc.c: documents and arrays;
+ * ejson_names.c: repeated member names; jstring.c: string escaping). Not
+ * part of the module's interface.
  */
 #ifndef MCDC_ENCODE_EJSON_INTERNAL_H
 #define MCDC_ENCODE_EJSON_INTERNAL_H
