@@ -199,6 +199,7 @@ static inline char *put_plain_scalar(char *p, const uint8_t *data, const struct 
     case BSON_TYPE_DOUBLE: {
         double d;
         memcpy(&d, v, 8);
+        d = BSON_DOUBLE_FROM_LE(d);
         if (mode == EJSON_CANONICAL || (mode == EJSON_RELAXED && (d != d || d - d != 0))) {
             return NULL;
         }
