@@ -52,6 +52,33 @@ static inline void eight_digits(uint32_t q, char *out)
 }
 #endif
 
+#ifdef MCDC_DIGIT_WORDS
+/*
+ * Decimal text of v (< 2^32) into out, which has room for 16 bytes (bytes
+ * past the returned length may be overwritten); returns the length (1..10).
+ * The same text as digits_u64, with one group of eight digits at most.
+ */
+static inline size_t digits_u32(uint32_t v, char *out)
+{
+    size_t n = 0;
+    if (v >= 100000000u) {
+        uint32_t top = v / 100000000u; /* 1..42 */
+        v -= top * 100000000u;
+        if (top >= 10) {
+            out[n++] = (char)('0' + top / 10);
+        }
+        out[n++] = (char)('0' + top % 10);
+        eight_digits(v, out + n);
+        return n + 8;
+    }
+    uint64_t w = eight_digit_values(v);
+    int lead = w ? __builtin_ctzll(w) / 8 : 7; /* v == 0 prints "0" */
+    w = (w + UINT64_C(0x3030303030303030)) >> (8 * lead);
+    memcpy(out, &w, 8);
+    return (size_t)(8 - lead);
+}
+#endif
+
 /*
  * Decimal text of v into out, which has room for 24 bytes (bytes past the
  * returned length may be overwritten); returns the length (1..20). Up to
@@ -74,12 +101,13 @@ static inline size_t digits_u64(uint64_t v, char *out)
     int groups = 0; /* full groups of eight after the leading one */
     if (v >= UINT64_C(10000000000000000)) {
         top = v / UINT64_C(10000000000000000);
-        mid = v / 100000000u % 100000000u;
-        low = v % 100000000u;
+        uint64_t rest = v - top * UINT64_C(10000000000000000); /* two divisions, not four */
+        mid = rest / 100000000u;
+        low = rest - mid * 100000000u;
         groups = 2;
     } else if (v >= 100000000u) {
         top = v / 100000000u;
-        low = v % 100000000u;
+        low = v - top * 100000000u;
         groups = 1;
     }
     /* top < 10^8; its leading zero digits are the low zero bytes */

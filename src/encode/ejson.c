@@ -13,7 +13,9 @@
  *
  * This file renders one value per BSON type and holds the STRICT / RELAXED /
  * CANONICAL choices; documents and arrays (their members, repeated names, the key's
- * _id) are in ejson_doc.c.
+ * _id) are in ejson_doc.c, whose member loop writes the commonest values
+ * itself (plain doubles, int32, int64, booleans, null, strings) with the
+ * same choices as below and hands every other value to ejson_write_value.
  *
  * Space is reserved once per scalar (the widest form of that scalar) and the
  * bytes are then stored without further checks, so a field costs no call

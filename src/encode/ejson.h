@@ -47,6 +47,13 @@ struct ejson_buf {
     uint64_t *keys;
     size_t keys_cap; /* entries */
     size_t keys_top; /* entries in use by the documents being written */
+    /* The member names of the last top-level document written, when they
+     * were distinct, short and needed no escape (two words per name): a
+     * document whose names match them skips the hash table and the escape
+     * check. Kept across events like keys. */
+    uint64_t *shape;
+    size_t shape_len; /* names */
+    size_t shape_cap; /* names */
 };
 
 /* Empties buf (len = 0), keeping its memory. */

@@ -20,12 +20,16 @@ void ejson_buf_free(struct ejson_buf *buf)
 {
     free(buf->data);
     free(buf->keys);
+    free(buf->shape);
     buf->data = NULL;
     buf->len = 0;
     buf->cap = 0;
     buf->keys = NULL;
     buf->keys_cap = 0;
     buf->keys_top = 0;
+    buf->shape = NULL;
+    buf->shape_len = 0;
+    buf->shape_cap = 0;
 }
 
 void ejson_buf_grow(struct ejson_buf *buf, size_t extra)

@@ -50,7 +50,8 @@ static inline void digits24(uint64_t D, char d[48], int *first, int *end)
         w0 = q < 10 ? q << 56 : eight_digit_values((uint32_t)q); /* one digit: the last byte */
     }
     uint64_t w1 = eight_digit_values((uint32_t)(D / 100000000u));
-    uint64_t w2 = eight_digit_values((uint32_t)(D % 100000000u));
+    uint32_t low = (uint32_t)(D % 100000000u);
+    uint64_t w2 = low ? eight_digit_values(low) : 0; /* zero for most short decimals */
     *first = w0   ? __builtin_ctzll(w0) / 8
              : w1 ? 8 + __builtin_ctzll(w1) / 8
                   : 16 + __builtin_ctzll(w2) / 8;

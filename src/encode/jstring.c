@@ -33,6 +33,8 @@
 
 #include <utf8proc.h>
 
+#include "encode/ejson_internal.h"
+
 static _Atomic uint64_t invalid_utf8_total;
 
 /* Bit set: BMP code unit written raw by Java (after the special cases). */
@@ -199,25 +201,7 @@ static size_t decode_java(const uint8_t *s, size_t n, uint32_t *cp, bool *bad)
     return 1;
 }
 
-#define ONES UINT64_C(0x0101010101010101)
-#define HIGHS UINT64_C(0x8080808080808080)
-
-/* Non-zero if some byte of x is zero (the classic SWAR test). */
-static inline uint64_t has_zero_byte(uint64_t x)
-{
-    return (x - ONES) & ~x & HIGHS;
-}
-
-/* True if all eight bytes of w are ASCII that Java writes unescaped:
- * 0x20..0x7e except '"' and '\\'. */
-static inline bool plain_ascii8(uint64_t w)
-{
-    uint64_t ctl = (w - ONES * 0x20) & ~w & HIGHS; /* some byte < 0x20 */
-    uint64_t high = (w | (w + ONES)) & HIGHS;      /* some byte >= 0x7f */
-    uint64_t quote = has_zero_byte(w ^ (ONES * '"'));
-    uint64_t bslash = has_zero_byte(w ^ (ONES * '\\'));
-    return (ctl | high | quote | bslash) == 0;
-}
+#define ONES EJSON_ONES
 
 static const char hexl[] = "0123456789abcdef";
 

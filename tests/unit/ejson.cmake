@@ -3,6 +3,9 @@
 # writer used by the differential oracle test when the daemon binary lacks
 # the `encode` subcommand.
 mcdc_unit_test(test_ejson SOURCES test_ejson.c LIBS mcdc_encode)
+# test_ejson_walk: the writer's own walk over BSON against libbson's iterator
+# on mutated documents, and its cache of member names against fresh buffers.
+mcdc_unit_test(test_ejson_walk SOURCES test_ejson_walk.c LIBS mcdc_encode)
 # test_jdouble: Double.toString's fast paths against the JDK digit loop
 # emulated step by step, on edge cases and random values
 # (MCDC_JDOUBLE_SWEEP=N values per class; the default takes a few seconds).

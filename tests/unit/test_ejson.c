@@ -289,6 +289,19 @@ static void test_integer_lengths(void **state)
             bson_destroy(doc);
         }
     }
+    /* int32 around its one- and two-digit leading groups and its ends */
+    static const int32_t i32[] = {INT32_MIN, INT32_MAX, -1000000000, 999999999, 1000000000,
+                                  1999999999, -2000000000, 0, -1, 99999999, 100000000};
+    for (size_t k = 0; k < sizeof i32 / sizeof i32[0]; k++) {
+        bson_t *doc = BCON_NEW("b", BCON_INT32(i32[k]));
+        char expected[64];
+        snprintf(expected, sizeof expected, "{\"b\": %d}", (int)i32[k]);
+        ejson_buf_reset(&buf);
+        ejson_write_document(&buf, doc, EJSON_RELAXED, EJSON_SEP_COMPACT);
+        ejson_buf_append(&buf, "", 1);
+        assert_string_equal(buf.data, expected);
+        bson_destroy(doc);
+    }
     ejson_buf_free(&buf);
 }
 
