@@ -102,17 +102,20 @@ def pct(xs, p):
     return xs[min(len(xs) - 1, int(len(xs) * p))] if xs else float("nan")
 
 
-def incremental(binary, work, uri, sim, chunk):
-    name = "incr%d" % chunk
-    cfg = config(work, uri, name, {"snapshot.mode": "no_data",
-                                   "incremental.snapshot.chunk.size": chunk})
+def incremental(binary, work, uri, sim, chunk, read_only=False, quiet=False, fetch=0):
+    name = "incr%d%s" % (chunk, "ro" if read_only else "")
+    extra = {"snapshot.mode": "no_data", "read.only": read_only,
+             "incremental.snapshot.chunk.size": chunk}
+    if fetch > 0:
+        extra["snapshot.fetch.size"] = fetch
+    cfg = config(work, uri, name, extra)
     logp = os.path.join(work, name + ".log")
     p = subprocess.Popen([binary, "-c", cfg], stderr=open(logp, "wb"))
     deadline = time.monotonic() + 60
     while "streaming changes from" not in open(logp).read():
         assert time.monotonic() < deadline and p.poll() is None, open(logp).read()[-2000:]
         time.sleep(0.1)
-    ping = Pinger(sim)
+    ping = Pinger(sim) if not quiet else None
     try:
         t_idle = time.time()
         time.sleep(3)  # the baseline: streaming alone
@@ -125,7 +128,8 @@ def incremental(binary, work, uri, sim, chunk):
             assert time.monotonic() < deadline and p.poll() is None, open(logp).read()[-2000:]
             time.sleep(0.2)
         t_end = time.time()
-        ping.end()
+        if ping:
+            ping.end()
         time.sleep(1)
         rss = peak_rss_kb(p.pid)
         sink = os.path.join(work, name + ".jsonl")
@@ -133,7 +137,8 @@ def incremental(binary, work, uri, sim, chunk):
         during = latencies(sink, t_snap, t_end)
         during_commit = latencies(sink, t_snap, t_end, commit=True)
     finally:
-        ping.end()
+        if ping:
+            ping.end()
         p.terminate()
         p.wait(30)
     m = re.search(r"bench\.docs done: (\d+) rows in ([\d.]+) s \((\d+) rows/s\)", open(logp).read())
@@ -144,6 +149,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=20000)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "mongocdc"))
+    ap.add_argument("--fetch-size", type=int, default=0,
+                    help="snapshot.fetch.size: documents per reply of a chunk read (the "
+                         "simulator serves one command at a time, so smaller replies let the "
+                         "change stream in between them)")
+    ap.add_argument("--read-only", action="store_true",
+                    help="read.only: cluster-time windows instead of markers")
+    ap.add_argument("--quiet", action="store_true",
+                    help="no inserts during the snapshot (a quiet stream: cluster-time "
+                         "windows then close on empty batches); no latency figures")
     a = ap.parse_args()
     work = tempfile.mkdtemp(prefix="incremental_vs_initial.")
     with MongoSim(members=1) as sim:
@@ -154,7 +168,8 @@ def main():
         init_rate = initial(a.bin, work, sim.uri, a.count)
         print("initial snapshot: %.0f rows/s (%d documents of ~1 KB)" % (init_rate, a.count))
         for chunk in (1024, 16384):
-            rate, rss, during, base, dcommit = incremental(a.bin, work, sim.uri, sim, chunk)
+            rate, rss, during, base, dcommit = incremental(a.bin, work, sim.uri, sim, chunk,
+                                                           a.read_only, a.quiet, a.fetch_size)
             print("incremental snapshot, chunk.size %5d: %6d rows/s (%.0f%% of initial), "
                   "peak RSS %.1f MiB; streaming latency p50/p99 %.0f/%.0f ms during it "
                   "(%d inserts; from the commit %.0f/%.0f ms), %.0f/%.0f ms before it"
