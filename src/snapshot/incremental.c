@@ -517,4 +517,6 @@ void incr_on_idle(struct incr *s)
 {
     if (s->state == INCR_WAIT_TIME)
         s->state = INCR_CLOSED;
+    else if (s->state == INCR_READING && s->at_known)
+        s->passed_t = true; /* a getMore sent after T was taken: the rows go out at the attach */
 }

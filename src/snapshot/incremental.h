@@ -54,7 +54,9 @@
  * the open marker; cluster time, with its time, since T is known only once
  * the read is done. At the attach those keys drop their rows, as a change
  * inside the window does; a cluster-time window whose T the stream has
- * already passed closes at once. The close marker is written after the read,
+ * already passed closes at once. For that, the task takes T itself when it
+ * hands the read over (incr_job_at): an empty batch answered after it shows
+ * the stream passed T even while the rows are still being read. The close marker is written after the read,
  * so a close seen before the attach waits for the result (incr_close_waits),
  * which is then already on its way.
  *
@@ -220,6 +222,23 @@ struct incr_job *incr_job_begin(struct incr *s, const bson_t *owned);
 void incr_job_run(struct incr_job *j, mongoc_client_t *client, const atomic_bool *cancel);
 
 /*
+ * Cluster-time windows: T, taken by the task itself (incr_cluster_time_now)
+ * just after incr_job_begin and before its next getMore, so that an empty
+ * batch answered during the read already shows the stream passed T (the
+ * rows then go out as soon as they are attached, instead of after one more
+ * empty batch). The read then uses this T. No-op for a marker window or a
+ * job the engine no longer waits for.
+ */
+void incr_job_at(struct incr *s, struct incr_job *j, uint32_t sec, uint32_t inc);
+
+/* The server's operationTime now, by a ping with client (the cluster time a
+ * snapshot read at atClusterTime uses; MongoDB's causal consistency). False
+ * with err when the server gives none (not a replica set, before 5.0) or
+ * the ping fails (err->retriable for a lost connection or an election). */
+bool incr_cluster_time_now(mongoc_client_t *client, uint32_t *sec, uint32_t *inc,
+                           struct mcdc_error *err);
+
+/*
  * Applies a finished job (taken, freed) on the task's thread. Returns
  * INCR_READ_WINDOW (state WAIT_OPEN, OPEN or CLOSED with markers by what the
  * stream has shown; WAIT_TIME or CLOSED with the cluster time),
@@ -259,9 +278,10 @@ bool incr_on_marker(struct incr *s, bool op_insert, const bson_t *doc);
 bool incr_on_event(struct incr *s, const char *db, size_t db_len, const char *coll, size_t coll_len,
                    const bson_t *key, bool has_time, uint32_t sec, uint32_t inc);
 
-/* The stream answered an empty batch after the chunk was read: every event
- * up to the server's time of that answer (later than T) has been seen, so a
- * cluster-time window closes. (A post-batch token's time cannot serve: a
+/* The stream answered an empty batch after the chunk was read (or, while it
+ * is read, after T was taken: incr_job_at): every event up to the server's
+ * time of that answer (later than T) has been seen, so a cluster-time window
+ * closes (at the attach, for a read still running). (A post-batch token's time cannot serve: a
  * high-water mark at T sorts before the events of T, and an idle server
  * need not move it past T.) */
 void incr_on_idle(struct incr *s);

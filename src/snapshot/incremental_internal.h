@@ -41,6 +41,7 @@ struct incr_job {
     char *db, *coll, *ns;
     bson_t cond, owned, last_key;
     bool cluster_time, need_estimate, hashed_owned;
+    bool has_at; /* cluster time: T taken by the task before the read (incr_job_at) */
     int bracket;
     char chunk_id[40];
     /* in and out: the maximum key (read by the first chunk of a collection) */
@@ -92,6 +93,8 @@ struct incr {
     struct incr_pending *pending;    /* streamed keys to drop from the read result */
     size_t npending, pending_cap, pending_bytes;
     bool pending_overflow;        /* too many: the result is discarded, the chunk re-read */
+    bool at_known;                /* cluster time: T is known (incr_job_at) */
+    bool passed_t;                /* ... and an empty batch came after it: the stream passed T */
     bool has_seen;                /* the latest streamed cluster time since the read began */
     uint32_t seen_sec, seen_inc;
 

@@ -27,6 +27,7 @@ static void pending_clear(struct incr *s)
     s->npending = s->pending_cap = s->pending_bytes = 0;
     s->pending_overflow = false;
     s->has_seen = false;
+    s->at_known = s->passed_t = false;
     s->win_opened = s->win_close_seen = false;
 }
 
@@ -111,6 +112,16 @@ struct incr_job *incr_job_begin(struct incr *s, const bson_t *owned)
     memcpy(s->chunk_id, j->chunk_id, sizeof s->chunk_id);
     s->state = INCR_READING;
     return j;
+}
+
+void incr_job_at(struct incr *s, struct incr_job *j, uint32_t sec, uint32_t inc)
+{
+    if (s->state != INCR_READING || strcmp(s->chunk_id, j->chunk_id) != 0 || !s->cluster_time)
+        return;
+    j->has_at = true;
+    j->at_sec = s->at_sec = sec;
+    j->at_inc = s->at_inc = inc;
+    s->at_known = true;
 }
 
 void incr_job_free(struct incr_job *j)
@@ -209,7 +220,8 @@ enum incr_read incr_job_attach(struct incr *s, struct incr_job *j, struct mcdc_e
     drop_pending(s);
     if (!s->cluster_time)
         s->state = !s->win_opened ? INCR_WAIT_OPEN : s->win_close_seen ? INCR_CLOSED : INCR_OPEN;
-    else if (s->has_seen && time_after(s->seen_sec, s->seen_inc, s->at_sec, s->at_inc))
+    else if (s->passed_t ||
+             (s->has_seen && time_after(s->seen_sec, s->seen_inc, s->at_sec, s->at_inc)))
         s->state = INCR_CLOSED; /* the stream passed T during the read */
     else
         s->state = INCR_WAIT_TIME;

@@ -132,9 +132,8 @@ static bool close_empty_window(struct incr_job *j, mongoc_client_t *client, stru
                : insert_marker(j, client, "-close", "snapshot-window-close", err);
 }
 
-/* The server's operationTime now (the cluster time a snapshot read uses). */
-static bool cluster_time_now(mongoc_client_t *client, uint32_t *sec, uint32_t *inc,
-                             struct mcdc_error *err)
+bool incr_cluster_time_now(mongoc_client_t *client, uint32_t *sec, uint32_t *inc,
+                           struct mcdc_error *err)
 {
     bson_t cmd = BSON_INITIALIZER, reply;
     bson_error_t be;
@@ -409,7 +408,7 @@ void incr_job_run(struct incr_job *j, mongoc_client_t *client, const atomic_bool
         return;
     /* cluster-time windows: T of the snapshot read; marker windows: the time
      * the majority read must reach (after the open marker). */
-    if (!cluster_time_now(client, &j->at_sec, &j->at_inc, &j->err)) {
+    if (!j->has_at && !incr_cluster_time_now(client, &j->at_sec, &j->at_inc, &j->err)) {
         mcdc_error_prefix(&j->err, "incremental snapshot of %s", j->ns);
         return;
     }

@@ -328,6 +328,23 @@ static enum phase begin_read(struct worker *w)
     ph = owned_filter(w, incr_current(w->inc), &owned);
     if (ph == PHASE_OK) {
         j = incr_job_begin(w->inc, &owned);
+        if (j != NULL && incr_uses_cluster_time(w->inc)) {
+            /* T before the next getMore: an empty batch during the read then
+             * shows the stream passed T (one round trip, no read) */
+            uint32_t sec, inc;
+            char ns[600], id[256];
+            if (!incr_cluster_time_now(w->client, &sec, &inc, &err)) {
+                snprintf(ns, sizeof ns, "%s", incr_current(w->inc));
+                snprintf(id, sizeof id, "%s",
+                         incr_signal_id(w->inc) ? incr_signal_id(w->inc) : "");
+                mcdc_error_prefix(&err, "incremental snapshot of %s", ns);
+                incr_job_free(j);
+                incr_job_abandon(w->inc);
+                bson_destroy(&owned);
+                return read_done(w, INCR_READ_FAILED, &err, ns, id, incr_rows_sent(w->inc));
+            }
+            incr_job_at(w->inc, j, sec, inc);
+        }
         if (j != NULL && !incr_reader_submit(w->inc_reader, j, w->pool)) {
             /* cannot happen: READY means no read is in the reader */
             incr_job_free(j);
