@@ -11,6 +11,7 @@
 #include "snapshot/incremental_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -86,7 +87,10 @@ struct incr_job *incr_job_begin(struct incr *s, const bson_t *owned)
     if (s->state != INCR_READY || s->count == 0)
         return NULL;
     it = &s->queue[0];
-    j = xcalloc(1, sizeof *j);
+    /* bson_t members: libbson declares bson_t 128-byte aligned, more than malloc gives */
+    if (posix_memalign((void **)&j, _Alignof(struct incr_job), sizeof *j) != 0)
+        abort();
+    memset(j, 0, sizeof *j);
     j->cfg = s->cfg;
     j->db = xstrdup(it->db);
     j->coll = xstrdup(it->coll);
