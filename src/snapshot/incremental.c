@@ -48,6 +48,7 @@ void incr_destroy(struct incr *s)
     if (s == NULL)
         return;
     incr_window_clear(s);
+    incr_pending_free(s);
     for (size_t i = 0; i < s->count; i++)
         item_free(&s->queue[i]);
     free(s->queue);
@@ -226,7 +227,7 @@ size_t incr_stop(struct incr *s, char *const *regexes, size_t n, bool *current)
             /* The current collection: a window being read finishes first
              * (its rows are consistent), then the collection stops. */
             *current = true;
-            if (s->state == INCR_WAIT_OPEN || s->state == INCR_OPEN || s->state == INCR_WAIT_TIME ||
+            if (s->state == INCR_READING || s->state == INCR_WAIT_OPEN || s->state == INCR_OPEN || s->state == INCR_WAIT_TIME ||
                 s->state == INCR_CLOSED) {
                 s->stop_current = true;
                 i++;
@@ -248,6 +249,7 @@ size_t incr_abort(struct incr *s)
 {
     size_t n = s->count;
     incr_window_clear(s);
+    incr_pending_free(s);
     while (s->count)
         incr_pop_current(s);
     s->stop_current = false;
@@ -333,8 +335,7 @@ void incr_window_clear(struct incr *s)
     s->window_bytes = 0;
 }
 
-/* Drops the buffered row whose _id equals key's _id. */
-static void drop_key(struct incr *s, const bson_t *key)
+void incr_drop_key(struct incr *s, const bson_t *key)
 {
     bson_iter_t id, rid;
     uint64_t h;
@@ -453,6 +454,21 @@ bool incr_on_marker(struct incr *s, bool op_insert, const bson_t *doc)
         s->state = INCR_OPEN;
         return true;
     }
+    if (s->state == INCR_READING) {
+        /* The read is still running: the window opens now, and a close can
+         * only come once the read is done (the reader writes it after), so
+         * the result is then waited for (incr_close_waits). */
+        if (op_insert && !strcmp(id + n, "-open") && !s->win_opened) {
+            s->win_opened = true;
+            return true;
+        }
+        if (s->win_opened && ((op_insert && !strcmp(id + n, "-close")) ||
+                              (!op_insert && !strcmp(id + n, "-open")))) {
+            s->win_close_seen = true;
+            return true;
+        }
+        return false;
+    }
     if (s->state != INCR_OPEN)
         return false;
     if ((op_insert && !strcmp(id + n, "-close")) || (!op_insert && !strcmp(id + n, "-open"))) {
@@ -473,21 +489,26 @@ bool incr_on_event(struct incr *s, const char *db, size_t db_len, const char *co
     const struct incr_item *cur;
     bool same_ns;
 
-    if (s->count == 0 || (s->state != INCR_OPEN && s->state != INCR_WAIT_TIME))
+    if (s->count == 0 ||
+        (s->state != INCR_OPEN && s->state != INCR_WAIT_TIME && s->state != INCR_READING))
         return false;
     cur = &s->queue[0];
     same_ns = db && coll && strlen(cur->db) == db_len && !memcmp(cur->db, db, db_len) &&
               strlen(cur->coll) == coll_len && !memcmp(cur->coll, coll, coll_len);
+    if (s->state == INCR_READING) {
+        incr_pending_event(s, same_ns, key, has_time, sec, inc);
+        return false;
+    }
     if (s->state == INCR_OPEN) {
         if (same_ns && key)
-            drop_key(s, key);
+            incr_drop_key(s, key);
         return false;
     }
     /* Cluster-time window: an event at or before T is already in the rows. */
     if (!has_time || !after_t(s, sec, inc))
         return false;
     if (same_ns && key)
-        drop_key(s, key);
+        incr_drop_key(s, key);
     s->state = INCR_CLOSED;
     return true;
 }
@@ -496,4 +517,6 @@ void incr_on_idle(struct incr *s)
 {
     if (s->state == INCR_WAIT_TIME)
         s->state = INCR_CLOSED;
+    else if (s->state == INCR_READING && s->at_known)
+        s->passed_t = true; /* a getMore sent after T was taken: the rows go out at the attach */
 }

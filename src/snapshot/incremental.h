@@ -43,11 +43,30 @@
  * collection from its first key). Read back: mongocdc's keys, else Debezium's
  * list; a Debezium primary key restarts that collection with a WARN.
  *
- * Thread: the task's thread only.
+ * Reading in the background: a chunk is read by a reader thread with a
+ * client of its own (snapshot/incremental_bg.h) while the task's thread
+ * goes on streaming. incr_job_begin copies what the read needs (a struct
+ * incr_job) and puts the engine in INCR_READING; incr_job_run does the
+ * reads, markers included, on the reader; incr_job_attach applies the
+ * result on the task's thread. A streamed change of the chunk's collection
+ * that arrives while the read runs is published at once and its key kept
+ * (at most INCR_PENDING_MAX_BYTES of keys): markers, when it comes after
+ * the open marker; cluster time, with its time, since T is known only once
+ * the read is done. At the attach those keys drop their rows, as a change
+ * inside the window does; a cluster-time window whose T the stream has
+ * already passed closes at once. For that, the task takes T itself when it
+ * hands the read over (incr_job_at): an empty batch answered after it shows
+ * the stream passed T even while the rows are still being read. The close marker is written after the read,
+ * so a close seen before the attach waits for the result (incr_close_waits),
+ * which is then already on its way.
+ *
+ * Thread: the task's thread only, except incr_job_run (a reader thread,
+ * touching only its job).
  */
 #ifndef MCDC_SNAPSHOT_INCREMENTAL_H
 #define MCDC_SNAPSHOT_INCREMENTAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -62,6 +81,7 @@ struct incr;
 enum incr_state {
     INCR_IDLE = 0,  /* nothing queued */
     INCR_READY,     /* the next chunk is to be read */
+    INCR_READING,   /* a reader thread reads the chunk (incr_job_begin) */
     INCR_WAIT_OPEN, /* chunk read; the stream has not reached the open marker */
     INCR_OPEN,      /* open marker seen; waiting for the close */
     INCR_WAIT_TIME, /* cluster-time window: waiting for the stream to pass T */
@@ -73,7 +93,16 @@ enum incr_read {
     INCR_READ_WINDOW = 0, /* a non-empty chunk is in the window */
     INCR_READ_COLL_DONE,  /* the current collection has no more keys (it left the queue) */
     INCR_READ_FAILED,     /* err says why */
+    INCR_READ_DISCARDED,  /* the result was dropped (stopped, or too many keys changed during
+                             the read): the engine is READY again or moved on */
 };
+
+/* The most bytes of streamed keys kept while a chunk is read (BSON
+ * {_id: v} documents). More changes of the collection during one read
+ * discard the read: the chunk is read again (nothing was emitted of it). */
+#define INCR_PENDING_MAX_BYTES (16u * 1024u * 1024u)
+
+struct incr_job;
 
 /*
  * New engine for one task. cfg borrowed (outlives it). task names log lines.
@@ -169,20 +198,67 @@ void incr_pause(struct incr *s);
 void incr_resume(struct incr *s);
 
 /*
- * Reads the next chunk of the current collection (state INCR_READY) with
- * client (the task's). owned: a query document ANDed with every read (the
- * documents a shard owns), or NULL; a hashkey_filter (hashed shard key) is
- * instead tested on each document read, so a chunk of orphans only gives an
- * empty window (snapshot/hashkey.h). With markers, inserts the open marker
- * before and the close marker (or the delete of the open one) after the
- * read; with the cluster time, reads at T = the server's operationTime.
- * The first chunk of a collection also reads its maximum key (with the
- * condition). Returns INCR_READ_WINDOW (state WAIT_OPEN or WAIT_TIME),
- * INCR_READ_COLL_DONE (the collection left the queue; state READY or IDLE),
- * or INCR_READ_FAILED (err; the state stays READY, so a retry re-reads).
+ * Begins the read of the next chunk of the current collection (state
+ * INCR_READY, not paused): a job holding copies of what the read needs,
+ * owned by the caller (to incr_job_run on a reader, then incr_job_attach or
+ * incr_job_free); the engine is INCR_READING. owned: a query document ANDed
+ * with every read (the documents a shard owns), or NULL; a hashkey_filter
+ * (hashed shard key) is instead tested on each document read, so a chunk of
+ * orphans only gives an empty window (snapshot/hashkey.h). NULL when the
+ * state is not READY or nothing is queued.
  */
-enum incr_read incr_read_chunk(struct incr *s, mongoc_client_t *client, const bson_t *owned,
-                               struct mcdc_error *err);
+struct incr_job *incr_job_begin(struct incr *s, const bson_t *owned);
+
+/*
+ * The reads of job j with client (the reader's own; any thread; touches only
+ * j and client). With markers, inserts the open marker before and the close
+ * marker (or the delete of the open one) after the read; with the cluster
+ * time, reads at T = the server's operationTime. The first chunk of a
+ * collection also reads its maximum key (with the condition). The chunk is
+ * read in `_id` order within one BSON type bracket (snapshot/keyrange.h).
+ * cancel (NULL: none) is tested between documents: once set, the job ends
+ * failed, to be discarded. Errors are in the job, reported by the attach.
+ */
+void incr_job_run(struct incr_job *j, mongoc_client_t *client, const atomic_bool *cancel);
+
+/*
+ * Cluster-time windows: T, taken by the task itself (incr_cluster_time_now)
+ * just after incr_job_begin and before its next getMore, so that an empty
+ * batch answered during the read already shows the stream passed T (the
+ * rows then go out as soon as they are attached, instead of after one more
+ * empty batch). The read then uses this T. No-op for a marker window or a
+ * job the engine no longer waits for.
+ */
+void incr_job_at(struct incr *s, struct incr_job *j, uint32_t sec, uint32_t inc);
+
+/* The server's operationTime now, by a ping with client (the cluster time a
+ * snapshot read at atClusterTime uses; MongoDB's causal consistency). False
+ * with err when the server gives none (not a replica set, before 5.0) or
+ * the ping fails (err->retriable for a lost connection or an election). */
+bool incr_cluster_time_now(mongoc_client_t *client, uint32_t *sec, uint32_t *inc,
+                           struct mcdc_error *err);
+
+/*
+ * Applies a finished job (taken, freed) on the task's thread. Returns
+ * INCR_READ_WINDOW (state WAIT_OPEN, OPEN or CLOSED with markers by what the
+ * stream has shown; WAIT_TIME or CLOSED with the cluster time),
+ * INCR_READ_COLL_DONE (the collection left the queue; READY or IDLE),
+ * INCR_READ_FAILED (err: the server's refusal or a lost connection, the
+ * messages of a read on the task's thread; READY, so a retry re-reads) or
+ * INCR_READ_DISCARDED (READY, IDLE, or a job the engine no longer waits for).
+ */
+enum incr_read incr_job_attach(struct incr *s, struct incr_job *j, struct mcdc_error *err);
+
+/* Frees a job that will not be attached (NULL is a no-op). */
+void incr_job_free(struct incr_job *j);
+
+/* The read in flight will not be attached (the stream stopped): READY again;
+ * the chunk is read anew, from the last key sent. No-op unless READING. */
+void incr_job_abandon(struct incr *s);
+
+/* The stream showed the window's close while the read result is not
+ * attached yet: the caller waits for the result and attaches it now. */
+bool incr_close_waits(const struct incr *s);
 
 /*
  * A streamed insert or delete in the signal collection: the window markers.
@@ -202,9 +278,10 @@ bool incr_on_marker(struct incr *s, bool op_insert, const bson_t *doc);
 bool incr_on_event(struct incr *s, const char *db, size_t db_len, const char *coll, size_t coll_len,
                    const bson_t *key, bool has_time, uint32_t sec, uint32_t inc);
 
-/* The stream answered an empty batch after the chunk was read: every event
- * up to the server's time of that answer (later than T) has been seen, so a
- * cluster-time window closes. (A post-batch token's time cannot serve: a
+/* The stream answered an empty batch after the chunk was read (or, while it
+ * is read, after T was taken: incr_job_at): every event up to the server's
+ * time of that answer (later than T) has been seen, so a cluster-time window
+ * closes (at the attach, for a read still running). (A post-batch token's time cannot serve: a
  * high-water mark at T sorts before the events of T, and an idle server
  * need not move it past T.) */
 void incr_on_idle(struct incr *s);

@@ -17,14 +17,14 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "common/uuid.h"
+#include "common/xalloc.h"
 #include "snapshot/hashkey.h"
 #include "snapshot/keyrange.h"
 
 /* The additional condition ANDed with the documents this task owns. */
-static void extra_filter(const struct incr *s, const bson_t *owned, bson_t *out)
+static void extra_filter(const struct incr_job *j, const bson_t *owned, bson_t *out)
 {
-    const bson_t *cond = &s->queue[0].cond;
+    const bson_t *cond = &j->cond;
     bool has_owned = owned != NULL && !bson_empty(owned);
     bson_t arr;
 
@@ -84,16 +84,16 @@ static mongoc_collection_t *signal_collection(mongoc_client_t *client, const cha
 }
 
 /* Inserts {_id: "<chunkId><suffix>", type, payload: ""} (§5.4 step 2 and 7). */
-static bool insert_marker(struct incr *s, mongoc_client_t *client, const char *suffix,
+static bool insert_marker(struct incr_job *j, mongoc_client_t *client, const char *suffix,
                           const char *type, struct mcdc_error *err)
 {
-    mongoc_collection_t *c = signal_collection(client, s->cfg->signal_data_collection);
+    mongoc_collection_t *c = signal_collection(client, j->cfg->signal_data_collection);
     bson_t doc = BSON_INITIALIZER;
     bson_error_t be;
     char id[64];
     bool ok;
 
-    snprintf(id, sizeof id, "%s%s", s->chunk_id, suffix);
+    snprintf(id, sizeof id, "%s%s", j->chunk_id, suffix);
     BSON_APPEND_UTF8(&doc, "_id", id);
     BSON_APPEND_UTF8(&doc, "type", type);
     BSON_APPEND_UTF8(&doc, "payload", "");
@@ -101,23 +101,23 @@ static bool insert_marker(struct incr *s, mongoc_client_t *client, const char *s
     bson_destroy(&doc);
     mongoc_collection_destroy(c);
     return ok || mongo_fail(err, &be, "cannot write the window marker to the signal collection",
-                            s->queue[0].ns);
+                            j->ns);
 }
 
-static bool delete_open_marker(struct incr *s, mongoc_client_t *client, struct mcdc_error *err)
+static bool delete_open_marker(struct incr_job *j, mongoc_client_t *client, struct mcdc_error *err)
 {
-    mongoc_collection_t *c = signal_collection(client, s->cfg->signal_data_collection);
+    mongoc_collection_t *c = signal_collection(client, j->cfg->signal_data_collection);
     bson_t sel = BSON_INITIALIZER;
     bson_error_t be;
     char id[64];
     bool ok;
 
-    snprintf(id, sizeof id, "%s-open", s->chunk_id);
+    snprintf(id, sizeof id, "%s-open", j->chunk_id);
     BSON_APPEND_UTF8(&sel, "_id", id);
     ok = mongoc_collection_delete_one(c, &sel, NULL, NULL, &be);
     bson_destroy(&sel);
     mongoc_collection_destroy(c);
-    return ok || mongo_fail(err, &be, "cannot delete the window marker", s->queue[0].ns);
+    return ok || mongo_fail(err, &be, "cannot delete the window marker", j->ns);
 }
 
 /* Closes the window of a chunk that found nothing (the collection is done):
@@ -125,16 +125,15 @@ static bool delete_open_marker(struct incr *s, mongoc_client_t *client, struct m
  * no open marker is left behind in the signal collection (Debezium closes
  * the window after its read loop whatever it found). The stream side
  * ignores these markers: the state is no longer waiting for them. */
-static bool close_empty_window(struct incr *s, mongoc_client_t *client, struct mcdc_error *err)
+static bool close_empty_window(struct incr_job *j, mongoc_client_t *client, struct mcdc_error *err)
 {
-    return s->cfg->incremental_snapshot_watermarking == MCDC_WATERMARK_INSERT_DELETE
-               ? delete_open_marker(s, client, err)
-               : insert_marker(s, client, "-close", "snapshot-window-close", err);
+    return j->cfg->incremental_snapshot_watermarking == MCDC_WATERMARK_INSERT_DELETE
+               ? delete_open_marker(j, client, err)
+               : insert_marker(j, client, "-close", "snapshot-window-close", err);
 }
 
-/* The server's operationTime now (the cluster time a snapshot read uses). */
-static bool cluster_time_now(mongoc_client_t *client, uint32_t *sec, uint32_t *inc,
-                             struct mcdc_error *err)
+bool incr_cluster_time_now(mongoc_client_t *client, uint32_t *sec, uint32_t *inc,
+                           struct mcdc_error *err)
 {
     bson_t cmd = BSON_INITIALIZER, reply;
     bson_error_t be;
@@ -175,7 +174,7 @@ static bool cluster_time_now(mongoc_client_t *client, uint32_t *sec, uint32_t *i
  *   point reaches T.
  * Returns a cursor (caller ends it with find_done) or NULL with err.
  */
-static mongoc_cursor_t *find(struct incr *s, mongoc_client_t *client, const bson_t *filter, int dir,
+static mongoc_cursor_t *find(struct incr_job *j, mongoc_client_t *client, const bson_t *filter, int dir,
                              int64_t limit, mongoc_client_session_t **cs, struct mcdc_error *err)
 {
     mongoc_collection_t *coll;
@@ -187,47 +186,47 @@ static mongoc_cursor_t *find(struct incr *s, mongoc_client_t *client, const bson
 
     so = mongoc_session_opts_new();
     /* A snapshot read at atClusterTime is refused in a causally consistent session. */
-    mongoc_session_opts_set_causal_consistency(so, !s->cluster_time);
+    mongoc_session_opts_set_causal_consistency(so, !j->cluster_time);
     *cs = mongoc_client_start_session(client, so, &be);
     mongoc_session_opts_destroy(so);
     if (*cs == NULL) {
-        mongo_fail(err, &be, "cannot start a session for the chunk read", s->queue[0].ns);
+        mongo_fail(err, &be, "cannot start a session for the chunk read", j->ns);
         return NULL;
     }
-    if (!s->cluster_time)
-        mongoc_client_session_advance_operation_time(*cs, s->at_sec, s->at_inc);
+    if (!j->cluster_time)
+        mongoc_client_session_advance_operation_time(*cs, j->at_sec, j->at_inc);
     if (!mongoc_client_session_append(*cs, &opts, &be)) {
         bson_destroy(&opts);
         mongoc_client_session_destroy(*cs);
         *cs = NULL;
-        mongo_fail(err, &be, "cannot start a session for the chunk read", s->queue[0].ns);
+        mongo_fail(err, &be, "cannot start a session for the chunk read", j->ns);
         return NULL;
     }
-    coll = mongoc_client_get_collection(client, s->queue[0].db, s->queue[0].coll);
+    coll = mongoc_client_get_collection(client, j->db, j->coll);
     rp = mongoc_read_prefs_new(MONGOC_READ_PRIMARY);
     bson_init(&sort);
     BSON_APPEND_INT32(&sort, "_id", dir);
-    if (!s->cluster_time) {
+    if (!j->cluster_time) {
         BSON_APPEND_DOCUMENT(&opts, "sort", &sort);
         BSON_APPEND_INT64(&opts, "limit", limit);
-        if (s->cfg->snapshot_fetch_size > 0)
-            BSON_APPEND_INT64(&opts, "batchSize", s->cfg->snapshot_fetch_size);
+        if (j->cfg->snapshot_fetch_size > 0)
+            BSON_APPEND_INT64(&opts, "batchSize", j->cfg->snapshot_fetch_size);
         BCON_APPEND(&opts, "readConcern", "{", "level", BCON_UTF8("majority"), "}");
         cur = mongoc_collection_find_with_opts(coll, filter, &opts, rp);
     } else {
         bson_t cmd = BSON_INITIALIZER, rc, reply, cur_opts = BSON_INITIALIZER;
-        mongoc_database_t *db = mongoc_client_get_database(client, s->queue[0].db);
-        BSON_APPEND_UTF8(&cmd, "find", s->queue[0].coll);
+        mongoc_database_t *db = mongoc_client_get_database(client, j->db);
+        BSON_APPEND_UTF8(&cmd, "find", j->coll);
         BSON_APPEND_DOCUMENT(&cmd, "filter", filter);
         BSON_APPEND_DOCUMENT(&cmd, "sort", &sort);
         BSON_APPEND_INT64(&cmd, "limit", limit);
-        if (s->cfg->snapshot_fetch_size > 0) {
-            BSON_APPEND_INT64(&cmd, "batchSize", s->cfg->snapshot_fetch_size);
-            BSON_APPEND_INT64(&cur_opts, "batchSize", s->cfg->snapshot_fetch_size);
+        if (j->cfg->snapshot_fetch_size > 0) {
+            BSON_APPEND_INT64(&cmd, "batchSize", j->cfg->snapshot_fetch_size);
+            BSON_APPEND_INT64(&cur_opts, "batchSize", j->cfg->snapshot_fetch_size);
         }
         bson_append_document_begin(&cmd, "readConcern", -1, &rc);
         BSON_APPEND_UTF8(&rc, "level", "snapshot");
-        BSON_APPEND_TIMESTAMP(&rc, "atClusterTime", s->at_sec, s->at_inc);
+        BSON_APPEND_TIMESTAMP(&rc, "atClusterTime", j->at_sec, j->at_inc);
         bson_append_document_end(&cmd, &rc);
         bson_concat(&cur_opts, &opts); /* the sessionId, for the getMores */
         /* The command initialises reply (stack storage, always destroyed);
@@ -237,7 +236,7 @@ static mongoc_cursor_t *find(struct incr *s, mongoc_client_t *client, const bson
             cur = mongoc_cursor_new_from_command_reply_with_opts(client, bson_copy(&reply),
                                                                  &cur_opts);
         else
-            mongo_fail(err, &be, "snapshot read at the cluster time failed", s->queue[0].ns);
+            mongo_fail(err, &be, "snapshot read at the cluster time failed", j->ns);
         bson_destroy(&reply);
         bson_destroy(&cur_opts);
         mongoc_database_destroy(db);
@@ -264,7 +263,7 @@ static void find_done(mongoc_cursor_t *cur, mongoc_client_session_t *cs)
 
 /* §5.4 step 3: the greatest _id matching the condition (BSON order across
  * brackets); *empty when none. */
-static bool read_max_key(struct incr *s, mongoc_client_t *client, const bson_t *owned, bool *empty,
+static bool read_max_key(struct incr_job *j, mongoc_client_t *client, const bson_t *owned, bool *empty,
                          struct mcdc_error *err)
 {
     bson_t filter;
@@ -275,156 +274,164 @@ static bool read_max_key(struct incr *s, mongoc_client_t *client, const bson_t *
     mongoc_client_session_t *cs = NULL;
 
     /* sort({_id: -1}) orders across brackets: the greatest key in BSON order. */
-    extra_filter(s, owned, &filter);
-    cur = find(s, client, &filter, -1, 1, &cs, err);
+    extra_filter(j, owned, &filter);
+    cur = find(j, client, &filter, -1, 1, &cs, err);
     bson_destroy(&filter);
     if (cur == NULL)
         return false;
     *empty = true;
     if (mongoc_cursor_next(cur, &doc) && bson_iter_init_find(&id, doc, "_id")) {
-        bson_reinit(&s->max_key);
-        bson_append_iter(&s->max_key, "_id", 3, &id);
+        bson_reinit(&j->max_key);
+        bson_append_iter(&j->max_key, "_id", 3, &id);
         *empty = false;
     }
     if (mongoc_cursor_error(cur, &be)) {
         find_done(cur, cs);
-        return mongo_fail(err, &be, "cannot read the maximum key", s->queue[0].ns);
+        return mongo_fail(err, &be, "cannot read the maximum key", j->ns);
     }
     find_done(cur, cs);
-    s->offset_dirty = true;
     return true;
 }
 
-static void estimate(struct incr *s, mongoc_client_t *client)
+static void estimate(struct incr_job *j, mongoc_client_t *client)
 {
-    mongoc_collection_t *c = mongoc_client_get_collection(client, s->queue[0].db, s->queue[0].coll);
+    mongoc_collection_t *c = mongoc_client_get_collection(client, j->db, j->coll);
     bson_error_t be;
     int64_t n = mongoc_collection_estimated_document_count(c, NULL, NULL, NULL, &be);
-    s->estimated = n >= 0 ? n : -1;
+    j->estimated = n >= 0 ? n : -1;
     mongoc_collection_destroy(c);
 }
 
-enum incr_read incr_read_chunk(struct incr *s, mongoc_client_t *client, const bson_t *owned,
-                               struct mcdc_error *err)
+static void job_add_doc(struct incr_job *j, const bson_t *doc)
 {
-    int64_t limit = s->cfg->incremental_snapshot_chunk_size;
-    int64_t cap = s->cfg->incremental_snapshot_window_max_bytes;
-    bool markers = !s->cluster_time, empty = false;
-    mongoc_cursor_t *cur;
-    mongoc_client_session_t *cs = NULL;
-    const bson_t *doc;
-    bson_error_t be;
-    bson_t filter;
-    int64_t n = 0;
-    const bson_t *post = NULL;
+    if (j->ndocs == j->docs_cap) {
+        j->docs_cap = j->docs_cap ? j->docs_cap * 2 : 256;
+        j->docs = xrealloc(j->docs, j->docs_cap * sizeof *j->docs);
+    }
+    j->docs[j->ndocs++] = bson_copy(doc);
+    j->bytes += doc->len;
+}
 
+static bool cancelled(const atomic_bool *cancel)
+{
+    return cancel != NULL && atomic_load(cancel);
+}
+
+/* The chunk's rows into j (§5.4 step 4): the brackets from the last key's up
+ * to the maximum key's, the first non-empty one read. Returns false with
+ * j->err on a failure or a cancel. */
+static bool read_rows(struct incr_job *j, mongoc_client_t *client, const bson_t *owned,
+                      const bson_t *post, const atomic_bool *cancel)
+{
+    int64_t limit = j->cfg->incremental_snapshot_chunk_size;
+    int64_t cap = j->cfg->incremental_snapshot_window_max_bytes;
+    bson_value_t last, max;
+    bool has_last = key_value(&j->last_key, &last);
+    enum keyrange_bracket maxb, b;
+    bson_t extra, filter;
+    int64_t n = 0;
+
+    if (!key_value(&j->max_key, &max))
+        return true;
+    maxb = keyrange_bracket_of(&max);
+    b = has_last ? keyrange_bracket_of(&last) : KEYRANGE_MINKEY;
+    if (j->bracket > (int)b)
+        b = (enum keyrange_bracket)j->bracket;
+    extra_filter(j, owned, &extra);
+    for (; b <= maxb && n == 0; b++) {
+        const bson_value_t *after = has_last && keyrange_bracket_of(&last) == b ? &last : NULL;
+        mongoc_client_session_t *cs = NULL;
+        mongoc_cursor_t *cur;
+        const bson_t *doc;
+        bson_error_t be;
+
+        if (after != NULL && keyrange_bracket_singleton(b))
+            continue; /* its one key was sent */
+        bson_init(&filter);
+        if (!keyrange_filter(b, after, b == maxb ? &max : NULL, &extra, &filter, &j->err)) {
+            bson_destroy(&filter);
+            bson_destroy(&extra);
+            return false;
+        }
+        cur = find(j, client, &filter, 1, limit, &cs, &j->err);
+        bson_destroy(&filter);
+        if (cur == NULL) {
+            bson_destroy(&extra);
+            return false;
+        }
+        while (n < limit && !cancelled(cancel) && mongoc_cursor_next(cur, &doc)) {
+            bson_iter_t id;
+            if (bson_iter_init_find(&id, doc, "_id")) {
+                bson_reinit(&j->chunk_end);
+                bson_append_iter(&j->chunk_end, "_id", 3, &id);
+            }
+            n++; /* counts orphans too: the chunk's end moves past them */
+            if (post != NULL && !hashkey_owns(post, doc))
+                continue;
+            job_add_doc(j, doc);
+            /* The byte cap: a window of huge documents ends early (one row at least). */
+            if (cap > 0 && (int64_t)j->bytes >= cap)
+                break;
+        }
+        if (mongoc_cursor_error(cur, &be)) {
+            find_done(cur, cs);
+            bson_destroy(&extra);
+            return mongo_fail(&j->err, &be, "chunk read failed", j->ns);
+        }
+        find_done(cur, cs);
+        if (cancelled(cancel)) {
+            bson_destroy(&extra);
+            return mcdc_error_set(&j->err, MCDC_ERR_MONGO, 0, "chunk read of %s abandoned", j->ns);
+        }
+        if (n > 0)
+            j->bracket = (int)b;
+    }
+    bson_destroy(&extra);
+    return true;
+}
+
+void incr_job_run(struct incr_job *j, mongoc_client_t *client, const atomic_bool *cancel)
+{
+    bool markers = !j->cluster_time, empty = false;
+    const bson_t *owned = &j->owned, *post = NULL;
+
+    j->result = INCR_READ_FAILED;
     /* A hashed shard key's ownership is tested on each document read
      * (snapshot/hashkey.h): the find reads the shard's orphans too. */
-    if (hashkey_is_filter(owned)) {
-        post = owned;
+    if (j->hashed_owned) {
+        post = &j->owned;
         owned = NULL;
     }
-    if (s->state != INCR_READY || s->count == 0)
-        return INCR_READ_COLL_DONE;
-    incr_window_clear(s);
-    mcdc_uuid_v4(s->chunk_id);
-    if (s->estimated < 0)
-        estimate(s, client);
-    if (markers && !insert_marker(s, client, "-open", "snapshot-window-open", err))
-        return INCR_READ_FAILED;
+    if (j->need_estimate)
+        estimate(j, client);
+    if (markers && !insert_marker(j, client, "-open", "snapshot-window-open", &j->err))
+        return;
     /* cluster-time windows: T of the snapshot read; marker windows: the time
      * the majority read must reach (after the open marker). */
-    if (!cluster_time_now(client, &s->at_sec, &s->at_inc, err)) {
-        mcdc_error_prefix(err, "incremental snapshot of %s", s->queue[0].ns);
-        return INCR_READ_FAILED;
+    if (!j->has_at && !incr_cluster_time_now(client, &j->at_sec, &j->at_inc, &j->err)) {
+        mcdc_error_prefix(&j->err, "incremental snapshot of %s", j->ns);
+        return;
     }
-    if (bson_empty(&s->max_key)) {
-        if (!read_max_key(s, client, owned, &empty, err))
-            return INCR_READ_FAILED;
+    if (bson_empty(&j->max_key)) {
+        if (!read_max_key(j, client, owned, &empty, &j->err))
+            return;
         if (empty) {
             LOG_INFO("incremental snapshot of %s: no document matches (collection empty or "
                      "condition matches nothing)",
-                     s->queue[0].ns);
-            if (markers && !close_empty_window(s, client, err))
-                return INCR_READ_FAILED;
-            incr_collection_finished(s);
-            return INCR_READ_COLL_DONE;
+                     j->ns);
+            if (!markers || close_empty_window(j, client, &j->err))
+                j->result = INCR_READ_COLL_DONE;
+            return;
         }
     }
-    {
-        bson_value_t last, max;
-        bool has_last = key_value(&s->last_key, &last);
-        enum keyrange_bracket maxb, b;
-        bson_t extra;
-
-        if (!key_value(&s->max_key, &max))
-            return INCR_READ_COLL_DONE;
-        maxb = keyrange_bracket_of(&max);
-        b = has_last ? keyrange_bracket_of(&last) : KEYRANGE_MINKEY;
-        if (s->bracket > (int)b)
-            b = (enum keyrange_bracket)s->bracket;
-        extra_filter(s, owned, &extra);
-        bson_reinit(&s->chunk_end);
-        for (; b <= maxb && n == 0; b++) {
-            const bson_value_t *after = has_last && keyrange_bracket_of(&last) == b ? &last : NULL;
-            if (after != NULL && keyrange_bracket_singleton(b))
-                continue; /* its one key was sent */
-            bson_init(&filter);
-            if (!keyrange_filter(b, after, b == maxb ? &max : NULL, &extra, &filter, err)) {
-                bson_destroy(&filter);
-                bson_destroy(&extra);
-                return INCR_READ_FAILED;
-            }
-            cur = find(s, client, &filter, 1, limit, &cs, err);
-            bson_destroy(&filter);
-            if (cur == NULL) {
-                bson_destroy(&extra);
-                return INCR_READ_FAILED;
-            }
-            while (n < limit && mongoc_cursor_next(cur, &doc)) {
-                bson_iter_t id;
-                if (bson_iter_init_find(&id, doc, "_id")) {
-                    bson_reinit(&s->chunk_end);
-                    bson_append_iter(&s->chunk_end, "_id", 3, &id);
-                }
-                n++; /* counts orphans too: the chunk's end moves past them */
-                if (post != NULL && !hashkey_owns(post, doc))
-                    continue;
-                incr_window_add(s, bson_copy(doc));
-                /* The byte cap: a window of huge documents ends early (one row at least). */
-                if (cap > 0 && (int64_t)s->window_bytes >= cap)
-                    break;
-            }
-            if (mongoc_cursor_error(cur, &be)) {
-                find_done(cur, cs);
-                bson_destroy(&extra);
-                incr_window_clear(s);
-                mongo_fail(err, &be, "chunk read failed", s->queue[0].ns);
-                return INCR_READ_FAILED;
-            }
-            find_done(cur, cs);
-            if (n > 0)
-                s->bracket = (int)b;
-        }
-        bson_destroy(&extra);
+    if (!read_rows(j, client, owned, post, cancel))
+        return;
+    if (j->ndocs == 0 && bson_empty(&j->chunk_end)) {
+        if (!markers || close_empty_window(j, client, &j->err))
+            j->result = INCR_READ_COLL_DONE;
+        return;
     }
-    if (n == 0) {
-        if (markers && !close_empty_window(s, client, err))
-            return INCR_READ_FAILED;
-        incr_collection_finished(s);
-        return INCR_READ_COLL_DONE;
-    }
-    if (markers) {
-        bool ok = s->cfg->incremental_snapshot_watermarking == MCDC_WATERMARK_INSERT_DELETE
-                      ? delete_open_marker(s, client, err)
-                      : insert_marker(s, client, "-close", "snapshot-window-close", err);
-        if (!ok) {
-            incr_window_clear(s);
-            return INCR_READ_FAILED;
-        }
-        s->state = INCR_WAIT_OPEN;
-    } else {
-        s->state = INCR_WAIT_TIME;
-    }
-    return INCR_READ_WINDOW;
+    if (markers && !close_empty_window(j, client, &j->err))
+        return;
+    j->result = INCR_READ_WINDOW;
 }

@@ -26,6 +26,7 @@
 #include "signals/signals.h"
 #include "snapshot/hashkey.h"
 #include "snapshot/incremental.h"
+#include "snapshot/incremental_bg.h"
 #include "snapshot/snapshot.h"
 
 enum phase worker_incremental_setup(struct worker *w)
@@ -33,6 +34,8 @@ enum phase worker_incremental_setup(struct worker *w)
     struct mcdc_error err = MCDC_ERROR_INIT;
     struct signal_bus *bus = w->bus;
 
+    incr_reader_destroy(w->inc_reader); /* a read of the engine replaced */
+    w->inc_reader = NULL;
     incr_destroy(w->inc);
     w->inc = incr_new(w->cfg, w->rs, w->cfg->read_only || w->snapshot_filters != NULL);
     if (bus != NULL && w->sigq == NULL)
@@ -46,6 +49,8 @@ enum phase worker_incremental_setup(struct worker *w)
 
 void worker_incremental_teardown(struct worker *w)
 {
+    incr_reader_destroy(w->inc_reader);
+    w->inc_reader = NULL;
     incr_destroy(w->inc);
     w->inc = NULL;
     position_clear(&w->inc_pos);
@@ -252,79 +257,154 @@ static enum phase emit_window(struct worker *w)
     return PHASE_OK;
 }
 
-/* Reads chunks until one window is waiting for the stream (or nothing is
- * left); announces finished collections and the end. */
-static enum phase advance(struct worker *w)
+/* What a finished read gave (incr_job_attach's r, err): announces a finished
+ * collection and signal, retries a transient failure, aborts the snapshot on
+ * a refusal. ns, id, sent: the collection read, its signal, its rows sent. */
+static enum phase read_done(struct worker *w, enum incr_read r, struct mcdc_error *err,
+                            const char *ns, const char *id, int64_t sent)
+{
+    switch (r) {
+    case INCR_READ_WINDOW:
+    case INCR_READ_DISCARDED:
+        return PHASE_OK; /* the stream closes it / read again */
+    case INCR_READ_COLL_DONE: {
+        char rows[32];
+        snprintf(rows, sizeof rows, "%lld", (long long)sent);
+        struct notify_kv kv[] = {{"data_collection", ns},
+                                 {"scanned_collection", ns},
+                                 {"total_rows_scanned", rows},
+                                 {"status", sent > 0 ? "SUCCEEDED" : "EMPTY"}};
+        worker_notify(w, "TABLE_SCAN_COMPLETED", id, kv, 4);
+        /* each signal completes when its last collection is read, even
+         * while another signal's (the same collection again) are queued */
+        if (!incr_signal_queued(w->inc, id)) {
+            LOG_INFO("incremental snapshot (signal %s) completed", id);
+            worker_notify(w, "COMPLETED", id, NULL, 0);
+        }
+        if (incr_state(w->inc) == INCR_IDLE)
+            pipeline_pass(w->pipe, worker_incremental_stamp(w, &w->stream_pos));
+        return PHASE_OK;
+    }
+    case INCR_READ_FAILED:
+    default:
+        if (err->retriable) {
+            /* Read again after the reconnect, from the last key sent. */
+            w->err = *err;
+            return PHASE_RETRY;
+        }
+        /* A refusal (no privilege to write the markers, snapshot reads
+         * unsupported, a bad condition): the snapshot is aborted,
+         * streaming goes on (Debezium skips the collection likewise). */
+        LOG_ERROR("%s; the incremental snapshot (signal %s) is aborted (%zu collection(s) "
+                  "not read), streaming goes on%s",
+                  err->msg, id, incr_abort(w->inc),
+                  w->cfg->read_only ? "" : " (read.only: true needs no write access)");
+        {
+            struct notify_kv kv[] = {{"connector_name", w->cfg->topic_prefix},
+                                     {"data_collection", ns}};
+            worker_notify(w, "ABORTED", id, kv, 2);
+        }
+        pipeline_pass(w->pipe, worker_incremental_stamp(w, &w->stream_pos));
+        return PHASE_OK;
+    }
+}
+
+/* Hands the next chunk of the current collection to the reader thread
+ * (started at the first chunk). */
+static enum phase begin_read(struct worker *w)
 {
     struct mcdc_error err = MCDC_ERROR_INIT;
+    struct incr_job *j;
+    enum phase ph;
+    bson_t owned;
+
+    if (w->inc_reader == NULL) {
+        w->inc_reader = incr_reader_new(w->rs, NULL, &err);
+        if (w->inc_reader == NULL) {
+            w->err = err;
+            return PHASE_FATAL;
+        }
+    }
+    ph = owned_filter(w, incr_current(w->inc), &owned);
+    if (ph == PHASE_OK) {
+        j = incr_job_begin(w->inc, &owned);
+        if (j != NULL && incr_uses_cluster_time(w->inc)) {
+            /* T before the next getMore: an empty batch during the read then
+             * shows the stream passed T (one round trip, no read) */
+            uint32_t sec, inc;
+            char ns[600], id[256];
+            if (!incr_cluster_time_now(w->client, &sec, &inc, &err)) {
+                snprintf(ns, sizeof ns, "%s", incr_current(w->inc));
+                snprintf(id, sizeof id, "%s",
+                         incr_signal_id(w->inc) ? incr_signal_id(w->inc) : "");
+                mcdc_error_prefix(&err, "incremental snapshot of %s", ns);
+                incr_job_free(j);
+                incr_job_abandon(w->inc);
+                bson_destroy(&owned);
+                return read_done(w, INCR_READ_FAILED, &err, ns, id, incr_rows_sent(w->inc));
+            }
+            incr_job_at(w->inc, j, sec, inc);
+        }
+        if (j != NULL && !incr_reader_submit(w->inc_reader, j, w->pool)) {
+            /* cannot happen: READY means no read is in the reader */
+            incr_job_free(j);
+            incr_job_abandon(w->inc);
+            w->err = (struct mcdc_error)MCDC_ERROR_INIT;
+            mcdc_error_set(&w->err, MCDC_ERR_INTERNAL, 0,
+                           "incremental snapshot: the chunk reader is busy");
+            ph = PHASE_FATAL;
+        }
+    }
+    bson_destroy(&owned);
+    return ph;
+}
+
+/* Attaches a finished read (waiting for it when the stream already showed
+ * the window's close), emits closed windows and starts the next read;
+ * announces finished collections and the end. Never waits for a read
+ * otherwise: streaming goes on meanwhile. */
+static enum phase advance(struct worker *w)
+{
     enum phase ph = PHASE_OK;
 
     while (ph == PHASE_OK && !worker_stopping(w)) {
         enum incr_state st = incr_state(w->inc);
-        char ns[600], id[256];
+        if (st == INCR_READING) {
+            struct mcdc_error err = MCDC_ERROR_INIT;
+            struct incr_job *j =
+                w->inc_reader != NULL ? incr_reader_take(w->inc_reader, incr_close_waits(w->inc))
+                                      : NULL;
+            char ns[600], id[256];
+            if (j == NULL) {
+                if (w->inc_reader == NULL || !incr_reader_busy(w->inc_reader))
+                    incr_job_abandon(w->inc); /* no reader holds it: read again */
+                break;
+            }
+            snprintf(ns, sizeof ns, "%s", incr_current(w->inc));
+            snprintf(id, sizeof id, "%s", incr_signal_id(w->inc) ? incr_signal_id(w->inc) : "");
+            int64_t sent = incr_rows_sent(w->inc);
+            ph = read_done(w, incr_job_attach(w->inc, j, &err), &err, ns, id, sent);
+            continue;
+        }
         if (st == INCR_CLOSED) {
             ph = emit_window(w);
             continue;
         }
         if (st != INCR_READY || incr_paused(w->inc))
             break;
-        snprintf(ns, sizeof ns, "%s", incr_current(w->inc));
-        snprintf(id, sizeof id, "%s", incr_signal_id(w->inc) ? incr_signal_id(w->inc) : "");
-        bson_t owned;
-        ph = owned_filter(w, ns, &owned);
-        if (ph != PHASE_OK) {
-            bson_destroy(&owned);
-            break;
-        }
-        int64_t sent = incr_rows_sent(w->inc);
-        switch (incr_read_chunk(w->inc, w->client, &owned, &err)) {
-        case INCR_READ_WINDOW:
-            bson_destroy(&owned);
-            return PHASE_OK; /* the stream closes it */
-        case INCR_READ_COLL_DONE: {
-            char rows[32];
-            snprintf(rows, sizeof rows, "%lld", (long long)sent);
-            struct notify_kv kv[] = {{"data_collection", ns},
-                                     {"scanned_collection", ns},
-                                     {"total_rows_scanned", rows},
-                                     {"status", sent > 0 ? "SUCCEEDED" : "EMPTY"}};
-            worker_notify(w, "TABLE_SCAN_COMPLETED", id, kv, 4);
-            /* each signal completes when its last collection is read, even
-             * while another signal's (the same collection again) are queued */
-            if (!incr_signal_queued(w->inc, id)) {
-                LOG_INFO("incremental snapshot (signal %s) completed", id);
-                worker_notify(w, "COMPLETED", id, NULL, 0);
-            }
-            if (incr_state(w->inc) == INCR_IDLE)
-                pipeline_pass(w->pipe, worker_incremental_stamp(w, &w->stream_pos));
-            break;
-        }
-        case INCR_READ_FAILED:
-        default:
-            if (err.retriable) {
-                /* Read again after the reconnect, from the last key sent. */
-                w->err = err;
-                ph = PHASE_RETRY;
-                break;
-            }
-            /* A refusal (no privilege to write the markers, snapshot reads
-             * unsupported, a bad condition): the snapshot is aborted,
-             * streaming goes on (Debezium skips the collection likewise). */
-            LOG_ERROR("%s; the incremental snapshot (signal %s) is aborted (%zu collection(s) "
-                      "not read), streaming goes on%s",
-                      err.msg, id, incr_abort(w->inc),
-                      w->cfg->read_only ? "" : " (read.only: true needs no write access)");
-            {
-                struct notify_kv kv[] = {{"connector_name", w->cfg->topic_prefix},
-                                         {"data_collection", ns}};
-                worker_notify(w, "ABORTED", id, kv, 2);
-            }
-            pipeline_pass(w->pipe, worker_incremental_stamp(w, &w->stream_pos));
-            break;
-        }
-        bson_destroy(&owned);
+        ph = begin_read(w);
+        if (ph == PHASE_OK && incr_state(w->inc) == INCR_READY)
+            break; /* nothing to read after all */
     }
     return ph;
+}
+
+void worker_incremental_stream_end(struct worker *w)
+{
+    incr_reader_destroy(w->inc_reader);
+    w->inc_reader = NULL;
+    if (w->inc != NULL)
+        incr_job_abandon(w->inc);
 }
 
 enum phase worker_incremental(struct worker *w, const struct mcdc_event *ev, bool idle)

@@ -94,6 +94,7 @@ struct worker {
     uint64_t split_events;     /* events reassembled from split fragments */
     bool split_checked;        /* the server was found to support the split stage */
     struct incr *inc;             /* incremental snapshot engine (worker_incremental.c) */
+    struct incr_reader *inc_reader; /* its chunk reader thread, started at the first chunk */
     /* the signal document's own position, while the signal is handled */
     const struct mcdc_position *signal_pos;
     struct mcdc_position inc_pos; /* a position stamped with its progress */
@@ -331,8 +332,12 @@ enum phase worker_phase_from_failure(struct worker *w, const struct resume_failu
  * worker_incremental: the one hook of the streaming loops, after each
  * iteration: ev the event just handled (NULL: none), idle true after an
  * empty batch. Feeds the window, handles source-channel signals and the
- * queue, emits closed windows and reads the next chunk. PHASE_OK, or the
- * phase of a failed read or produce.
+ * queue, emits closed windows and hands the next chunk to the reader
+ * thread (a finished read is attached here, never waited for, except at a
+ * close marker that came before it). PHASE_OK, or the phase of a failed
+ * read or produce.
+ * worker_incremental_stream_end: the stream stops: the reader is stopped
+ * (a read in flight abandoned; the chunk is read again later).
  * worker_incremental_stamp: pos with the engine's progress added (a
  * borrowed copy valid until the next call), or pos itself when idle.
  */
@@ -410,6 +415,7 @@ enum phase worker_resolve(struct worker *w, const struct mcdc_snapshot_request *
                           const char *id, bool stoppable, struct worker_want **out,
                           size_t *count);
 void worker_incremental_teardown(struct worker *w);
+void worker_incremental_stream_end(struct worker *w);
 enum phase worker_incremental(struct worker *w, const struct mcdc_event *ev, bool idle);
 const struct mcdc_position *worker_incremental_stamp(struct worker *w,
                                                      const struct mcdc_position *pos);

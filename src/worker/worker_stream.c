@@ -387,6 +387,7 @@ enum phase worker_stream(struct worker *w)
         return ph;
     while (!worker_stopping(w) && ph == PHASE_OK && (ph = worker_primary_check(w)) == PHASE_OK)
         ph = stream_step(w, src, &last_heartbeat_ms);
+    worker_incremental_stream_end(w);
     source_close(src);
     return ph == PHASE_OK && worker_stopping(w) ? PHASE_STOPPED : ph;
 }

@@ -146,8 +146,15 @@ class ReplicaSetControls(object):
             if ms <= 0:
                 self.cl.delays.pop(cmd, None)
             else:
-                self.cl.delays[cmd] = {"ms": ms, "member": a.get("member"), "times": a.get("times")}
+                self.cl.delays[cmd] = {"ms": ms, "member": a.get("member"), "times": a.get("times"),
+                                      "collection": a.get("collection"), "command": cmd}
+            self.cl.topo_cond.notify_all()  # a held reply whose delay went goes now
         return {"delays": {k: v["ms"] for k, v in self.cl.delays.items()}}
+
+    def act_delays(self, a):
+        with self.cl.lock:
+            return {k: {"ms": v["ms"], "hits": v.get("hits", 0), "waiting": v.get("waiting", 0)}
+                    for k, v in self.cl.delays.items()}
 
     def act_fail(self, a):
         spec = dict(a)
@@ -166,6 +173,7 @@ class ReplicaSetControls(object):
         with self.cl.lock:
             self.cl.fail_rules = []
             self.cl.delays = {}
+            self.cl.topo_cond.notify_all()
         return {}
 
     def act_truncate_oplog(self, a):

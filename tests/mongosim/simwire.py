@@ -281,15 +281,20 @@ class MemberServer(object):
         # delays and injected failures (fault hooks, spec §8.2)
         rule = None
         delay = None
+        spent = False  # the delay's last use: it left cl.delays
         with cl.lock:
             cl.counters[raw_name] += 1
             cl.member_counters[member.idx][raw_name] += 1
             d = cl.delays.get(name) or cl.delays.get(raw_name)
+            if d and d.get("collection") is not None and \
+                    d["collection"] not in (body.get(raw_name), body.get("collection")):
+                d = None  # another collection's command
             if d and (d.get("member") is None or d["member"] == member.idx):
                 delay = d["ms"]
                 if d.get("times") is not None:
                     d["times"] -= 1
                     if d["times"] <= 0:
+                        spent = True
                         cl.delays.pop(name, None)
                         cl.delays.pop(raw_name, None)
             for r in list(cl.fail_rules):
@@ -318,7 +323,15 @@ class MemberServer(object):
                     cl.topo_cond.wait(0.5)
             return None
         if delay:
-            time.sleep(delay / 1000.0)
+            # held until the delay is over, cleared or replaced (a test releases a held reply)
+            end = time.monotonic() + delay / 1000.0
+            with cl.lock:
+                d["waiting"] = d.get("waiting", 0) + 1
+                d["hits"] = d.get("hits", 0) + 1
+                while not cl.stopping and time.monotonic() < end and \
+                        (spent or cl.delays.get(d.get("command")) is d):
+                    cl.topo_cond.wait(min(0.2, max(0.0, end - time.monotonic())))
+                d["waiting"] -= 1
         if rule is not None:
             if rule.partial:
                 c.partial_next = True

@@ -5,6 +5,9 @@ mcdc_unit_test(test_keyrange SOURCES test_keyrange.c LIBS mcdc_snapshot)
 # Its offsets round trip stores the engine's offset keys through the file
 # store, hence mcdc_offsets beside the module.
 mcdc_unit_test(test_incremental SOURCES test_incremental.c LIBS mcdc_snapshot mcdc_offsets)
+# The background chunk read: keys changed during the read, close before the
+# result, failed/stopped/abandoned reads, the reader thread's handoff.
+mcdc_unit_test(test_incremental_bg SOURCES test_incremental_bg.c LIBS mcdc_snapshot)
 # The key-range walker the integration test runs against the simulator
 # (tests/integration/test_keyrange.py).
 add_executable(mcdc_keyrange_walk keyrange_walk.c)
