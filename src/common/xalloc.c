@@ -87,3 +87,14 @@ void xlist_add(char **list, const char *name)
     }
     memcpy(*list + n, name, m + 1);
 }
+
+void *xzalloc_aligned(size_t align, size_t size)
+{
+    void *p = NULL;
+    if (align < sizeof(void *))
+        align = sizeof(void *);
+    if (posix_memalign(&p, align, size ? size : 1) != 0)
+        oom(size);
+    memset(p, 0, size ? size : 1);
+    return p;
+}

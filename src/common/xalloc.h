@@ -11,6 +11,16 @@
 void *xmalloc(size_t size);
 /* calloc(n, size), zeroed; aborts on overflow or out-of-memory. */
 void *xcalloc(size_t n, size_t size);
+/*
+ * size zeroed bytes aligned to align (a power of two; raised to at least
+ * sizeof(void *)), for a struct that holds a bson_t by value: libbson
+ * declares bson_t 128-byte aligned (BSON_EXTRA_ALIGN), more than malloc
+ * gives, and UBSan reports every member access of a misaligned one. Aborts
+ * on out-of-memory; the caller frees with free(). Such a struct must not be
+ * moved by realloc or memcpy either: a bson_t grown past its inline size
+ * points into itself.
+ */
+void *xzalloc_aligned(size_t align, size_t size);
 /* realloc(ptr, size); aborts on out-of-memory. */
 void *xrealloc(void *ptr, size_t size);
 /* strdup(s); s must not be NULL. Caller frees. */

@@ -71,7 +71,7 @@ void signal_bus_destroy(struct signal_bus *bus)
 
 struct signal_queue *signal_bus_subscribe(struct signal_bus *bus, const char *task)
 {
-    struct signal_queue *q = sig_zalloc_aligned(_Alignof(struct signal_queue), sizeof *q);
+    struct signal_queue *q = xzalloc_aligned(_Alignof(struct signal_queue), sizeof *q);
     q->bus = bus;
     snprintf(q->task, sizeof q->task, "%s", task ? task : "");
     pthread_mutex_lock(&bus->mu);

@@ -344,7 +344,7 @@ static bool read_conditions(bson_iter_t *it, struct mcdc_snapshot_request *out, 
     bson_iter_t count = arr;
     while (bson_iter_next(&count))
         n++;
-    out->conditions = sig_zalloc_aligned(_Alignof(struct mcdc_snapshot_condition),
+    out->conditions = xzalloc_aligned(_Alignof(struct mcdc_snapshot_condition),
                                          (n ? n : 1) * sizeof *out->conditions);
     while (bson_iter_next(&arr)) {
         size_t i = out->condition_count;

@@ -12,14 +12,10 @@
 #include <librdkafka/rdkafka.h>
 
 #include "common/error.h"
+#include "common/xalloc.h"
 #include "config/config.h"
 #include "encode/ejson.h"
 #include "kafka/kafka_conf.h"
-
-/* n zeroed bytes aligned for align (a power of two, e.g. _Alignof of a
- * struct holding a bson_t, which libbson aligns to 128 bytes; malloc gives
- * 16). Aborts on out-of-memory; free() releases it. */
-void *sig_zalloc_aligned(size_t align, size_t n);
 
 /* Appends the NUL-terminated s (borrowed) to b: sig_put as it is,
  * sig_put_json as a JSON string escaped as Kafka Connect's JsonConverter

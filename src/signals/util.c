@@ -10,17 +10,6 @@
 
 #include "common/log.h"
 
-void *sig_zalloc_aligned(size_t align, size_t n)
-{
-    void *p = NULL;
-    if (align < sizeof(void *))
-        align = sizeof(void *);
-    if (posix_memalign(&p, align, n ? n : 1) != 0)
-        abort();
-    memset(p, 0, n ? n : 1);
-    return p;
-}
-
 const char *sig_kafka_topic(const struct mcdc_config *cfg, char *buf, size_t cap)
 {
     if (cfg->signal_kafka_topic && *cfg->signal_kafka_topic)

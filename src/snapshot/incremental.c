@@ -21,7 +21,7 @@
 
 struct incr *incr_new(const struct mcdc_config *cfg, const char *task, bool cluster_time)
 {
-    struct incr *s = xcalloc(1, sizeof *s);
+    struct incr *s = xzalloc_aligned(_Alignof(struct incr), sizeof *s); /* bson_t members */
     s->cfg = cfg;
     snprintf(s->task, sizeof s->task, "%s", task ? task : "");
     s->cluster_time = cluster_time;
@@ -40,7 +40,7 @@ static void item_free(struct incr_item *it)
     free(it->coll);
     free(it->ns);
     free(it->signal_id);
-    bson_destroy(&it->cond);
+    bson_destroy(it->cond);
 }
 
 void incr_destroy(struct incr *s)
@@ -123,10 +123,7 @@ void incr_push_item(struct incr *s, const char *db, const char *coll, const bson
     it->coll = xstrdup(coll);
     it->ns = xstrdup(ns);
     it->signal_id = xstrdup(signal_id ? signal_id : "");
-    if (cond != NULL)
-        bson_copy_to(cond, &it->cond);
-    else
-        bson_init(&it->cond);
+    it->cond = cond != NULL ? bson_copy(cond) : bson_new();
     s->queue_gen++;
     s->offset_dirty = true;
 }

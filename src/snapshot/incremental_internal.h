@@ -10,7 +10,9 @@
 /* One queued collection. */
 struct incr_item {
     char *db, *coll, *ns; /* ns = "db.coll" */
-    bson_t cond;          /* additional condition; empty = none */
+    bson_t *cond;         /* additional condition; empty = none; owned, never NULL. A pointer:
+                           * the queue moves items (realloc, shifts) and a bson_t past its
+                           * inline size points into itself */
     char *signal_id;
 };
 

@@ -87,15 +87,12 @@ struct incr_job *incr_job_begin(struct incr *s, const bson_t *owned)
     if (s->state != INCR_READY || s->count == 0)
         return NULL;
     it = &s->queue[0];
-    /* bson_t members: libbson declares bson_t 128-byte aligned, more than malloc gives */
-    if (posix_memalign((void **)&j, _Alignof(struct incr_job), sizeof *j) != 0)
-        abort();
-    memset(j, 0, sizeof *j);
+    j = xzalloc_aligned(_Alignof(struct incr_job), sizeof *j); /* bson_t members */
     j->cfg = s->cfg;
     j->db = xstrdup(it->db);
     j->coll = xstrdup(it->coll);
     j->ns = xstrdup(it->ns);
-    bson_copy_to(&it->cond, &j->cond);
+    bson_copy_to(it->cond, &j->cond);
     if (owned != NULL)
         bson_copy_to(owned, &j->owned);
     else

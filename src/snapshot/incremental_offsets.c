@@ -84,10 +84,10 @@ static char *collections_text(const struct incr *s)
         put(&b, ",");
         put_str(&b, K_COLL_COND);
         put(&b, ":");
-        if (bson_empty(&s->queue[i].cond)) {
+        if (bson_empty(s->queue[i].cond)) {
             put(&b, "null");
         } else {
-            char *c = canonical(&s->queue[i].cond);
+            char *c = canonical(s->queue[i].cond);
             put_str(&b, c);
             free(c);
         }

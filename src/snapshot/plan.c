@@ -98,19 +98,19 @@ static bool plan_add(struct snapshot_plan *plan, size_t *cap, mongoc_client_t *c
     memset(c, 0, sizeof *c);
     c->db = xstrdup(db);
     c->coll = xstrdup(coll);
-    bson_init(&c->filter);
+    c->filter = bson_new();
     plan->count++;
     snprintf(ns, sizeof ns, "%s.%s", db, coll);
     for (size_t i = 0; i < cfg->snapshot_filter_override_count; i++) {
         const struct mcdc_filter_override *o = &cfg->snapshot_filter_overrides[i];
         if (strcmp(o->ns, ns) != 0)
             continue;
-        bson_destroy(&c->filter);
-        if (!bson_init_from_json(&c->filter, o->query, -1, &error)) {
-            bson_init(&c->filter);
+        bson_t *f = bson_new_from_json((const uint8_t *)o->query, -1, &error);
+        if (f == NULL)
             return mcdc_error_set(err, MCDC_ERR_CONFIG, 0,
                                   "snapshot.collection.filter.overrides.%s: %s", ns, error.message);
-        }
+        bson_destroy(c->filter);
+        c->filter = f;
     }
     mc = mongoc_client_get_collection(client, db, coll);
     c->estimated = mongoc_collection_estimated_document_count(mc, NULL, NULL, NULL, &error);
@@ -181,7 +181,7 @@ void snapshot_plan_free(struct snapshot_plan *plan)
     for (size_t i = 0; i < plan->count; i++) {
         free(plan->colls[i].db);
         free(plan->colls[i].coll);
-        bson_destroy(&plan->colls[i].filter);
+        bson_destroy(plan->colls[i].filter);
         bson_destroy(plan->colls[i].owned);
     }
     free(plan->colls);

@@ -114,8 +114,8 @@ static bool part_add(struct snapshot *s, size_t *cap, struct snapshot_coll *c, b
     p->index = ++c->parts;
     p->filter = bson_new();
     if (whole && after == NULL) {
-        bson_concat(p->filter, &c->filter);
-    } else if (!keyrange_span_filter(after != NULL ? after : lo, hi, &c->filter, p->filter,
+        bson_concat(p->filter, c->filter);
+    } else if (!keyrange_span_filter(after != NULL ? after : lo, hi, c->filter, p->filter,
                                      err)) {
         bson_destroy(p->filter);
         c->parts--;
@@ -457,7 +457,7 @@ bool snapshot_coll_count(mongoc_client_t *client, struct snapshot_coll *c, int64
         return false; /* the server cannot apply a hashed-key filter */
     mc = mongoc_client_get_collection(client, c->db, c->coll);
     BSON_APPEND_INT64(&opts, "maxTimeMS", max_time_ms);
-    n = mongoc_collection_count_documents(mc, &c->filter, &opts, NULL, NULL, &error);
+    n = mongoc_collection_count_documents(mc, c->filter, &opts, NULL, NULL, &error);
     mongoc_collection_destroy(mc);
     bson_destroy(&opts);
     if (n < 0)

@@ -53,7 +53,8 @@
 struct snapshot_coll {
     char *db;
     char *coll;
-    bson_t filter;       /* find filter: the override or {} */
+    bson_t *filter;      /* find filter: the override or {}; owned, never NULL once planned
+                          * (a pointer: the plan's array grows by realloc) */
     bson_t *owned;       /* NULL, or a hashkey_filter the reader applies to each document
                           * (hashed shard keys: snapshot/hashkey.h); owned by the plan */
     int64_t orphans;     /* documents dropped by `owned` (guarded by the snapshot's lock) */

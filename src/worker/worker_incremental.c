@@ -186,21 +186,21 @@ enum phase worker_blocking_snapshot(struct worker *w, const struct worker_want *
         mongoc_collection_destroy(mc);
         snprintf(ns, sizeof ns, "%s.%s", v[i].db, v[i].coll);
         ph = owned_filter(w, ns, &owned);
-        bson_init(&c->filter);
+        c->filter = bson_new();
         if (hashkey_is_filter(&owned)) {
             /* hashed shard key: applied by the reader to each document */
             c->owned = bson_copy(&owned);
             bson_reinit(&owned);
         }
         if (v[i].cond != NULL && !bson_empty(v[i].cond) && !bson_empty(&owned)) {
-            bson_append_array_begin(&c->filter, "$and", 4, &arr);
+            bson_append_array_begin(c->filter, "$and", 4, &arr);
             BSON_APPEND_DOCUMENT(&arr, "0", v[i].cond);
             BSON_APPEND_DOCUMENT(&arr, "1", &owned);
-            bson_append_array_end(&c->filter, &arr);
+            bson_append_array_end(c->filter, &arr);
         } else if (v[i].cond != NULL && !bson_empty(v[i].cond)) {
-            bson_concat(&c->filter, v[i].cond);
+            bson_concat(c->filter, v[i].cond);
         } else if (!bson_empty(&owned)) {
-            bson_concat(&c->filter, &owned);
+            bson_concat(c->filter, &owned);
         }
         bson_destroy(&owned);
     }

@@ -236,17 +236,18 @@ static enum phase restrict_to_owned(struct worker *w, struct snapshot_plan *plan
             filtered++;
             continue;
         }
-        if (bson_empty(&c->filter)) {
+        if (bson_empty(c->filter)) {
             bson_destroy(&and_filter);
             bson_copy_to(&f, &and_filter);
         } else {
             bson_append_array_begin(&and_filter, "$and", -1, &arr);
-            bson_append_document(&arr, "0", 1, &c->filter);
+            bson_append_document(&arr, "0", 1, c->filter);
             bson_append_document(&arr, "1", 1, &f);
             bson_append_array_end(&and_filter, &arr);
         }
-        bson_destroy(&c->filter);
-        bson_steal(&c->filter, &and_filter);
+        bson_destroy(c->filter);
+        c->filter = bson_copy(&and_filter);
+        bson_destroy(&and_filter);
         filtered++;
         /* estimatedDocumentCount counted the shard's orphans and unowned
          * copies too: the snapshot_documents_remaining gauge would end above

@@ -144,6 +144,43 @@ static void offsets_round_trip(void **state)
     incr_destroy(r);
 }
 
+/* Conditions longer than a bson_t holds inline (120 bytes) stay with their
+ * collection when the queue grows (realloc) and when an entry before them
+ * leaves it (the queue shifts): each item's condition must not point into
+ * the place the item was copied from. Under ASan a dangling one is a
+ * use-after-free; without, the wrong condition is read. */
+static void long_conditions_survive_queue_moves(void **state)
+{
+    (void)state;
+    cfg.dialect = MCDC_DIALECT_3_X;
+    struct incr *s = incr_new(&cfg, "rs0", false);
+    char json[400], name[16], want[400];
+    for (int i = 0; i < 9; i++) { /* past the first capacity (4) and its double */
+        snprintf(json, sizeof json,
+                 "{\"tag\": \"collection-%d-%0200d\"}", i, i);
+        bson_t *cond = doc_json(json);
+        snprintf(name, sizeof name, "c%d", i);
+        incr_enqueue(s, "db", name, cond, "sig");
+        bson_destroy(cond);
+    }
+    bool current = false;
+    char *re[] = {(char *)"db\\.c1", (char *)"db\\.c4"};
+    assert_int_equal(incr_stop(s, re, 2, &current), 2);
+    incr_pop_current(s); /* c0 done: c2 is current */
+    assert_string_equal(incr_current(s), "db.c2");
+    const char *j = incr_offset_json(s);
+    assert_non_null(j);
+    const int left[] = {2, 3, 5, 6, 7, 8};
+    for (size_t k = 0; k < sizeof left / sizeof left[0]; k++) {
+        snprintf(want, sizeof want, "collection-%d-%0200d", left[k], left[k]);
+        if (strstr(j, want) == NULL)
+            fail_msg("the condition of db.c%d is lost from the queue: %.300s", left[k], j);
+    }
+    assert_null(strstr(j, "collection-1-"));
+    assert_null(strstr(j, "collection-4-"));
+    incr_destroy(s);
+}
+
 /* Debezium's own values (1.9.8: "<rs>.<db>.<coll>" list; 3.x: JSON list; keys
  * as hex of a Java-serialised Object[]): the collections are resumed, the
  * collection in progress restarts from its first key (a WARN), no error. */
@@ -234,8 +271,8 @@ static void expect_fixture_state(const char *extra_json, const char *what)
     assert_string_equal(r->queue[0].ns, "shop.orders");
     assert_string_equal(r->queue[1].ns, "shop.items");
     assert_string_equal(incr_signal_id(r), "sig-1");
-    expect_doc(&r->queue[0].cond, "{\"status\": {\"$nin\": []}, \"qty\": {\"$gte\": 3}}", what);
-    assert_true(bson_empty(&r->queue[1].cond));
+    expect_doc(r->queue[0].cond, "{\"status\": {\"$nin\": []}, \"qty\": {\"$gte\": 3}}", what);
+    assert_true(bson_empty(r->queue[1].cond));
     expect_doc(&r->last_key,
                "{\"_id\": {\"region\": \"eu\", \"tags\": [], \"n\": {\"$numberLong\": \"7\"}, "
                "\"w\": 2.5}}",
@@ -449,6 +486,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(offsets_round_trip),
+        cmocka_unit_test(long_conditions_survive_queue_moves),
         cmocka_unit_test(debezium_offsets_restart_the_collection),
         cmocka_unit_test(offsets_of_either_libbson_read_the_same),
         cmocka_unit_test(marker_window_drops_streamed_keys),
