@@ -186,7 +186,18 @@ def test_takes_over_a_connect_offsets_topic(tmp_workdir, users_sim, kafka, start
     def recs():
         return read_topics(kafka.bootstrap, [prefix + ".itdb.gap", prefix + ".sample_mflix.users"],
                            idle_s=1.5, timeout_s=30)
-    wait_until(lambda: gap_ops(None, recs(), prefix) == GAP, 90, "every change of the gap")
+    seen = []
+
+    def gap_done():
+        seen[:] = gap_ops(None, recs(), prefix)
+        return seen == GAP
+    try:
+        wait_until(gap_done, 90, "every change of the gap")
+    except TimeoutError as e:
+        # What the topics held and what the daemon said, for a failure seen
+        # only under load (the two halves of the suite running at once).
+        raise AssertionError("%s: read %r, want %r; daemon running: %s; its log ends:\n%s"
+                             % (e, seen, GAP, d.running(), log_text(tmp_workdir)[-4000:])) from e
     writer = "Debezium 1.x" if layout == "1.9" else "Debezium 2.x-3.x"
     assert "adopted from key %s, written by %s" % (dkey, writer) in log_text(tmp_workdir)
     assert not [r for r in recs() if r.value is not None and r.op == "r"], "a snapshot was taken"
