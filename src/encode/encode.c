@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/xalloc.h"
+#include "encode/digits_internal.h"
 
 void json_append_lit(struct ejson_buf *out, const char *s)
 {
@@ -29,9 +30,17 @@ void json_append_lit(struct ejson_buf *out, const char *s)
 
 void json_append_int(struct ejson_buf *out, int64_t v)
 {
-    char tmp[24];
-    int n = snprintf(tmp, sizeof tmp, "%" PRId64, v);
-    ejson_buf_append(out, tmp, (size_t)n);
+    /* Every record has two or three of these (ts_ms, source times): the
+     * digit writer, not snprintf (~800 instructions a call). */
+    char tmp[32];
+    size_t n = 0;
+    uint64_t u = (uint64_t)v;
+    if (v < 0) {
+        tmp[n++] = '-';
+        u = 0 - u; /* INT64_MIN too, in unsigned arithmetic */
+    }
+    n += digits_u64(u, tmp + n);
+    ejson_buf_append(out, tmp, n);
 }
 
 /* Non-zero if any byte of w is '"', '\\' or below 0x20 (the "has zero byte"

@@ -1420,10 +1420,30 @@ static void removed_fields_null_when_all_hidden(void **state)
     encoder_destroy(enc);
 }
 
+/* json_append_int (ts_ms and the other integers of the envelope) writes what
+ * printf's %lld writes, at the edges of every digit group and of int64. */
+static void envelope_integers_as_printf(void **state)
+{
+    (void)state;
+    const int64_t vals[] = {0, 1, 9, 10, 99, 100, 101, 12345678, 99999999, 100000000,
+                            1733300000000, 9999999999999999, 10000000000000000,
+                            INT64_MAX, -1, -9, -10, -100000000, INT64_MIN, INT64_MIN + 1};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        struct ejson_buf b = {0};
+        char want[32];
+        snprintf(want, sizeof want, "%lld", (long long)vals[i]);
+        json_append_int(&b, vals[i]);
+        assert_int_equal(b.len, strlen(want));
+        assert_memory_equal(b.data, want, b.len);
+        ejson_buf_free(&b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(keys_table),
+        cmocka_unit_test(envelope_integers_as_printf),
         cmocka_unit_test(key_uses_only_id_on_sharded_collections),
         cmocka_unit_test(key_with_schema),
         cmocka_unit_test(insert_3x_payload),
