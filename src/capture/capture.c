@@ -83,7 +83,8 @@ struct capture *capture_open(mongoc_client_t *client, const struct mcdc_config *
 {
     bson_t opts = BSON_INITIALIZER;
     bson_t wrapped = BSON_INITIALIZER;
-    struct capture *cap = xcalloc(1, sizeof *cap);
+    /* aligned: bson_t members */
+    struct capture *cap = xzalloc_aligned(_Alignof(struct capture), sizeof *cap);
     const bson_t *reply = NULL;
     bson_error_t error;
 

@@ -147,7 +147,8 @@ struct oplog_reader *oplog_open(mongoc_client_t *client, const struct mcdc_confi
                                 const bson_t *query, const struct mcdc_position *from,
                                 struct resume_failure *fail, struct mcdc_error *err)
 {
-    struct oplog_reader *r = xcalloc(1, sizeof *r);
+    /* aligned: bson_t members */
+    struct oplog_reader *r = xzalloc_aligned(_Alignof(struct oplog_reader), sizeof *r);
     uint32_t osec = 0, oord = 0;
 
     r->client = client;
@@ -292,7 +293,8 @@ void oplog_start_position(const struct oplog_reader *r, struct mcdc_position *po
 
 struct oplog_reader *oplog_detached(const struct mcdc_config *cfg)
 {
-    struct oplog_reader *r = xcalloc(1, sizeof *r);
+    /* aligned: bson_t members */
+    struct oplog_reader *r = xzalloc_aligned(_Alignof(struct oplog_reader), sizeof *r);
     r->cfg = cfg;
     bson_init(&r->query);
     bson_init(&r->entry);

@@ -70,7 +70,7 @@ struct mcdc_source *source_oplog_open(mongoc_client_t *client, const struct mcdc
 
     if (r == NULL)
         return NULL;
-    s = xcalloc(1, sizeof *s);
+    s = xzalloc_aligned(_Alignof(struct oplog_source), sizeof *s); /* bson_t members */
     s->base.ops = &oplog_source_ops;
     s->r = r;
     s->held = held;

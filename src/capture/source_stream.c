@@ -136,7 +136,8 @@ struct mcdc_source *source_stream_open(mongoc_client_t *client, const struct mcd
                                        const bson_t *pipeline, const struct mcdc_position *from,
                                        struct resume_failure *fail, struct mcdc_error *err)
 {
-    struct stream_source *s = xcalloc(1, sizeof *s);
+    /* aligned: bson_t members */
+    struct stream_source *s = xzalloc_aligned(_Alignof(struct stream_source), sizeof *s);
     char d[128];
 
     if (from != NULL && from->oplog && !from->has_resume_token && from->sec > 0) {

@@ -235,7 +235,8 @@ static void random_uuid(char *out)
 struct encoder *encoder_new(const struct mcdc_config *cfg, struct mcdc_error *err)
 {
     BSON_ASSERT(cfg->topic_prefix != NULL); /* required by config validation */
-    struct encoder *enc = xcalloc(1, sizeof *enc);
+    /* aligned: bson_t members */
+    struct encoder *enc = xzalloc_aligned(_Alignof(struct encoder), sizeof *enc);
     enc->cfg = cfg;
     enc->d = dialect_get(cfg->dialect);
     enc->version = cfg->debezium_version ? cfg->debezium_version : enc->d->default_version;

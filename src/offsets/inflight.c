@@ -211,9 +211,10 @@ static void sp_assign_from_entry(struct slotpos *dst, const struct slotpos *from
 
 struct inflight *inflight_new(void)
 {
-    struct inflight *inf = xcalloc(1, sizeof *inf);
+    /* aligned: entries and the committed slot hold a bson_t (the resume token) */
+    struct inflight *inf = xzalloc_aligned(_Alignof(struct inflight), sizeof *inf);
     inf->cap = 64;
-    inf->ring = xcalloc(inf->cap, sizeof *inf->ring);
+    inf->ring = xzalloc_aligned(_Alignof(struct entry), inf->cap * sizeof *inf->ring);
     for (size_t i = 0; i < inf->cap; i++)
         sp_init(&inf->ring[i].sp);
     inf->head_seq = inf->tail_seq = 1; /* cookie 0 would be NULL */
@@ -243,7 +244,7 @@ static struct entry *slot(struct inflight *inf, uint64_t seq)
 static void grow(struct inflight *inf)
 {
     size_t ncap = inf->cap * 2;
-    struct entry *nring = xcalloc(ncap, sizeof *nring);
+    struct entry *nring = xzalloc_aligned(_Alignof(struct entry), ncap * sizeof *nring);
     for (size_t i = 0; i < ncap; i++)
         sp_init(&nring[i].sp);
     for (uint64_t s = inf->head_seq; s < inf->tail_seq; s++) {

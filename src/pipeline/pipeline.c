@@ -26,7 +26,7 @@
 
 struct pipeline *pipeline_new(const struct pipeline_options *o)
 {
-    struct pipeline *p = xcalloc(1, sizeof *p);
+    struct pipeline *p = xzalloc_aligned(_Alignof(struct pipeline), sizeof *p); /* bson_t members */
 
     p->o = *o;
     position_init(&p->to_commit);

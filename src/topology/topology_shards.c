@@ -294,7 +294,7 @@ bool topology_start_shard_tasks(struct topology *t, struct mcdc_error *err)
     {
         /* One chunk map for every shard's first snapshot (topology/chunks.h). */
         const char **names = xcalloc(shards.count, sizeof *names);
-        bson_t *owned = xcalloc(shards.count, sizeof *owned);
+        bson_t *owned = xzalloc_aligned(_Alignof(bson_t), shards.count * sizeof *owned);
         for (size_t i = 0; i < shards.count; i++) {
             names[i] = shards.items[i].name;
             bson_init(&owned[i]);

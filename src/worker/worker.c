@@ -265,7 +265,7 @@ static void on_acked(void *ctx, const struct mcdc_position *pos)
 static struct worker *worker_new(const struct worker_options *opt)
 {
     const struct mcdc_config *cfg = opt->cfg;
-    struct worker *w = xcalloc(1, sizeof *w);
+    struct worker *w = xzalloc_aligned(_Alignof(struct worker), sizeof *w); /* bson_t members */
 
     w->selection_timeout_ms = opt->selection_timeout_ms > 0 ? opt->selection_timeout_ms
                                                             : cfg->server_selection_timeout_ms;
