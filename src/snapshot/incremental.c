@@ -244,12 +244,36 @@ size_t incr_stop(struct incr *s, char *const *regexes, size_t n, bool *current)
 
 size_t incr_abort(struct incr *s)
 {
-    size_t n = s->count;
+    size_t n = 0, i = 1;
+    char *id;
+
+    if (s->count == 0)
+        return 0;
+    id = xstrdup(s->queue[0].signal_id);
     incr_window_clear(s);
     incr_pending_free(s);
-    while (s->count)
-        incr_pop_current(s);
+    incr_pop_current(s);
+    n++;
+    i = 0;
+    while (i < s->count) {
+        if (strcmp(s->queue[i].signal_id, id) != 0) {
+            i++;
+            continue;
+        }
+        if (i == 0) {
+            incr_pop_current(s);
+        } else {
+            item_free(&s->queue[i]);
+            memmove(&s->queue[i], &s->queue[i + 1], (s->count - i - 1) * sizeof *s->queue);
+            s->count--;
+            s->queue_gen++;
+            s->offset_dirty = true;
+        }
+        n++;
+    }
+    free(id);
     s->stop_current = false;
+    s->state = s->count > 0 ? INCR_READY : INCR_IDLE;
     return n;
 }
 

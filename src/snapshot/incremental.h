@@ -184,8 +184,11 @@ bool incr_signal_queued(const struct incr *s, const char *signal_id);
  */
 size_t incr_stop(struct incr *s, char *const *regexes, size_t n, bool *current);
 
-/* Drops every queued collection and the window (a read the server refused).
- * Returns how many were queued. */
+/* A read the server refused (a bad condition, no privilege): drops the
+ * window, the current collection and every queued collection of the same
+ * signal (that signal's snapshot is aborted); other signals' collections stay
+ * queued and are read next (state READY), as a collection queued behind is
+ * read "after what is queued before it". Returns how many were dropped. */
 size_t incr_abort(struct incr *s);
 
 /* Anchored, case-insensitive regex match of ns ("db.coll") against re (a

@@ -144,6 +144,29 @@ static void offsets_round_trip(void **state)
     incr_destroy(r);
 }
 
+/* A refused read aborts its signal's snapshot only: the collections other
+ * signals queued are read next. */
+static void abort_drops_only_the_failing_signal(void **state)
+{
+    (void)state;
+    cfg.dialect = MCDC_DIALECT_3_X;
+    struct incr *s = incr_new(&cfg, "rs0", false);
+    incr_enqueue(s, "db", "a", NULL, "sig1");
+    incr_enqueue(s, "db", "b", NULL, "sig2");
+    incr_enqueue(s, "db", "c", NULL, "sig1");
+    incr_enqueue(s, "db", "d", NULL, "sig2");
+    assert_int_equal(incr_abort(s), 2);
+    assert_int_equal(incr_queued(s), 2);
+    assert_string_equal(incr_current(s), "db.b");
+    assert_string_equal(incr_signal_id(s), "sig2");
+    assert_int_equal(incr_state(s), INCR_READY);
+    assert_false(incr_signal_queued(s, "sig1"));
+    assert_int_equal(incr_abort(s), 2);
+    assert_int_equal(incr_state(s), INCR_IDLE);
+    assert_int_equal(incr_abort(s), 0);
+    incr_destroy(s);
+}
+
 /* Conditions longer than a bson_t holds inline (120 bytes) stay with their
  * collection when the queue grows (realloc) and when an entry before them
  * leaves it (the queue shifts): each item's condition must not point into
@@ -487,6 +510,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(offsets_round_trip),
         cmocka_unit_test(long_conditions_survive_queue_moves),
+        cmocka_unit_test(abort_drops_only_the_failing_signal),
         cmocka_unit_test(debezium_offsets_restart_the_collection),
         cmocka_unit_test(offsets_of_either_libbson_read_the_same),
         cmocka_unit_test(marker_window_drops_streamed_keys),
