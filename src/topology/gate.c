@@ -18,6 +18,12 @@
 
 #define MAX_KEY_FIELDS 32
 #define REFRESH_MIN_MS 100
+/* A map is read again before it decides an event more than this much
+ * cluster time (seconds) after the newest event it was read for: a chunk
+ * that left this shard and came back since would otherwise still look owned
+ * since the older move, and the event would not wait for the shard that held
+ * the document in between. */
+#define STALE_AFTER_S 1
 
 struct ns_map {
     struct ns_map *next;
@@ -31,6 +37,7 @@ struct ns_map {
     struct chunk *chunks;
     size_t nchunks;
     int64_t read_ms; /* monotonic ms of the last read */
+    uint64_t read_ts; /* cluster time (sec << 32 | inc) of the newest event it was read for */
 };
 
 struct gate_task {
@@ -516,12 +523,24 @@ uint64_t gate_task_check(struct gate_task *t, const char *db, const char *coll, 
         if (!m->sharded)
             return 0;
     }
-    if (lookup(t, m, key, ts, &need, donor))
+    /* Read for events of at least this cluster time: it holds every
+     * migration committed before them (config.chunks is read after they
+     * happened). */
+    if (m->read_ts == 0)
+        m->read_ts = ts;
+    bool recent = (ts >> 32) <= (m->read_ts >> 32) + STALE_AFTER_S;
+    if (recent && lookup(t, m, key, ts, &need, donor))
         return need;
-    if (mcdc_clock_mono_ms() - m->read_ms < REFRESH_MIN_MS)
+    if (mcdc_clock_mono_ms() - m->read_ms < REFRESH_MIN_MS) {
+        /* Just read: decide with it (a stale map here errs only for moves
+         * within the last REFRESH_MIN_MS). */
+        if (!recent && lookup(t, m, key, ts, &need, donor))
+            return need;
         return 0;
+    }
     if (!load_map(t->reg->seed, m, err))
         return 0;
+    m->read_ts = ts;
     if (lookup(t, m, key, ts, &need, donor))
         return need;
     return 0;
