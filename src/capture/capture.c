@@ -187,6 +187,22 @@ void capture_failure(struct capture *cap, struct resume_failure *fail, struct mc
 
 bool capture_event_position(const bson_t *doc, struct mcdc_position *pos)
 {
+    struct change_fields f;
+    change_fields_scan(doc, &f);
+    return capture_event_position_in(&f, pos);
+}
+
+const struct change_fields *capture_fields(const struct capture *cap, const bson_t *doc,
+                                           struct change_fields *scratch)
+{
+    if (cap != NULL && change_fields_of(&cap->split.last, doc))
+        return &cap->split.last;
+    change_fields_scan(doc, scratch);
+    return scratch;
+}
+
+bool capture_event_position_in(const struct change_fields *f, struct mcdc_position *pos)
+{
     bson_iter_t it;
     uint32_t len = 0;
     const uint8_t *data = NULL;
@@ -197,13 +213,15 @@ bool capture_event_position(const bson_t *doc, struct mcdc_position *pos)
     position_init(pos);
     pos->sec = -1;
     pos->ord = -1;
-    if (bson_iter_init_find(&it, doc, "clusterTime") && BSON_ITER_HOLDS_TIMESTAMP(&it)) {
+    it = f->time;
+    if (f->has_time && BSON_ITER_HOLDS_TIMESTAMP(&it)) {
         uint32_t t, i;
         bson_iter_timestamp(&it, &t, &i);
         pos->sec = t;
         pos->ord = i;
     }
-    if (!bson_iter_init_find(&it, doc, "_id") || !BSON_ITER_HOLDS_DOCUMENT(&it))
+    it = f->id;
+    if (!f->has_id || !BSON_ITER_HOLDS_DOCUMENT(&it))
         return false;
     bson_iter_document(&it, &len, &data);
     if (!bson_init_static(&view, data, len))

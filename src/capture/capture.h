@@ -25,6 +25,8 @@
 #include "config/config.h"
 #include "event/position.h"
 
+struct change_fields; /* capture/oversize.h */
+
 struct capture;
 
 enum capture_status {
@@ -100,5 +102,17 @@ void capture_failure_from(const bson_error_t *error, const bson_t *reply,
  * document _id (mongoc refuses those, so this is a broken invariant).
  */
 bool capture_event_position(const bson_t *doc, struct mcdc_position *pos);
+
+/* capture_event_position from a scan of the event (capture/oversize.h). */
+bool capture_event_position_in(const struct change_fields *f, struct mcdc_position *pos);
+
+/*
+ * The top-level fields of doc, an event the last capture_next returned: the
+ * scan capture_next already made of it when it is the document it read (not
+ * a reassembled split event), else a scan into scratch. Borrowed, valid while
+ * doc is. cap may be NULL (a scan into scratch).
+ */
+const struct change_fields *capture_fields(const struct capture *cap, const bson_t *doc,
+                                           struct change_fields *scratch);
 
 #endif

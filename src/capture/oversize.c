@@ -74,14 +74,68 @@ static int64_t size_of(const bson_t *sizes, const char *key)
     return -1;
 }
 
-bool oversize_is_stub(const bson_t *doc, int64_t *full_size, int64_t *before_size)
+void change_fields_scan(const bson_t *doc, struct change_fields *f)
 {
     bson_iter_t it;
+
+    memset(f, 0, sizeof *f);
+    f->doc = doc;
+    f->data = bson_get_data(doc);
+    if (!bson_iter_init(&it, doc))
+        return;
+    /* By name length first: most names of an event match none. */
+    while (bson_iter_next(&it)) {
+        const char *k = bson_iter_key_unsafe(&it);
+        switch (bson_iter_key_len(&it)) {
+        case 3:
+            if (!f->has_id && memcmp(k, "_id", 3) == 0) {
+                f->id = it;
+                f->has_id = true;
+            }
+            break;
+        case 11:
+            if (!f->has_time && memcmp(k, "clusterTime", 11) == 0) {
+                f->time = it;
+                f->has_time = true;
+            }
+            break;
+        case 10:
+            if (!f->has_split && memcmp(k, "splitEvent", 10) == 0) {
+                f->split = it;
+                f->has_split = true;
+            }
+            break;
+        case sizeof OVERSIZE_STUB_FIELD - 1:
+            if (!f->has_stub && memcmp(k, OVERSIZE_STUB_FIELD, sizeof OVERSIZE_STUB_FIELD - 1) == 0) {
+                f->stub = it;
+                f->has_stub = true;
+            }
+            break;
+        default: break;
+        }
+    }
+}
+
+bool change_fields_of(const struct change_fields *f, const bson_t *doc)
+{
+    return f->doc == doc && f->data == bson_get_data(doc);
+}
+
+bool oversize_is_stub(const bson_t *doc, int64_t *full_size, int64_t *before_size)
+{
+    struct change_fields f;
+    change_fields_scan(doc, &f);
+    return oversize_stub_in(&f, full_size, before_size);
+}
+
+bool oversize_stub_in(const struct change_fields *f, int64_t *full_size, int64_t *before_size)
+{
+    bson_iter_t it = f->stub;
     uint32_t len = 0;
     const uint8_t *data = NULL;
     bson_t sizes;
 
-    if (!bson_iter_init_find(&it, doc, OVERSIZE_STUB_FIELD) || !BSON_ITER_HOLDS_DOCUMENT(&it))
+    if (!f->has_stub || !BSON_ITER_HOLDS_DOCUMENT(&it))
         return false;
     bson_iter_document(&it, &len, &data);
     if (!bson_init_static(&sizes, data, len))
@@ -157,11 +211,11 @@ void split_reset(struct split_buffer *b)
     b->of = 0;
 }
 
-static bool split_marker(const bson_t *doc, int32_t *fragment, int32_t *of)
+static bool split_marker(const struct change_fields *f, int32_t *fragment, int32_t *of)
 {
-    bson_iter_t it, sub;
+    bson_iter_t it = f->split, sub;
 
-    if (!bson_iter_init_find(&it, doc, "splitEvent") || !BSON_ITER_HOLDS_DOCUMENT(&it))
+    if (!f->has_split || !BSON_ITER_HOLDS_DOCUMENT(&it))
         return false;
     *fragment = 0;
     *of = 0;
@@ -180,7 +234,8 @@ enum split_result split_add(struct split_buffer *b, const bson_t *doc, const bso
     int32_t fragment, of;
     bson_iter_t it;
 
-    if (!split_marker(doc, &fragment, &of)) {
+    change_fields_scan(doc, &b->last);
+    if (!split_marker(&b->last, &fragment, &of)) {
         if (!b->active)
             return SPLIT_WHOLE;
         snprintf(why, why_size,

@@ -54,13 +54,16 @@ static void skip_emitted(struct stream_source *s, struct source_change *ch)
 static enum source_step stream_event(struct stream_source *s, const bson_t *doc,
                                      struct source_change *ch)
 {
+    struct change_fields scratch;
+    const struct change_fields *f = capture_fields(s->cap, doc, &scratch);
+
     ch->raw = doc;
-    if (!capture_event_position(doc, ch->pos)) {
+    if (!capture_event_position_in(f, ch->pos)) {
         ch->fatal = true;
         mcdc_error_set(&ch->err, MCDC_ERR_MONGO, 0, "change event without a resume token");
         return SOURCE_FAILED;
     }
-    if (oversize_is_stub(doc, &ch->full_size, &ch->before_size))
+    if (oversize_stub_in(f, &ch->full_size, &ch->before_size))
         return SOURCE_OVERSIZE;
     ch->split = capture_last_was_split(s->cap, NULL);
     event_init(ch->ev);

@@ -158,6 +158,35 @@ static void skip_stage_and_stub(void **state)
     bson_destroy(ev);
 }
 
+/* One pass finds the four top-level fields the capture reads, wherever they
+ * are, and tells a scan of this event from one of another. */
+static void change_fields_in_one_pass(void **state)
+{
+    (void)state;
+    bson_t *a = json("{\"operationType\": \"update\", \"clusterTime\": {\"$timestamp\": "
+                     "{\"t\": 5, \"i\": 2}}, \"x\": 1, \"splitEvent\": {\"fragment\": 1, "
+                     "\"of\": 2}, \"__mongocdc_oversize\": {\"fullDocument\": 9}, "
+                     "\"_id\": {\"_data\": \"82\"}}");
+    bson_t *b = json("{\"_id\": {\"_data\": \"83\"}, \"operationType\": \"insert\"}");
+    struct change_fields f;
+    change_fields_scan(a, &f);
+    assert_true(f.has_id && f.has_time && f.has_split && f.has_stub);
+    assert_string_equal(bson_iter_key(&f.time), "clusterTime");
+    assert_string_equal(bson_iter_key(&f.id), "_id");
+    int64_t full = 0, before = 0;
+    assert_true(oversize_stub_in(&f, &full, &before));
+    assert_int_equal(full, 9);
+    assert_int_equal(before, -1);
+    assert_true(change_fields_of(&f, a));
+    assert_false(change_fields_of(&f, b));
+    change_fields_scan(b, &f);
+    assert_true(f.has_id);
+    assert_false(f.has_time || f.has_split || f.has_stub);
+    assert_false(oversize_stub_in(&f, &full, &before));
+    bson_destroy(a);
+    bson_destroy(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -165,6 +194,7 @@ int main(void)
         cmocka_unit_test(refuses_fragments_out_of_sequence),
         cmocka_unit_test(split_stage_versions),
         cmocka_unit_test(skip_stage_and_stub),
+        cmocka_unit_test(change_fields_in_one_pass),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
