@@ -186,6 +186,19 @@ static void names_grow(struct ejson_buf *buf, struct names *t, const uint8_t *da
     buf->keys_top = old + nsize;
 }
 
+/* The table slot of the member named k (n bytes, inside data): its entry
+ * when *found, else the free slot it would take; *h its name's hash. */
+static size_t names_slot(struct ejson_buf *buf, struct names *t, const uint8_t *data,
+                         uint32_t len, const char *k, size_t n, uint64_t *h, bool *found)
+{
+    struct jname jn;
+    jname_get(&jn, k, n, (size_t)(data + len - (const uint8_t *)k));
+    *h = name_hash(jn.p, jn.n, jn.readable);
+    size_t i = names_find(buf, t, data, len, &jn, *h, found);
+    jname_done(&jn);
+    return i;
+}
+
 /*
  * Adds the member named k (n bytes, inside data). Returns false if its name was seen
  * before in this document (the entry then points at this later element).
@@ -196,12 +209,9 @@ bool names_add(struct ejson_buf *buf, struct names *t, const uint8_t *data, uint
     if ((t->count + 1) * 2 > t->size) {
         names_grow(buf, t, data, len);
     }
-    struct jname jn;
-    jname_get(&jn, k, n, (size_t)(data + len - (const uint8_t *)k));
-    uint64_t h = name_hash(jn.p, jn.n, jn.readable);
+    uint64_t h;
     bool found;
-    size_t i = names_find(buf, t, data, len, &jn, h, &found);
-    jname_done(&jn);
+    size_t i = names_slot(buf, t, data, len, k, n, &h, &found);
     uint64_t off = (uint64_t)((const uint8_t *)k - 1 - data); /* the element's type byte */
     if (found) {
         buf->keys[t->base + i] = (buf->keys[t->base + i] & ~NAME_OFFSET) | off;
@@ -227,12 +237,9 @@ void names_write_collapsed(struct ejson_buf *buf, struct names *t, const uint8_t
         while (bson_iter_next(&it)) {
             const char *k = bson_iter_key_unsafe(&it);
             size_t n = bson_iter_key_len(&it);
-            struct jname jn;
-            jname_get(&jn, k, n, (size_t)(data + len - (const uint8_t *)k));
-            uint64_t h = name_hash(jn.p, jn.n, jn.readable);
+            uint64_t h;
             bool found;
-            size_t i = names_find(buf, t, data, len, &jn, h, &found);
-            jname_done(&jn);
+            size_t i = names_slot(buf, t, data, len, k, n, &h, &found);
             uint64_t e = buf->keys[t->base + i];
             if (!found || (e & NAME_EMITTED)) {
                 continue;

@@ -19,7 +19,7 @@
 #include "common/xalloc.h"
 #include "snapshot/hashkey.h"
 
-static void pending_clear(struct incr *s)
+void incr_pending_free(struct incr *s)
 {
     for (size_t i = 0; i < s->npending; i++)
         bson_destroy(s->pending[i].key);
@@ -30,11 +30,6 @@ static void pending_clear(struct incr *s)
     s->has_seen = false;
     s->at_known = s->passed_t = false;
     s->win_opened = s->win_close_seen = false;
-}
-
-void incr_pending_free(struct incr *s)
-{
-    pending_clear(s);
 }
 
 static bool time_after(uint32_t sec, uint32_t inc, uint32_t at_sec, uint32_t at_inc)
@@ -109,7 +104,7 @@ struct incr_job *incr_job_begin(struct incr *s, const bson_t *owned)
     mcdc_uuid_v4(j->chunk_id);
 
     incr_window_clear(s);
-    pending_clear(s);
+    incr_pending_free(s);
     memcpy(s->chunk_id, j->chunk_id, sizeof s->chunk_id);
     s->state = INCR_READING;
     return j;
@@ -148,7 +143,7 @@ void incr_job_abandon(struct incr *s)
 {
     if (s->state != INCR_READING)
         return;
-    pending_clear(s);
+    incr_pending_free(s);
     s->state = INCR_READY;
     s->chunk_id[0] = '\0'; /* its markers, if any reach the stream, are no one's */
 }
@@ -194,7 +189,7 @@ enum incr_read incr_job_attach(struct incr *s, struct incr_job *j, struct mcdc_e
     if (r != INCR_READ_WINDOW) {
         if (r == INCR_READ_FAILED && err != NULL)
             *err = j->err;
-        pending_clear(s);
+        incr_pending_free(s);
         incr_job_free(j);
         if (r == INCR_READ_COLL_DONE) {
             s->stop_current = false;
@@ -226,7 +221,7 @@ enum incr_read incr_job_attach(struct incr *s, struct incr_job *j, struct mcdc_e
         s->state = INCR_CLOSED; /* the stream passed T during the read */
     else
         s->state = INCR_WAIT_TIME;
-    pending_clear(s);
+    incr_pending_free(s);
     incr_job_free(j);
     return INCR_READ_WINDOW;
 }

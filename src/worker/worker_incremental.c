@@ -309,6 +309,15 @@ static enum phase read_done(struct worker *w, enum incr_read r, struct mcdc_erro
     }
 }
 
+/* Copies of the current collection ("db.coll") and its signal id (""
+ * without one): the engine's own go when the read's outcome changes the
+ * queue. */
+static void current_names(const struct worker *w, char (*ns)[600], char (*id)[256])
+{
+    snprintf(*ns, sizeof *ns, "%s", incr_current(w->inc) ? incr_current(w->inc) : "");
+    snprintf(*id, sizeof *id, "%s", incr_signal_id(w->inc) ? incr_signal_id(w->inc) : "");
+}
+
 /* Hands the next chunk of the current collection to the reader thread
  * (started at the first chunk). */
 static enum phase begin_read(struct worker *w)
@@ -334,9 +343,7 @@ static enum phase begin_read(struct worker *w)
             uint32_t sec, inc;
             char ns[600], id[256];
             if (!incr_cluster_time_now(w->client, &sec, &inc, &err)) {
-                snprintf(ns, sizeof ns, "%s", incr_current(w->inc));
-                snprintf(id, sizeof id, "%s",
-                         incr_signal_id(w->inc) ? incr_signal_id(w->inc) : "");
+                current_names(w, &ns, &id);
                 mcdc_error_prefix(&err, "incremental snapshot of %s", ns);
                 incr_job_free(j);
                 incr_job_abandon(w->inc);
@@ -380,8 +387,7 @@ static enum phase advance(struct worker *w)
                     incr_job_abandon(w->inc); /* no reader holds it: read again */
                 break;
             }
-            snprintf(ns, sizeof ns, "%s", incr_current(w->inc));
-            snprintf(id, sizeof id, "%s", incr_signal_id(w->inc) ? incr_signal_id(w->inc) : "");
+            current_names(w, &ns, &id);
             int64_t sent = incr_rows_sent(w->inc);
             ph = read_done(w, incr_job_attach(w->inc, j, &err), &err, ns, id, sent);
             continue;
